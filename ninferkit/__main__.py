@@ -1,0 +1,3 @@
+from ninferkit.cli import main
+
+raise SystemExit(main())

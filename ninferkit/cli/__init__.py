@@ -1,0 +1,43 @@
+"""`ninferkit` command line: one module per command in this package, found at start-up.
+
+Each command module defines ``add_parser(subparsers)`` and ``main(args) -> int``; it only parses
+arguments and calls the library. Errors of the library become one readable message and an exit code
+(2 for a bad profile or usage, 1 for anything else that failed), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from ninferkit.errors import NinferkitError, ProfileError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ninferkit", description="A reproducible LLM-serving runbook.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.add_parser(subparsers).set_defaults(handler=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except ProfileError as exc:
+        print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except NinferkitError as exc:
+        print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"ninferkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code

@@ -1,0 +1,33 @@
+"""`ninferkit launch PROFILE`: start (or with --dry-run, only show) the server of a profile."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from ninferkit import steps
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.runs import open_run
+from ninferkit.server import planned_argv
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("launch", help="start the server and leave it running")
+    add_profile_args(parser)
+    add_run_dir_arg(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the exact argv and start nothing")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        from ninferkit.params import load_profile
+
+        print(shlex.join(planned_argv(load_profile(args.profile, args.overrides).profile)))
+        return 0
+    run = open_run(args.profile, args.run_dir, args.overrides)
+    record = steps.launch(run)
+    print(f"ready at {record['url']} after {record['ready_s']} s (pid {record['pid']})")
+    print(f"stop it with: ninferkit stop {run.dir.path}")
+    return 0

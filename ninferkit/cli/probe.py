@@ -1,0 +1,27 @@
+"""`ninferkit probe`: the setup step's facts and findings without a notebook."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ninferkit import probe
+from ninferkit.params import load_profile
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("probe", help="GPU, driver, CUDA, Docker, disk facts")
+    parser.add_argument("--profile", help="judge the facts against this profile")
+    parser.add_argument("--json", action="store_true", help="print the probe.json object")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile).profile if args.profile else None
+    result = probe.probe(profile)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print(probe.summary(result))
+    return 1 if any(f["severity"] == "error" for f in result["findings"]) else 0

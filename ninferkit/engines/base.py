@@ -1,0 +1,157 @@
+"""The engine seam: what the rest of ninferkit needs from an inference engine.
+
+Everything engine-specific (flags, log formats, error strings, where server-side timings live) sits
+in one adapter file per engine. `server`, `sweeps`, `telemetry` and `capacity` talk to this base
+class only. The base keeps the books (diagnosis by rule table, ledger parsing by pattern table);
+an adapter fills in its tables and its argv.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ninferkit.errors import Diagnosis
+from ninferkit.params.profile import Profile
+
+
+@dataclass(frozen=True)
+class DiagnosisRule:
+    """One known failure: a log pattern, and what it means for the operator."""
+
+    code: str
+    pattern: re.Pattern[str]
+    cause: str
+    fix: str
+
+    def match(self, log_text: str) -> Diagnosis | None:
+        found = self.pattern.search(log_text)
+        if found is None:
+            return None
+        line = log_text[log_text.rfind("\n", 0, found.start()) + 1 : log_text.find("\n", found.end())]
+        values = {key: value for key, value in found.groupdict().items() if value is not None}
+        return Diagnosis(self.code, self.cause.format(**values), self.fix.format(**values), line.strip())
+
+
+def rule(code: str, pattern: str, cause: str, fix: str) -> DiagnosisRule:
+    return DiagnosisRule(code, re.compile(pattern, re.IGNORECASE | re.MULTILINE), cause, fix)
+
+
+@dataclass(frozen=True)
+class LedgerField:
+    """One number in a startup log: a pattern with a named group, and how to turn it into a value."""
+
+    name: str
+    pattern: re.Pattern[str]
+    convert: Callable[[re.Match[str]], Any]
+
+
+class EngineAdapter:
+    """Base adapter; subclasses set `kind`, the two tables, and implement `argv`."""
+
+    kind: ClassVar[str]
+    default_binary: ClassVar[str]
+    health_path: ClassVar[str] = "/health"
+    secret_flags: ClassVar[frozenset[str]] = frozenset({"--api-key"})
+    diagnoses: ClassVar[tuple[DiagnosisRule, ...]] = ()
+    ledger_fields: ClassVar[tuple[LedgerField, ...]] = ()
+
+    def binary(self, profile: Profile) -> Path:
+        """The engine executable for a native launch (may build or locate it)."""
+        raise NotImplementedError
+
+    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+        """The exact command line, as a list; never a shell string."""
+        raise NotImplementedError
+
+    def env(self, profile: Profile) -> dict[str, str]:
+        """Extra environment for the server process (secrets go here, not into argv, where possible)."""
+        return {}
+
+    def is_ready(self, status_code: int, body: str) -> bool:
+        return status_code == 200
+
+    def diagnose(self, log_text: str) -> Diagnosis | None:
+        """The first known failure found in a log, or None."""
+        for candidate in self.diagnoses:
+            found = candidate.match(log_text)
+            if found is not None:
+                return found
+        return None
+
+    def parse_ledger(self, log_text: str) -> dict[str, Any]:
+        """Numbers from the startup log; the last occurrence of each wins (a restarted context)."""
+        ledger: dict[str, Any] = {}
+        for entry in self.ledger_fields:
+            matches = list(entry.pattern.finditer(log_text))
+            if matches:
+                ledger[entry.name] = entry.convert(matches[-1])
+        return ledger
+
+    def models_check(self, body: Mapping[str, Any], profile: Profile) -> dict[str, Any]:
+        """The /v1/models acceptance check: the served ids and the context the server reports."""
+        ids = [model["id"] for model in body.get("data", [])]
+        context = self.reported_context(body)
+        problems = []
+        if not ids:
+            problems.append("the server lists no model")
+        if context is not None and context < profile.serve.max_context:
+            problems.append(f"reported context {context} is below serve.max_context {profile.serve.max_context}")
+        return {"ok": not problems, "ids": ids, "context_reported": context, "problems": problems}
+
+    def reported_context(self, models_body: Mapping[str, Any]) -> int | None:
+        """The per-request context the server says it serves, from /v1/models; None when not reported."""
+        return None
+
+    def chat_check(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The short chat acceptance check: a completion with server-counted usage."""
+        usage = dict(body.get("usage") or {})
+        choice = (body.get("choices") or [{}])[0]
+        ok = usage.get("completion_tokens", 0) > 0 and usage.get("prompt_tokens", 0) > 0
+        return {"ok": ok, "usage": usage, "finish_reason": choice.get("finish_reason"),
+                "server_timings": self.server_timings(body)}
+
+    def parse_throughput(self, line: str) -> dict[str, Any] | None:
+        """A periodic throughput line as numbers, or None when the line is not one."""
+        return None
+
+    def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        """Per-request server-side timings from a response body or final stream event."""
+        return {}
+
+    def redact(self, argv: list[str]) -> list[str]:
+        """argv with the value after every secret flag replaced, for logs and result files."""
+        out = list(argv)
+        for index, arg in enumerate(out[:-1]):
+            if arg in self.secret_flags:
+                out[index + 1] = "***"
+        for index, arg in enumerate(out):
+            flag, eq, _ = arg.partition("=")
+            if eq and flag in self.secret_flags:
+                out[index] = f"{flag}=***"
+        return out
+
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+def mib(group: str) -> Callable[[re.Match[str]], int]:
+    return lambda match: round(float(match[group]) * MIB)
+
+
+def integer(group: str) -> Callable[[re.Match[str]], int]:
+    return lambda match: int(match[group])
+
+
+def text(group: str) -> Callable[[re.Match[str]], str]:
+    return lambda match: match[group]
+
+
+def field_pattern(name: str, pattern: str, convert: Callable[[re.Match[str]], Any]) -> LedgerField:
+    return LedgerField(name, re.compile(pattern, re.MULTILINE), convert)
+
+

@@ -1,0 +1,134 @@
+"""llama.cpp's `llama-server`: the embedded default, and the engine people A/B NInfer against.
+
+Its `-c` is the KV pool of all slots together, so a profile's per-slot `max_context` times
+`max_concurrency` becomes `-c`, unless `serve.kv.capacity` names the pool explicitly. The memory
+lines of the startup log are printed only at a raised log verbosity, hence `-lv 4`. Server-side
+per-request truth is the `timings` object of each response (prompt and predicted counts and times).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ninferkit.embedded import llama_server_binary
+from ninferkit.engines import register
+from ninferkit.engines.base import EngineAdapter, field_pattern, integer, mib, rule, text
+from ninferkit.errors import ProfileError
+from ninferkit.params.profile import Profile
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+LOG_VERBOSITY = "4"
+
+
+@register
+class LlamaServer(EngineAdapter):
+    kind = "llama_server"
+    default_binary = "llama-server"
+    diagnoses = (
+        rule("port_in_use", r"couldn't bind HTTP server socket.*port: (?P<port>\d+)",
+             "port {port} is already in use by another process",
+             "stop the other server (`ss -ltnp 'sport = :{port}'` shows it) or set serve.port to a free port"),
+        rule("model_missing", r"failed to open GGUF file '(?P<path>[^']*)'(?: \((?P<why>[^)]*)\))?",
+             "the model file {path} cannot be opened",
+             "check artifact.local_dir and the file name; run the verify step (01_artifact_verify) to fetch it"),
+        rule("model_unreadable", r"(?:llama_model_load: error loading model: |gguf_init_from_file_impl: )"
+             r"(?P<why>.*)",
+             "the model file is not a GGUF this llama-server can read ({why})",
+             "re-download and verify the artifact (sha256), or use a llama.cpp build new enough for its architecture"),
+        rule("unknown_argument", r"error: (?:invalid|unknown) argument: (?P<arg>\S+)",
+             "this llama-server build does not know the option {arg}",
+             "remove {arg} from serve.extra_args, or use a llama.cpp version that has it (`llama-server --help`)"),
+        rule("out_of_memory", r"(?:failed to allocate (?P<what>\S+ buffer) of size (?P<size>\d+)|"
+             r"cudaMalloc failed: out of memory|unable to allocate (?P<what2>\S+) buffer|"
+             r"failed to (?:initialize|create) the context|ggml_backend_\w+_buffer_type_alloc_buffer: .*"
+             r"(?:out of memory|failed))",
+             "not enough memory for the weights, the KV cache or the compute buffers",
+             "lower serve.max_context or serve.max_concurrency (KV grows with both), quantise the KV cache "
+             "(serve.kv.dtype q8_0), or offload fewer layers"),
+    )
+    ledger_fields = (
+        field_pattern("model_file_bytes", r"print_info: file size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
+        field_pattern("model_params_m", r"print_info: model params\s*=\s*(?P<v>[\d.]+) M", lambda m: float(m["v"])),
+        field_pattern("n_ctx_total", r"llama_context: n_ctx\s*=\s*(?P<v>\d+)", integer("v")),
+        field_pattern("n_ctx_per_slot", r"llama_context: n_ctx_seq\s*=\s*(?P<v>\d+)", integer("v")),
+        field_pattern("n_seq_max", r"llama_context: n_seq_max\s*=\s*(?P<v>\d+)", integer("v")),
+        field_pattern("n_batch", r"llama_context: n_batch\s*=\s*(?P<v>\d+)", integer("v")),
+        field_pattern("n_ubatch", r"llama_context: n_ubatch\s*=\s*(?P<v>\d+)", integer("v")),
+        field_pattern("kv_cache_bytes", r"llama_kv_cache: size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
+        field_pattern("kv_cells", r"llama_kv_cache: size\s*=.*\(\s*(?P<v>\d+) cells", integer("v")),
+        field_pattern("kv_layers", r"llama_kv_cache: size\s*=.*cells,\s*(?P<v>\d+) layers", integer("v")),
+        field_pattern("kv_type_k", r"llama_kv_cache: size\s*=.*K \((?P<v>\w+)\)", text("v")),
+        field_pattern("kv_type_v", r"llama_kv_cache: size\s*=.*V \((?P<v>\w+)\)", text("v")),
+        field_pattern("kv_k_bytes", r"llama_kv_cache: size\s*=.*K \(\w+\):\s*(?P<v>[\d.]+) MiB", mib("v")),
+        field_pattern("kv_v_bytes", r"llama_kv_cache: size\s*=.*V \(\w+\):\s*(?P<v>[\d.]+) MiB", mib("v")),
+        field_pattern("model_buffer_bytes", r"load_tensors:\s+\S+ model buffer size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
+        field_pattern("compute_buffer_bytes", r"\w+:\s+\S+ compute buffer size\s*=\s*(?P<v>[\d.]+) MiB",
+                      mib("v")),
+        field_pattern("slots", r"initializing(?: slots)?, n_slots = (?P<v>\d+)", integer("v")),
+        field_pattern("listen_url", r"listening on (?P<v>http://\S+)", text("v")),
+    )
+
+    def binary(self, profile: Profile) -> Path:
+        return llama_server_binary(profile.engine.binary, profile.engine.build)
+
+    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+        serve = profile.serve
+        if serve.spec.method is not None:
+            raise ProfileError(f"serve.spec.method = {serve.spec.method!r}: the llama_server adapter runs no "
+                               "speculative decoding; allowed: null")
+        if serve.kv.capacity == "auto":
+            raise ProfileError("serve.kv.capacity = 'auto': llama-server has no automatic KV sizing; "
+                               "allowed: a token count or null (max_context x max_concurrency)")
+        pool = serve.kv.capacity or serve.max_context * serve.max_concurrency
+        argv = [str(binary), "-m", str(model_path), "--host", serve.host, "--port", str(serve.port),
+                "--alias", serve.model_id, "-c", str(pool), "-np", str(serve.max_concurrency),
+                "--metrics", "-lv", LOG_VERBOSITY]
+        if serve.kv.dtype is not None:
+            if serve.kv.dtype not in CACHE_TYPES:
+                raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: not a llama.cpp cache type; "
+                                   f"allowed: {', '.join(CACHE_TYPES)}")
+            argv += ["-ctk", serve.kv.dtype, "-ctv", serve.kv.dtype]
+            if serve.kv.dtype not in ("f32", "f16", "bf16"):
+                argv += ["-fa", "on"]  # a quantised V cache needs flash attention
+        if serve.prefill_chunk is not None:
+            argv += ["-b", str(serve.prefill_chunk), "-ub", str(serve.prefill_chunk)]
+        if serve.threads is not None:
+            argv += ["-t", str(serve.threads)]
+        if profile.engine.build.backend == "cuda":
+            argv += ["-ngl", "999"]
+        return argv + list(serve.extra_args)
+
+    def env(self, profile: Profile) -> dict[str, str]:
+        # llama-server reads its key from LLAMA_API_KEY, which keeps the secret out of argv and `ps`.
+        name = profile.serve.api_key_env
+        return {"LLAMA_API_KEY": os.environ[name]} if name and name in os.environ else {}
+
+    def reported_context(self, models_body: Mapping[str, Any]) -> int | None:
+        data = models_body.get("data") or [{}]
+        value = (data[0].get("meta") or {}).get("n_ctx")
+        return int(value) if value is not None else None
+
+    def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        timings = response.get("timings")
+        if not timings:
+            return {}
+        out = {
+            "prompt_tokens_server": timings.get("prompt_n"),
+            "cached_tokens_server": timings.get("cache_n"),
+            "prompt_s_server": _seconds(timings.get("prompt_ms")),
+            "prefill_tok_s_server": timings.get("prompt_per_second"),
+            "decode_tokens_server": timings.get("predicted_n"),
+            "decode_s_server": _seconds(timings.get("predicted_ms")),
+            "decode_tok_s_server": timings.get("predicted_per_second"),
+        }
+        if "draft_n" in timings:
+            out["drafted_tokens_server"] = timings["draft_n"]
+            out["accepted_tokens_server"] = timings.get("draft_n_accepted")
+        return out
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0

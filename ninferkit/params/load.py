@@ -1,0 +1,162 @@
+"""Loading a profile: YAML + `-p key=value` overrides -> a validated, hashed Profile.
+
+Validation errors are rewritten into one message per field that names the YAML key path, the
+value given and what is allowed, with the closest known key for a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ninferkit.errors import ProfileError
+from ninferkit.params.profile import Profile
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile plus where it came from and the reasons written beside its flags."""
+
+    profile: Profile
+    source: Path | None
+    overrides: tuple[str, ...] = ()
+    comments: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hash(self) -> str:
+        return profile_hash(self.profile)
+
+
+def profile_hash(profile: Profile) -> str:
+    """A stable 12-hex-digit hash of the validated values (defaults included, comments excluded)."""
+    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfile:
+    """Read, override and validate a profile; raise ProfileError listing every bad field.
+
+    Example: ``load_profile("params/local-cpu.yaml", ["serve.max_context=8192"])``.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise ProfileError(f"profile {source} does not exist; profiles live in params/*.yaml")
+    text = source.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: a profile is a YAML mapping with at least name, engine, artifact")
+    overrides = tuple(overrides)
+    for item in overrides:
+        apply_override(data, item)
+    return LoadedProfile(validate_profile(data, where=str(source)), source, overrides, yaml_comments(text))
+
+
+def validate_profile(data: Mapping[str, Any], where: str = "profile") -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(error, data) for error in exc.errors()]
+        raise ProfileError(f"{where} is not a valid profile:\n" + "\n".join(f"  - {p}" for p in problems)) from exc
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    """Set ``a.b.c=value`` in place; the value is read as YAML (8192 -> int, true -> bool, [a, b] -> list)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ProfileError(f"override '{item}' must look like section.field=value, e.g. serve.max_context=8192")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"override '{item}': the value is not valid YAML: {exc}") from exc
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ProfileError(f"override '{item}': '{part}' is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
+    path = ".".join(str(part) for part in loc) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        known = _known_fields(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"{path}: unknown field; {hint}allowed: {', '.join(sorted(known))}"
+    if kind == "missing":
+        return f"{path}: required field is missing"
+    given = error.get("input")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if loc and kind != "value_error":
+        return f"{path} = {given!r}: {message}"
+    return f"{path}: {message}"
+
+
+def _is_union_tag(part: object) -> bool:
+    # pydantic puts union member names such as 'int' or "literal['auto']" into the location.
+    return isinstance(part, str) and (part in {"int", "str", "float", "bool"} or part.startswith(("literal[", "function-")))
+
+
+def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = Profile
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(str(part))
+        annotation = getattr(info, "annotation", None)
+        nested = _model_in(annotation)
+        if nested is None:
+            return []
+        model = nested
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+_KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w.-]*)\s*:(?P<rest>.*)$")
+
+
+def yaml_comments(text: str) -> dict[str, str]:
+    """Map each key path to the comment written on its line (``max_context: 131072  # why``).
+
+    The reasons operators write beside flags are part of the pinned recipe the write-up
+    publishes; YAML parsers drop comments, so this reads them from the text by indentation.
+    """
+    comments: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in text.splitlines():
+        match = _KEY_LINE.match(line)
+        if not match:
+            continue
+        indent = len(match["indent"])
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, match["key"]))
+        _, hash_, comment = match["rest"].partition(" #")
+        if hash_ and comment.strip():
+            comments[".".join(key for _, key in stack)] = comment.strip()
+    return comments

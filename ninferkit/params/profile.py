@@ -1,0 +1,174 @@
+"""The profile: one deployment described in YAML (engine, artifact, serve settings, GPU, sweeps).
+
+Every field is typed and every section forbids unknown keys, so a typo or a wrong value fails
+before anything runs. Fields that later steps need but a profile may omit have defaults that suit
+the embedded default (a CPU `llama-server` serving a small generated model).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ninferkit.params.base import Section
+from ninferkit.params.capacity import CapacitySection
+from ninferkit.params.report import ReportSection
+from ninferkit.params.sweeps import SweepsSection
+
+EngineKind = Literal["ninfer", "llama_server", "vllm"]
+Sha256Hex = str
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def _check_sha256(value: str | None) -> str | None:
+    if value is not None and not _SHA256.match(value):
+        raise ValueError("must be 64 lowercase hex digits (a sha256)")
+    return value
+
+
+class BuildSection(Section):
+    """Where the engine binary comes from, so the write-up can pin it."""
+
+    source: str | None = Field(None, description="repo URL, tarball URL or 'pypi:NAME==VERSION'")
+    commit: str | None = None
+    tarball_sha256: Sha256Hex | None = None
+    backend: Literal["cpu", "cuda"] = "cpu"
+    cuda_arch: str | None = Field(None, pattern=r"^\d{2,3}[a-z]?$", description="e.g. '70', '86', '90'")
+    binary_sha256: dict[str, Sha256Hex] = Field(default_factory=dict, description="file name -> sha256")
+
+    _sha = field_validator("tarball_sha256")(_check_sha256)
+
+    @field_validator("binary_sha256")
+    @classmethod
+    def _binary_hashes(cls, value: dict[str, str]) -> dict[str, str]:
+        for digest in value.values():
+            _check_sha256(digest)
+        return value
+
+
+class EngineSection(Section):
+    kind: EngineKind
+    binary: str | None = Field(None, description="path, or a name looked up on PATH")
+    docker_image: str | None = None
+    generation: Literal["G0", "G1", "G2", "G3"] | None = Field(None, description="NInfer interface generation")
+    version: str | None = None
+    build: BuildSection = BuildSection()
+
+
+class GeneratedModel(Section):
+    """A random-weight model written locally: real tokenizer, real compute, meaningless text."""
+
+    architecture: Literal["qwen3"] = "qwen3"
+    vocab: Literal["qwen2"] = "qwen2"
+    layers: int = Field(4, ge=1, le=128)
+    hidden: int = Field(256, ge=64, le=16384)
+    heads: int = Field(4, ge=1, le=256)
+    kv_heads: int = Field(2, ge=1, le=256)
+    head_dim: int | None = Field(None, ge=16, le=512, description="default hidden / heads")
+    ffn: int = Field(768, ge=64, le=65536)
+    context_length: int = Field(32768, ge=512)
+    dtype: Literal["f32", "f16"] = "f16"
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> GeneratedModel:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ArtifactSection(Section):
+    """The model file: pinned on a hub (repo + revision + filename), a direct URL, or generated."""
+
+    repo: str | None = None
+    revision: str | None = Field(None, description="a commit hash; a branch only with allow_branch")
+    filename: str | None = None
+    url: str | None = None
+    endpoint: str | None = Field(None, description="hub mirror; default HF_ENDPOINT or the public hub")
+    allow_branch: bool = False
+    size_bytes: int | None = Field(None, ge=1)
+    sha256: Sha256Hex | None = None
+    container_version: int | None = Field(None, ge=1, le=3)
+    local_dir: str = "~/.cache/ninferkit/models"
+    generate: GeneratedModel | None = None
+
+    _sha = field_validator("sha256")(_check_sha256)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ArtifactSection:
+        hub = self.repo is not None or self.filename is not None
+        sources = sum([hub, self.url is not None, self.generate is not None])
+        if sources != 1:
+            raise ValueError("give exactly one source: repo + revision + filename, url, or generate")
+        if hub and not (self.repo and self.revision and self.filename):
+            raise ValueError("a hub artifact needs repo, revision and filename")
+        return self
+
+
+class KVSection(Section):
+    dtype: str | None = Field(None, description="engine-specific, e.g. int8, rk8v4, f16, q8_0")
+    capacity: int | Literal["auto"] | None = Field(None, description="total KV tokens, or 'auto'")
+
+    @field_validator("capacity")
+    @classmethod
+    def _positive(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be a positive token count or 'auto'")
+        return value
+
+
+class SpecSection(Section):
+    method: str | None = Field(None, description="speculative decoding backend, e.g. 'mtp'")
+    draft_tokens: int | None = Field(None, ge=1, le=16)
+    lm_head_draft: bool = False
+
+
+class ServeSection(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8088, ge=1, le=65535)
+    model_id: str = "model"
+    max_context: int = Field(4096, ge=256, description="tokens per request (per slot)")
+    max_concurrency: int = Field(1, ge=1, le=64)
+    kv: KVSection = KVSection()
+    spec: SpecSection = SpecSection()
+    prefill_chunk: int | None = Field(None, ge=1)
+    pending_timeout_ms: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1)
+    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+    docker: bool = False
+    gpu_devices: list[int] | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    startup_timeout_s: float = Field(300.0, gt=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("must be an environment variable NAME (e.g. NINFER_API_KEY), never the key")
+        return value
+
+
+class GPUSection(Section):
+    required: bool = Field(False, description="fail setup when no NVIDIA GPU is found")
+    name: str | None = None
+    arch: str | None = Field(None, pattern=r"^sm_\d{2,3}$", description="e.g. sm_70, sm_86, sm_90")
+    memory_gib: float | None = Field(None, gt=0)
+    power_limit_w: float | None = Field(None, gt=0)
+    count: int = Field(1, ge=1, le=16)
+
+
+class Profile(Section):
+    name: str
+    description: str = ""
+    engine: EngineSection
+    artifact: ArtifactSection
+    serve: ServeSection = ServeSection()
+    gpu: GPUSection = GPUSection()
+    sweeps: SweepsSection = SweepsSection()
+    capacity: CapacitySection = CapacitySection()
+    report: ReportSection = ReportSection()

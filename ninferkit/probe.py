@@ -1,0 +1,278 @@
+"""Environment facts for the setup step, and the rules that turn facts into findings with a fix.
+
+Facts come from NVML (pynvml), /proc, nvcc and docker; a machine with no NVIDIA driver is a fact
+("no GPU"), not an error, because the embedded default needs no GPU. The rules are the checks the
+field reports do by hand: open kernel module on Volta, a CUDA 13 toolkit for an sm_70 build, a KV
+dtype the architecture has no kernel for, a power limit other than the profile's, too little disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ninferkit.params.profile import Profile
+
+Severity = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: Severity
+    code: str
+    message: str
+    fix: str = ""
+
+
+def _run(argv: list[str], timeout: float = 10) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout + done.stderr).strip() if done.returncode == 0 else None
+
+
+def gpu_facts() -> dict[str, Any]:
+    """GPUs as NVML sees them; {'available': False, 'reason': ...} when there is no driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"available": False, "reason": "pynvml is not installed", "gpus": []}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {"available": False, "reason": f"NVML could not start ({exc}): no NVIDIA driver loaded", "gpus": []}
+    try:
+        gpus = [_one_gpu(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
+        return {
+            "available": bool(gpus),
+            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "cuda_driver_version": _cuda_version(pynvml),
+            "gpus": gpus,
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cuda_version(pynvml: Any) -> str | None:
+    try:
+        version = int(pynvml.nvmlSystemGetCudaDriverVersion())
+    except pynvml.NVMLError:
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _optional(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception:  # NVML raises many subclasses for "not supported on this GPU"
+        return None
+
+
+def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+    nvlink = []
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        state = _optional(lambda link=link: pynvml.nvmlDeviceGetNvLinkState(handle, link))
+        if state is None:
+            break
+        nvlink.append({"link": link, "active": bool(state)})
+    power_limit = _optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+    power_draw = _optional(lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
+    return {
+        "index": index,
+        "name": _text(pynvml.nvmlDeviceGetName(handle)),
+        "uuid": _text(_optional(lambda: pynvml.nvmlDeviceGetUUID(handle)) or ""),
+        "compute_capability": f"{major}.{minor}",
+        "arch": f"sm_{major}{minor}",
+        "memory_total_bytes": int(memory.total),
+        "memory_free_bytes": int(memory.free),
+        "power_limit_w": power_limit / 1000 if power_limit is not None else None,
+        "power_draw_w": power_draw / 1000 if power_draw is not None else None,
+        "sm_clock_mhz": _optional(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "sm_clock_max_mhz": _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "mem_clock_mhz": _optional(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+        "temperature_c": _optional(lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+        "pcie_gen": _optional(lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        "pcie_gen_max": _optional(lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+        "pcie_width": _optional(lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        "nvlink": nvlink,
+    }
+
+
+def kernel_module() -> dict[str, Any]:
+    """Proprietary or open NVIDIA kernel module, from /proc/driver/nvidia/version."""
+    path = Path("/proc/driver/nvidia/version")
+    if not path.exists():
+        return {"loaded": False, "flavour": None, "version_line": None}
+    line = path.read_text().splitlines()[0]
+    return {"loaded": True, "flavour": "open" if "Open Kernel Module" in line else "proprietary", "version_line": line}
+
+
+def cuda_toolkit() -> dict[str, Any]:
+    out = _run(["nvcc", "--version"])
+    match = re.search(r"release (\d+\.\d+)", out or "")
+    return {"nvcc": shutil.which("nvcc"), "version": match[1] if match else None}
+
+
+def docker_facts() -> dict[str, Any]:
+    client = _run(["docker", "--version"])
+    runtimes = _run(["docker", "info", "--format", "{{json .Runtimes}}"])
+    return {
+        "client": client,
+        "engine_running": runtimes is not None,
+        "nvidia_runtime": bool(runtimes and "nvidia" in runtimes),
+    }
+
+
+def cpu_facts() -> dict[str, Any]:
+    flags: set[str] = set()
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("model name") and model is None:
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"model": model, "cores": os.cpu_count(), "avx2": "avx2" in flags, "avx512f": "avx512f" in flags}
+
+
+def disk_facts(where: Path) -> dict[str, Any]:
+    existing = where
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    usage = shutil.disk_usage(existing)
+    return {"path": str(where), "free_bytes": usage.free, "total_bytes": usage.total}
+
+
+def collect(profile: Profile | None = None) -> dict[str, Any]:
+    """Every fact the setup step records; cheap enough to call from the CLI without a notebook."""
+    artifact_dir = Path(profile.artifact.local_dir).expanduser() if profile else Path.home()
+    return {
+        "gpu": gpu_facts(),
+        "kernel_module": kernel_module(),
+        "cuda_toolkit": cuda_toolkit(),
+        "docker": docker_facts(),
+        "cpu": cpu_facts(),
+        "disk": disk_facts(artifact_dir),
+    }
+
+
+# --- rules: facts (+ profile) -> findings -------------------------------------------------------
+
+KV_DTYPES_BY_ARCH = {
+    # From the field reports: Volta kernels exist for bf16/int8 KV only; fp8 KV is rejected below SM89.
+    "fp8": 89,
+}
+
+
+def _arch_number(arch: str | None) -> int | None:
+    return int(arch[3:]) if arch and arch.startswith("sm_") else None
+
+
+def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    gpu = facts["gpu"]
+    gpus = gpu.get("gpus", [])
+    if not gpu.get("available"):
+        severity: Severity = "error" if profile and profile.gpu.required else "info"
+        out.append(Finding(severity, "no_gpu", f"No NVIDIA GPU: {gpu.get('reason', 'none found')}",
+                           "install the proprietary NVIDIA driver (R580 for Volta)" if severity == "error"
+                           else "fine for the embedded default, which runs on the CPU"))
+    module = facts["kernel_module"]
+    if module.get("flavour") == "open" and any(g["arch"] == "sm_70" for g in gpus):
+        out.append(Finding("error", "open_module_on_volta",
+                           "the open NVIDIA kernel module is loaded; Volta needs the proprietary module (GSP)",
+                           "purge the *-open driver packages and install the proprietary R580 server driver"))
+    toolkit = facts["cuda_toolkit"].get("version")
+    wants_sm70 = profile is not None and (profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70")
+    if toolkit and wants_sm70 and int(toolkit.split(".")[0]) >= 13:
+        out.append(Finding("error", "cuda13_for_sm70",
+                           f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)",
+                           "install the CUDA 12.8 toolkit for the engine build"))
+    if profile is not None:
+        out.extend(_profile_findings(facts, profile, gpus))
+    return out
+
+
+def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
+    out: list[Finding] = []
+    first = gpus[0] if gpus else None
+    kv = (profile.serve.kv.dtype or "").lower()
+    arch = _arch_number(first["arch"] if first else profile.gpu.arch)
+    needed = KV_DTYPES_BY_ARCH.get(kv)
+    if needed is not None and arch is not None and arch < needed:
+        out.append(Finding("error", "kv_dtype_unsupported",
+                           f"KV dtype {kv} has no kernel on sm_{arch} (needs sm_{needed} or newer)",
+                           "use int8 (or bf16) KV on this GPU"))
+    if first and profile.gpu.arch and first["arch"] != profile.gpu.arch:
+        out.append(Finding("warning", "gpu_arch_differs",
+                           f"GPU is {first['arch']} ({first['name']}), the profile expects {profile.gpu.arch}",
+                           "use a profile written for this GPU"))
+    if first and profile.gpu.power_limit_w and first.get("power_limit_w"):
+        actual = first["power_limit_w"]
+        if abs(actual - profile.gpu.power_limit_w) > 1:
+            out.append(Finding("warning", "power_limit_differs",
+                               f"power limit is {actual:.0f} W, the profile expects {profile.gpu.power_limit_w:.0f} W",
+                               f"sudo nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (and a oneshot systemd unit "
+                               "to re-apply it at boot)"))
+    if first and profile.gpu.memory_gib:
+        total_gib = first["memory_total_bytes"] / 1024**3
+        if total_gib < profile.gpu.memory_gib * 0.97:
+            out.append(Finding("error", "gpu_memory_low",
+                               f"GPU has {total_gib:.1f} GiB, the profile expects {profile.gpu.memory_gib:.0f} GiB",
+                               "use a profile sized for this GPU (smaller context or KV capacity)"))
+    size = profile.artifact.size_bytes
+    free = facts["disk"]["free_bytes"]
+    if size and free < size * 1.1:
+        out.append(Finding("error", "disk_low",
+                           f"{free / 1024**3:.1f} GiB free at {facts['disk']['path']}, the artifact needs "
+                           f"{size / 1024**3:.1f} GiB", "free disk space or point artifact.local_dir elsewhere"))
+    if profile.serve.docker and not facts["docker"]["nvidia_runtime"]:
+        out.append(Finding("error", "no_nvidia_container_runtime",
+                           "the profile launches in Docker but no Docker engine with the NVIDIA runtime answers",
+                           "install Docker and the NVIDIA container toolkit, or set serve.docker: false"))
+    return out
+
+
+def probe(profile: Profile | None = None) -> dict[str, Any]:
+    """Facts plus findings, as written to probe.json."""
+    facts = collect(profile)
+    return {"facts": facts, "findings": [asdict(f) for f in findings(facts, profile)]}
+
+
+def summary(result: dict[str, Any]) -> str:
+    """A few human lines: the GPUs, then each finding with its fix."""
+    facts = result["facts"]
+    lines = []
+    gpu = facts["gpu"]
+    if gpu.get("available"):
+        lines.append(f"driver {gpu.get('driver_version')} (CUDA {gpu.get('cuda_driver_version')}), "
+                     f"module {facts['kernel_module'].get('flavour')}")
+        for g in gpu["gpus"]:
+            lines.append(f"GPU {g['index']}: {g['name']} {g['arch']}, {g['memory_total_bytes'] / 1024**3:.1f} GiB, "
+                         f"power limit {g['power_limit_w']} W, PCIe gen {g['pcie_gen']} x{g['pcie_width']}")
+    cpu = facts["cpu"]
+    lines.append(f"CPU: {cpu['model']} ({cpu['cores']} cores, AVX-512: {'yes' if cpu['avx512f'] else 'no'})")
+    lines.append(f"CUDA toolkit: {facts['cuda_toolkit']['version'] or 'not found'}; docker: "
+                 f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
+    lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / 1024**3:.1f} GiB")
+    for f in result["findings"]:
+        lines.append(f"[{f['severity']}] {f['code']}: {f['message']}" + (f" -> {f['fix']}" if f["fix"] else ""))
+    return "\n".join(lines)

@@ -1,0 +1,323 @@
+"""Server lifecycle: start the engine from a profile, wait until ready, check it, stop it for sure.
+
+The server runs in its own process group (its own session), so it outlives the notebook kernel that
+started it; `server.json` in the run directory is how later steps, and the runner's final stop, find
+it. `server.json` is written as soon as the process exists, so even a launch that fails midway can be
+stopped. Stop is graceful (SIGTERM to the group, then SIGKILL after a grace period) and verified.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm.auto import tqdm
+
+from ninferkit.engines import EngineAdapter, get_adapter
+from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError, ServerExited, ServerStartError
+from ninferkit.params.profile import Profile
+from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
+
+STOP_GRACE_S = 10.0
+
+
+class ServerState(str, enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass
+class Check:
+    """One acceptance check: what was asked, whether it passed, and what came back."""
+
+    name: str
+    ok: bool
+    detail: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def base_url(profile: Profile) -> str:
+    host = profile.serve.host
+    connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    return f"http://{connect}:{profile.serve.port}"
+
+
+def api_key(profile: Profile) -> str | None:
+    """The API key from the environment variable the profile names; never stored anywhere."""
+    name = profile.serve.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise NinferkitError(f"serve.api_key_env names {name}, but it is not set; export {name}=<key> first")
+    return value
+
+
+def auth_headers(profile: Profile) -> dict[str, str]:
+    key = api_key(profile)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
+    """Start the server, wait for readiness, run the acceptance checks; return what server.json holds.
+
+    Raises ServerStartError (with a diagnosis from the log) when the process exits during startup,
+    ReadinessTimeout when it never becomes ready, ServerError when an acceptance check fails. The
+    server is stopped before any of these is raised.
+    """
+    profile = run.profile
+    adapter = get_adapter(profile.engine.kind)
+    api_key(profile)  # fail before starting anything when the key's variable is missing
+    argv = command(profile, adapter, model_path, None if profile.serve.docker else adapter.binary(profile))
+    log_path = run.dir.server_log
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    url = base_url(profile)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, **adapter.env(profile)},
+        )
+    record: dict[str, Any] = {
+        "state": ServerState.STARTING.value,
+        "engine": profile.engine.kind,
+        "argv": adapter.redact(argv),
+        "pid": process.pid,
+        "pgid": process.pid,
+        "container": _container_name(profile) if profile.serve.docker else None,
+        "url": url,
+        "log": str(log_path),
+        "started": utc_now(),
+        "profile_hash": run.profile_hash,
+    }
+    write_json_atomic(run.dir.server, record)
+    started = time.monotonic()
+    try:
+        _wait_ready(process, adapter, profile, url, log_path, argv, progress)
+        record["ready_s"] = round(time.monotonic() - started, 3)
+        record["ledger"] = adapter.parse_ledger(log_path.read_text(errors="replace"))
+        checks = acceptance_checks(profile, adapter, url)
+        record["checks"] = [asdict(check) for check in checks]
+        failed = [check.name for check in checks if not check.ok]
+        if failed:
+            raise ServerError(f"acceptance checks failed: {', '.join(failed)}", argv=adapter.redact(argv), url=url,
+                              log_path=log_path)
+    except BaseException as exc:
+        record["state"] = ServerState.FAILED.value
+        record["error"] = str(exc)
+        write_json_atomic(run.dir.server, record)
+        stop(run.dir)
+        raise
+    record["state"] = ServerState.READY.value
+    write_json_atomic(run.dir.server, record)
+    return record
+
+
+def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profile: Profile, url: str,
+                log_path: Path, argv: list[str], progress: bool) -> None:
+    timeout = profile.serve.startup_timeout_s
+    deadline = time.monotonic() + timeout
+    headers = auth_headers(profile)
+    with httpx.Client(timeout=2.0, headers=headers) as client, tqdm(
+        desc=f"waiting for {url}{adapter.health_path}", unit="s", disable=not progress,
+        bar_format="{desc}: {elapsed} {postfix}",
+    ) as bar:
+        while True:
+            code = process.poll()
+            if code is not None:
+                raise _start_error(ServerStartError, "the server exited during startup", adapter, argv, url,
+                                   log_path, code)
+            try:
+                response = client.get(url + adapter.health_path)
+                if adapter.is_ready(response.status_code, response.text):
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise _start_error(ReadinessTimeout, f"the server did not become ready within {timeout:.0f} s "
+                                   "(raise serve.startup_timeout_s for a large model or a slow disk)",
+                                   adapter, argv, url, log_path, None)
+            bar.set_postfix_str(_last_line(log_path)[:80], refresh=False)
+            bar.update(0)
+            time.sleep(0.2)
+
+
+def _start_error(kind: type[ServerError], message: str, adapter: EngineAdapter, argv: list[str], url: str,
+                 log_path: Path, exit_code: int | None) -> ServerError:
+    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    diagnosis = adapter.diagnose(log_text)
+    tail = "\n".join(log_text.splitlines()[-15:])
+    if exit_code is not None:
+        message += f" (exit code {exit_code})"
+    return kind(message, argv=adapter.redact(argv), url=url, exit_code=exit_code, log_path=log_path,
+                log_tail=tail, diagnosis=diagnosis)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 400))
+            lines = handle.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> list[Check]:
+    """/health, /v1/models (and the context it reports), and one short chat request with usage."""
+    checks: list[Check] = []
+    with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(profile)) as client:
+        checks.append(_check("health", lambda: _get_json(client, adapter.health_path)))
+        checks.append(_check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile)))
+        chat = {
+            "model": profile.serve.model_id,
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 8,
+            "temperature": 0,
+        }
+        checks.append(_check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat))))
+    return checks
+
+
+def _check(name: str, call: Any) -> Check:
+    started = time.perf_counter()
+    try:
+        detail = call()
+        ok = bool(detail.pop("ok", True))
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        detail, ok = {"error": f"{type(exc).__name__}: {exc}"}, False
+    return Check(name, ok, detail, round(time.perf_counter() - started, 4))
+
+
+def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
+    response = client.get(path)
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _post_json(client: httpx.Client, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(path, json=payload)
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def command(profile: Profile, adapter: EngineAdapter, model_path: Path, binary: Path | None) -> list[str]:
+    """The server's argv: native with the given binary, or wrapped in `docker run` when the profile says so."""
+    if profile.serve.docker:
+        return docker_argv(profile, adapter, model_path)
+    assert binary is not None
+    return adapter.argv(profile, model_path, binary)
+
+
+def planned_argv(profile: Profile) -> list[str]:
+    """The argv a launch would run, without building, generating or downloading anything (--dry-run)."""
+    from ninferkit.artifact import planned_path
+
+    adapter = get_adapter(profile.engine.kind)
+    binary = Path(profile.engine.binary or adapter.default_binary)
+    return adapter.redact(command(profile, adapter, planned_path(profile), binary))
+
+
+def _container_name(profile: Profile) -> str:
+    return f"ninferkit-{profile.name}-{profile.serve.port}"
+
+
+def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> list[str]:
+    """`docker run` for the engine: GPUs selected, the model folder mounted read-only, one port."""
+    image = profile.engine.docker_image
+    if not image:
+        raise NinferkitError("serve.docker is true but engine.docker_image is not set; name the image to run")
+    devices = profile.serve.gpu_devices
+    gpus = "all" if devices is None else "device=" + ",".join(str(d) for d in devices)
+    inner_model = Path("/models") / model_path.name
+    binary = Path(profile.engine.binary or adapter.default_binary)
+    port = profile.serve.port
+    publish_host = "127.0.0.1" if profile.serve.host in ("127.0.0.1", "localhost") else profile.serve.host
+    argv = ["docker", "run", "--rm", "--name", _container_name(profile), "--gpus", gpus,
+            "-p", f"{publish_host}:{port}:{port}", "-v", f"{model_path.parent}:/models:ro"]
+    if profile.serve.api_key_env:
+        argv += ["-e", profile.serve.api_key_env]
+    return argv + [image, *adapter.argv(profile.model_copy(update={"serve": profile.serve.model_copy(
+        update={"host": "0.0.0.0"})}), inner_model, binary)]
+
+
+def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
+    """Stop the server a run started (idempotent); True when a live server was stopped.
+
+    Raises ServerError when a process of the group survives SIGKILL.
+    """
+    if not run_dir.server.exists():
+        return False
+    record = read_json(run_dir.server)
+    if record.get("state") == ServerState.STOPPED.value:
+        return False
+    pgid = int(record["pgid"])
+    was_alive = _group_alive(pgid)
+    if record.get("container"):
+        subprocess.run(["docker", "stop", "-t", str(int(grace_s)), record["container"]], capture_output=True)
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        _reap(pgid)
+        time.sleep(0.05)
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            _reap(pgid)
+            time.sleep(0.05)
+    if _group_alive(pgid):
+        raise ServerError(f"process group {pgid} survived SIGKILL; check `ps -g {pgid}` and kill it by hand")
+    record["state"] = ServerState.STOPPED.value
+    record["stopped"] = utc_now()
+    write_json_atomic(run_dir.server, record)
+    return was_alive
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    """Collect our own exited child, so it does not linger as a zombie that looks alive."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Any non-zombie process whose process group is pgid (read from /proc, Linux)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def ensure_running(run_dir: RunDir) -> dict[str, Any]:
+    """The ready server of a run, for steps after launch; a clear error when there is none."""
+    if not run_dir.server.exists():
+        raise ServerError(f"no server.json in {run_dir.path}; run the launch step (02_launch) first")
+    record: dict[str, Any] = read_json(run_dir.server)
+    if record.get("state") != ServerState.READY.value or not _group_alive(int(record["pgid"])):
+        raise ServerExited(f"the server of this run is not running (state: {record.get('state')}); "
+                           "re-run the launch step (02_launch)", url=record.get("url", ""),
+                           log_path=Path(record["log"]) if record.get("log") else None)
+    return record
