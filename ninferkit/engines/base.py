@@ -59,6 +59,9 @@ class EngineAdapter:
     diagnoses: ClassVar[tuple[DiagnosisRule, ...]] = ()
     ledger_fields: ClassVar[tuple[LedgerField, ...]] = ()
 
+    apis: ClassVar[frozenset[str]] = frozenset({"chat"})
+    """Request APIs the engine serves: chat (OpenAI Chat Completions), messages (Anthropic), responses."""
+
     def binary(self, profile: Profile) -> Path:
         """The engine executable for a native launch (may build or locate it)."""
         raise NotImplementedError
@@ -113,6 +116,27 @@ class EngineAdapter:
         ok = usage.get("completion_tokens", 0) > 0 and usage.get("prompt_tokens", 0) > 0
         return {"ok": ok, "usage": usage, "finish_reason": choice.get("finish_reason"),
                 "server_timings": self.server_timings(body)}
+
+    def accepted_container_versions(self, profile: Profile) -> frozenset[int] | None:
+        """Artifact container versions this engine build reads; None when it has no container format."""
+        return None
+
+    def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
+        """A memory refusal at startup as numbers (required_bytes, available_bytes, with
+        `<name>_resolution_bytes` for values printed in rounded units); None when there is none."""
+        return None
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
+        """(path, JSON body) of the request that counts tokens with the server's own tokenizer."""
+        raise NotImplementedError(f"{self.kind} has no tokenizer endpoint")
+
+    def token_count(self, body: Mapping[str, Any]) -> int:
+        """The token count from the tokenizer endpoint's response."""
+        raise NotImplementedError(f"{self.kind} has no tokenizer endpoint")
+
+    def output_pin_fields(self) -> dict[str, Any]:
+        """Extra request fields that make the server generate exactly max_tokens (no early stop)."""
+        return {}
 
     def parse_throughput(self, line: str) -> dict[str, Any] | None:
         """A periodic throughput line as numbers, or None when the line is not one."""

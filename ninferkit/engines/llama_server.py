@@ -27,6 +27,7 @@ LOG_VERBOSITY = "4"
 class LlamaServer(EngineAdapter):
     kind = "llama_server"
     default_binary = "llama-server"
+    apis = frozenset({"chat", "messages", "responses"})
     diagnoses = (
         rule("port_in_use", r"couldn't bind HTTP server socket.*port: (?P<port>\d+)",
              "port {port} is already in use by another process",
@@ -110,6 +111,15 @@ class LlamaServer(EngineAdapter):
         data = models_body.get("data") or [{}]
         value = (data[0].get("meta") or {}).get("n_ctx")
         return int(value) if value is not None else None
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
+        return "/tokenize", {"content": text, "add_special": False}
+
+    def token_count(self, body: Mapping[str, Any]) -> int:
+        return len(body["tokens"])
+
+    def output_pin_fields(self) -> dict[str, Any]:
+        return {"ignore_eos": True}
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
