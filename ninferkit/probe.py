@@ -87,8 +87,9 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
     major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
     nvlink = []
     for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = _optional(lambda link=link: pynvml.nvmlDeviceGetNvLinkState(handle, link))
-        if state is None:
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError:  # no such link (or no NVLink at all on this GPU)
             break
         nvlink.append({"link": link, "active": bool(state)})
     power_limit = _optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))

@@ -27,6 +27,9 @@ from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
 
 STOP_GRACE_S = 10.0
 
+_children: dict[int, subprocess.Popen[bytes]] = {}
+"""Servers this process started, kept so they can be reaped (no zombies, no ResourceWarning)."""
+
 
 class ServerState(str, enum.Enum):
     STARTING = "starting"
@@ -86,6 +89,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, env={**os.environ, **adapter.env(profile)},
         )
+    _children[process.pid] = process
     record: dict[str, Any] = {
         "state": ServerState.STARTING.value,
         "engine": profile.engine.kind,
@@ -276,6 +280,7 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
         while _group_alive(pgid) and time.monotonic() < deadline:
             _reap(pgid)
             time.sleep(0.05)
+    _reap(pgid)
     if _group_alive(pgid):
         raise ServerError(f"process group {pgid} survived SIGKILL; check `ps -g {pgid}` and kill it by hand")
     record["state"] = ServerState.STOPPED.value
@@ -293,10 +298,9 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def _reap(pid: int) -> None:
     """Collect our own exited child, so it does not linger as a zombie that looks alive."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    process = _children.get(pid)
+    if process is not None and process.poll() is not None:
+        del _children[pid]
 
 
 def _group_alive(pgid: int) -> bool:

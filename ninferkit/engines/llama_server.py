@@ -61,6 +61,8 @@ class LlamaServer(EngineAdapter):
         field_pattern("kv_cache_bytes", r"llama_kv_cache: size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
         field_pattern("kv_cells", r"llama_kv_cache: size\s*=.*\(\s*(?P<v>\d+) cells", integer("v")),
         field_pattern("kv_layers", r"llama_kv_cache: size\s*=.*cells,\s*(?P<v>\d+) layers", integer("v")),
+        # "%2u/%u seqs" is n_seq_max / n_stream: without a unified KV cache each stream has its own cells.
+        field_pattern("kv_streams", r"llama_kv_cache: size\s*=.*layers,\s*\d+/(?P<v>\d+) seqs", integer("v")),
         field_pattern("kv_type_k", r"llama_kv_cache: size\s*=.*K \((?P<v>\w+)\)", text("v")),
         field_pattern("kv_type_v", r"llama_kv_cache: size\s*=.*V \((?P<v>\w+)\)", text("v")),
         field_pattern("kv_k_bytes", r"llama_kv_cache: size\s*=.*K \(\w+\):\s*(?P<v>[\d.]+) MiB", mib("v")),

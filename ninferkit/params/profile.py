@@ -54,6 +54,10 @@ class EngineSection(Section):
     binary: str | None = Field(None, description="path, or a name looked up on PATH")
     docker_image: str | None = None
     generation: Literal["G0", "G1", "G2", "G3"] | None = Field(None, description="NInfer interface generation")
+    fork: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$",
+                             description="owner/name of the fork the binary comes from, when forks differ in options")
+    cuda_runtime: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$",
+                                     description="CUDA runtime of the Docker base image, e.g. 12.8.0")
     version: str | None = None
     build: BuildSection = BuildSection()
 
@@ -94,10 +98,20 @@ class ArtifactSection(Section):
     size_bytes: int | None = Field(None, ge=1)
     sha256: Sha256Hex | None = None
     container_version: int | None = Field(None, ge=1, le=3)
+    container_revisions: dict[int, str] = Field(
+        default_factory=dict, description="container version -> hub revision carrying it (pin advice)")
     local_dir: str = "~/.cache/ninferkit/models"
     generate: GeneratedModel | None = None
 
     _sha = field_validator("sha256")(_check_sha256)
+
+    @field_validator("container_revisions")
+    @classmethod
+    def _known_container_versions(cls, value: dict[int, str]) -> dict[int, str]:
+        unknown = sorted(set(value) - {1, 2, 3})
+        if unknown:
+            raise ValueError(f"keys are container versions 1, 2 or 3; got {unknown}")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> ArtifactSection:
@@ -137,7 +151,16 @@ class ServeSection(Section):
     kv: KVSection = KVSection()
     spec: SpecSection = SpecSection()
     prefill_chunk: int | None = Field(None, ge=1)
-    pending_timeout_ms: int | None = Field(None, ge=1)
+    pending_timeout_ms: int | None = Field(None, ge=1, description="deadline for a queued request to be admitted")
+    max_pending_requests: int | None = Field(None, ge=1, description="requests allowed to wait beyond concurrency")
+    log_stats_interval_ms: int | None = Field(None, ge=0, description="periodic throughput line; 0 disables")
+    preserve_thinking: bool = Field(False, description="keep closed-turn reasoning in later prompts")
+    cors: bool = Field(False, description="permissive CORS headers (browser clients)")
+    request_log_jsonl: str | None = Field(None, description="path of the engine's per-request JSONL log")
+    tensor_parallel: int = Field(1, ge=1, le=8, description="GPUs one model is split over (serve.gpu_devices)")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vLLM: fraction of total memory")
+    weights_dtype: str | None = Field(None, description="compute dtype of the weights, e.g. float16 (vLLM --dtype)")
+    swap_space_gib: float | None = Field(None, ge=0, description="vLLM: CPU swap space per GPU")
     threads: int | None = Field(None, ge=1)
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     docker: bool = False

@@ -1,0 +1,82 @@
+"""The project's own rules: one list of requirements, an explicit public surface, thin notebooks."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import yaml
+
+import ninferkit
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _requirement(text: str) -> tuple[str, str]:
+    match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", text)
+    assert match, text
+    return match[1].lower().replace("_", "-"), match[2].replace(" ", "")
+
+
+def test_environment_yml_lists_the_same_requirements_as_pyproject() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    from_pyproject = dict(_requirement(dep) for dep in project["dependencies"])
+    environment = yaml.safe_load((REPO / "environment.yml").read_text())
+    conda_only = {"python", "pip", "cmake", "compilers"}  # toolchain for the embedded llama-server build
+    from_conda = dict(_requirement(dep) for dep in environment["dependencies"] if isinstance(dep, str))
+    assert {k: v for k, v in from_conda.items() if k not in conda_only} == from_pyproject
+
+
+def test_public_surface_is_explicit_and_sorted() -> None:
+    assert ninferkit.__all__ == sorted(ninferkit.__all__)
+    public = {name for name in vars(ninferkit) if not name.startswith("_")}
+    assert set(ninferkit.__all__) <= public
+
+
+def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
+    return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+
+
+def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for path in notebooks:
+        cells = _code_cells(path)
+        assert all(not cell.outputs and cell.execution_count is None for cell in cells), path
+        assert "parameters" in cells[0].metadata.get("tags", []), path
+        names = {target.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign)
+                 for target in node.targets if isinstance(target, ast.Name)}
+        assert names == {"profile", "run_dir", "overrides"}, path
+
+
+FORBIDDEN_IN_CELLS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While, ast.Try, ast.With)
+
+
+def test_notebook_cells_only_call_the_library() -> None:
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for cell in _code_cells(path)[1:]:
+            tree = ast.parse(cell.source)
+            bad = [type(node).__name__ for node in ast.walk(tree) if isinstance(node, FORBIDDEN_IN_CELLS)]
+            assert not bad, f"{path.name}: logic belongs in ninferkit/, found {bad} in:\n{cell.source}"
+            imports = [alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                       for alias in node.names]
+            assert set(imports) <= {"ninferkit", "IPython.display", "display", "Markdown", "HTML"}, imports
+
+
+ENGINE_NAMES = ("ninfer", "llama_server", "vllm")
+
+
+def test_engine_names_are_compared_only_inside_engines() -> None:
+    offenders = []
+    for path in (REPO / "ninferkit").rglob("*.py"):
+        if "engines" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    if isinstance(side, ast.Constant) and side.value in ENGINE_NAMES:
+                        offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not offenders
