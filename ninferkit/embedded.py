@@ -20,6 +20,7 @@ import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -138,7 +139,7 @@ def build_llama_server(build: BuildSection, targets: tuple[str, ...] = ("llama-s
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 
 
-def _run_logged(argv: list[str], handle, log: Path, what: str, progress: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str, progress: bool = False) -> None:
     handle.write(f"$ {' '.join(argv)}\n")
     handle.flush()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

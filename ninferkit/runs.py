@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ninferkit.params import LoadedProfile, load_profile
+from ninferkit.params import LoadedProfile, Profile, load_profile
 
 SCHEMA_VERSION = 1
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "pynvml", "pydantic", "gguf", "numpy")
@@ -142,7 +142,7 @@ class Run:
     dir: RunDir
 
     @property
-    def profile(self):  # type: ignore[no-untyped-def]
+    def profile(self) -> Profile:
         return self.loaded.profile
 
     @property

@@ -237,22 +237,40 @@ def _container_name(profile: Profile) -> str:
 
 
 def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> list[str]:
-    """`docker run` for the engine: GPUs selected, the model folder mounted read-only, one port."""
+    """`docker run` for the engine: GPUs selected, the model folder mounted read-only, one port.
+
+    Inside the container the selected GPUs are numbered from 0, so the engine's own device
+    options are renumbered. The entrypoint is engine.binary as a path inside the image (or the
+    adapter's default name, found on the image's PATH). Secrets pass by variable name
+    (`-e NAME`), never by value; a request log gets its folder mounted writable at /logs.
+    """
     image = profile.engine.docker_image
     if not image:
         raise NinferkitError("serve.docker is true but engine.docker_image is not set; name the image to run")
-    devices = profile.serve.gpu_devices
-    gpus = "all" if devices is None else "device=" + ",".join(str(d) for d in devices)
-    inner_model = Path("/models") / model_path.name
-    binary = Path(profile.engine.binary or adapter.default_binary)
-    port = profile.serve.port
-    publish_host = "127.0.0.1" if profile.serve.host in ("127.0.0.1", "localhost") else profile.serve.host
+    serve = profile.serve
+    devices = serve.gpu_devices
+    if devices is None:
+        gpus = "all"
+    elif len(devices) == 1:
+        gpus = f"device={devices[0]}"
+    else:  # docker reads --gpus as CSV: a device list needs its own quotes
+        gpus = '"device=' + ",".join(str(d) for d in devices) + '"'
+    port = serve.port
+    publish_host = "127.0.0.1" if serve.host in ("127.0.0.1", "localhost") else serve.host
+    binary = profile.engine.binary or adapter.default_binary
     argv = ["docker", "run", "--rm", "--name", _container_name(profile), "--gpus", gpus,
             "-p", f"{publish_host}:{port}:{port}", "-v", f"{model_path.parent}:/models:ro"]
-    if profile.serve.api_key_env:
-        argv += ["-e", profile.serve.api_key_env]
-    return argv + [image, *adapter.argv(profile.model_copy(update={"serve": profile.serve.model_copy(
-        update={"host": "0.0.0.0"})}), inner_model, binary)]
+    inner: dict[str, Any] = {"host": "0.0.0.0",
+                             "gpu_devices": None if devices is None else list(range(len(devices)))}
+    if serve.request_log_jsonl is not None:
+        log = Path(serve.request_log_jsonl).expanduser()
+        argv += ["-v", f"{log.parent}:/logs"]
+        inner["request_log_jsonl"] = f"/logs/{log.name}"
+    for name in sorted({*([serve.api_key_env] if serve.api_key_env else []), *adapter.env(profile)}):
+        argv += ["-e", name]
+    inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})
+    engine_argv = adapter.argv(inner_profile, Path("/models") / model_path.name, Path(binary))
+    return argv + ["--entrypoint", engine_argv[0], image, *engine_argv[1:]]
 
 
 def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ninferkit import probe, server
 from ninferkit.artifact import model_path
+from ninferkit.engines import get_adapter
 from ninferkit.runs import Run, write_json_atomic
 
 
@@ -32,8 +33,16 @@ def gpu_table(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def launch(run: Run, progress: bool = True) -> dict[str, Any]:
-    """Stop a server this run left behind, start a fresh one, check it, write server.json."""
+    """Stop a server this run left behind, start a fresh one, check it, write server.json.
+
+    In Docker mode the Dockerfile and the boot-time power-limit unit are written to run_dir/docker/
+    first, so the deployment can be reproduced by hand from the run directory.
+    """
     server.stop(run.dir)
+    if run.profile.serve.docker:
+        for name, text in get_adapter(run.profile.engine.kind).docker_files(run.profile).items():
+            (run.dir.path / "docker").mkdir(parents=True, exist_ok=True)
+            (run.dir.path / "docker" / name).write_text(text)
     return server.launch(run, model_path(run.profile), progress=progress)
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from ninferkit import steps
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.engines import get_adapter
+from ninferkit.params import load_profile
 from ninferkit.runs import open_run
 from ninferkit.server import planned_argv
 
@@ -16,15 +18,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser("launch", help="start the server and leave it running")
     add_profile_args(parser)
     add_run_dir_arg(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print the exact argv and start nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the exact argv (and, in Docker mode, the Docker files) and start nothing")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
     if args.dry_run:
-        from ninferkit.params import load_profile
-
-        print(shlex.join(planned_argv(load_profile(args.profile, args.overrides).profile)))
+        profile = load_profile(args.profile, args.overrides).profile
+        print(shlex.join(planned_argv(profile)))
+        if profile.serve.docker:
+            adapter = get_adapter(profile.engine.kind)
+            for name, text in adapter.docker_files(profile).items():
+                print(f"\n# ---- run_dir/docker/{name} ----")
+                print(text, end="")
         return 0
     run = open_run(args.profile, args.run_dir, args.overrides)
     record = steps.launch(run)

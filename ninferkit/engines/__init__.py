@@ -32,6 +32,8 @@ def registered_kinds() -> list[str]:
 
 
 # Built-in adapters register themselves on import.
-from ninferkit.engines import llama_server  # noqa: E402,F401
+import ninferkit.engines.llama_server  # noqa: E402,F401
+import ninferkit.engines.ninfer  # noqa: E402,F401
+import ninferkit.engines.vllm  # noqa: E402,F401
 
 __all__ = ["DiagnosisRule", "EngineAdapter", "get_adapter", "register", "registered_kinds"]

@@ -70,6 +70,10 @@ class EngineAdapter:
         """The exact command line, as a list; never a shell string."""
         raise NotImplementedError
 
+    def docker_files(self, profile: Profile) -> dict[str, str]:
+        """Files for a Docker deployment (name -> text), written to run_dir/docker/ by the launch step."""
+        return {}
+
     def env(self, profile: Profile) -> dict[str, str]:
         """Extra environment for the server process (secrets go here, not into argv, where possible)."""
         return {}

@@ -9,6 +9,7 @@ per-request truth is the `timings` object of each response (prompt and predicted
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,44 @@ class LlamaServer(EngineAdapter):
         field_pattern("slots", r"initializing(?: slots)?, n_slots = (?P<v>\d+)", integer("v")),
         field_pattern("listen_url", r"listening on (?P<v>http://\S+)", text("v")),
     )
+
+    def parse_ledger(self, log_text: str) -> dict[str, Any]:
+        """The pattern table, plus the capacity ledger in the normalized names the capacity fit reads.
+
+        runtime_bytes is everything but the weights (KV + recurrent state + output + compute buffers);
+        free_after_weights_bytes is the device's (on the CPU: host's) free memory before loading minus
+        the model buffers. MiB values are printed with 2 decimals, device memory in whole MiB
+        (truncated), so each carries a `<key>_resolution_bytes`.
+        """
+        ledger = super().parse_ledger(log_text)
+        ledger.update(_capacity_ledger(log_text, ledger))
+        return ledger
+
+    def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
+        """A failed buffer allocation at startup, with the --fit projection printed before it.
+
+        llama.cpp prints no "required vs available" sentence. required_bytes is the projected total
+        use (weights + context + compute) and available_bytes the free device memory before loading,
+        both in whole MiB (truncated); weights_bytes the model buffers, runtime_reservation_bytes the
+        rest; failed_buffer_bytes the one allocation that failed.
+        """
+        failed = _FAILED_ALLOC.search(log_text)
+        if failed is None:
+            return None
+        out: dict[str, Any] = {"kind": "allocation", "line": failed.group(0), "failed_buffer": failed["what"],
+                               "failed_buffer_bytes": int(failed["size"])}
+        projected = list(_PROJECTED.finditer(log_text))
+        if projected:
+            used = (int(projected[-1]["used"]) + 0.5) * MIB
+            out.update(required_bytes=round(used), required_bytes_resolution_bytes=MIB,
+                       available_bytes=round((int(projected[-1]["free"]) + 0.5) * MIB),
+                       available_bytes_resolution_bytes=MIB)
+            models = [float(m["v"]) * MIB for m in _MODEL_BUFFER.finditer(log_text)]
+            if models:
+                out.update(weights_bytes=round(sum(models)), weights_bytes_resolution_bytes=len(models) * _MIB2,
+                           runtime_reservation_bytes=round(used - sum(models)),
+                           runtime_reservation_bytes_resolution_bytes=MIB + len(models) * _MIB2)
+        return out
 
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.build)
@@ -140,6 +179,53 @@ class LlamaServer(EngineAdapter):
             out["drafted_tokens_server"] = timings["draft_n"]
             out["accepted_tokens_server"] = timings.get("draft_n_accepted")
         return out
+
+
+MIB = 1024**2
+_MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
+_CONTEXT_START = re.compile(r"llama_context: constructing llama_context")
+_MODEL_BUFFER = re.compile(r"load_tensors:\s+(?P<dev>\S+) model buffer size\s*=\s*(?P<v>[\d.]+) MiB")
+_RUNTIME_BUFFER = re.compile(r"\s(?P<dev>\S+)\s+(?P<what>KV|RS|output|compute) buffer size\s*=\s*(?P<v>[\d.]+) MiB")
+_DEVICE_FREE = re.compile(r"^.*?-\s+(?P<dev>\S+)\s*: .*\((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)", re.MULTILINE)
+_PROJECTED = re.compile(r"projected to use (?P<used>\d+) MiB of \w+ memory vs\. (?P<free>\d+) MiB")
+_FAILED_ALLOC = re.compile(r"failed to allocate (?P<what>\S+) buffer of size (?P<size>\d+)")
+
+
+def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]:
+    """Normalized capacity keys (the names NInfer's adapter uses), from the last context built."""
+    out: dict[str, Any] = {}
+    starts = list(_CONTEXT_START.finditer(log_text))
+    context_text = log_text[starts[-1].start():] if starts else log_text
+    context_text = context_text.split("listening on", 1)[0]
+    buffers = list(_RUNTIME_BUFFER.finditer(context_text))
+    if "kv_cells" in ledger:
+        out["kv_tokens"] = ledger["kv_cells"] * ledger.get("kv_streams", 1)
+        out["kv_capacity_mode"] = "explicit"
+    if "kv_cache_bytes" in ledger:
+        out["kv_cache_bytes_resolution_bytes"] = _MIB2
+    if "kv_type_k" in ledger:
+        same = ledger["kv_type_k"] == ledger.get("kv_type_v")
+        out["kv_dtype"] = ledger["kv_type_k"] if same else f"{ledger['kv_type_k']}/{ledger.get('kv_type_v')}"
+    if "n_seq_max" in ledger:
+        out["max_concurrency"] = ledger["n_seq_max"]
+    if "n_ctx_per_slot" in ledger:
+        out["max_context"] = ledger["n_ctx_per_slot"]
+    if buffers:
+        out["runtime_bytes"] = round(sum(float(b["v"]) for b in buffers) * MIB)
+        out["runtime_bytes_resolution_bytes"] = len(buffers) * _MIB2
+    models = list(_MODEL_BUFFER.finditer(log_text))
+    if models:
+        out["weights_bytes"] = round(sum(float(m["v"]) for m in models) * MIB)
+        out["weights_bytes_resolution_bytes"] = len(models) * _MIB2
+    devices = {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text)}
+    gpus = {dev: free for dev, free in devices.items() if dev != "CPU"}
+    free_mib = sum(gpus.values()) if gpus else devices.get("CPU")
+    if free_mib is not None and "weights_bytes" in out:
+        # device info prints whole MiB, truncated: the true value lies in [v, v + 1) MiB per device
+        rows = max(1, len(gpus))
+        out["free_after_weights_bytes"] = round((free_mib + rows / 2) * MIB) - out["weights_bytes"]
+        out["free_after_weights_bytes_resolution_bytes"] = rows * MIB + out["weights_bytes_resolution_bytes"]
+    return out
 
 
 def _seconds(ms: float | None) -> float | None:

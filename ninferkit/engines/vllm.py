@@ -1,0 +1,323 @@
+"""vLLM's `vllm serve`: the engine people compare NInfer with.
+
+vLLM sizes its KV pool from `--gpu-memory-utilization` (a fraction of *total* memory) after a
+profiling pass, so a profile gives no token count for the pool; the pool it chose is in the
+startup log ("GPU KV cache size: N tokens", "Maximum concurrency for M tokens per request: Xx").
+Responses carry no per-request timings: server-side truth is the Prometheus `/metrics` counters,
+read before and after a request (`metrics_deltas`). Sources: reference/capacity-model.md section 2
+(log lines, memory errors), reference/peer-benchmark-tools.md section 1 (spec-decode counters), and
+the metric names of vllm-project/vllm docs/source/design/v1/metrics.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ninferkit.engines import register
+from ninferkit.engines.base import EngineAdapter, rule
+from ninferkit.engines.ninfer import power_limit_unit
+from ninferkit.errors import ProfileError, ToolMissing
+from ninferkit.params.profile import Profile
+
+WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_token_head",
+                   "fp8_per_token_head", "nvfp4")
+NO_BFLOAT16_ARCHS = ("sm_60", "sm_61", "sm_70", "sm_75")  # compute capability below 8.0
+API_KEY_VARIABLE = "VLLM_API_KEY"  # vllm serve reads its --api-key default from here
+_NINFER_ONLY = ("pending_timeout_ms", "max_pending_requests", "log_stats_interval_ms", "request_log_jsonl")
+_GIB = 1024**3
+
+
+def _gib(number: str) -> tuple[int, int]:
+    """(bytes, resolution in bytes) of a GiB value printed with some decimals."""
+    decimals = len(number.partition(".")[2])
+    return round(float(number) * _GIB), round(_GIB / 10**decimals)
+
+
+_LEDGER = (
+    (re.compile(r"Model loading took (?P<gib>[\d.]+) GiB(?: memory)? and (?P<s>[\d.]+) seconds?"), "weights"),
+    (re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) GiB"), "kv_memory"),
+    (re.compile(r"GPU KV cache size: (?P<n>[\d,]+) tokens"), "kv_tokens"),
+    (re.compile(r"Maximum concurrency for (?P<t>[\d,]+) tokens per request: (?P<x>[\d.]+)x"), "concurrency"),
+    (re.compile(r"# GPU blocks: (?P<g>\d+)(?:, # CPU blocks: (?P<c>\d+))?"), "blocks"),
+    (re.compile(r"Setting attention block size to (?P<n>\d+) tokens"), "block_size"),
+    (re.compile(r"Padding mamba page size by (?P<p>[\d.]+)%"), "mamba_padding"),
+)
+_NOT_ENOUGH_KV = re.compile(
+    r"max seq len \((?P<len>\d+)\), \(?(?P<need>[\d.]+) GiB KV cache is needed, which is larger than the "
+    r"available KV cache memory \((?P<avail>[\d.]+) GiB\)(?:.*?estimated maximum model length is (?P<est>\d+))?",
+    re.DOTALL)
+_FREE_BELOW_UTILIZATION = re.compile(
+    r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU "
+    r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
+
+
+@register
+class VLLM(EngineAdapter):
+    kind = "vllm"
+    default_binary = "vllm"
+    apis = frozenset({"chat"})
+    diagnoses = (
+        rule("kv_cache_too_small_for_max_len",
+             r"To serve at least one request with the models?'?s'? max seq len \((?P<len>\d+)\)",
+             "the KV cache left after weights and activations cannot hold one request of max_model_len {len}",
+             "raise serve.gpu_memory_utilization or lower serve.max_context (the log's 'estimated maximum "
+             "model length' is what fits)"),
+        rule("no_kv_cache_memory", r"No available memory for the cache blocks",
+             "weights and profiling peak used all memory that gpu_memory_utilization allows",
+             "raise serve.gpu_memory_utilization, lower serve.prefill_chunk (max_num_batched_tokens), or "
+             "use more GPUs (serve.tensor_parallel)"),
+        rule("free_memory_below_utilization", r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) "
+             r"on startup is less than desired GPU memory utilization \((?P<u>[\d.]+)",
+             "only {free} of {total} GiB are free, less than the fraction {u} of total memory vLLM was told to use",
+             "stop the other process on the GPU, or lower serve.gpu_memory_utilization"),
+        rule("memory_profiling_error", r"Error in memory profiling",
+             "free memory rose during profiling: another process released GPU memory meanwhile",
+             "run vLLM alone on the GPU and restart"),
+        rule("bfloat16_unsupported", r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
+             "the GPU (compute capability below 8.0, e.g. V100) has no bfloat16",
+             "set serve.weights_dtype: float16"),
+        rule("cuda_out_of_memory", r"CUDA out of memory|OutOfMemoryError",
+             "a CUDA allocation failed (often during CUDA-graph capture at high utilization, which the KV "
+             "sizing does not account for)",
+             "lower serve.gpu_memory_utilization a little, or add --enforce-eager to serve.extra_args"),
+        rule("port_in_use", r"\[Errno 98\][^\n]*|Address already in use",
+             "the port is already in use", "stop the other server or set serve.port to a free port"),
+        rule("unknown_argument", r"unrecognized arguments: (?P<arg>[^\n]+)",
+             "this vLLM version does not know {arg}", "remove it, or pin a vLLM version that has it"),
+        rule("model_not_found", r"is not a local folder and is not a valid model identifier|"
+             r"does not appear to have a file named config\.json",
+             "the model path is not a Hugging Face checkpoint folder",
+             "point artifact at the checkpoint folder (config.json, tokenizer, weights)"),
+    )
+
+    def binary(self, profile: Profile) -> Path:
+        name = profile.engine.binary or self.default_binary
+        found = shutil.which(name)
+        if found is None:
+            version = f"=={profile.engine.version}" if profile.engine.version else ""
+            raise ToolMissing(f"{name} is not installed; `pip install vllm{version}` into a CUDA environment, "
+                              "or set engine.binary")
+        return Path(found)
+
+    def validate(self, profile: Profile) -> None:
+        """Raise ProfileError for settings vLLM has no flag for, or values it rejects on this GPU."""
+        serve, problems = profile.serve, []
+        if serve.spec.method is not None:
+            problems.append(f"serve.spec.method = {serve.spec.method!r}: the vllm adapter runs no speculative "
+                            "decoding; allowed: null")
+        if serve.kv.capacity is not None:
+            problems.append(f"serve.kv.capacity = {serve.kv.capacity!r}: vLLM sizes its pool from "
+                            "serve.gpu_memory_utilization; allowed: null")
+        if serve.kv.dtype is not None and serve.kv.dtype not in KV_CACHE_DTYPES:
+            problems.append(f"serve.kv.dtype = {serve.kv.dtype!r}: allowed: {', '.join(KV_CACHE_DTYPES)}")
+        if serve.weights_dtype is not None:
+            if serve.weights_dtype not in WEIGHT_DTYPES:
+                problems.append(f"serve.weights_dtype = {serve.weights_dtype!r}: allowed: {', '.join(WEIGHT_DTYPES)}")
+            elif serve.weights_dtype == "bfloat16" and profile.gpu.arch in NO_BFLOAT16_ARCHS:
+                problems.append(f"serve.weights_dtype = 'bfloat16': {profile.gpu.arch} has no bfloat16; "
+                                "allowed: float16, half, float32")
+        for name in _NINFER_ONLY:
+            if getattr(serve, name) is not None:
+                problems.append(f"serve.{name} = {getattr(serve, name)!r}: not a vLLM setting; allowed: null")
+        for name in ("preserve_thinking", "cors"):
+            if getattr(serve, name):
+                problems.append(f"serve.{name} = true: not a vLLM setting; allowed: false")
+        if serve.gpu_devices is not None and len(serve.gpu_devices) != serve.tensor_parallel:
+            problems.append(f"serve.gpu_devices = {serve.gpu_devices}: needs exactly serve.tensor_parallel "
+                            f"({serve.tensor_parallel}) devices")
+        if problems:
+            raise ProfileError(f"profile {profile.name} does not fit vLLM:\n"
+                               + "\n".join(f"  - {problem}" for problem in problems))
+
+    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+        self.validate(profile)
+        serve = profile.serve
+        argv = [str(binary), "serve", str(model_path), "--host", serve.host, "--port", str(serve.port),
+                "--served-model-name", serve.model_id, "--max-model-len", str(serve.max_context),
+                "--max-num-seqs", str(serve.max_concurrency)]
+        if serve.gpu_memory_utilization is not None:
+            argv += ["--gpu-memory-utilization", f"{serve.gpu_memory_utilization:g}"]
+        if serve.swap_space_gib is not None:
+            argv += ["--swap-space", f"{serve.swap_space_gib:g}"]
+        if serve.weights_dtype is not None:
+            argv += ["--dtype", serve.weights_dtype]
+        if serve.kv.dtype is not None:
+            argv += ["--kv-cache-dtype", serve.kv.dtype]
+        if serve.prefill_chunk is not None:
+            argv += ["--max-num-batched-tokens", str(serve.prefill_chunk)]
+        if serve.tensor_parallel > 1:
+            argv += ["--tensor-parallel-size", str(serve.tensor_parallel)]
+        return argv + list(serve.extra_args)
+
+    def env(self, profile: Profile) -> dict[str, str]:
+        """The API key through VLLM_API_KEY (out of argv and `ps`), and the GPUs for a native launch."""
+        out = {}
+        name = profile.serve.api_key_env
+        if name and os.environ.get(name):
+            out[API_KEY_VARIABLE] = os.environ[name]
+        if profile.serve.gpu_devices is not None and not profile.serve.docker:
+            out["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, profile.serve.gpu_devices))
+        return out
+
+    def reported_context(self, models_body: Mapping[str, Any]) -> int | None:
+        data = models_body.get("data") or [{}]
+        value = data[0].get("max_model_len")
+        return int(value) if value is not None else None
+
+    def parse_ledger(self, log_text: str) -> dict[str, Any]:
+        """weights_bytes, weights_load_s, kv_cache_bytes, kv_tokens, kv_capacity_mode ('auto': sized from
+        gpu_memory_utilization), max_concurrency_x and its request tokens, gpu_blocks, cpu_blocks,
+        attention_block_tokens, mamba_page_padding_pct; rounded GiB values carry `_resolution_bytes`."""
+        out: dict[str, Any] = {}
+        for pattern, what in _LEDGER:
+            matches = list(pattern.finditer(log_text))
+            if not matches:
+                continue
+            found = matches[-1]
+            if what == "weights":
+                out["weights_bytes"], out["weights_bytes_resolution_bytes"] = _gib(found["gib"])
+                out["weights_load_s"] = float(found["s"])
+            elif what == "kv_memory":
+                out["kv_cache_bytes"], out["kv_cache_bytes_resolution_bytes"] = _gib(found["gib"])
+            elif what == "kv_tokens":
+                out["kv_tokens"] = int(found["n"].replace(",", ""))
+                out["kv_capacity_mode"] = "auto"
+            elif what == "concurrency":
+                out["max_concurrency_request_tokens"] = int(found["t"].replace(",", ""))
+                out["max_concurrency_x"] = float(found["x"])
+            elif what == "blocks":
+                out["gpu_blocks"] = int(found["g"])
+                if found["c"] is not None:
+                    out["cpu_blocks"] = int(found["c"])
+            elif what == "block_size":
+                out["attention_block_tokens"] = int(found["n"])
+            else:
+                out["mamba_page_padding_pct"] = float(found["p"])
+        return out
+
+    def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
+        """The KV-too-small or free-memory refusal as byte counts (printed in GiB, so with resolutions)."""
+        found = _NOT_ENOUGH_KV.search(log_text)
+        if found is not None:
+            required, required_res = _gib(found["need"])
+            available, available_res = _gib(found["avail"])
+            out: dict[str, Any] = {"kind": "kv_cache_for_max_len", "max_model_len": int(found["len"])}
+            if found["est"] is not None:
+                out["estimated_max_model_len"] = int(found["est"])
+        else:
+            found = _FREE_BELOW_UTILIZATION.search(log_text)
+            if found is None:
+                return None
+            required, required_res = _gib(found["want"])
+            available, available_res = _gib(found["free"])
+            out = {"kind": "free_below_utilization", "gpu_memory_utilization": float(found["u"]),
+                   "total_bytes": _gib(found["total"])[0]}
+        out.update(required_bytes=required, available_bytes=available, required_bytes_resolution_bytes=required_res,
+                   available_bytes_resolution_bytes=available_res, short_by_bytes=required - available)
+        return out
+
+    def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        """Only cached tokens ride on a vLLM response; timings come from /metrics (metrics_deltas)."""
+        cached = ((response.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
+        return {} if cached is None else {"cached_tokens_server": cached}
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
+        return "/tokenize", {"prompt": text, "add_special_tokens": False}
+
+    def token_count(self, body: Mapping[str, Any]) -> int:
+        return int(body["count"])
+
+    def output_pin_fields(self) -> dict[str, Any]:
+        return {"ignore_eos": True}
+
+    def docker_files(self, profile: Profile) -> dict[str, str]:
+        """The Dockerfile pins the official image at engine.version; plus the power-limit unit."""
+        tag = f"v{profile.engine.version}" if profile.engine.version else "latest"
+        files = {"Dockerfile": "\n".join([
+            f"# Generated by ninferkit for profile {profile.name}: the official vLLM OpenAI server image.",
+            f"FROM vllm/vllm-openai:{tag}",
+            'ENTRYPOINT ["vllm"]',
+            "",
+        ])}
+        unit = power_limit_unit(profile)
+        if unit is not None:
+            files["ninferkit-power-limit.service"] = unit
+        return files
+
+
+# ---------------------------------------------------------------------------------------------
+# /metrics deltas
+# ---------------------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {name: value summed over label sets}; `_total` is dropped from counter names
+    (clients differ on it) and `_created` timestamps are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        found = _SAMPLE.match(line.strip())
+        if found is None or line.startswith("#"):
+            continue
+        name = found["name"]
+        if name.endswith("_created"):
+            continue
+        name = name.removesuffix("_total")
+        try:
+            value = float(found["value"])
+        except ValueError:
+            continue
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+_DELTA_NAMES = {
+    "vllm:prompt_tokens": "prompt_tokens_server",
+    "vllm:generation_tokens": "generated_tokens_server",
+    "vllm:prefix_cache_hits": "cached_tokens_server",
+    "vllm:request_prefill_time_seconds_sum": "prompt_s_server",
+    "vllm:request_decode_time_seconds_sum": "decode_s_server",
+    "vllm:request_queue_time_seconds_sum": "queue_s_server",
+    "vllm:time_to_first_token_seconds_sum": "ttft_s_server",
+    "vllm:e2e_request_latency_seconds_sum": "e2e_s_server",
+    "vllm:e2e_request_latency_seconds_count": "requests_server",
+    "vllm:spec_decode_num_drafts": "spec_rounds_server",
+    "vllm:spec_decode_num_draft_tokens": "drafted_tokens_server",
+    "vllm:spec_decode_num_accepted_tokens": "accepted_tokens_server",
+    "vllm:num_preemptions": "preemptions_server",
+}
+
+
+def metrics_deltas(before: str, after: str) -> dict[str, Any]:
+    """Counter deltas between two /metrics scrapes, under the requests.jsonl contract names.
+
+    Around one request (nothing else in flight) these are that request's server-side numbers;
+    around several they are sums. Derived: decode_tokens_server = generated - requests (the first
+    token belongs to prefill), decode_tok_s_server = decode_tokens / decode_s, prefill_tok_s_server
+    = (prompt - cached) / prompt_s, acceptance_server = accepted / drafted. Metrics this vLLM
+    version does not export are absent.
+    """
+    first, second = parse_metrics(before), parse_metrics(after)
+    out: dict[str, Any] = {}
+    for source, name in _DELTA_NAMES.items():
+        if source in second:
+            delta = second[source] - first.get(source, 0.0)
+            out[name] = int(round(delta)) if not source.endswith("_sum") else delta
+    requests = out.get("requests_server")
+    if "generated_tokens_server" in out and requests:
+        out["decode_tokens_server"] = out["generated_tokens_server"] - requests
+        if out.get("decode_s_server"):
+            out["decode_tok_s_server"] = out["decode_tokens_server"] / out["decode_s_server"]
+    if "prompt_tokens_server" in out and out.get("prompt_s_server"):
+        computed = out["prompt_tokens_server"] - out.get("cached_tokens_server", 0)
+        out["prefill_tok_s_server"] = computed / out["prompt_s_server"]
+    if out.get("drafted_tokens_server"):
+        out["acceptance_server"] = out.get("accepted_tokens_server", 0) / out["drafted_tokens_server"]
+    return out
