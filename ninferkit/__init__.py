@@ -3,7 +3,7 @@
 Notebooks call these names; everything else is reachable through the submodules.
 """
 
-from ninferkit import probe, steps
+from ninferkit import artifact, capacity, probe, report, steps
 from ninferkit.errors import (
     ArtifactError,
     ChecksumMismatch,
@@ -38,9 +38,12 @@ __all__ = [
     "ServerStartError",
     "StepFailed",
     "ToolMissing",
+    "artifact",
+    "capacity",
     "load_profile",
     "open_run",
     "probe",
+    "report",
     "run_runbook",
     "steps",
 ]

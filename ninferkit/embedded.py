@@ -213,7 +213,7 @@ def generate_model(spec: GeneratedModel, out_dir: Path) -> Path:
 
     writer.add_tensor(names[T.TOKEN_EMBD] + ".weight", matrix(n_vocab, spec.hidden))
     for layer in range(spec.layers):
-        def name(kind: gguf.MODEL_TENSOR) -> str:
+        def name(kind: gguf.MODEL_TENSOR, layer: int = layer) -> str:
             return names[kind].format(bid=layer) + ".weight"
 
         writer.add_tensor(name(T.ATTN_NORM), ones(spec.hidden))

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-import papermill as pm
-
 from ninferkit import server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.runs import Run, open_run, utc_now
@@ -110,6 +108,8 @@ def run_runbook(
 
 
 def _run_step(run: Run, step: str, notebooks_dir: Path) -> StepResult:
+    import papermill as pm  # here, not at the top: it costs seconds of start-up for every other command
+
     source = notebooks_dir / STEPS[step]
     if not source.exists():
         run.dir.record_step(step, status="not_available")

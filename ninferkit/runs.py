@@ -28,7 +28,7 @@ PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "pynvml",
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def write_json_atomic(path: Path, data: Any) -> Path:
@@ -155,7 +155,9 @@ def new_run_id(profile_name: str) -> str:
     return f"{stamp}-{profile_name}"
 
 
-def open_run(profile: str | Path, run_dir: str | Path | None = None, overrides: tuple[str, ...] | list[str] = ()) -> Run:
+def open_run(
+    profile: str | Path, run_dir: str | Path | None = None, overrides: tuple[str, ...] | list[str] = ()
+) -> Run:
     """Validate the profile, then create (or reopen) its run directory and manifest.
 
     Validation comes first, so a bad profile leaves nothing behind. Reopening a run directory
@@ -180,6 +182,7 @@ def _write_manifest(run: Run) -> None:
             "profile_overrides": list(run.loaded.overrides),
             "profile": run.profile.model_dump(mode="json"),
             "profile_hash": run.profile_hash,
+            "profile_comments": run.loaded.comments,
             "packages": package_versions(),
             "python": sys.version.split()[0],
             "platform": platform.platform(),

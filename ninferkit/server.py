@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from tqdm.auto import tqdm
 
+from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import EngineAdapter, get_adapter
 from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError, ServerExited, ServerStartError
 from ninferkit.params.profile import Profile
@@ -31,7 +32,7 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 """Servers this process started, kept so they can be reaped (no zombies, no ResourceWarning)."""
 
 
-class ServerState(str, enum.Enum):
+class ServerState(enum.StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
@@ -80,7 +81,8 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
     api_key(profile)  # fail before starting anything when the key's variable is missing
-    argv = command(profile, adapter, model_path, None if profile.serve.docker else adapter.binary(profile))
+    binary = None if profile.serve.docker else adapter.binary(profile)
+    argv = command(profile, adapter, model_path, binary)
     log_path = run.dir.server_log
     log_path.parent.mkdir(parents=True, exist_ok=True)
     url = base_url(profile)
@@ -101,6 +103,9 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         "log": str(log_path),
         "started": utc_now(),
         "profile_hash": run.profile_hash,
+        # The binary's hash pins the engine in the write-up's recipe (a rebuilt binary is a new engine).
+        "binary": str(binary) if binary else None,
+        "binary_sha256": sha256_file(binary).hexdigest if binary else None,
     }
     write_json_atomic(run.dir.server, record)
     started = time.monotonic()

@@ -1,33 +1,40 @@
-"""Artifacts: where the model file of a profile lives on disk (generated, or pinned and downloaded)."""
+"""Artifacts: the model file of a profile, obtained from a pinned source and verified.
 
-from __future__ import annotations
+    paths      where the file lives (generated, or pinned and downloaded)
+    source     the download URL (hub resolve layout, mirror, direct URL) and the pin policy
+    fetch      resumable, hashed-as-it-arrives download, renamed into place only when it matches
+    verify     size, sha256 and header checks of any file, as rows of expected vs actual
+    container  the `.ninfer` header (v1/v2/v3) and v3 continuation parts
+    compat     container version vs what the engine build reads, with the revision to pin
+    step       the 01_artifact_verify step: all of the above, written to artifact.json
+"""
 
-from pathlib import Path
+from ninferkit.artifact.compat import check_container_compatibility
+from ninferkit.artifact.container import ContainerInfo, read_container
+from ninferkit.artifact.fetch import DownloadResult, download
+from ninferkit.artifact.paths import local_dir, model_path, planned_path
+from ninferkit.artifact.source import ArtifactSource, UnpinnedArtifactWarning, check_pin, resolve_source
+from ninferkit.artifact.step import checks_table, summary, verify_step
+from ninferkit.artifact.verify import FileReport, Sha256Result, sha256_file, verify_file
 
-from ninferkit.embedded import generate_model, model_file_name
-from ninferkit.errors import ArtifactError
-from ninferkit.params.profile import Profile
-
-
-def local_dir(profile: Profile) -> Path:
-    return Path(profile.artifact.local_dir).expanduser()
-
-
-def planned_path(profile: Profile) -> Path:
-    """Where the model file is or will be, without creating it."""
-    artifact = profile.artifact
-    if artifact.generate is not None:
-        return local_dir(profile) / model_file_name(artifact.generate)
-    name = artifact.filename or (artifact.url or "").rstrip("/").rsplit("/", 1)[-1]
-    return local_dir(profile) / name
-
-
-def model_path(profile: Profile) -> Path:
-    """The model file the server loads: generated on first use, or a pinned file already downloaded."""
-    artifact = profile.artifact
-    if artifact.generate is not None:
-        return generate_model(artifact.generate, local_dir(profile))
-    path = planned_path(profile)
-    if not path.exists():
-        raise ArtifactError(f"{path} does not exist; run the verify step (01_artifact_verify) to download it")
-    return path
+__all__ = [
+    "ArtifactSource",
+    "ContainerInfo",
+    "DownloadResult",
+    "FileReport",
+    "Sha256Result",
+    "UnpinnedArtifactWarning",
+    "check_container_compatibility",
+    "check_pin",
+    "checks_table",
+    "download",
+    "local_dir",
+    "model_path",
+    "planned_path",
+    "read_container",
+    "resolve_source",
+    "sha256_file",
+    "summary",
+    "verify_file",
+    "verify_step",
+]

@@ -110,7 +110,8 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
 
 def _is_union_tag(part: object) -> bool:
     # pydantic puts union member names such as 'int' or "literal['auto']" into the location.
-    return isinstance(part, str) and (part in {"int", "str", "float", "bool"} or part.startswith(("literal[", "function-")))
+    scalar_tags = {"int", "str", "float", "bool"}
+    return isinstance(part, str) and (part in scalar_tags or part.startswith(("literal[", "function-")))
 
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:

@@ -13,7 +13,7 @@ from ninferkit.params.base import Section
 
 class ReportSection(Section):
     title: str | None = Field(None, description="default: profile name, engine and hardware")
-    formats: list[str] = Field(default_factory=lambda: ["markdown", "html"],
+    formats: list[str] = Field(default_factory=lambda: ["markdown", "html"], min_length=1,
                                description="registered renderers to write (ninferkit.report.renderers())")
     figure_dpi: int = Field(100, ge=50, le=400, description="dots per inch of the PNG figures")
     acceptance_gap_pct: float = Field(5.0, ge=0, description="acceptance gap (percentage points) above which "

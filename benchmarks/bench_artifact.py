@@ -1,0 +1,171 @@
+"""Benchmark of the artifact step against the usual tools, in one run on the same file and server.
+
+1. sha256: `ninferkit verify --file F --sha256 H --json` vs `sha256sum F` on the same file (default
+   1 GiB of random bytes), file warm in the page cache, runs alternated. Reported: the command's wall
+   time (Python start-up included) and the hashing rate ninferkit itself measures.
+2. download: `ninferkit.artifact.download()` (streams, hashes as it writes, renames after the sha256
+   matches) vs `curl -o` (no verification), and vs `curl -o` followed by `sha256sum` (what the
+   field reports do), from the same loopback server (tests/range_server.py, run as its own process,
+   sendfile), runs alternated, dirty pages flushed with sync before each.
+
+Targets (issue 3): ninferkit >= 0.9 of sha256sum's rate and >= 0.9 of curl's throughput.
+
+    python benchmarks/bench_artifact.py [--size-mib 1024] [--repeat 3] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from ninferkit.artifact import download, sha256_file  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def make_file(path: Path, size: int) -> None:
+    if path.exists() and path.stat().st_size == size:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        left = size
+        while left:
+            block = os.urandom(min(16 * MIB, left))
+            handle.write(block)
+            left -= len(block)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process plus its finished children (the server is not finished yet)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(argv: list[str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return time.perf_counter() - started, done.stdout
+
+
+class Series:
+    """Rates (bytes/s) and CPU seconds per GiB of repeated runs of one contender."""
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+        self.cpu_per_gib: list[float] = []
+
+    def add(self, size: int, seconds: float, cpu_seconds: float) -> None:
+        self.rates.append(size / seconds)
+        self.cpu_per_gib.append(cpu_seconds * 1024**3 / size)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpu_per_gib)
+
+
+def bench_sha256(path: Path, expected: str, repeat: int) -> dict[str, Series]:
+    size = path.stat().st_size
+    cli = [sys.executable, "-m", "ninferkit", "verify", "--file", str(path), "--sha256", expected, "--json"]
+    ours, internal, theirs = Series(), Series(), Series()
+    timed(["sha256sum", str(path)])  # warm the page cache: both sides then read from memory
+    for _ in range(repeat):
+        cpu = cpu_s()
+        seconds, out = timed(cli)
+        result = json.loads(out)
+        assert result["ok"] and result["sha256"] == expected, result["problems"]
+        ours.add(size, seconds, cpu_s() - cpu)
+        internal.add(size, result["sha256_seconds"], 0.0)
+        cpu = cpu_s()
+        seconds, out = timed(["sha256sum", str(path)])
+        assert out.split()[0] == expected
+        theirs.add(size, seconds, cpu_s() - cpu)
+    return {"ours": ours, "ours_hashing": internal, "sha256sum": theirs}
+
+
+def bench_download(served: Path, out: Path, expected: str, repeat: int) -> dict[str, Series]:
+    size = (served / "blob.bin").stat().st_size
+    out.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "range_server.py"), str(served)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}/org/model/resolve/{'0' * 40}/blob.bin"
+        series = {"ours": Series(), "curl": Series(), "curl_sha256sum": Series()}
+        for _ in range(repeat):
+            _one_download(series["curl"], out / "curl.bin", size, lambda dest: timed(
+                ["curl", "-s", "-f", "-o", str(dest), url])[0])
+            _one_download(series["curl_sha256sum"], out / "curl.bin", size, lambda dest: timed(
+                ["curl", "-s", "-f", "-o", str(dest), url])[0] + timed(["sha256sum", str(dest)])[0])
+            _one_download(series["ours"], out / "ours.bin", size, lambda dest: download(
+                url, dest, size, expected, progress=False).seconds)
+        return series
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _one_download(series: Series, dest: Path, size: int, fetch: Callable[[Path], float]) -> None:
+    dest.unlink(missing_ok=True)
+    os.sync()
+    cpu = cpu_s()
+    seconds = fetch(dest)
+    series.add(size, seconds, cpu_s() - cpu)
+    assert dest.stat().st_size == size
+    dest.unlink()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed after)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-artifact-") as scratch:
+        work = args.dir or Path(scratch)
+        served = work / "served"
+        blob = served / "blob.bin"
+        make_file(blob, args.size_mib * MIB)
+        expected = sha256_file(blob).hexdigest
+        print(f"file: {blob} ({args.size_mib} MiB), {os.cpu_count()} CPUs, median of {args.repeat} runs")
+        sha = bench_sha256(blob, expected, args.repeat)
+        dl = bench_download(served, work / "out", expected, args.repeat)
+    startup, _ = timed([sys.executable, "-m", "ninferkit", "verify", "--help"])
+    rows = [
+        ("sha256    ninferkit verify --file (wall, start-up included)", sha["ours"]),
+        ("          ninferkit hashing alone (sha256_seconds in --json)", sha["ours_hashing"]),
+        ("          sha256sum", sha["sha256sum"]),
+        ("download  ninferkit.artifact.download() (sha256 while writing)", dl["ours"]),
+        ("          curl -o (no verification)", dl["curl"]),
+        ("          curl -o, then sha256sum (the field reports' workflow)", dl["curl_sha256sum"]),
+    ]
+    print(f"{'':<66} {'MiB/s':>8} {'CPU s/GiB':>10}")
+    for label, series in rows:
+        cpu = f"{series.cpu:10.2f}" if series.cpu else f"{'-':>10}"
+        print(f"{label:<66} {series.rate / MIB:8.0f} {cpu}")
+    print(f"ratio ninferkit/sha256sum: {sha['ours'].rate / sha['sha256sum'].rate:.2f} wall "
+          f"({startup:.2f} s of ninferkit's wall is Python start-up), "
+          f"{sha['ours_hashing'].rate / sha['sha256sum'].rate:.2f} hashing alone  (target >= 0.9)")
+    print(f"ratio ninferkit/curl download: {dl['ours'].rate / dl['curl'].rate:.2f}  (target >= 0.9); "
+          f"against curl + sha256sum: {dl['ours'].rate / dl['curl_sha256sum'].rate:.2f}")
+    print(f"load average after the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Resumable, verified download of one large file over HTTP (httpx streaming).
+
+The bytes go to ``<dest>.part`` and are hashed as they arrive, so no second pass over a 20 GB file
+is needed. A dropped connection resumes from the bytes already on disk (``Range: bytes=N-``, after
+hashing that prefix again); a server that ignores Range and sends the whole file restarts the part
+cleanly; transient failures are retried a bounded number of times with exponential backoff. The
+part is renamed into place only after its size and sha256 match, and never over an existing file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from tqdm.auto import tqdm
+
+from ninferkit.artifact.verify import Sha256Result, hash_file_into
+from ninferkit.errors import ArtifactError, ChecksumMismatch
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+WRITE_BATCH_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    """What one download did: bytes fetched this time, from where it resumed, retries, rate."""
+
+    path: Path
+    url: str
+    size: int
+    sha256: Sha256Result
+    bytes_received: int
+    resumed_from_bytes: int
+    attempts: int
+    restarts: int
+    seconds: float
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes_received / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"url": self.url, "size": self.size, "bytes_received": self.bytes_received,
+                "resumed_from_bytes": self.resumed_from_bytes, "attempts": self.attempts,
+                "restarts": self.restarts, "seconds": round(self.seconds, 3),
+                "bytes_per_s": round(self.bytes_per_s)}
+
+
+class _HashingAppender:
+    """Appends network chunks to the part file and hashes them, in batches, in a helper thread.
+
+    Chunks are batched (no copy) up to WRITE_BATCH_BYTES; while the helper writes and hashes one
+    batch (both release the GIL), the caller keeps receiving the next.
+    """
+
+    def __init__(self, handle: IO[bytes], digest: Any, pool: ThreadPoolExecutor) -> None:
+        self.handle, self.digest, self.pool = handle, digest, pool
+        self.batch: list[bytes] = []
+        self.batch_bytes = 0
+        self.pending: Future[None] | None = None
+
+    def write(self, chunk: bytes) -> None:
+        self.batch.append(chunk)
+        self.batch_bytes += len(chunk)
+        if self.batch_bytes >= WRITE_BATCH_BYTES:
+            self._hand_off()
+
+    def _hand_off(self) -> None:
+        batch, self.batch, self.batch_bytes = self.batch, [], 0
+        if self.pending is not None:
+            self.pending.result()
+        self.pending = self.pool.submit(self._consume, batch)
+
+    def _consume(self, batch: list[bytes]) -> None:
+        for chunk in batch:
+            self.handle.write(chunk)
+            self.digest.update(chunk)
+
+    def flush(self) -> None:
+        """Everything received so far is on disk and hashed."""
+        if self.batch:
+            self._hand_off()
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
+        self.handle.flush()
+
+
+def part_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".part")
+
+
+def download(
+    url: str,
+    dest: Path,
+    expected_size: int | None = None,
+    expected_sha256: str | None = None,
+    headers: dict[str, str] | None = None,
+    retries: int = 5,
+    backoff_s: float = 1.0,
+    timeout_s: float = 60.0,
+    progress: bool = True,
+) -> DownloadResult:
+    """Fetch `url` to `dest` (which must not exist yet), resuming a `.part` left by an earlier try.
+
+    `retries` bounds consecutive failed attempts that received no byte (a drop after progress
+    starts the count again), and restarts from byte 0; the wait before retry k is
+    ``backoff_s * 2**(k-1)`` seconds, at most 60.
+    `headers` may carry an Authorization header; it is never logged.
+
+    Raises ChecksumMismatch when the server offers another size or the bytes hash to another
+    sha256 (the part is removed: its bytes are wrong), ArtifactError for HTTP errors and exhausted
+    retries (the part is kept for the next resume).
+
+    Example: ``download("https://huggingface.co/o/r/resolve/<commit>/m.ninfer", Path("m.ninfer"), size, sha)``
+    """
+    if dest.exists():
+        raise ArtifactError(f"{dest} already exists; verify it instead (a file in place is never overwritten)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = part_path(dest)
+    if expected_size is not None and part.exists() and part.stat().st_size > expected_size:
+        part.unlink()
+    part.touch()
+    started = time.perf_counter()
+    resumed_from = part.stat().st_size
+    digest = hashlib.sha256()
+    hash_file_into(digest, part)
+    offset, received, attempts, restarts, failures = resumed_from, 0, 0, 0, 0
+    request_headers = {"Accept-Encoding": "identity", **(headers or {})}
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
+    with httpx.Client(follow_redirects=True, timeout=timeout) as client, part.open("ab") as handle, \
+            ThreadPoolExecutor(1, "download-write") as pool, \
+            tqdm(total=expected_size, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
+                 desc=dest.name, disable=not progress) as bar:
+        while True:
+            attempts += 1
+            sink = _HashingAppender(handle, digest, pool)
+            before = offset
+            try:
+                outcome = _fetch(client, url, offset, expected_size, request_headers, sink, bar)
+            except (httpx.TransportError, _Transient) as exc:
+                sink.flush()
+                offset = handle.tell()
+                received += offset - before
+                failures = 1 if offset > before else failures + 1
+                if failures > retries:
+                    raise ArtifactError(
+                        f"download of {url} failed {failures} times in a row without progress ({exc}); "
+                        f"{offset} bytes are kept in {part}, run the step again to resume") from exc
+                time.sleep(min(backoff_s * 2 ** (failures - 1), 60.0))
+                continue
+            sink.flush()
+            if outcome == "restart":
+                if restarts >= retries:
+                    raise ArtifactError(f"download of {url} had to restart from byte 0 {restarts + 1} times (the "
+                                        "server ignores Range and the connection keeps dropping); try a mirror "
+                                        "(artifact.endpoint or HF_ENDPOINT)")
+                handle.seek(0)
+                handle.truncate()
+                digest = hashlib.sha256()
+                offset, restarts = 0, restarts + 1
+                bar.reset(total=expected_size)
+                continue
+            offset = handle.tell()
+            received += offset - before
+            break
+        os.fsync(handle.fileno())
+    result = DownloadResult(dest, url, offset, Sha256Result(digest.hexdigest(), offset, time.perf_counter() - started),
+                            received, resumed_from, attempts, restarts, time.perf_counter() - started)
+    _accept(part, dest, result, expected_size, expected_sha256)
+    return result
+
+
+class _Transient(Exception):
+    """A retryable HTTP status (5xx, 429, 408) or a body shorter than announced."""
+
+
+def _fetch(
+    client: httpx.Client,
+    url: str,
+    offset: int,
+    expected_size: int | None,
+    headers: dict[str, str],
+    sink: _HashingAppender,
+    bar: tqdm,
+) -> str:
+    """One GET from `offset`: 'done' when the whole body arrived, 'restart' when the part must restart."""
+    if offset:
+        headers = {**headers, "Range": f"bytes={offset}-"}
+    with client.stream("GET", url, headers=headers) as response:
+        status = response.status_code
+        if status == 416:
+            total = _total_from(response.headers.get("Content-Range", ""))
+            return "done" if total == offset else "restart"
+        if status in _RETRY_STATUS:
+            raise _Transient(f"HTTP {status}")
+        if status >= 400:
+            raise ArtifactError(_http_error(url, status))
+        if offset and status == 200:
+            return "restart"  # the server ignored Range and sends the whole file
+        start, total = (_range_of(response) if status == 206 else (0, _length(response)))
+        if start != offset:
+            return "restart"
+        if expected_size is not None and total is not None and total != expected_size:
+            raise ChecksumMismatch(f"size_bytes: expected {expected_size}, actual {total} (offered by {url}); "
+                                   "the pinned size or the revision is wrong")
+        if bar.total is None and total is not None:
+            bar.total = total  # rate and ETA for a download whose size the profile does not pin
+        for chunk in response.iter_raw():
+            sink.write(chunk)
+            bar.update(len(chunk))
+        sink.flush()
+        if total is not None and sink.handle.tell() < total:
+            raise _Transient(f"the body ended at byte {sink.handle.tell()} of {total}")
+    return "done"
+
+
+def _range_of(response: httpx.Response) -> tuple[int, int | None]:
+    found = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
+    if found is None:
+        return -1, None
+    return int(found[1]), None if found[3] == "*" else int(found[3])
+
+
+def _total_from(content_range: str) -> int | None:
+    found = re.match(r"^bytes \*/(\d+)$", content_range)
+    return int(found[1]) if found else None
+
+
+def _length(response: httpx.Response) -> int | None:
+    value = response.headers.get("Content-Length")
+    return int(value) if value and value.isdigit() else None
+
+
+def _http_error(url: str, status: int) -> str:
+    if status == 404:
+        return f"{url}: HTTP 404; check artifact.repo, artifact.revision and artifact.filename"
+    if status in (401, 403):
+        return (f"{url}: HTTP {status}; the repo may be gated or private: put a token in the HF_TOKEN "
+                "environment variable (it is sent, never logged)")
+    return f"{url}: HTTP {status}"
+
+
+def _accept(part: Path, dest: Path, result: DownloadResult, expected_size: int | None,
+            expected_sha256: str | None) -> None:
+    """Rename the part into place only when size and sha256 match; never replace an existing file."""
+    problems = []
+    if expected_size is not None and result.size != expected_size:
+        problems.append(f"size_bytes: expected {expected_size}, actual {result.size}")
+    if expected_sha256 is not None and result.sha256.hexdigest != expected_sha256.lower():
+        problems.append(f"sha256: expected {expected_sha256.lower()}, actual {result.sha256.hexdigest}")
+    if problems:
+        part.unlink()
+        raise ChecksumMismatch(f"downloaded {result.url} does not match its pin: " + "; ".join(problems)
+                               + ". The partial file was removed; check the pinned values and the revision")
+    try:
+        os.link(part, dest)  # fails if dest exists: a verified file is never overwritten
+    except FileExistsError as exc:
+        raise ArtifactError(f"{dest} appeared while downloading; it was left untouched, the download "
+                            f"stays in {part}") from exc
+    part.unlink()

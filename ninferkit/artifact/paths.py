@@ -1,0 +1,33 @@
+"""Where the model file of a profile lives on disk (generated, or pinned and downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ninferkit.embedded import generate_model, model_file_name
+from ninferkit.errors import ArtifactError
+from ninferkit.params.profile import Profile
+
+
+def local_dir(profile: Profile) -> Path:
+    return Path(profile.artifact.local_dir).expanduser()
+
+
+def planned_path(profile: Profile) -> Path:
+    """Where the model file is or will be, without creating it."""
+    artifact = profile.artifact
+    if artifact.generate is not None:
+        return local_dir(profile) / model_file_name(artifact.generate)
+    name = artifact.filename or (artifact.url or "").rstrip("/").rsplit("/", 1)[-1]
+    return local_dir(profile) / name
+
+
+def model_path(profile: Profile) -> Path:
+    """The model file the server loads: generated on first use, or a pinned file already downloaded."""
+    artifact = profile.artifact
+    if artifact.generate is not None:
+        return generate_model(artifact.generate, local_dir(profile))
+    path = planned_path(profile)
+    if not path.exists():
+        raise ArtifactError(f"{path} does not exist; run the verify step (01_artifact_verify) to download it")
+    return path

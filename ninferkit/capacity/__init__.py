@@ -1,0 +1,53 @@
+"""Capacity: the server's memory formula from its own logs, the largest KV pool, and what-if tables.
+
+    runtime(C, S, K) = F(C, S) + b x K        starts iff runtime <= free memory after weights
+
+`architecture` gives b from the model, `observations` turns ledgers and refusals into intervals,
+`fit` finds every (F, b) consistent with them, `table` answers "C x S: fits or short by X GiB",
+`search` finds the largest pool with few launches, `step` ties them into 04_capacity_fit.
+"""
+
+from ninferkit.capacity.architecture import (
+    KVLayout,
+    gguf_metadata,
+    llama_cpp_kv_layout,
+    ninfer_kv_layout,
+    vllm_kv_layout,
+)
+from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
+from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
+from ninferkit.capacity.step import (
+    capacity_step,
+    fit_logs,
+    fit_observations,
+    observations_frame,
+    search_frame,
+    table_frame,
+    terms_frame,
+)
+
+__all__ = [
+    "CapacityFit",
+    "FamilyFit",
+    "Interval",
+    "KVLayout",
+    "Observation",
+    "Priors",
+    "Setting",
+    "capacity_step",
+    "fit",
+    "fit_logs",
+    "fit_observations",
+    "from_ledger",
+    "from_log",
+    "from_refusal",
+    "gguf_metadata",
+    "llama_cpp_kv_layout",
+    "ninfer_kv_layout",
+    "observations_frame",
+    "search_frame",
+    "table_frame",
+    "terms_frame",
+    "vllm_kv_layout",
+]

@@ -1,0 +1,91 @@
+"""Capacity launches: start the server at one setting, keep what its log says, stop it.
+
+Each launch gets its own run directory under run_dir/capacity/launches/ (its log stays there) and
+a free loopback port, so it never collides with the runbook's own server. Every launch is appended
+to run_dir/capacity/observations.jsonl as soon as it ends, so a rerun reuses it instead of launching
+again.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ninferkit import server, steps
+from ninferkit.capacity.engines import PoolRule
+from ninferkit.capacity.observations import Observation, Setting, from_log, with_served
+from ninferkit.errors import ServerError
+from ninferkit.runs import Run, append_jsonl, open_run, read_jsonl
+
+Launcher = Callable[[Setting], Observation | None]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def observations_path(run: Run) -> Path:
+    return run.dir.path / "capacity" / "observations.jsonl"
+
+
+def recorded(run: Run) -> list[Observation]:
+    """Observations earlier launches of this run left behind (a rerun resumes from them)."""
+    return [Observation.from_dict(row) for row in read_jsonl(observations_path(run))]
+
+
+def overrides_for(setting: Setting) -> list[str]:
+    out = [f"serve.max_concurrency={setting.concurrency}", f"serve.max_context={setting.context_per_slot}"]
+    if setting.kv_dtype is not None:
+        out.append(f"serve.kv.dtype={setting.kv_dtype}")
+    if setting.kv_capacity is not None:
+        out.append(f"serve.kv.capacity={setting.kv_capacity}")
+    return out
+
+
+def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print) -> Launcher:
+    """A function that launches one setting for real and returns (and records) its observation.
+
+    The observation is None when the server failed for a reason that is not a memory refusal
+    (the error is re-raised then: a bad flag is not evidence about memory).
+    """
+    root = run.dir.path / "capacity" / "launches"
+
+    def launch(setting: Setting) -> Observation | None:
+        for earlier in recorded(run):  # a rerun resumes: the same setting is not launched twice
+            if earlier.setting == setting:
+                say(f"reusing the earlier launch at {setting.label()} ({earlier.source})")
+                return replace(earlier, extra={**earlier.extra, "reused": True})
+        index = len(list(root.glob("*"))) + 1 if root.exists() else 1
+        sub_dir = root / f"{index:02d}"
+        overrides = [*run.loaded.overrides, *overrides_for(setting), f"serve.port={free_port()}"]
+        source = run.loaded.source
+        if source is None:
+            raise ServerError("capacity launches need the profile file the run was opened from")
+        sub = open_run(source, sub_dir, overrides)
+        served = False
+        error: ServerError | None = None
+        try:
+            record: dict[str, Any] = steps.launch(sub, progress=False)
+            served = all(check["ok"] for check in record.get("checks", []))
+        except ServerError as exc:
+            error = exc
+        finally:
+            server.stop(sub.dir)
+        log_text = sub.dir.server_log.read_text(errors="replace") if sub.dir.server_log.exists() else ""
+        observation = from_log(run.profile.engine.kind, log_text, setting, rule, str(sub.dir.server_log))
+        if observation is None or (error is not None and observation.kind != "refusal"):
+            if error is not None:
+                raise error
+            return None
+        observation = with_served(observation, served if observation.kind == "ledger" else False)
+        append_jsonl(observations_path(run), observation.as_dict())
+        say(f"launch {index:02d} {setting.label()}: "
+            + ("started and served a request" if served else f"{observation.kind}, did not serve"))
+        return observation
+
+    return launch

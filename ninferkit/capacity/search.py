@@ -1,0 +1,225 @@
+"""The search: the largest KV pool that starts and serves a request, with as few launches as possible.
+
+Where the engine sizes its own pool (`auto`) and prints its slack (NInfer G1+), one launch gives
+the answer: the largest explicit pool is the auto pool plus floor(slack / bytes-per-page) pages,
+capped at C x ceil(S/64) pages (capacity-model.md §5.3.1); a second launch at that pool verifies it.
+Otherwise the fit predicts the answer as an interval and launches bisect that interval in whole
+pages, re-fitting after every launch (§5.3.2). Every launch is an observation; the answer is
+verified by a launch at it that starts and serves a request.
+
+A memory budget (capacity.memory_budget_bytes) stands in for device memory where the engine has no
+limit to find (llama.cpp on a CPU host): a launch "fits" when weights + runtime, as its log
+reports them, stay within the budget. The launches and their logs are real; the limit is the
+budget's, not the machine's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ninferkit.capacity.engines import PoolRule
+from ninferkit.capacity.fit import CapacityFit
+from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.observations import Observation, Setting
+
+Refit = Callable[[list[Observation]], CapacityFit]
+
+
+@dataclass
+class SearchResult:
+    setting: Setting
+    mode: str  # "auto-slack" | "bisection" | "budget-bisection"
+    answer_tokens: int | None = None
+    verified: bool = False
+    launches: int = 0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"setting": self.setting.as_dict(), "mode": self.mode, "answer_kv_tokens": self.answer_tokens,
+                "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
+                "note": self.note}
+
+
+def _fits(obs: Observation, budget: Interval | None) -> bool | None:
+    """Whether a launch counts as fitting: started, served, and within the budget when there is one
+    (None: the printed rounding leaves it undecided, which the search treats as not fitting)."""
+    if not obs.started or not obs.served:
+        return False
+    if budget is None:
+        return True
+    if obs.runtime is None or obs.weights is None:
+        return None
+    total = obs.runtime + obs.weights
+    if total.high is not None and budget.low is not None and total.high <= budget.low:
+        return True
+    if total.low is not None and budget.high is not None and total.low > budget.high:
+        return False
+    return None
+
+
+def search(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
+           observations: list[Observation], max_launches: int, budget_bytes: int | None = None) -> SearchResult:
+    """Find the largest pool at `base`'s slots and per-slot context; see the module docstring.
+
+    Raises nothing on a refused launch (a refusal is data); stops at `max_launches`.
+    """
+    observed = list(observations)
+    budget = None if budget_bytes is None else Interval.exact(budget_bytes)
+    if rule.auto_headroom_bytes is not None and budget is None:
+        return _auto_slack(base, rule, launch, refit, observed, max_launches)
+    return _bisect(base, rule, launch, refit, observed, max_launches, budget)
+
+
+def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
+    if rule.shared_pool:
+        return replace(base, kv_capacity=tokens)
+    return replace(base, context_per_slot=tokens // base.concurrency, kv_capacity=None)
+
+
+def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bool | None, why: str) -> None:
+    result.launches += 1
+    result.steps.append({"kv_tokens": tokens, "kind": None if obs is None else obs.kind,
+                         "started": None if obs is None else obs.started,
+                         "served": None if obs is None else obs.served, "fits": fits, "why": why,
+                         "runtime_bytes": None if obs is None or obs.runtime is None else obs.runtime.as_bytes(),
+                         "log": None if obs is None else obs.source,
+                         "reused": bool(obs is not None and obs.extra.get("reused"))})
+
+
+def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
+                observed: list[Observation], max_launches: int) -> SearchResult:
+    result = SearchResult(base, "auto-slack")
+    obs = launch(replace(base, kv_capacity="auto"))
+    _record(result, obs, 0 if obs is None else obs.kv_tokens, None, "auto: read its pool and slack")
+    if obs is None:
+        result.note = "the auto launch left no capacity ledger"
+        return result
+    observed.append(obs)
+    fitted = refit(observed)
+    slope = fitted.slopes.get(base.kv_dtype)
+    low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
+    if slope is None or slope.high is None:
+        result.note = "bytes/token unknown: cannot turn the slack into pages"
+        return _bisect(base, rule, launch, refit, observed, max_launches - 1, None, result)
+    per_page = slope.high * rule.page_tokens
+    if obs.started and obs.slack is not None and obs.slack.low is not None:
+        extra = max(0, math.floor(obs.slack.low / per_page))
+        answer = min(high_pool, obs.kv_tokens + extra * rule.page_tokens)
+        why = f"auto pool {obs.kv_tokens:,} + floor(slack / {float(per_page):,.0f} B per page) pages"
+    elif not obs.started and obs.runtime is not None and obs.available is not None and obs.available.low is not None:
+        spare = obs.available.low - obs.runtime.high  # type: ignore[operator]
+        if spare < 0:
+            result.note = f"even the smallest pool does not fit: short by {float(-spare) / 2**30:.2f} GiB"
+            return result
+        answer = min(high_pool, low_pool + math.floor(spare / per_page) * rule.page_tokens)
+        why = "auto refused; its message gives B_min and free memory: the explicit maximum"
+    else:
+        result.note = "the auto launch printed neither slack nor a refusal with numbers"
+        return result
+    verify = launch(_pool_setting(base, rule, answer))
+    fits = None if verify is None else _fits(verify, None)
+    _record(result, verify, answer, fits, why + "; verify")
+    result.answer_tokens = answer if fits else None
+    result.verified = bool(fits)
+    return result
+
+
+def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
+            observed: list[Observation], max_launches: int, budget: Interval | None,
+            result: SearchResult | None = None) -> SearchResult:
+    """Model-guided bisection in whole pages between the largest pool seen to fit and the smallest
+    seen (or predicted for sure) not to."""
+    result = result or SearchResult(base, "budget-bisection" if budget is not None else "bisection")
+    step = rule.page_tokens * (1 if rule.shared_pool else base.concurrency)
+    low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
+    if not rule.shared_pool:
+        low_pool, high_pool = step, 2**40  # the per-slot context itself is what grows
+    good: int | None = None  # largest pool that fit (launched)
+    bad: int | None = None  # smallest pool that did not (launched, or sure from the fit)
+    bad_by_model = False
+    while result.launches < max_launches:
+        candidate = _next_candidate(base, rule, refit(observed), observed, budget, good, bad, step,
+                                    low_pool, high_pool)
+        if candidate is None:
+            break
+        tokens, why, sure_bad = candidate
+        if sure_bad:
+            bad, bad_by_model = tokens, True
+            continue
+        obs = launch(_pool_setting(base, rule, tokens))
+        fits = False if obs is None else _fits(obs, budget)
+        _record(result, obs, tokens, fits, why)
+        if obs is not None:
+            observed.append(obs)
+        if fits:
+            good = tokens
+        else:
+            bad, bad_by_model = tokens, False
+        if good is not None and bad is not None and bad - good <= step:
+            break
+    result.answer_tokens = good
+    result.verified = good is not None
+    if good is not None and bad is not None:
+        side = "the fit (no launch needed)" if bad_by_model else "a launch"
+        result.note = f"{good:,} tokens fit; {bad:,} does not, shown by {side}"
+    elif good is None:
+        result.note = "no launch fit within the launch budget"
+    else:
+        result.note = "the launch budget ran out before the upper side was found"
+    return result
+
+
+def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
+                    budget: Interval | None, good: int | None, bad: int | None, step: int, low_pool: int,
+                    high_pool: int) -> tuple[int, str, bool] | None:
+    """The next pool to launch: the fit's sure answer first, then one page above it, else the midpoint.
+
+    Returns (tokens, why, sure_bad): sure_bad means the fit alone shows it cannot fit (no launch).
+    """
+    lo = good if good is not None else low_pool - step
+    hi = bad if bad is not None else high_pool + step
+    if hi - lo <= step:
+        return None
+    family = fitted.family_for(base.family)
+    available = _available(fitted, observed, budget)
+    prediction = None
+    if family is not None and family.consistent and available is not None:
+        prediction = family.max_pool(base.concurrency, base.context_per_slot, available, rule)
+    if prediction is not None and prediction.low is not None and prediction.low > 0:
+        sure = _snap(int(prediction.low), step)
+        if lo < sure < hi:
+            return sure, "the fit's sure answer", False
+        possible = None if prediction.high is None else _snap(int(prediction.high), step)
+        if possible is not None and possible <= lo:
+            # the fit says nothing above the largest pool that fit can fit: no launch needed for it
+            return (lo + step, "the fit: one page more cannot fit", True) if lo + step < hi else None
+        if possible is not None:
+            middle = _snap((lo + min(hi, possible + step)) // 2, step)
+            if lo < middle < hi:
+                return middle, "bisection inside the fit's interval", False
+    if good is None and bad is None:
+        return _snap(min(high_pool, 4 * low_pool), step), "no prediction yet: a first probe", False
+    if bad is None:
+        return min(high_pool, _snap(2 * lo, step)), "doubling: nothing refused yet", False
+    if good is None:
+        half = _snap(hi // 2, step)
+        return (half, "halving: nothing fit yet", False) if half > low_pool - step else None
+    return _snap((lo + hi) // 2, step), "bisection", False
+
+
+def _snap(tokens: int, step: int) -> int:
+    return max(step, tokens // step * step)
+
+
+def _available(fitted: CapacityFit, observed: list[Observation], budget: Interval | None) -> Interval | None:
+    """Free memory after weights: the engine's, or the budget minus the weights the launches loaded."""
+    if budget is None:
+        return fitted.available
+    weights = [o.weights for o in observed if o.weights is not None]
+    if not weights:
+        return None
+    return budget - weights[-1]

@@ -1,0 +1,244 @@
+"""The 04_capacity_fit step: gather observations, fit, tabulate, search, write capacity.json.
+
+Observations come from the launch step's own server (server.json's log), from earlier capacity
+launches of this run (capacity/observations.jsonl, so a rerun resumes), from new launches at every
+grid point when `capacity.fit_launches` is on, and from the search when `capacity.search` is on.
+`fit_logs` does the same from saved startup logs without launching anything (the CLI's `fit`).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.artifact import planned_path
+from ninferkit.capacity.architecture import KVLayout
+from ninferkit.capacity.engines import EngineCapacity, engine_capacity
+from ninferkit.capacity.fit import CapacityFit, Priors, fit
+from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.launches import launcher, recorded
+from ninferkit.capacity.observations import Observation, Setting, from_log_file
+from ninferkit.capacity.search import SearchResult, search
+from ninferkit.capacity.table import cells_from, decision_table
+from ninferkit.params.profile import Profile
+from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
+
+FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
+           "b the KV bytes per token and F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref); "
+           "it starts iff runtime <= A, the free memory after weights; auto picks "
+           "M = min(M_max, M_min + floor((A - R - B_min) / B_step)) pages with headroom R")
+
+
+def _layout_for(profile: Profile, capacity: EngineCapacity) -> Callable[[str | None], KVLayout | None]:
+    model = planned_path(profile)
+    path: Path | None = model if model.exists() else None
+
+    def layout(dtype: str | None) -> KVLayout | None:
+        return capacity.layout(profile, path, dtype or capacity.pool.default_kv_dtype)
+
+    return layout
+
+
+def _priors(profile: Profile) -> Priors:
+    section = profile.capacity
+
+    def interval(value: list[int] | None) -> Interval | None:
+        return None if value is None else Interval.of(value[0], value[1])
+
+    return Priors(interval(section.prior_per_slot_bytes), interval(section.prior_per_context_token_bytes),
+                  section.prior_source or "capacity.prior_* in the profile")
+
+
+def fit_observations(profile: Profile, observations: Sequence[Observation]) -> CapacityFit:
+    capacity = engine_capacity(profile.engine.kind)
+    return fit(list(observations), _layout_for(profile, capacity), capacity.pool, _priors(profile))
+
+
+def _available(result: CapacityFit, profile: Profile, observations: Sequence[Observation]) -> Interval | None:
+    """Free memory after weights for the table: the budget (minus weights) if one is set, else the
+    profile's stated value, else what the launches saw."""
+    section = profile.capacity
+    if section.memory_budget_bytes is not None:
+        weights = [o.weights for o in observations if o.weights is not None]
+        if weights:
+            return Interval.exact(section.memory_budget_bytes) - weights[-1]
+    stated = section.free_after_weights_bytes
+    if stated is not None:
+        return Interval.of(stated[0], stated[1]) if isinstance(stated, list) else Interval.exact(stated)
+    return result.available
+
+
+def summarize(profile: Profile, observations: Sequence[Observation],
+              search_result: SearchResult | None = None) -> dict[str, Any]:
+    """capacity.json's content: the fit, the decision table, the search, and what the data leaves open."""
+    capacity = engine_capacity(profile.engine.kind)
+    rule = capacity.pool
+    result = fit_observations(profile, observations)
+    base = Setting.from_profile(profile)
+    dtype = base.kv_dtype
+    available = _available(result, profile, observations)
+    family = result.family_for(base.family)
+    if family is None and result.families:
+        family = max(result.families.values(), key=lambda f: len(f.observations))
+    slope = result.slopes.get(family.family[0] if family else dtype)
+    fixed = family.fixed(*family.reference) if family is not None and family.consistent else None
+    max_pool = None
+    if family is not None and family.consistent and available is not None:
+        max_pool = family.max_pool(base.concurrency, base.context_per_slot, available, rule)
+    dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [dtype]
+    reference_family = family.family if family is not None else base.family
+    cells = cells_from(profile.capacity.concurrencies, profile.capacity.contexts, dtypes)
+    table = decision_table(result, rule, cells, reference_family, available)
+    pinned, unpinned = result.terms()
+    layout = result.layouts.get(reference_family[0])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "created": utc_now(),
+        "engine": profile.engine.kind,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "setting": base.as_dict(),
+        "page_tokens": rule.page_tokens,
+        "auto_headroom_bytes": rule.auto_headroom_bytes,
+        "bytes_per_token": None if slope is None else slope.as_bytes()[0] if slope.width == 0 else slope.as_bytes(),
+        "bytes_per_token_source": result.slope_sources.get(reference_family[0]),
+        "bytes_per_token_by_dtype": {str(k): None if v is None else v.as_bytes() for k, v in result.slopes.items()},
+        "payload_bytes_per_token_by_dtype": {str(k): None if v is None else v.as_bytes()
+                                             for k, v in result.payload_slopes.items()},
+        "architecture": None if layout is None else layout.detail,
+        "fixed_bytes": None if fixed is None else fixed.as_bytes(),
+        "fixed_bytes_at": None if family is None else {"concurrency": family.reference[0],
+                                                        "context_per_slot": family.reference[1],
+                                                        "family": family.label},
+        "free_after_weights_bytes": None if available is None else available.as_bytes(),
+        "free_after_weights_source": _available_source(profile, result),
+        "max_kv_tokens": None if max_pool is None or max_pool.low is None else int(max_pool.low),
+        "max_kv_tokens_interval": None if max_pool is None else [None if v is None else int(v)
+                                                                  for v in (max_pool.low, max_pool.high)],
+        "observations": [o.as_dict() for o in observations],
+        "decision_table": table,
+        "search": None if search_result is None else search_result.as_dict(),
+        "formula": FORMULA.replace("P)", f"P = {rule.page_tokens})"),
+        "terms_pinned": pinned,
+        "terms_unpinned": unpinned,
+        "conflicts": result.conflicts,
+        "notes": result.notes,
+    }
+
+
+def _available_source(profile: Profile, result: CapacityFit) -> str:
+    if profile.capacity.memory_budget_bytes is not None:
+        return "capacity.memory_budget_bytes minus the weights the launches loaded (a stand-in, not a device limit)"
+    if profile.capacity.free_after_weights_bytes is not None:
+        return "capacity.free_after_weights_bytes (stated in the profile)"
+    return "the launches' own logs" if result.available is not None else "unknown"
+
+
+def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
+    """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
+    prints them, override the profile's; otherwise the profile's serve settings are assumed."""
+    capacity = engine_capacity(profile.engine.kind)
+    base = Setting.from_profile(profile)
+    observations = []
+    for log in logs:
+        found = from_log_file(profile.engine.kind, Path(log), base, capacity.pool)
+        if found is not None:
+            observations.append(found)
+    return summarize(profile, observations)
+
+
+def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Gather, fit, (launch,) tabulate and write run_dir/capacity.json; returns its content."""
+    profile = run.profile
+    capacity = engine_capacity(profile.engine.kind)
+    observations = recorded(run)
+    own = _launch_step_observation(run, capacity)
+    if own is not None:
+        observations.insert(0, own)
+    launch = launcher(run, capacity.pool, say)
+    seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
+    base = Setting.from_profile(profile)
+    if profile.capacity.fit_launches:
+        grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
+        for dtype in grid_dtypes:
+            for concurrency in profile.capacity.concurrencies:
+                for context in profile.capacity.contexts:
+                    if (concurrency, context, dtype) in seen:
+                        continue
+                    setting = Setting(concurrency, context, dtype, None, base.spec, base.draft_tokens,
+                                      base.prefill_chunk, base.other)
+                    found = launch(setting)
+                    if found is not None:
+                        observations.append(found)
+    search_result = None
+    if profile.capacity.search:
+        section = profile.capacity
+        target = Setting(section.search_concurrency or base.concurrency,
+                         section.search_context or base.context_per_slot, base.kv_dtype, None, base.spec,
+                         base.draft_tokens, base.prefill_chunk, base.other)
+        before = len(observations)
+        search_result = search(target, capacity.pool, launch, lambda obs: fit_observations(profile, obs),
+                               observations, section.max_launches, section.memory_budget_bytes)
+        observations = _all(run, own)
+        say(f"search: {search_result.launches} launch(es); answer {search_result.answer_tokens} tokens "
+            f"({len(observations) - before} new observations)")
+    summary = summarize(profile, observations, search_result)
+    summary["profile_hash"] = run.profile_hash
+    write_json_atomic(run.dir.capacity, summary)
+    return summary
+
+
+def _all(run: Run, own: Observation | None) -> list[Observation]:
+    rows = recorded(run)
+    return [own, *rows] if own is not None else rows
+
+
+def _launch_step_observation(run: Run, capacity: EngineCapacity) -> Observation | None:
+    """The launch step's server: its log is an observation at the profile's own setting."""
+    if not run.dir.server.exists():
+        return None
+    record = read_json(run.dir.server)
+    log = Path(record.get("log") or run.dir.server_log)
+    if not log.exists():
+        return None
+    found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), capacity.pool)
+    if found is None:
+        return None
+    return Observation(found.source, found.kind, found.setting, found.kv_tokens, found.started, found.runtime,
+                       found.available, found.kv_bytes, found.slack, found.weights, found.auto,
+                       record.get("state") == "ready" and all(c.get("ok") for c in record.get("checks", [])),
+                       found.bounds_runtime, found.extra)
+
+
+def table_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """The decision table for display: one row per cell and reading."""
+    columns = ["kv_dtype", "concurrency", "context_per_slot", "reading", "pool_tokens", "fits", "margin_gib",
+               "verdict"]
+    return pd.DataFrame(summary["decision_table"]).reindex(columns=columns)
+
+
+def observations_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    rows = [{"source": Path(o["source"]).name, "kind": o["kind"], **{k: o["setting"][k] for k in
+            ("concurrency", "context_per_slot", "kv_dtype")}, "kv_tokens": o["kv_tokens"], "started": o["started"],
+             "served": o["served"], "runtime_bytes": o["runtime_bytes"]} for o in summary["observations"]]
+    return pd.DataFrame(rows)
+
+
+def terms_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """Pinned and open terms of the formula, one row each (conflicts first)."""
+    rows = [{"status": "CONFLICT", "term": text} for text in summary["conflicts"]]
+    rows += [{"status": "pinned", "term": text} for text in summary["terms_pinned"]]
+    rows += [{"status": "open", "term": text} for text in summary["terms_unpinned"]]
+    return pd.DataFrame(rows, columns=["status", "term"])
+
+
+def search_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """The search's launches in order; empty when the profile does not ask for a search."""
+    search = summary.get("search") or {}
+    columns = ["kv_tokens", "why", "started", "served", "fits", "runtime_bytes", "reused"]
+    return pd.DataFrame(search.get("results", []), columns=columns)

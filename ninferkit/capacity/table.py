@@ -1,0 +1,135 @@
+"""The decision table: for each concurrency x per-slot context (x KV dtype), does it fit, by how much?
+
+Two readings, because a shared pool (NInfer, vLLM) may be smaller than C x S (capacity-model.md §5.4):
+  "starts": the smallest legal pool, max(ceil(S/P), C) pages: the server starts, one request can
+            reach S, and the slots share what is left;
+  "full":   C x ceil(S/P) pages: every slot can hold a full-length request at once.
+margin = free after weights - need, an interval; "borderline" when it straddles 0. Where the engine
+has `auto`, the row also says what `auto` would choose (its headroom kept visible). For a per-slot
+pool (llama.cpp `-np`) both readings are the same pool.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from ninferkit.capacity.engines import PoolRule
+from ninferkit.capacity.fit import CapacityFit, FamilyFit
+from ninferkit.capacity.interval import GIB, Interval
+
+
+@dataclass(frozen=True)
+class Cell:
+    kv_dtype: str | None
+    concurrency: int
+    context_per_slot: int
+
+
+def verdict(margin: Interval) -> tuple[bool | None, str]:
+    """(fits, words): fits is None when the margin's interval straddles 0 or is open."""
+    low, high = margin.low, margin.high
+    if low is not None and low >= 0:
+        return True, f"fits (at least +{_gib(low)} GiB spare)"
+    if high is not None and high < 0:
+        return False, f"short by at least {_gib(-high)} GiB"
+    if low is None and high is None:
+        return None, "not pinned by the data"
+    return None, f"borderline ({_gib(low)} .. {_gib(high)} GiB)"
+
+
+def _gib(value: Fraction | None) -> str:
+    return "?" if value is None else f"{float(value) / GIB:.2f}"
+
+
+def _center_gib(value: Interval) -> float | None:
+    if value.low is None or value.high is None:
+        return None
+    return round(float((value.low + value.high) / 2) / GIB, 2)
+
+
+def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], reference_family: tuple[Any, ...],
+                   available: Interval | None) -> list[dict[str, Any]]:
+    """One row per cell and reading (starts, full), plus the auto outcome on the starts row.
+
+    `reference_family` is the family of the profile's setting; a cell with another KV dtype uses
+    that dtype's family (same speculation, chunk and flags) and is "not observed" when there is none.
+    """
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        family_key = (cell.kv_dtype, *reference_family[1:])
+        fam = result.family_for(family_key)
+        low_pool, high_pool = rule.pool_range(cell.concurrency, cell.context_per_slot)
+        for reading, tokens in (("starts", low_pool), ("full", high_pool)):
+            row: dict[str, Any] = {"kv_dtype": cell.kv_dtype, "concurrency": cell.concurrency,
+                                   "context_per_slot": cell.context_per_slot, "reading": reading,
+                                   "pool_tokens": tokens}
+            rows.append(row)
+            if fam is None or not fam.consistent:
+                row.update(fits=None, margin_gib=None, margin_gib_interval=[None, None],
+                           verdict="not observed: no launch with this KV dtype and flags" if fam is None
+                           else "observations contradict each other")
+                continue
+            need = fam.runtime(cell.concurrency, cell.context_per_slot, tokens)
+            row["need_bytes"] = need.as_bytes()
+            if available is None:
+                row.update(fits=None, margin_gib=None, margin_gib_interval=[None, None],
+                           verdict="free memory after weights unknown (no observation reports it; set "
+                                   "capacity.free_after_weights_bytes)")
+                continue
+            margin = available - need
+            fits, words = verdict(margin)
+            row.update(fits=fits, margin_gib=_center_gib(margin), margin_gib_interval=margin.as_gib(),
+                       margin_bytes=margin.as_bytes(), verdict=words)
+            if reading == "starts":
+                pool = fam.max_pool(cell.concurrency, cell.context_per_slot, available, rule)
+                row["max_pool_tokens"] = [None if v is None else int(v) for v in (pool.low, pool.high)]
+                if pool.low is not None and fits:
+                    full = min(cell.concurrency, int(pool.low) // cell.context_per_slot)
+                    row["full_length_requests"] = full
+                    row["verdict"] += f"; pool up to {int(pool.low):,} tokens = {full} full-length request(s)"
+                if rule.auto_headroom_bytes is not None:
+                    row["auto"] = auto_outcome(fam, rule, cell, available)
+    return rows
+
+
+def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any]:
+    """What `--kv-capacity auto` would do: M = min(M_max, M_min + floor((A - R - B_min) / B_step)).
+
+    Returns the pool as [sure, possible] tokens, or the shortfall when A - R < B_min.
+    """
+    headroom = rule.auto_headroom_bytes or 0
+    low_pool, high_pool = rule.pool_range(cell.concurrency, cell.context_per_slot)
+    minimum = fam.runtime(cell.concurrency, cell.context_per_slot, low_pool)
+    step = fam.parameter("bytes_per_token").scale(rule.page_tokens)  # B_step: the pool's slope, not F's
+    room = available - minimum - headroom
+    out: dict[str, Any] = {"headroom_gib": round(headroom / GIB, 2), "minimum_runtime_bytes": minimum.as_bytes()}
+    if room.high is not None and room.high < 0:
+        out.update(starts=False, verdict=f"auto refuses: short by {_gib(-room.high)} GiB "
+                   f"(it keeps {headroom / GIB:.2f} GiB headroom)")
+        return out
+
+    def pool(spare: Fraction | None, per_page: Fraction | None) -> int | None:
+        if spare is None or per_page is None or per_page <= 0:
+            return None
+        pages = max(0, math.floor(spare / per_page))
+        return min(high_pool, low_pool + pages * rule.page_tokens)
+
+    sure = pool(room.low, step.high)
+    possible = pool(room.high, step.low)
+    starts = None if room.low is None or room.low < 0 else True
+    out.update(starts=starts, kv_tokens=[sure, possible])
+    if sure is not None and starts:
+        full = min(cell.concurrency, sure // cell.context_per_slot)
+        out["verdict"] = (f"auto starts with {sure:,} tokens (= {full} full-length request(s)), "
+                          f"keeping {headroom / GIB:.2f} GiB free")
+    else:
+        out["verdict"] = "auto: borderline" if starts is None else "auto starts"
+    return out
+
+
+def cells_from(concurrencies: list[int], contexts: list[int], kv_dtypes: list[str | None]) -> list[Cell]:
+    return [Cell(dtype, c, s) for dtype in kv_dtypes for c in concurrencies for s in contexts]
+

@@ -1,0 +1,67 @@
+"""`ninferkit capacity fit LOG...` (no launch) and `ninferkit capacity search PROFILE` (launches)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ninferkit.capacity import capacity_step, fit_logs, table_frame
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.params import load_profile
+from ninferkit.runs import open_run
+
+DEFAULT_PROFILE = "params/local-cpu.yaml"
+JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "max_kv_tokens",
+             "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned", "conflicts", "search")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "capacity", help="fit the memory formula, tabulate what fits, search the largest KV pool")
+    commands = parser.add_subparsers(dest="capacity_command", required=True, metavar="{fit,search}")
+    fit = commands.add_parser("fit", help="fit saved startup logs; launches nothing")
+    fit.add_argument("logs", nargs="+", metavar="LOG", help="startup logs (ledger or refusal) of one engine")
+    fit.add_argument("--profile", default=DEFAULT_PROFILE,
+                     help=f"engine, model and grid of the table (default {DEFAULT_PROFILE})")
+    fit.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a profile field, e.g. -p capacity.free_after_weights_bytes=7000000000")
+    fit.add_argument("--json", action="store_true", help="print the fit and the table as JSON")
+    search = commands.add_parser("search", help="launch the server to find the largest KV pool that serves")
+    add_profile_args(search)
+    add_run_dir_arg(search)
+    search.add_argument("--json", action="store_true", help="print capacity.json's main keys as JSON")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.capacity_command == "fit":
+        summary = fit_logs(load_profile(args.profile, args.overrides).profile, args.logs)
+    else:
+        overrides = [*args.overrides, "capacity.search=true"]
+        run = open_run(args.profile, args.run_dir, overrides)
+        summary = capacity_step(run, say=lambda line: None if args.json else print(line))
+        if not args.json:
+            print(f"capacity.json: {run.dir.capacity}")
+    if args.json:
+        print(json.dumps({key: summary.get(key) for key in JSON_KEYS}, indent=2, default=str))
+        return 0
+    print(_text(summary))
+    return 0
+
+
+def _text(summary: dict[str, Any]) -> str:
+    lines = [f"bytes/token: {summary['bytes_per_token']} ({summary['bytes_per_token_source']})",
+             f"fixed part: {summary['fixed_bytes']} B at {summary['fixed_bytes_at']}",
+             f"free after weights: {summary['free_after_weights_bytes']} B ({summary['free_after_weights_source']})",
+             f"largest pool at the profile's setting: {summary['max_kv_tokens_interval']} tokens"]
+    lines += [f"  pinned: {term}" for term in summary["terms_pinned"]]
+    lines += [f"  open:   {term}" for term in summary["terms_unpinned"]]
+    lines += [f"  CONFLICT: {text}" for text in summary["conflicts"]]
+    if summary.get("search"):
+        search = summary["search"]
+        lines.append(f"search ({search['mode']}): {search['answer_kv_tokens']} tokens after {search['launches']} "
+                     f"launch(es); {search['note']}")
+    frame = table_frame(summary)
+    lines.append(frame.to_string(index=False))
+    return "\n".join(lines)

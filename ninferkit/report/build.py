@@ -1,0 +1,420 @@
+"""Build the write-up of one run directory and write it with every configured renderer.
+
+Sections follow the field reports' posts: headline, environment, pinned recipe, acceptance checks,
+errors met, benchmarks, capacity, run conditions, method and caveats, provenance. A section whose
+step produced no data says which step that was; nothing here fails because a file is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ninferkit.engines import get_adapter
+from ninferkit.errors import NinferkitError
+from ninferkit.report import caveats as caveat_rules
+from ninferkit.report.conditions import gpu_conditions
+from ninferkit.report.data import FILE_STEPS, RunData, load_run, ordered_steps
+from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, table_from_frame
+from ninferkit.report.figures import write_figures
+from ninferkit.report.fmt import gib, number, span
+from ninferkit.report.headline import headline
+from ninferkit.report.recipe import launch_flags, profile_comments
+from ninferkit.report.render import get_renderer
+from ninferkit.runs import utc_now
+
+GENERATED_PREFIX = "Generated at "
+
+
+@dataclass(frozen=True)
+class Report:
+    """Where a write-up was written: the report folder and one file per renderer."""
+
+    folder: Path
+    files: dict[str, Path]
+    figures: list[Path]
+
+    @property
+    def markdown(self) -> Path:
+        if "markdown" not in self.files:
+            raise NinferkitError("this report was written without the markdown renderer; add 'markdown' to "
+                                 "report.formats (or --format markdown)")
+        return self.files["markdown"]
+
+    def inline_markdown(self) -> str:
+        """index.md with each figure embedded as a data: URI, for showing the write-up inside a notebook."""
+        def embed(match: re.Match[str]) -> str:
+            data = base64.b64encode((self.folder / match[2]).read_bytes()).decode("ascii")
+            return f"![{match[1]}](data:image/png;base64,{data})"
+
+        return re.sub(r"!\[([^\]]*)\]\((figures/[^)]+\.png)\)", embed, self.markdown.read_text())
+
+
+def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Report:
+    """Regenerate run_dir/report/ (index.md, index.html, figures/*.png) from the raw files only.
+
+    formats: renderer names (default: the run's `report.formats`). Rerunning on the same files gives
+    byte-identical output except the one "Generated at" line. Raises NinferkitError when run_dir is not
+    a directory or a format is not a registered renderer.
+    Example: ``write_report("runs/20261130-110000-local-cpu").markdown``.
+    """
+    run = load_run(run_dir)
+    chosen = formats if formats is not None else run.settings.formats
+    renderers = {name: get_renderer(name) for name in chosen}  # unknown names fail before any write
+    folder = run.dir.report
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = write_figures(run, folder / "figures", run.settings.figure_dpi)
+    document = build_document(run, figures)
+    files = {name: render(document, folder) for name, render in renderers.items()}
+    return Report(folder, files, [figure.path for figure in figures.values()])
+
+
+def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
+    """The write-up's content for one run; `figures` are the PNGs already drawn for it."""
+    sections = [
+        _headline(run),
+        _steps(run),
+        _environment(run),
+        _recipe(run),
+        _acceptance(run),
+        _errors(run),
+        _benchmarks(run, figures),
+        _capacity(run),
+        _conditions(run, figures),
+        Section("Method", [Bullets(tuple(caveat_rules.method(run)))]),
+        _caveats(run),
+        _provenance(run),
+    ]
+    generated = f"{GENERATED_PREFIX}{utc_now()} by ninferkit {_version()} from run {run.run_id}."
+    return Document(_title(run), generated, sections)
+
+
+def _version() -> str:
+    from ninferkit import __version__
+
+    return __version__
+
+
+def _title(run: RunData) -> str:
+    if run.settings.title:
+        return run.settings.title
+    engine = (run.profile.get("engine") or {}).get("kind") or run.server.get("engine") or "unknown engine"
+    gpus = ((run.probe.get("facts") or {}).get("gpu") or {}).get("gpus") or []
+    hardware = ", ".join(sorted({str(gpu.get("name")) for gpu in gpus})) or "CPU"
+    name = run.manifest.get("profile_name") or run.run_id
+    return f"{name}: {engine} on {hardware}"
+
+
+def _headline(run: RunData) -> Section:
+    rows = tuple((row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where,
+                  row.source) for row in headline(run))
+    table = Table(("metric", "unit", "best", "range", "samples", "where", "source"), rows)
+    return Section("Headline", [table, Paragraph(
+        "Best is the highest speed or the lowest time; the range spans every measured request (or group) "
+        "of that metric; warm-up requests are excluded.")])
+
+
+def _steps(run: RunData) -> Section:
+    steps = ordered_steps(run.manifest)
+    blocks: list[Any] = []
+    if steps:
+        rows = tuple((name, _status(info), number(info.get("seconds")), str(info.get("error") or ""))
+                     for name, info in steps)
+        blocks.append(Table(("step", "status", "seconds", "error"), rows))
+    missing = [f"`{name}` — written by {FILE_STEPS[name]}" for name in run.missing]
+    if missing:
+        blocks.append(Paragraph("Files this run has no data in (their sections below say so):"))
+        blocks.append(Bullets(tuple(missing)))
+    else:
+        blocks.append(Paragraph("Every step of the runbook produced its data file."))
+    return Section("Steps and data", blocks)
+
+
+def _status(info: dict[str, Any]) -> str:
+    status = str(info.get("status"))
+    return "running when this write-up was generated" if status == "running" else status
+
+
+def _environment(run: RunData) -> Section:
+    facts = run.probe.get("facts") or {}
+    if not facts:
+        return Section("Environment", [Paragraph("No probe.json: the setup step (00_setup) produced no data.")])
+    gpu = facts.get("gpu") or {}
+    module = facts.get("kernel_module") or {}
+    toolkit = facts.get("cuda_toolkit") or {}
+    cpu = facts.get("cpu") or {}
+    rows: list[tuple[str, str]] = []
+    if gpu.get("available"):
+        for item in gpu.get("gpus") or []:
+            rows.append((f"GPU {item.get('index')}", f"{item.get('name')} ({item.get('arch')}), "
+                         f"{gib(item.get('memory_total_bytes'))}, power limit {number(item.get('power_limit_w'))} W, "
+                         f"PCIe gen {item.get('pcie_gen')} x{item.get('pcie_width')}"))
+        rows.append(("driver", f"{gpu.get('driver_version')} ({module.get('flavour') or 'module flavour unknown'} "
+                               "kernel module)"))
+        rows.append(("CUDA (driver)", str(gpu.get("cuda_driver_version"))))
+    else:
+        rows.append(("GPU", f"no GPU (CPU run): {gpu.get('reason', 'none found')}"))
+    rows.append(("CUDA toolkit (nvcc)", str(toolkit.get("version") or "not installed")))
+    rows.append(("CPU", f"{cpu.get('model')}, {cpu.get('cores')} cores, AVX-512 "
+                        f"{'yes' if cpu.get('avx512f') else 'no'}"))
+    rows.append(("platform", str(run.manifest.get("platform"))))
+    findings = [f"{f.get('severity')}: {f.get('message')}" + (f" Fix: {f['fix']}" if f.get("fix") else "")
+                for f in run.probe.get("findings") or []]
+    blocks: list[Any] = [Table(("fact", "value"), tuple(rows))]
+    if findings:
+        blocks += [Paragraph("Setup findings:"), Bullets(tuple(findings))]
+    return Section("Environment", blocks)
+
+
+def _recipe(run: RunData) -> Section:
+    profile = run.profile
+    engine = profile.get("engine") or {}
+    build = engine.get("build") or {}
+    artifact = profile.get("artifact") or {}
+    rows = [
+        ("engine", f"{engine.get('kind')} {engine.get('version') or ''}".strip()),
+        ("engine source", str(build.get("source") or "not pinned (engine.build.source is empty)")),
+        ("engine commit", str(build.get("commit") or "—")),
+        ("engine tarball sha256", str(build.get("tarball_sha256") or "—")),
+        ("engine binary sha256", ", ".join(f"{k}: {v}" for k, v in sorted((build.get("binary_sha256") or {}).items()))
+         or (f"{run.server['binary']}: {run.server['binary_sha256']} (hashed at launch)"
+             if run.server.get("binary_sha256") else "not recorded (engine.build.binary_sha256 is empty)")),
+        ("engine backend", str(build.get("backend"))
+         + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")),
+        ("container base", str(engine.get("docker_image") or "none: the server runs as a native process")),
+    ]
+    if artifact.get("generate"):
+        params = ", ".join(f"{k}={v}" for k, v in sorted(artifact["generate"].items()) if v is not None)
+        rows.append(("artifact", f"generated locally, deterministically: {params}"))
+    else:
+        rows += [("artifact repo", str(artifact.get("repo") or artifact.get("url"))),
+                 ("artifact revision", str(artifact.get("revision"))),
+                 ("artifact file", str(artifact.get("filename"))),
+                 ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
+                 ("artifact size (pinned)", number(artifact.get("size_bytes")))]
+    rows += _verified_artifact(run.artifact)
+    blocks: list[Any] = [Table(("item", "value"), tuple(rows))]
+    argv = list(run.server.get("argv") or [])
+    if not argv:
+        blocks.append(Paragraph("No server.json: the launch step (02_launch) produced no data, so there is no argv."))
+        return Section("Pinned recipe", blocks)
+    _, source = profile_comments(run)
+    flags = launch_flags(run)
+    blocks += [Paragraph("Launch command (as run; secrets redacted):"), Code(shlex.join(argv)),
+               Table(("flag", "value", "profile key", "reason"),
+                     tuple((f.flag, f.value or "", f.key or "none: set by ninferkit's engine adapter", f.reason or "—")
+                           for f in flags),
+                     f"Each flag with the profile key it comes from and the reason written beside that key "
+                     f"({source}).")]
+    return Section("Pinned recipe", blocks)
+
+
+def _verified_artifact(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the verify step measured (artifact.json), beside what the profile pins."""
+    if not record:
+        return [("artifact verification", "no artifact.json: the verify step (01_artifact_verify) produced no data")]
+    problems = "; ".join(str(p) for p in record.get("problems") or []) or "none"
+    rows = [("artifact sha256 (measured)", str(record.get("sha256"))),
+            ("artifact size (measured)", f"{number(record.get('size_bytes'))} bytes"),
+            ("artifact container version", str(record.get("container_version") or "—")),
+            ("artifact verified", f"{'yes' if record.get('ok') else 'NO'} (problems: {problems})")]
+    for binary in record.get("binaries") or []:
+        fields = ", ".join(f"{k}={v}" for k, v in sorted(binary.items()) if not isinstance(v, (dict, list)))
+        rows.append(("engine binary (verified)", fields))
+    return rows
+
+
+def _acceptance(run: RunData) -> Section:
+    if not run.server:
+        return Section("Acceptance checks",
+                       [Paragraph("No server.json: the launch step (02_launch) produced no data.")])
+    checks = run.server.get("checks") or []
+    rows = tuple((str(c.get("name")), "pass" if c.get("ok") else "FAIL", number(c.get("seconds")),
+                  _detail(c.get("detail") or {})) for c in checks)
+    blocks: list[Any] = [Paragraph(f"Server state {run.server.get('state')}, ready after "
+                                   f"{number(run.server.get('ready_s'))} s.")]
+    blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
+                  else Paragraph("The server recorded no acceptance checks."))
+    ledger = run.server.get("ledger") or {}
+    if ledger:
+        blocks.append(Table(("startup ledger", "value"),
+                            tuple((key, gib(value) if key.endswith("_bytes") else number(value))
+                                  for key, value in sorted(ledger.items())),
+                            "Numbers the server printed while starting (memory in MiB/GiB)."))
+    return Section("Acceptance checks", blocks)
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    parts = []
+    for key in sorted(detail):
+        value = detail[key]
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={number(v) if isinstance(v, float) else v}" for k, v in sorted(value.items()))
+        elif isinstance(value, list):
+            value = ", ".join(str(v) for v in value) or "none"
+        parts.append(f"{key}: {value}")
+    return "; ".join(parts)
+
+
+def _errors(run: RunData) -> Section:
+    rows: list[tuple[str, str, str, str]] = []
+    for name, info in ordered_steps(run.manifest):
+        if info.get("status") in ("failed", "interrupted"):
+            error = str(info.get("error") or info.get("status"))
+            rows.append((f"step {name}", error.split("\n")[0], _fix_in(error), "manifest.json"))
+    if run.server.get("error"):
+        error = str(run.server["error"])
+        rows.append(("launch", error.split("\n")[0], _fix_in(error), "server.json"))
+    if run.server_log and run.server.get("engine"):
+        try:
+            diagnosis = get_adapter(str(run.server["engine"])).diagnose(run.server_log)
+        except NinferkitError:
+            diagnosis = None
+        if diagnosis is not None:
+            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix, "logs/server.log"))
+    failed = Counter((str(r.get("sweep")), str(r.get("status")), str(r.get("http_status")),
+                      str(r.get("error") or "").split("\n")[0], str(r.get("cell_id")))
+                     for r in run.requests if r.get("status") != "ok")
+    for (sweep, status, http_status, error, cell_id), count in sorted(failed.items()):
+        rows.append((f"{count} {status} request(s), {sweep} sweep", f"HTTP {http_status}: {error}",
+                     _cell_outcome(run.cells.get(cell_id) or {}), "requests.jsonl, sweeps/cells.jsonl"))
+    if not rows:
+        return Section("Errors met", [Paragraph("No step failed, the server log holds no known failure, and no "
+                                                "request errored.")])
+    return Section("Errors met", [Table(("where", "error", "fix", "source"), tuple(rows))])
+
+
+def _cell_outcome(entry: dict[str, Any]) -> str:
+    """What the sweeps step did about a cell whose requests failed: its diagnosis, or its final status."""
+    diagnosis = entry.get("diagnosis")
+    if isinstance(diagnosis, dict) and diagnosis.get("fix"):
+        return str(diagnosis["fix"])
+    if diagnosis:
+        return str(diagnosis)
+    if entry.get("status"):
+        return f"cell {entry['status']}" + (f": {entry['reason']}" if entry.get("reason") else "")
+    return "—"
+
+
+def _fix_in(text: str) -> str:
+    _, found, fix = text.partition("Fix: ")
+    return fix.split("\n")[0] if found else "—"
+
+
+def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
+    blocks: list[Any] = []
+    for name, frame in run.tables.items():
+        shown = frame.dropna(axis="columns", how="all")
+        dropped = len(frame.columns) - len(shown.columns)
+        note = f" ({dropped} columns with no value left out)" if dropped else ""
+        blocks.append(table_from_frame(shown, f"tables/{name}.csv{note}"))
+    if not run.tables:
+        blocks.append(Paragraph("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
+    for key in ("context_speed", "context_ttft", "tasks_acceptance", "concurrency_scaling", "prefix_reuse_ttft"):
+        if key in figures:
+            blocks.append(figures[key])
+    return Section("Benchmarks", blocks)
+
+
+def _capacity(run: RunData) -> Section:
+    capacity = run.capacity
+    if not capacity:
+        return Section("Capacity",
+                       [Paragraph("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])
+    blocks: list[Any] = []
+    if capacity.get("formula"):
+        blocks.append(Code(str(capacity["formula"])))
+    blocks.append(Table(("term", "value"), (
+        ("bytes per KV token", _value("bytes_per_token", capacity.get("bytes_per_token"))),
+        ("fixed part (interval)", _value("fixed_bytes", capacity.get("fixed_bytes"))),
+        ("free after weights (interval)", _value("free_after_weights_bytes", capacity.get("free_after_weights_bytes"))),
+        ("largest KV pool, tokens", _value("max_kv_tokens", capacity.get("max_kv_tokens"))),
+        ("largest KV pool, tokens (interval)",
+         _value("max_kv_tokens_interval", capacity.get("max_kv_tokens_interval"))),
+        ("terms pinned", ", ".join(map(str, capacity.get("terms_pinned") or [])) or "—"),
+        ("terms not pinned", ", ".join(map(str, capacity.get("terms_unpinned") or [])) or "—"),
+        ("observations", number(len(capacity.get("observations") or []))),
+        ("search launches", _value("launches", (capacity.get("search") or {}).get("launches"))),
+    )))
+    decisions = capacity.get("decision_table") or []
+    if decisions:
+        columns = tuple(sorted({key for row in decisions for key in row}, key=_decision_order))
+        blocks.append(Table(columns, tuple(tuple(_value(c, row.get(c)) for c in columns) for row in decisions),
+                            "What fits: each KV dtype, concurrency and per-slot context, with its margin "
+                            "(intervals are low – high)."))
+    notes = [str(note) for note in [*(capacity.get("conflicts") or []), *(capacity.get("notes") or [])]]
+    if notes:
+        blocks.append(Bullets(tuple(notes)))
+    return Section("Capacity", blocks)
+
+
+def _decision_order(key: str) -> tuple[int, str]:
+    known = ("kv_dtype", "concurrency", "context_per_slot", "reading", "pool_tokens", "fits", "margin_gib",
+             "margin_gib_interval", "verdict")
+    return (known.index(key) if key in known else len(known), key)
+
+
+def _value(key: str, value: Any) -> str:
+    """A capacity value: bytes as MiB/GiB, [low, high] pairs as an interval, the rest as numbers."""
+    if isinstance(value, list):
+        return " – ".join(_value(key, item) for item in value) if any(v is not None for v in value) else "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value(k, v)}" for k, v in sorted(value.items()))
+    if key.endswith("_bytes") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return gib(value)
+    return number(value) if isinstance(value, (int, float, bool)) or value is None else str(value)
+
+
+def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
+    gpus = gpu_conditions(run)
+    other = Counter(str(row.get("source")) for row in run.telemetry if row.get("source") != "nvml")
+    blocks: list[Any] = []
+    if gpus:
+        blocks.append(Table(("GPU", "samples", "window", "power median, W", "power max, W", "SM clock median, MHz",
+                             "SM clock max, MHz", "temperature max, °C", "throttled", "throttle reasons"),
+                            tuple((g.gpu, str(g.samples), g.window, number(g.power_median_w), number(g.power_max_w),
+                                   number(g.sm_clock_median_mhz), number(g.sm_clock_max_mhz),
+                                   number(g.temperature_max_c), f"{100 * g.throttled_fraction:.0f}%",
+                                   ", ".join(g.throttle_reasons) or "none") for g in gpus)))
+    elif run.gpu_available:
+        blocks.append(Paragraph("No NVML samples in telemetry.jsonl: power, clocks and throttling were not recorded."))
+    else:
+        blocks.append(Paragraph("CPU run: no GPU power, clock or throttling was recorded (there is no GPU)."))
+    if other:
+        counts = ", ".join(f"{n} {source}" for source, n in sorted(other.items()))
+        blocks.append(Paragraph(f"Other telemetry rows: {counts}."))
+    if "telemetry_timeline" in figures:
+        blocks.append(figures["telemetry_timeline"])
+    return Section("Run conditions", blocks)
+
+
+def _caveats(run: RunData) -> Section:
+    notes = caveat_rules.caveats(run)
+    return Section("Caveats", [Bullets(tuple(notes)) if notes else Paragraph("None found in the data.")])
+
+
+def _provenance(run: RunData) -> Section:
+    manifest = run.manifest
+    packages = manifest.get("packages") or {}
+    rows = [("run id", run.run_id), ("schema version", str(manifest.get("schema_version"))),
+            ("ninferkit", str(packages.get("ninferkit"))), ("python", str(manifest.get("python"))),
+            ("platform", str(manifest.get("platform"))),
+            ("profile", f"{manifest.get('profile_name')} (hash {manifest.get('profile_hash')})"),
+            ("profile overrides", ", ".join(manifest.get("profile_overrides") or []) or "none"),
+            ("engine version", _distinct(run, "engine_version")),
+            ("artifact sha256", _distinct(run, "artifact_sha256")),
+            ("ninferkit commit", f"{(manifest.get('git') or {}).get('commit')}"
+                                 f"{' (uncommitted changes)' if (manifest.get('git') or {}).get('dirty') else ''}"),
+            ("run created", str(manifest.get("created")))]
+    return Section("Provenance", [Table(("item", "value"), tuple(rows),
+                                        "What this write-up was generated from; every number traces to these files.")])
+
+
+def _distinct(run: RunData, name: str) -> str:
+    values = sorted({str(row.get(name)) for row in run.requests if row.get(name) is not None})
+    return ", ".join(values) or "not recorded in requests.jsonl"

@@ -1,0 +1,193 @@
+"""Method notes and caveats generated from the data, for a run and for a comparison of runs.
+
+The field reports' complaint is numbers that cannot be compared: different acceptance rates, power
+caps, throttling, client-side timing read as server speed. Each rule here looks for one such reason
+in the raw rows and, when it finds it, says so with the numbers that triggered it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from ninferkit.report.conditions import gpu_conditions
+from ninferkit.report.data import RunData
+from ninferkit.report.fmt import number
+from ninferkit.report.headline import cell_label
+
+
+def acceptance(row: dict[str, Any]) -> float | None:
+    """accepted/drafted of one request (server-side), or None without speculative decoding."""
+    if row.get("acceptance_server") is not None:
+        return float(row["acceptance_server"])
+    drafted, accepted = row.get("drafted_tokens_server"), row.get("accepted_tokens_server")
+    if drafted and accepted is not None:
+        return float(accepted) / float(drafted)
+    return None
+
+
+def cell_acceptance(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Median acceptance per (sweep, cell label), over the rows that report one."""
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        value = acceptance(row)
+        if value is not None:
+            found[(str(row.get("sweep")), cell_label(row))].append(value)
+    return {key: statistics.median(values) for key, values in sorted(found.items())}
+
+
+def cell_spread_pct(rows: Sequence[dict[str, Any]], name: str) -> dict[tuple[str, str], float]:
+    """Run-to-run spread per cell: sample standard deviation over mean, in %, for cells with 2+ values."""
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if row.get(name) is not None:
+            found[(str(row.get("sweep")), cell_label(row))].append(float(row[name]))
+    return {key: 100 * statistics.stdev(values) / statistics.mean(values)
+            for key, values in sorted(found.items()) if len(values) > 1 and statistics.mean(values) > 0}
+
+
+def method(run: RunData) -> list[str]:
+    """How the numbers were measured, read back from the rows themselves."""
+    rows = run.measured()
+    if not rows:
+        return ["No request was measured (requests.jsonl is missing or empty), so there is no method to state."]
+    warmups = sum(1 for row in run.requests if row.get("warmup"))
+    temperatures = sorted({float(row["temperature"]) for row in rows if row.get("temperature") is not None})
+    seeds = sorted({int(row["seed"]) for row in rows if row.get("seed") is not None})
+    apis = sorted({str(row.get("api")) for row in rows})
+    reps: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for row in rows:
+        reps[(str(row.get("sweep")), cell_label(row))].add(int(row.get("repetition") or 0))
+    per_cell = sorted({len(values) for values in reps.values()})
+    return [
+        f"{len(rows)} measured requests in {len(reps)} cells over the {', '.join(apis)} API(s); "
+        f"{warmups} warm-up requests are excluded from every number; "
+        f"repetitions per cell: {', '.join(str(n) for n in per_cell)}.",
+        f"Sampling: temperature {', '.join(number(t) for t in temperatures) or 'not recorded'}, "
+        f"seed {', '.join(str(s) for s in seeds) or 'not recorded'}.",
+        "Decode and prefill speeds are the server's own accounting (decode_tok_s_server, "
+        "prefill_tok_s_server); TTFT is the client's (ttft_client_s: send to first content token). "
+        "Token counts come from the server's usage, never from counting stream chunks.",
+        "Cold context-sweep requests start with a unique salt, so the prefix cache cannot serve the "
+        "document; the prefix-reuse sweep measures the cache on purpose.",
+    ]
+
+
+def caveats(run: RunData) -> list[str]:
+    """Every reason the run's numbers need care, each with the numbers behind it."""
+    notes: list[str] = []
+    settings = run.settings
+    if not run.gpu_available:
+        notes.append("CPU run (no GPU): the numbers measure this machine's CPU, and for the embedded default a "
+                     "random-weight model; they show the runbook works, not what a GPU serves.")
+    accept = cell_acceptance(run.measured())
+    if accept:
+        low, high = min(accept.values()), max(accept.values())
+        if 100 * (high - low) > settings.acceptance_gap_pct:
+            notes.append(f"Speculative acceptance differs between cells ({100 * low:.0f}% – {100 * high:.0f}%): "
+                         "decode speeds of cells with different acceptance are not comparable; compare decode "
+                         "only between cells whose acceptance matches.")
+    for gpu in gpu_conditions(run):
+        if gpu.throttled_fraction > 0:
+            notes.append(f"GPU {gpu.gpu} throttled in {100 * gpu.throttled_fraction:.0f}% of {gpu.samples} samples "
+                         f"({', '.join(gpu.throttle_reasons) or 'reason not reported'}): speeds from this run "
+                         "understate the unthrottled card; flag it before comparing with other runs.")
+    notes.extend(_client_vs_server(run))
+    notes.extend(_status_notes(run))
+    if run.superseded:
+        notes.append(f"{run.superseded} rows of requests.jsonl belong to attempts a later rerun of their cell "
+                     "replaced (sweeps/cells.jsonl), or to another profile hash; like the sweep tables, no "
+                     "number here counts them.")
+    spreads = cell_spread_pct(run.measured(), "decode_tok_s_server")
+    noisy = {key: value for key, value in spreads.items() if value > settings.spread_pct}
+    if noisy:
+        (sweep, label), worst = max(noisy.items(), key=lambda item: item[1])
+        notes.append(f"{len(noisy)} of {len(spreads)} cells vary by more than {number(settings.spread_pct)}% "
+                     f"between repetitions in server decode speed (worst {worst:.0f}%: {sweep} sweep, {label}); "
+                     "treat differences smaller than that spread as noise.")
+    cached = [row for row in run.measured("context") if row.get("cached_tokens")]
+    if cached:
+        most = max(int(row["cached_tokens"]) for row in cached)
+        notes.append(f"{len(cached)} context-sweep requests reused up to {most} cached prompt tokens (the shared "
+                     "chat-template prefix before the salt); prefill speed counts only the tokens processed.")
+    if run.manifest.get("profile_history"):
+        notes.append(f"The profile changed during this run ({len(run.manifest['profile_history'])} earlier "
+                     f"hash(es)); rows carry the profile_hash they were measured with.")
+    if (run.manifest.get("git") or {}).get("dirty"):
+        notes.append("The ninferkit checkout had uncommitted changes when this run was made (manifest git.dirty).")
+    return notes
+
+
+def _client_vs_server(run: RunData) -> list[str]:
+    rows = run.measured()
+    gaps = [row["ttft_client_s"] - row["prompt_s_server"] for row in rows
+            if row.get("ttft_client_s") is not None and row.get("prompt_s_server") is not None]
+    ratios = [row["decode_tok_s_client"] / row["decode_tok_s_server"] for row in rows
+              if row.get("decode_tok_s_client") and row.get("decode_tok_s_server")]
+    notes = []
+    if gaps:
+        notes.append(f"Client TTFT exceeds the server's prompt time by a median of {number(statistics.median(gaps))} s "
+                     f"(max {number(max(gaps))} s) over {len(gaps)} requests: HTTP, queueing and the first chunk's "
+                     "trip, which a user sees but the engine does not count.")
+    if ratios:
+        median = statistics.median(ratios)
+        if abs(median - 1) > 0.1:
+            notes.append(f"Client-measured decode is {100 * median:.0f}% of the server's (median of {len(ratios)}): "
+                         "stream chunking or client load distorts client timing; the server figure is used.")
+    return notes
+
+
+def _status_notes(run: RunData) -> list[str]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in run.requests:
+        counts[str(row.get("status"))] += 1
+    bad = {status: count for status, count in sorted(counts.items()) if status != "ok"}
+    if not bad:
+        return []
+    listed = ", ".join(f"{count} {status}" for status, count in bad.items())
+    return [f"{listed} of {sum(counts.values())} requests are left out of every speed figure; the errors "
+            "section lists them."]
+
+
+def comparison_caveats(runs: Sequence[RunData]) -> list[str]:
+    """Reasons a comparison of runs needs care: acceptance, throttling, and what differs between them."""
+    notes: list[str] = []
+    base = runs[0]
+    gap_pct = base.settings.acceptance_gap_pct
+    base_accept = cell_acceptance(base.measured())
+    for other in runs[1:]:
+        other_accept = cell_acceptance(other.measured())
+        differing = [(key, base_accept[key], other_accept[key]) for key in sorted(set(base_accept) & set(other_accept))
+                     if 100 * abs(base_accept[key] - other_accept[key]) > gap_pct]
+        for (sweep, label), a, b in differing:
+            notes.append(f"{sweep} / {label}: acceptance {100 * a:.0f}% in {base.run_id} vs {100 * b:.0f}% in "
+                         f"{other.run_id}; its decode delta is not comparable.")
+        changed = _profile_diff(base.profile, other.profile)
+        if changed:
+            notes.append(f"{other.run_id} differs from {base.run_id} in: {', '.join(changed)}.")
+    for run in runs:
+        for gpu in gpu_conditions(run):
+            if gpu.throttled_fraction > 0:
+                notes.append(f"{run.run_id}: GPU {gpu.gpu} throttled in {100 * gpu.throttled_fraction:.0f}% of "
+                             "samples; its speeds understate the card.")
+    if any(not run.gpu_available for run in runs):
+        notes.append("At least one run is a CPU run; CPU timings vary with whatever else the machine runs.")
+    return notes
+
+
+IGNORED_PROFILE_KEYS = ("serve.port",)
+
+
+def _profile_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Key paths whose values differ between two recorded profiles (the port is not a difference)."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        path = f"{prefix}{key}"
+        left, right = a.get(key), b.get(key)
+        if isinstance(left, dict) and isinstance(right, dict):
+            out.extend(_profile_diff(left, right, path + "."))
+        elif left != right and path not in IGNORED_PROFILE_KEYS:
+            out.append(f"{path} ({left!r} → {right!r})")
+    return out

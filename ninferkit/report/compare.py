@@ -1,0 +1,160 @@
+"""A/B comparison of runs: per-cell deltas against the run-to-run spread, with the same caveats.
+
+Cells are paired by sweep and cell parameters (what `cell_id` hashes), so the same measurement is
+compared across runs and nothing else. Within a pair, repetitions with the same number are paired
+too (the paired delta), beside the difference of the medians. A delta no larger than the spread of
+either run is reported as "within spread", never as a speed-up.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.errors import NinferkitError
+from ninferkit.report.caveats import cell_acceptance, comparison_caveats
+from ninferkit.report.data import RunData, load_run
+from ninferkit.report.document import Bullets, Document, Paragraph, Section, table_from_frame
+from ninferkit.report.headline import cell_label
+from ninferkit.report.render import get_renderer
+from ninferkit.runs import utc_now
+
+#: metric -> True when higher is better
+METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
+
+CellKey = tuple[str, str]
+
+
+@dataclass
+class Comparison:
+    """The result of comparing runs against the first (the baseline)."""
+
+    run_ids: list[str]
+    table: pd.DataFrame
+    unpaired: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+
+    def document(self) -> Document:
+        title = f"A/B: {' vs '.join(self.run_ids)}"
+        sections = [Section("Per-cell deltas", [
+            Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
+                      "median over repetitions present in both runs; spread = standard deviation over mean of "
+                      "each run's repetitions."),
+            table_from_frame(self.table) if not self.table.empty else Paragraph("No cell appears in both runs."),
+        ])]
+        if self.unpaired:
+            sections.append(Section("Cells in only one run", [Bullets(tuple(self.unpaired))]))
+        sections.append(Section("Caveats", [Bullets(tuple(self.caveats)) if self.caveats
+                                            else Paragraph("None found in the data.")]))
+        return Document(title, f"Generated at {utc_now()} by ninferkit compare.", sections)
+
+    def write(self, folder: Path, formats: Sequence[str] = ("markdown", "html")) -> dict[str, Path]:
+        """Write the comparison (index.md, index.html, table.csv) into folder."""
+        folder.mkdir(parents=True, exist_ok=True)
+        document = self.document()
+        files = {name: get_renderer(name)(document, folder) for name in formats}
+        csv = folder / "table.csv"
+        self.table.to_csv(csv, index=False)
+        files["csv"] = csv
+        return files
+
+
+def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
+    """Compare the second and later runs with the first, cell by cell, for each metric in METRICS.
+
+    Raises NinferkitError for fewer than two runs or a run with no measured request.
+    Example: ``compare_runs(["runs/a", "runs/b"]).table``.
+    """
+    if len(run_dirs) < 2:
+        raise NinferkitError("compare needs at least two run directories: ninferkit compare RUN_A RUN_B")
+    runs = [load_run(path) for path in run_dirs]
+    for run in runs:
+        if not run.measured():
+            raise NinferkitError(f"{run.dir.path} has no measured request (requests.jsonl missing or empty); "
+                                 "run its sweeps step (03_sweeps) first")
+    base = runs[0]
+    base_cells = _cells(base)
+    rows: list[dict[str, Any]] = []
+    unpaired: list[str] = []
+    for other in runs[1:]:
+        cells = _cells(other)
+        accept_a, accept_b = cell_acceptance(base.measured()), cell_acceptance(other.measured())
+        for key in sorted(set(base_cells) | set(cells)):
+            if key not in base_cells or key not in cells:
+                where = other.run_id if key in cells else base.run_id
+                unpaired.append(f"{key[0]} / {_label(key)}: only in {where}")
+                continue
+            for metric, higher_better in METRICS.items():
+                row = _delta(base_cells[key], cells[key], metric, higher_better)
+                if row is None:
+                    continue
+                label_key = (key[0], _label(key))
+                gap = _acceptance_gap(accept_a.get(label_key), accept_b.get(label_key))
+                comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
+                rows.append({"candidate": other.run_id, "sweep": key[0], "cell": _label(key),
+                             "cell_id": base_cells[key][0].get("cell_id"), "metric": metric,
+                             **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
+                             "comparable": comparable})
+    return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs))
+
+
+def _cells(run: RunData) -> dict[CellKey, list[dict[str, Any]]]:
+    cells: dict[CellKey, list[dict[str, Any]]] = defaultdict(list)
+    for row in run.measured():
+        params = row.get("cell")
+        key = json.dumps(params, sort_keys=True) if params else f"cell_id={row.get('cell_id')}"
+        cells[(str(row.get("sweep")), key)].append(row)
+    return cells
+
+
+def _label(key: CellKey) -> str:
+    if key[1].startswith("cell_id="):
+        return key[1]
+    return cell_label({"cell": json.loads(key[1])})
+
+
+def _per_repetition(rows: list[dict[str, Any]], metric: str) -> dict[int, float]:
+    found: dict[int, list[float]] = defaultdict(list)
+    for row in rows:
+        if row.get(metric) is not None:
+            found[int(row.get("repetition") or 0)].append(float(row[metric]))
+    return {rep: statistics.median(values) for rep, values in found.items()}
+
+
+def _spread_pct(values: list[float]) -> float | None:
+    if len(values) < 2 or statistics.mean(values) == 0:
+        return None
+    return 100 * statistics.stdev(values) / statistics.mean(values)
+
+
+def _delta(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], metric: str,
+           higher_better: bool) -> dict[str, Any] | None:
+    a, b = _per_repetition(rows_a, metric), _per_repetition(rows_b, metric)
+    if not a or not b:
+        return None
+    median_a, median_b = statistics.median(a.values()), statistics.median(b.values())
+    delta = median_b - median_a
+    delta_pct = 100 * delta / median_a if median_a else None
+    spread_a, spread_b = _spread_pct(list(a.values())), _spread_pct(list(b.values()))
+    paired = [b[rep] - a[rep] for rep in sorted(set(a) & set(b))]
+    spreads = [s for s in (spread_a, spread_b) if s is not None]
+    if delta_pct is None or not spreads:
+        verdict = "spread unknown (one repetition)"
+    elif abs(delta_pct) <= max(spreads):
+        verdict = "within spread"
+    else:
+        verdict = "better" if (delta > 0) == higher_better else "worse"
+    return {"n_a": len(a), "n_b": len(b), "median_a": median_a, "median_b": median_b, "delta": delta,
+            "delta_pct": delta_pct, "paired_delta": statistics.median(paired) if paired else None,
+            "pairs": len(paired), "spread_a_pct": spread_a, "spread_b_pct": spread_b, "verdict": verdict}
+
+
+def _acceptance_gap(a: float | None, b: float | None) -> float:
+    return 100 * abs(a - b) if a is not None and b is not None else 0.0

@@ -1,0 +1,65 @@
+"""Run conditions from telemetry.jsonl: power, SM clock, temperature and throttling per GPU.
+
+Numbers measured on a GPU that throttled, or at a different power cap, are not the card's numbers;
+the write-up states the conditions beside every benchmark. Samples are taken while requests were in
+flight (first send to last byte) when requests.jsonl exists, so idle time does not dilute them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from ninferkit.report.data import RunData
+
+
+@dataclass(frozen=True)
+class GpuConditions:
+    gpu: str
+    samples: int
+    window: str
+    power_median_w: float | None
+    power_max_w: float | None
+    sm_clock_median_mhz: float | None
+    sm_clock_max_mhz: float | None
+    temperature_max_c: float | None
+    throttled_fraction: float
+    throttle_reasons: tuple[str, ...]
+
+
+def load_window(run: RunData) -> tuple[float, float] | None:
+    """(first t_send, last t_done) of the measured requests, on the telemetry clock (time.monotonic)."""
+    starts = [row["t_send"] for row in run.requests if row.get("t_send") is not None]
+    ends = [row["t_done"] for row in run.requests if row.get("t_done") is not None]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
+def gpu_conditions(run: RunData) -> list[GpuConditions]:
+    """One summary per GPU from the nvml rows; an empty list when none were recorded (a CPU run)."""
+    rows = run.nvml()
+    window = load_window(run)
+    in_window = [row for row in rows if window and window[0] <= row.get("t_mono", -1) <= window[1]]
+    label = "while requests were in flight" if in_window else "whole run"
+    chosen = in_window or rows
+    by_gpu: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in chosen:
+        by_gpu[str(row.get("gpu", 0))].append(row)
+    return [_summarise(gpu, samples, label) for gpu, samples in sorted(by_gpu.items())]
+
+
+def _summarise(gpu: str, rows: list[dict[str, Any]], window: str) -> GpuConditions:
+    def values(name: str) -> list[float]:
+        return [float(row[name]) for row in rows if row.get(name) is not None]
+
+    power, clock, temperature = values("power_w"), values("sm_clock_mhz"), values("temperature_c")
+    reasons = sorted({str(reason) for row in rows for reason in row.get("throttle_reasons") or []})
+    throttled = sum(1 for row in rows if row.get("throttled"))
+    return GpuConditions(
+        gpu, len(rows), window,
+        statistics.median(power) if power else None, max(power) if power else None,
+        statistics.median(clock) if clock else None, max(clock) if clock else None,
+        max(temperature) if temperature else None,
+        throttled / len(rows), tuple(reasons),
+    )

@@ -1,0 +1,166 @@
+"""A run directory's raw files, read once and tolerant of gaps.
+
+The write-up is built from these files only (never from a live server or the profile on disk), so
+`ninferkit report RUN_DIR` re-renders any run on any machine. A file a step did not write is a gap
+the write-up names, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.errors import NinferkitError
+from ninferkit.params.report import ReportSection
+from ninferkit.runs import RunDir, read_json, read_jsonl
+
+TABLE_ORDER = ("context", "tasks", "concurrency", "prefix_reuse", "ab")
+STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
+
+#: Raw file -> the runbook step that writes it (for the "which steps produced no data" list).
+FILE_STEPS = {
+    "manifest.json": "any step",
+    "probe.json": "setup (00_setup)",
+    "artifact.json": "verify (01_artifact_verify)",
+    "server.json": "launch (02_launch)",
+    "logs/server.log": "launch (02_launch)",
+    "requests.jsonl": "sweeps (03_sweeps)",
+    "telemetry.jsonl": "sweeps (03_sweeps)",
+    "tables/": "sweeps (03_sweeps)",
+    "capacity.json": "capacity (04_capacity_fit)",
+}
+
+
+@dataclass
+class RunData:
+    """Everything the write-up may use from one run directory; absent files are empty values."""
+
+    dir: RunDir
+    manifest: dict[str, Any] = field(default_factory=dict)
+    probe: dict[str, Any] = field(default_factory=dict)
+    artifact: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    capacity: dict[str, Any] = field(default_factory=dict)
+    server_log: str | None = None
+    missing: list[str] = field(default_factory=list)
+    superseded: int = 0
+    """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """cell_id -> the last entry of sweeps/cells.jsonl (status, reason, diagnosis of the cell)."""
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.dir.path.name)
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        profile: dict[str, Any] = self.manifest.get("profile") or {}
+        return profile
+
+    @property
+    def settings(self) -> ReportSection:
+        """The `report:` section the run was made with (defaults when the manifest has none)."""
+        return ReportSection.model_validate(self.profile.get("report") or {})
+
+    @property
+    def gpu_available(self) -> bool:
+        return bool(((self.probe.get("facts") or {}).get("gpu") or {}).get("available"))
+
+    def measured(self, sweep: str | None = None) -> list[dict[str, Any]]:
+        """Requests with status ok that are measurements (of one sweep, or all): not warm-ups, and not the
+        requests a prefix-reuse cell sends only to seed the cache (prefix_role "seed")."""
+        return [row for row in self.requests
+                if row.get("status") == "ok" and not row.get("warmup") and row.get("prefix_role") != "seed"
+                and (sweep is None or row.get("sweep") == sweep)]
+
+    def nvml(self) -> list[dict[str, Any]]:
+        return [row for row in self.telemetry if row.get("source") == "nvml"]
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read the raw files of a run directory; only a missing directory is an error.
+
+    Raises NinferkitError when `path` is not a directory.
+    Example: ``load_run("runs/20261130-110000-local-cpu").measured("context")``.
+    """
+    run_dir = RunDir(Path(path).resolve())
+    if not run_dir.path.is_dir():
+        raise NinferkitError(f"{path} is not a run directory; give the folder `ninferkit run` wrote "
+                             "(it holds manifest.json)")
+    data = RunData(run_dir)
+    data.manifest = _json(run_dir.manifest, data, "manifest.json")
+    data.probe = _json(run_dir.probe, data, "probe.json")
+    data.artifact = _json(run_dir.artifact, data, "artifact.json")
+    data.server = _json(run_dir.server, data, "server.json")
+    data.capacity = _json(run_dir.capacity, data, "capacity.json")
+    rows = list(read_jsonl(run_dir.requests))
+    data.cells = _latest_cells(run_dir.path / "sweeps" / "cells.jsonl", data.manifest.get("profile_hash"))
+    data.requests = _counted(rows, data.cells) if data.cells else rows
+    data.superseded = len(rows) - len(data.requests)
+    if not rows:
+        data.missing.append("requests.jsonl")
+    data.telemetry = list(read_jsonl(run_dir.telemetry))
+    if not data.telemetry:
+        data.missing.append("telemetry.jsonl")
+    data.tables = _tables(run_dir.path / "tables")
+    if not data.tables:
+        data.missing.append("tables/")
+    if run_dir.server_log.exists():
+        data.server_log = run_dir.server_log.read_text(errors="replace")
+    else:
+        data.missing.append("logs/server.log")
+    return data
+
+
+def _latest_cells(ledger: Path, profile_hash: str | None) -> dict[str, dict[str, Any]]:
+    """cell_id -> its last entry in the sweeps step's ledger (for the run's profile hash)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for entry in read_jsonl(ledger):
+        if profile_hash is None or entry.get("profile_hash") == profile_hash:
+            latest[str(entry.get("cell_id"))] = entry
+    return latest
+
+
+def _counted(rows: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the sweep tables count: of each cell, only the attempt its last ledger entry names.
+
+    The sweeps step appends one entry per finished cell to sweeps/cells.jsonl; a rerun (after a failure
+    or with a changed profile) adds a new attempt, and the tables count that one only.
+    """
+    return [row for row in rows
+            if str((cells.get(str(row.get("cell_id"))) or {}).get("attempt")) == str(row.get("attempt"))]
+
+
+def _json(path: Path, data: RunData, name: str) -> dict[str, Any]:
+    if not path.exists():
+        data.missing.append(name)
+        return {}
+    try:
+        loaded: dict[str, Any] = read_json(path)
+    except json.JSONDecodeError as exc:
+        raise NinferkitError(f"{path} is not valid JSON ({exc}); the step that writes it writes atomically, "
+                             "so the file was edited by hand: restore it or re-run that step") from exc
+    return loaded
+
+
+def _tables(folder: Path) -> dict[str, pd.DataFrame]:
+    """tables/<name>.csv (the parquet twin holds the same frame); the known sweeps first, then the rest."""
+    if not folder.is_dir():
+        return {}
+    found = {path.stem: path for path in folder.glob("*.csv")}
+    order = [name for name in TABLE_ORDER if name in found] + sorted(set(found) - set(TABLE_ORDER))
+    return {name: pd.read_csv(found[name]) for name in order}
+
+
+def ordered_steps(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The manifest's steps in runbook order (setup ... writeup), then any others by name."""
+    steps: dict[str, dict[str, Any]] = manifest.get("steps") or {}
+    known = [name for name in STEP_ORDER if name in steps]
+    return [(name, steps[name]) for name in known + sorted(set(steps) - set(known))]

@@ -1,0 +1,49 @@
+"""Number formatting shared by every renderer, so the Markdown, the HTML and the tests agree digit for digit."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+GIB = 1024**3
+
+
+def number(value: Any) -> str:
+    """A measured value with the digits that carry meaning: 3 significant, thousands separated.
+
+    >>> number(1019.04), number(53.44), number(0.13012), number(None)
+    ('1,019', '53.4', '0.130', '—')
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not isinstance(value, float):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if magnitude == 0:
+        return "0"
+    return f"{value:.3g}" if magnitude < 0.001 else f"{value:.3f}"
+
+
+def gib(value: Any) -> str:
+    """Bytes as GiB with two decimals (or the MiB count for small amounts)."""
+    if value is None:
+        return "—"
+    if abs(value) < GIB / 10:
+        return f"{value / 1024**2:.1f} MiB"
+    return f"{value / GIB:.2f} GiB"
+
+
+def span(low: Any, high: Any) -> str:
+    if low is None or high is None:
+        return "—"
+    return f"{number(low)} – {number(high)}"

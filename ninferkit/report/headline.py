@@ -1,0 +1,159 @@
+"""The headline numbers of a run, each recomputed from the raw rows it summarises.
+
+One function, :func:`headline`, computes every number of the write-up's headline table, so a test
+can recompute the same values from requests.jsonl (and capacity.json/server.json for memory) and
+check the published table against them. Decode, prefill and TTFT come from the context sweep (one
+request at a time, cache defeated); concurrency from the concurrency sweep; memory from the server's
+startup ledger and the capacity fit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.report.data import RunData, load_run
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One headline metric: the best value, the range it came from, and where and how it was measured."""
+
+    metric: str
+    unit: str
+    best: float | int | None
+    low: float | int | None
+    high: float | int | None
+    where: str
+    source: str
+    samples: int = 0
+
+
+@dataclass(frozen=True)
+class ConcurrencyGroup:
+    """The measured requests of one concurrency cell: N closed-loop clients running together."""
+
+    concurrency: int
+    cell_id: str
+    requests: int
+    output_tokens: int
+    wall_s: float
+
+    @property
+    def aggregate_output_tok_s_client(self) -> float:
+        """Output tokens of the whole cell over its wall time, first send to last byte."""
+        return self.output_tokens / self.wall_s
+
+
+#: The cell parameters that name a cell for a reader; the rest (seed, repetitions, ...) are the same
+#: within a sweep and stay in requests.jsonl.
+LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "scenario", "api")
+
+
+def cell_label(row: dict[str, Any]) -> str:
+    """A short human label for a request's cell, e.g. 'target_prompt_tokens=512, api=chat'."""
+    cell = row.get("cell") or {}
+    keys = [key for key in LABEL_KEYS if key in cell] or sorted(cell)
+    return ", ".join(f"{key}={cell[key]}" for key in keys) or str(row.get("cell_id", "?"))
+
+
+def concurrency_groups(run: RunData) -> list[ConcurrencyGroup]:
+    """One group per concurrency cell (its ok, non-warmup rows); its wall time spans all its requests."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in run.measured("concurrency"):
+        groups[str(row.get("cell_id"))].append(row)
+    out = []
+    for cell_id, rows in sorted(groups.items()):
+        if any(row.get("t_send") is None or row.get("t_done") is None or row.get("completion_tokens") is None
+               for row in rows):
+            continue
+        wall = max(row["t_done"] for row in rows) - min(row["t_send"] for row in rows)
+        concurrency = int((rows[0].get("cell") or {}).get("concurrency") or 1)
+        if wall > 0:
+            out.append(ConcurrencyGroup(concurrency, cell_id, len(rows),
+                                        sum(int(row["completion_tokens"]) for row in rows), wall))
+    return sorted(out, key=lambda g: (g.concurrency, g.cell_id))
+
+
+def headline(run: RunData) -> list[HeadlineRow]:
+    """Every number of the headline table, in table order.
+
+    Rows without data keep their place with ``best=None`` and a `where` saying which step produced
+    nothing, so the table always has the same shape.
+    Example: ``[(r.metric, r.best) for r in headline(load_run("runs/x"))]``.
+    """
+    context = run.measured("context")
+    rows = [
+        _extreme("Decode", "tok/s", context, ("decode_tok_s_server", "decode_tok_s_client"), max),
+        _extreme("Prefill", "tok/s", context, ("prefill_tok_s_server",), max),
+        _extreme("TTFT", "s", context, ("ttft_client_s",), min),
+        _concurrency(run),
+        *_memory(run),
+    ]
+    return rows
+
+
+def _extreme(label: str, unit: str, rows: Sequence[dict[str, Any]], names: Sequence[str],
+             pick: Callable[..., Any]) -> HeadlineRow:
+    """Best and range of the first field in `names` that the rows carry: the server's own figure when
+    the engine reports one, else the client's (an engine without per-request accounting)."""
+    name = next((n for n in names if any(row.get(n) is not None for row in rows)), names[0])
+    metric = f"{label} ({'server' if name.endswith('_server') else 'client'})"
+    values = [(row[name], row) for row in rows if row.get(name) is not None]
+    source = f"requests.jsonl, context sweep, {name}"
+    if not values:
+        return HeadlineRow(metric, unit, None, None, None, "no data: the context sweep recorded no value", source)
+    best_value, best_row = pick(values, key=lambda item: item[0])
+    numbers = [value for value, _ in values]
+    where = f"{cell_label(best_row)} ({best_row.get('prompt_tokens')} prompt tokens)"
+    return HeadlineRow(metric, unit, best_value, min(numbers), max(numbers), where, source, len(values))
+
+
+def _concurrency(run: RunData) -> HeadlineRow:
+    groups = concurrency_groups(run)
+    metric, unit = "Concurrency: aggregate output (client)", "tok/s"
+    source = "requests.jsonl, concurrency sweep, per cell: sum(completion_tokens) / (last t_done - first t_send)"
+    if not groups:
+        return HeadlineRow(metric, unit, None, None, None, "no data: the concurrency sweep recorded no cell",
+                           source)
+    rates = [group.aggregate_output_tok_s_client for group in groups]
+    best = max(groups, key=lambda g: g.aggregate_output_tok_s_client)
+    return HeadlineRow(metric, unit, best.aggregate_output_tok_s_client, min(rates), max(rates),
+                       f"concurrency {best.concurrency}", source, len(groups))
+
+
+def _memory(run: RunData) -> list[HeadlineRow]:
+    rows = []
+    kv_bytes = (run.server.get("ledger") or {}).get("kv_cache_bytes")
+    rows.append(HeadlineRow(
+        "Memory: KV cache at startup (server ledger)", "GiB",
+        kv_bytes / GIB if kv_bytes is not None else None, None, None,
+        "startup log" if kv_bytes is not None else "no data: server.json has no kv_cache_bytes",
+        "server.json ledger.kv_cache_bytes", 1 if kv_bytes is not None else 0))
+    capacity = run.capacity
+    max_kv = capacity.get("max_kv_tokens")
+    free = capacity.get("free_after_weights_bytes") or [None, None]
+    low = free[0] / GIB if free[0] is not None else None
+    high = free[1] / GIB if free[1] is not None else None
+    interval = capacity.get("max_kv_tokens_interval") or [None, None]
+    rows.append(HeadlineRow(
+        "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
+        "capacity fit" if max_kv is not None else "no data: no capacity.json (04_capacity_fit)",
+        "capacity.json max_kv_tokens", 1 if max_kv is not None else 0))
+    rows.append(HeadlineRow(
+        "Memory: free after weights (capacity fit)", "GiB", high, low, high,
+        "interval of the fit" if high is not None else "no data: no capacity.json (04_capacity_fit)",
+        "capacity.json free_after_weights_bytes", 1 if high is not None else 0))
+    return rows
+
+
+def headline_table(run_dir: str | Path) -> pd.DataFrame:
+    """The headline rows of a run directory as a DataFrame (numbers unformatted), for notebooks."""
+    return pd.DataFrame([asdict(row) for row in headline(load_run(run_dir))])

@@ -1,0 +1,112 @@
+"""The pinned recipe: engine build, artifact, container and launch flags with the reason for each.
+
+Reasons are the comments operators write beside profile keys (``max_context: 131072  # why``). A
+flag is tied to the profile key it came from by name first (``--kv-dtype`` and ``serve.kv.dtype``),
+then by value when exactly one serve/engine key holds that value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ninferkit.params.load import yaml_comments
+from ninferkit.report.data import RunData
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+POSITIONAL = "(argument)"
+
+
+@dataclass(frozen=True)
+class Flag:
+    flag: str
+    value: str | None
+    key: str | None
+    reason: str | None
+
+
+def profile_comments(run: RunData) -> tuple[dict[str, str], str]:
+    """(key path -> comment, where they came from): recorded in the manifest, else from the profile file."""
+    source = run.manifest.get("profile_source")
+    if "profile_comments" in run.manifest:
+        recorded = dict(run.manifest["profile_comments"])
+        return recorded, f"comments of {source or 'the profile'} (recorded in the manifest)"
+    if not source:
+        return {}, "the manifest names no profile file"
+    path = Path(source)
+    if not path.is_file():
+        return {}, f"profile file {source} is not on this machine"
+    return yaml_comments(path.read_text()), f"comments of {source}"
+
+
+def split_argv(argv: list[str]) -> tuple[str, list[tuple[str, str | None]]]:
+    """(program, [(flag, value or None)]): a token after a flag is its value unless it is a flag itself;
+    a token that is neither is a positional argument, listed with the flag POSITIONAL."""
+    if not argv:
+        return "", []
+    pairs: list[tuple[str, str | None]] = []
+    index = 1
+    while index < len(argv):
+        token = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if token.startswith("-") and "=" in token:
+            flag, _, value = token.partition("=")
+            pairs.append((flag, value))
+        elif token.startswith("-") and following is not None and (
+                not following.startswith("-") or _NUMBER.match(following)):
+            pairs.append((token, following))
+            index += 1
+        elif token.startswith("-"):
+            pairs.append((token, None))
+        else:
+            pairs.append((POSITIONAL, token))
+        index += 1
+    return argv[0], pairs
+
+
+def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key in sorted(node):
+            yield from _leaves(node[key], f"{prefix}.{key}" if prefix else key)
+    else:
+        yield prefix, node
+
+
+def launch_flags(run: RunData) -> list[Flag]:
+    """Each flag of the recorded launch argv with its profile key and the reason written beside it."""
+    comments, _ = profile_comments(run)
+    profile = run.profile
+    leaves = [(path, value) for section in ("serve", "engine")
+              for path, value in _leaves(profile.get(section) or {}, section)]
+    extra = set((profile.get("serve") or {}).get("extra_args") or [])
+    _, pairs = split_argv(list(run.server.get("argv") or []))
+    flags = []
+    for flag, value in pairs:
+        if flag == POSITIONAL:
+            flags.append(Flag(flag, value, None, None))
+            continue
+        key = "serve.extra_args" if flag in extra else _key_for(flag, value, leaves)
+        flags.append(Flag(flag, value, key, comments.get(key) if key else None))
+    return flags
+
+
+def _key_for(flag: str, value: str | None, leaves: list[tuple[str, Any]]) -> str | None:
+    name = flag.lstrip("-").replace("-", "_")
+    for path, _ in leaves:
+        parts = path.split(".")
+        if any("_".join(parts[i:]) == name for i in range(1, len(parts))):
+            return path
+    if value is None:
+        return None
+    matches = [path for path, leaf in leaves
+               if leaf is not None and not isinstance(leaf, (dict, list)) and _same(leaf, value)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _same(leaf: Any, value: str) -> bool:
+    if isinstance(leaf, bool):
+        return False
+    return str(leaf) == value

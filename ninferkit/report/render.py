@@ -1,0 +1,151 @@
+"""Renderers, registered by name: each turns a Document into one file in the report folder.
+
+`markdown` writes index.md (figures linked from figures/); `html` writes one self-contained
+index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
+from loading anything, so it opens offline and never calls out.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from ninferkit.errors import NinferkitError
+from ninferkit.report.document import Block, Bullets, Code, Document, Figure, Paragraph, Table
+
+Renderer = Callable[[Document, Path], Path]
+_RENDERERS: dict[str, Renderer] = {}
+
+
+def register_renderer(name: str) -> Callable[[Renderer], Renderer]:
+    """Decorator: make a renderer available under `name`; a duplicate name is a bug."""
+    def add(renderer: Renderer) -> Renderer:
+        if name in _RENDERERS:
+            raise ValueError(f"renderer '{name}' is already registered")
+        _RENDERERS[name] = renderer
+        return renderer
+    return add
+
+
+def renderers() -> list[str]:
+    return sorted(_RENDERERS)
+
+
+def get_renderer(name: str) -> Renderer:
+    """The renderer registered as `name`; NinferkitError naming the registered ones otherwise."""
+    try:
+        return _RENDERERS[name]
+    except KeyError:
+        raise NinferkitError(f"report.formats names '{name}', which is not a renderer; registered: "
+                             f"{', '.join(renderers())}") from None
+
+
+# --- Markdown ---------------------------------------------------------------------------------------
+
+@register_renderer("markdown")
+def render_markdown(document: Document, folder: Path) -> Path:
+    lines = [f"# {document.title}", "", document.generated, ""]
+    for section in document.sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            lines += _markdown_block(block) + [""]
+    path = folder / "index.md"
+    path.write_text("\n".join(lines).rstrip("\n") + "\n")
+    return path
+
+
+def _markdown_block(block: Block) -> list[str]:
+    if isinstance(block, Paragraph):
+        return [block.text]
+    if isinstance(block, Bullets):
+        return [f"- {item}" for item in block.items]
+    if isinstance(block, Code):
+        fence = "````" if "```" in block.text else "```"
+        return [fence, block.text, fence]
+    if isinstance(block, Figure):
+        return [f"![{block.caption}]({block.file})", "", f"*{block.caption}*"]
+    lines = [f"*{block.caption}*", ""] if block.caption else []
+    lines.append("| " + " | ".join(_md_cell(c) for c in block.columns) + " |")
+    lines.append("|" + "|".join("---" for _ in block.columns) + "|")
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
+    return lines
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# --- HTML -------------------------------------------------------------------------------------------
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
+       color: #1d1d1f; line-height: 1.45; }
+h1 { font-size: 1.7rem; } h2 { font-size: 1.3rem; border-bottom: 1px solid #ccc; margin-top: 2.2rem; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; display: block; max-width: 100%;
+        overflow-x: auto; }
+th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } caption { caption-side: top; text-align: left; font-style: italic; }
+pre { background: #f6f6f6; padding: 0.7rem; overflow-x: auto; white-space: pre-wrap; }
+code { font-family: ui-monospace, monospace; font-size: 0.88em; }
+figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
+figcaption { font-style: italic; font-size: 0.9rem; }
+.generated { color: #666; font-size: 0.85rem; }
+""".strip()
+
+# Nothing may be fetched: images only from data: URIs, styles only inline, no scripts at all.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+@register_renderer("html")
+def render_html(document: Document, folder: Path) -> Path:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="referrer" content="no-referrer">',
+        f"<title>{html.escape(document.title)}</title>",
+        f"<style>\n{CSS}\n</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{html.escape(document.title)}</h1>",
+        f'<p class="generated">{_inline(document.generated)}</p>',
+    ]
+    for section in document.sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        parts += [_html_block(block) for block in section.blocks]
+    parts += ["</body>", "</html>"]
+    path = folder / "index.html"
+    path.write_text("\n".join(parts) + "\n")
+    return path
+
+
+def _inline(text: str) -> str:
+    """Escaped text with `code` spans (the one inline markup the document uses)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _html_block(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        return f"<p>{_inline(block.text)}</p>"
+    if isinstance(block, Bullets):
+        return "<ul>\n" + "\n".join(f"<li>{_inline(item)}</li>" for item in block.items) + "\n</ul>"
+    if isinstance(block, Code):
+        return f"<pre><code>{html.escape(block.text)}</code></pre>"
+    if isinstance(block, Figure):
+        data = base64.b64encode(block.path.read_bytes()).decode("ascii")
+        alt = html.escape(block.caption, quote=True)
+        return (f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{_inline(block.caption)}</figcaption></figure>")
+    return _html_table(block)
+
+
+def _html_table(table: Table) -> str:
+    caption = f"<caption>{_inline(table.caption)}</caption>" if table.caption else ""
+    head = "".join(f"<th>{_inline(c)}</th>" for c in table.columns)
+    body = "\n".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in table.rows)
+    return f"<table>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"

@@ -1,0 +1,73 @@
+"""The capacity step against the live embedded llama-server (5-7 launches of ~1 s each).
+
+On the CPU there is no device limit to find (host memory is ~24 GB), so: the fit runs over two slot
+counts and two cache types and is checked against the KV sizes the server logs; the search looks
+for the largest pool within a 128 MiB budget standing in for GPU memory, and its answer is a real
+launch that served a request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ninferkit.capacity import capacity_step, llama_cpp_kv_layout
+from ninferkit.capacity.architecture import gguf_metadata
+from ninferkit.capacity.launches import recorded
+from ninferkit.capacity.observations import Observation
+from ninferkit.runs import Run, open_run
+
+from .conftest import LOCAL_CPU, free_port
+
+BUDGET = 128 * 2**20
+GRID = ["capacity.concurrencies=[1, 2]", "capacity.contexts=[2048]", "capacity.kv_dtypes=[f16, q8_0]",
+        "capacity.fit_launches=true", "capacity.search=true", f"capacity.memory_budget_bytes={BUDGET}",
+        "capacity.max_launches=4", "serve.max_concurrency=2", "serve.max_context=2048", "serve.kv.dtype=f16"]
+
+
+@pytest.fixture(scope="module")
+def capacity_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> tuple[Run, dict]:
+    run = open_run(LOCAL_CPU, tmp_path_factory.mktemp("capacity"), [*GRID, f"serve.port={free_port()}"])
+    return run, capacity_step(run, say=lambda line: None)
+
+
+def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run: tuple[Run, dict]) -> None:
+    run, summary = capacity_run
+    meta = gguf_metadata(Path(run.profile.artifact.local_dir).expanduser().glob("embedded-*.gguf").__next__())
+    grid = [o for o in summary["observations"] if o["kind"] == "ledger"]
+    assert {(o["setting"]["concurrency"], o["setting"]["kv_dtype"]) for o in grid} >= {
+        (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
+    for row in grid:
+        obs = Observation.from_dict(row)
+        b = llama_cpp_kv_layout(meta, obs.setting.kv_dtype or "f16", obs.setting.kv_dtype or "f16").bytes_per_token
+        assert obs.kv_bytes is not None and obs.kv_bytes.holds(b * obs.kv_tokens), row["source"]
+    assert summary["bytes_per_token"] == 2048 and summary["conflicts"] == []
+    assert summary["payload_bytes_per_token_by_dtype"]["q8_0"][0] <= 1088 <= \
+        summary["payload_bytes_per_token_by_dtype"]["q8_0"][1]
+    assert any("per extra slot" in term for term in summary["terms_pinned"])
+    assert run.dir.capacity.exists()
+
+
+def test_search_answer_is_a_launch_that_served_within_the_budget(capacity_run: tuple[Run, dict]) -> None:
+    run, summary = capacity_run
+    search = summary["search"]
+    assert search["mode"] == "budget-bisection" and search["verified_by_request"]
+    assert 1 <= search["launches"] <= 4
+    answer = search["answer_kv_tokens"]
+    launched = [r for r in search["results"] if r["kv_tokens"] == answer and r["fits"]]
+    assert launched and launched[0]["served"]
+    observation = next(o for o in recorded(run) if o.kv_tokens == answer and o.setting.concurrency == 2)
+    total = observation.runtime + observation.weights  # type: ignore[operator]
+    assert total.high is not None and total.high <= BUDGET
+    # one page per slot more would not fit: by a launch or by the fit (the note says which)
+    assert f"{answer + 512:,} does not" in search["note"]
+
+
+def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> None:
+    run, first = capacity_run
+    before = len(list((run.dir.path / "capacity" / "launches").iterdir()))
+    again = capacity_step(run, say=lambda line: None)
+    assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
+    assert again["search"]["answer_kv_tokens"] == first["search"]["answer_kv_tokens"]
+    assert all(step["reused"] for step in again["search"]["results"])
