@@ -163,6 +163,27 @@ class EngineAdapter:
         return out
 
 
+def llama_cpp_timings(timings: Mapping[str, Any]) -> dict[str, Any]:
+    """llama.cpp's per-request `timings` object (also returned by NInfer G3) in the contract's names."""
+    def seconds(ms: float | None) -> float | None:
+        return None if ms is None else ms / 1000.0
+
+    out = {
+        "prompt_tokens_server": timings.get("prompt_n"),
+        "cached_tokens_server": timings.get("cache_n"),
+        "prompt_s_server": seconds(timings.get("prompt_ms")),
+        "prefill_tok_s_server": timings.get("prompt_per_second"),
+        "decode_tokens_server": timings.get("predicted_n"),
+        "decode_s_server": seconds(timings.get("predicted_ms")),
+        "decode_tok_s_server": timings.get("predicted_per_second"),
+    }
+    if "draft_n" in timings:
+        drafted, accepted = timings["draft_n"], timings.get("draft_n_accepted")
+        out.update(drafted_tokens_server=drafted, accepted_tokens_server=accepted,
+                   acceptance_server=(accepted / drafted) if drafted and accepted is not None else None)
+    return out
+
+
 MIB = 1024**2
 GIB = 1024**3
 

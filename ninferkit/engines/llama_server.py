@@ -16,7 +16,7 @@ from typing import Any
 
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines import register
-from ninferkit.engines.base import EngineAdapter, field_pattern, integer, mib, rule, text
+from ninferkit.engines.base import EngineAdapter, field_pattern, integer, llama_cpp_timings, mib, rule, text
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 
@@ -164,21 +164,7 @@ class LlamaServer(EngineAdapter):
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
-        if not timings:
-            return {}
-        out = {
-            "prompt_tokens_server": timings.get("prompt_n"),
-            "cached_tokens_server": timings.get("cache_n"),
-            "prompt_s_server": _seconds(timings.get("prompt_ms")),
-            "prefill_tok_s_server": timings.get("prompt_per_second"),
-            "decode_tokens_server": timings.get("predicted_n"),
-            "decode_s_server": _seconds(timings.get("predicted_ms")),
-            "decode_tok_s_server": timings.get("predicted_per_second"),
-        }
-        if "draft_n" in timings:
-            out["drafted_tokens_server"] = timings["draft_n"]
-            out["accepted_tokens_server"] = timings.get("draft_n_accepted")
-        return out
+        return llama_cpp_timings(timings) if timings else {}
 
 
 MIB = 1024**2
@@ -226,7 +212,3 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
         out["free_after_weights_bytes"] = round((free_mib + rows / 2) * MIB) - out["weights_bytes"]
         out["free_after_weights_bytes_resolution_bytes"] = rows * MIB + out["weights_bytes_resolution_bytes"]
     return out
-
-
-def _seconds(ms: float | None) -> float | None:
-    return None if ms is None else ms / 1000.0

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.engines import register
-from ninferkit.engines.base import EngineAdapter, rule
+from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, rule
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
 
@@ -922,19 +922,10 @@ class NInfer(EngineAdapter):
             out["cached_tokens_server"] = cached
         timings = response.get("timings")
         if timings:
-            out.update({
-                "prompt_tokens_server": timings.get("prompt_n"),
-                "cached_tokens_server": timings.get("cache_n", out.get("cached_tokens_server")),
-                "prompt_s_server": _seconds(timings.get("prompt_ms")),
-                "prefill_tok_s_server": timings.get("prompt_per_second"),
-                "decode_tokens_server": timings.get("predicted_n"),
-                "decode_s_server": _seconds(timings.get("predicted_ms")),
-                "decode_tok_s_server": timings.get("predicted_per_second"),
-            })
-            if "draft_n" in timings:
-                drafted, accepted = timings["draft_n"], timings.get("draft_n_accepted")
-                out.update(drafted_tokens_server=drafted, accepted_tokens_server=accepted,
-                           acceptance_server=(accepted / drafted) if drafted and accepted is not None else None)
+            from_timings = llama_cpp_timings(timings)
+            if from_timings["cached_tokens_server"] is None:
+                from_timings.pop("cached_tokens_server")
+            out.update(from_timings)
         return out
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
@@ -1091,6 +1082,3 @@ def _api_key_or_placeholder(name: str) -> str:
 def _is_geforce(name: str | None) -> bool:
     return bool(name and re.search(r"GeForce|RTX \d{4}|TITAN", name, re.IGNORECASE))
 
-
-def _seconds(ms: float | None) -> float | None:
-    return None if ms is None else ms / 1000.0
