@@ -3,7 +3,7 @@
 Notebooks call these names; everything else is reachable through the submodules.
 """
 
-from ninferkit import artifact, capacity, probe, report, steps
+from ninferkit import artifact, capacity, probe, report, steps, sweeps
 from ninferkit.errors import (
     ArtifactError,
     ChecksumMismatch,
@@ -46,4 +46,5 @@ __all__ = [
     "report",
     "run_runbook",
     "steps",
+    "sweeps",
 ]

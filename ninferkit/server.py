@@ -286,9 +286,10 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     if not run_dir.server.exists():
         return False
     record = read_json(run_dir.server)
+    pgid = int(record["pgid"])
+    _reap(pgid)
     if record.get("state") == ServerState.STOPPED.value:
         return False
-    pgid = int(record["pgid"])
     was_alive = _group_alive(pgid)
     if record.get("container"):
         subprocess.run(["docker", "stop", "-t", str(int(grace_s)), record["container"]], capture_output=True)

@@ -1,0 +1,35 @@
+"""`ninferkit sweep PROFILE`: run the sweeps (all enabled kinds, or --only some) and save their tables.
+
+Uses the server already running in the run directory, or launches one and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.runs import open_run
+from ninferkit.sweeps import SWEEP_KINDS, plan, serving, sweeps_step, sweeps_summary
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sweep", help="run the measurement sweeps; rerun to resume")
+    add_profile_args(parser)
+    add_run_dir_arg(parser)
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(SWEEP_KINDS)} (default: every enabled "
+                        "kind); a kind named here runs even when the profile disables it")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    run = open_run(args.profile, args.run_dir, args.overrides)
+    plan(run, args.only)  # a bad plan fails here, before a server is launched
+    with serving(run) as launched:
+        if launched:
+            print(f"launched the server of {run.dir.path} (it is stopped at the end)")
+        tables = sweeps_step(run, only=args.only)
+    print(sweeps_summary(tables).to_string(index=False))
+    print(f"tables: {run.dir.path / 'tables'}")
+    return 0

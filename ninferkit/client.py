@@ -1,0 +1,322 @@
+"""The measuring client: one streamed request in, one typed row out, on the telemetry clock.
+
+Chat Completions (`stream_options.include_usage`), Anthropic Messages and the Responses API are
+parsed into the same :class:`RequestResult`. Times are `time.monotonic()` seconds, the clock
+`telemetry.jsonl` uses, so a request can be placed on the GPU power and clock timeline.
+
+What this client measures, and how (the peer tools each get one of these wrong,
+reference/peer-benchmark-tools.md section 0):
+
+- `t_first_token` is the first event that carries non-empty generated text (content or reasoning);
+  a role-only first chunk does not count.
+- Token counts come from the server's usage; this client never counts stream chunks, because under
+  speculative decoding one chunk carries several tokens.
+- `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
+  is the end of prefill, so it is not a decode step.
+- The server's own per-request timings come from the engine adapter (`server_timings`) on every
+  event that carries them; the last one wins (llama-server sends them on the final chunk).
+- A failed request is a row with status "errored", HTTP status and body, never an exception.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from ninferkit.engines import EngineAdapter
+from ninferkit.errors import RequestFailed
+
+Api = Literal["chat", "messages", "responses"]
+API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
+                             "responses": "/v1/responses"}
+ERROR_BODY_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What to send: the conversation, the output length and sampling, in API-neutral form.
+
+    `messages` are `{"role", "content"}` dicts; content may be a string or a list of content blocks
+    (Anthropic `cache_control` blocks pass through to the Messages API unchanged). `extra` is merged
+    into the body last (output pinning, `previous_response_id`, engine extensions).
+    """
+
+    api: Api
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RequestResult:
+    """One finished request: raw monotonic timestamps, server usage and timings, derived metrics."""
+
+    api: str
+    status: str = "incomplete"  # ok | errored | incomplete
+    error: str | None = None
+    http_status: int | None = None
+    started_utc: str = ""
+    t_send: float = 0.0
+    t_first_byte: float | None = None
+    t_first_token: float | None = None
+    t_last_token: float | None = None
+    t_done: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ttft_client_s(self) -> float | None:
+        return None if self.t_first_token is None else self.t_first_token - self.t_send
+
+    @property
+    def e2e_client_s(self) -> float | None:
+        return None if self.t_done is None else self.t_done - self.t_send
+
+    @property
+    def decode_tok_s_client(self) -> float | None:
+        if not self.completion_tokens or self.completion_tokens < 2:
+            return None
+        if self.t_first_token is None or self.t_last_token is None or self.t_last_token <= self.t_first_token:
+            return None
+        return (self.completion_tokens - 1) / (self.t_last_token - self.t_first_token)
+
+    def row(self) -> dict[str, Any]:
+        """The requests.jsonl fields of this request (the sweep adds run and cell fields)."""
+        out = asdict(self)
+        server = out.pop("server")
+        out.update(ttft_client_s=self.ttft_client_s, e2e_client_s=self.e2e_client_s,
+                   decode_tok_s_client=self.decode_tok_s_client)
+        for name in SERVER_FIELDS:
+            out[name] = server.get(name)
+        drafted, accepted = server.get("drafted_tokens_server"), server.get("accepted_tokens_server")
+        if out.get("acceptance_server") is None and drafted and accepted is not None:
+            out["acceptance_server"] = accepted / drafted
+        return out
+
+
+SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_server", "prefill_tok_s_server",
+                 "decode_tokens_server", "decode_s_server", "decode_tok_s_server", "queue_s_server",
+                 "drafted_tokens_server", "accepted_tokens_server", "acceptance_server")
+
+
+def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
+    """The JSON body for the spec's API, streaming with usage."""
+    body: dict[str, Any] = {"model": model_id, "stream": True, "temperature": spec.temperature}
+    if spec.seed is not None:
+        body["seed"] = spec.seed
+    if spec.api == "chat":
+        body.update(messages=spec.messages, max_tokens=spec.max_tokens, stream_options={"include_usage": True})
+    elif spec.api == "messages":
+        system = [m["content"] for m in spec.messages if m["role"] == "system"]
+        if system:
+            body["system"] = system[0]
+        body.update(messages=[m for m in spec.messages if m["role"] != "system"], max_tokens=spec.max_tokens)
+    elif spec.api == "responses":
+        body.update(input=spec.messages, max_output_tokens=spec.max_tokens)
+    else:
+        raise ValueError(f"api = {spec.api!r}; allowed: {', '.join(API_PATHS)}")
+    body.update(spec.extra)
+    return body
+
+
+class StreamingClient:
+    """An async client for one server; open it with `async with`.
+
+    `transport` replaces the network (tests replay recorded streams through `httpx.MockTransport`).
+
+        async with StreamingClient(url, adapter, "embedded") as client:
+            result = await client.send(RequestSpec("chat", [{"role": "user", "content": "Hi"}], 16))
+    """
+
+    def __init__(self, base_url: str, adapter: EngineAdapter, model_id: str, *,
+                 headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
+                 transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
+                 keep_alive: bool = False) -> None:
+        """`keep_alive` False (the default) opens a fresh connection per request, as curl does: every
+        request pays the same (loopback: sub-millisecond) connect cost, and none can land on a
+        connection the server is closing, which httpx reports as "Server disconnected without
+        sending a response" (seen with llama-server under load)."""
+        self.adapter = adapter
+        self.model_id = model_id
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=dict(headers or {}), transport=transport,
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections if keep_alive else 0),
+        )
+
+    async def __aenter__(self) -> StreamingClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def send(self, spec: RequestSpec) -> RequestResult:
+        """Stream one request; every failure becomes a row with status "errored"."""
+        result = RequestResult(api=spec.api, temperature=spec.temperature, seed=spec.seed,
+                               max_tokens=spec.max_tokens)
+        body = request_body(spec, self.model_id)
+        parser = _PARSERS[spec.api](result, self.adapter)
+        result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        result.t_send = time.monotonic()
+        try:
+            async with self._http.stream("POST", API_PATHS[spec.api], json=body) as response:
+                result.http_status = response.status_code
+                if response.status_code >= 400:
+                    text = (await response.aread()).decode(errors="replace")
+                    result.t_done = time.monotonic()
+                    result.status, result.error = "errored", text[:ERROR_BODY_CHARS]
+                    return result
+                await _consume(response, parser, result)
+        except (httpx.HTTPError, ValueError) as exc:  # ValueError: an event that is not JSON
+            result.t_done = time.monotonic()
+            result.status, result.error = "errored", f"{type(exc).__name__}: {exc}"
+            return result
+        result.t_done = time.monotonic()
+        result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
+        if result.status == "incomplete":
+            result.error = "the stream ended before the final usage event"
+        return result
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A plain JSON POST (tokenizer and similar helper endpoints); raises RequestFailed."""
+        try:
+            response = await self._http.post(path, json=dict(body))
+            response.raise_for_status()
+            data: dict[str, Any] = response.json()
+        except httpx.HTTPStatusError as exc:
+            raise RequestFailed(f"POST {path} answered {exc.response.status_code}: "
+                                f"{exc.response.text[:300]}") from exc
+        except httpx.HTTPError as exc:
+            raise RequestFailed(f"POST {path} failed: {type(exc).__name__}: {exc}; is the server running?") from exc
+        return data
+
+
+async def _consume(response: httpx.Response, parser: _StreamParser, result: RequestResult) -> None:
+    """Split the byte stream into SSE `data:` payloads; stamp the first byte and each token."""
+    buffer = b""
+    async for chunk in response.aiter_raw():
+        now = time.monotonic()
+        if result.t_first_byte is None:
+            result.t_first_byte = now
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    parser.finished = True
+                elif payload:
+                    parser.event(json.loads(payload), now)
+    # A last line without its newline is an event cut off by a closed connection: the stream is
+    # incomplete, which `parser.finished` already says; the torn text is not parsed.
+
+
+class _StreamParser:
+    """Per-API event handling; subclasses read text, usage and finish reason from their events."""
+
+    def __init__(self, result: RequestResult, adapter: EngineAdapter) -> None:
+        self.result = result
+        self.adapter = adapter
+        self.finished = False
+
+    def event(self, event: dict[str, Any], now: float) -> None:
+        raise NotImplementedError
+
+    def token(self, now: float) -> None:
+        if self.result.t_first_token is None:
+            self.result.t_first_token = now
+        self.result.t_last_token = now
+
+    def timings(self, event: Mapping[str, Any]) -> None:
+        found = self.adapter.server_timings(event)
+        if found:
+            self.result.server.update(found)
+
+
+class _ChatParser(_StreamParser):
+    def event(self, event: dict[str, Any], now: float) -> None:
+        for choice in event.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if delta.get("content") or delta.get("reasoning_content"):
+                self.token(now)
+            if choice.get("finish_reason"):
+                self.result.finish_reason = choice["finish_reason"]
+        usage = event.get("usage")
+        if usage:
+            self.result.prompt_tokens = usage.get("prompt_tokens")
+            self.result.completion_tokens = usage.get("completion_tokens")
+            self.result.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            self.result.reasoning_tokens = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        if "id" in event and self.result.response_id is None:
+            self.result.response_id = event["id"]
+        self.timings(event)
+
+
+class _MessagesParser(_StreamParser):
+    """Anthropic usage: input_tokens excludes cache reads, so prompt = input + cache read + cache creation."""
+
+    def event(self, event: dict[str, Any], now: float) -> None:
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("text") or delta.get("thinking"):
+                self.token(now)
+        elif kind == "message_start":
+            message = event.get("message") or {}
+            self.result.response_id = message.get("id")
+            self._usage(message.get("usage") or {})
+        elif kind == "message_delta":
+            self.result.finish_reason = (event.get("delta") or {}).get("stop_reason")
+            self._usage(event.get("usage") or {})
+        elif kind == "message_stop":
+            self.finished = True
+        self.timings(event)
+
+    def _usage(self, usage: Mapping[str, Any]) -> None:
+        if "input_tokens" in usage:
+            cached = usage.get("cache_read_input_tokens") or 0
+            self.result.cached_tokens = cached
+            self.result.prompt_tokens = usage["input_tokens"] + cached + (usage.get("cache_creation_input_tokens") or 0)
+        if "output_tokens" in usage and (usage["output_tokens"] or self.result.completion_tokens is None):
+            self.result.completion_tokens = usage["output_tokens"]
+
+
+class _ResponsesParser(_StreamParser):
+    def event(self, event: dict[str, Any], now: float) -> None:
+        kind = event.get("type")
+        if kind in ("response.output_text.delta", "response.reasoning_text.delta"):
+            if event.get("delta"):
+                self.token(now)
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = event.get("response") or {}
+            self.result.response_id = response.get("id")
+            usage = response.get("usage") or {}
+            self.result.prompt_tokens = usage.get("input_tokens")
+            self.result.completion_tokens = usage.get("output_tokens")
+            self.result.cached_tokens = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+            self.result.reasoning_tokens = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+            reason = (response.get("incomplete_details") or {}).get("reason")
+            self.result.finish_reason = reason or response.get("status")
+            self.finished = kind == "response.completed" or kind == "response.incomplete"
+        self.timings(event)
+
+
+_PARSERS: dict[str, type[_StreamParser]] = {"chat": _ChatParser, "messages": _MessagesParser,
+                                            "responses": _ResponsesParser}

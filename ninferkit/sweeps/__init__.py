@@ -1,0 +1,145 @@
+"""Sweeps: the measurements of 03_sweeps, resumable, with the server's own accounting beside the client's.
+
+`sweeps_step(run)` finds the run's server, writes the plan, runs every cell that has no result yet
+(with telemetry sampling in the background), and returns the tables it saved under
+`run_dir/tables/`. Rerunning it continues where it stopped; a server that dies mid-sweep fails its
+cell with the diagnosis from the server log, and the step raises ServerExited after saving the
+tables of what finished.
+
+    tables = sweeps_step(run, only="context,prefix_reuse")
+    tables["context"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ninferkit import server, steps
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError, ServerError, ServerExited
+from ninferkit.runs import Run, RunDir
+from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
+from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
+from ninferkit.sweeps.rules import MaxErrors, StopRule
+from ninferkit.sweeps.tables import ab_table, build_tables, latest_outcomes, save_tables
+from ninferkit.telemetry import Telemetry
+from ninferkit.workloads import Tokenizer
+
+FINISHED = ("done", "skipped")
+
+
+def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: bool = True) -> dict[str, pd.DataFrame]:
+    """Run the sweeps of the profile (or only the named kinds) against the run's server.
+
+    `only`: "context,tasks" or a list; None runs every enabled kind. Returns the tables by name.
+    Raises ProfileError (bad sizes or names, before anything is sent), ServerError when no server
+    is running, ServerExited when it dies mid-sweep (finished cells and their rows are kept).
+    """
+    kinds = parse_only(only)
+    profile = run.profile
+    adapter = get_adapter(profile.engine.kind)
+    cells = plan(run, only)
+    baseline = _ab_baseline(run, kinds, explicit=only is not None)
+    record = server.ensure_running(run.dir)
+    write_plan(run.dir, cells, run.profile_hash)
+    outcomes = latest_outcomes(run.dir, run.profile_hash)
+    pending = [cell for cell in cells if outcomes.get(cell.cell_id, {}).get("status") not in FINISHED]
+    headers = server.auth_headers(profile)
+    log_path = Path(record["log"]) if record.get("log") else None
+    rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
+    telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
+                          hz=profile.sweeps.telemetry_hz)
+    with Tokenizer(record["url"], adapter, headers) as tokenizer:
+        ctx = SweepContext(run, adapter, record["url"], headers, tokenizer, rules, base_row(run, adapter, record),
+                           profile.sweeps.request_timeout_s, log_path)
+        try:
+            _run_cells(ctx, pending, telemetry if profile.sweeps.telemetry else None, progress)
+        except ServerExited:
+            save_tables(run.dir, build_tables(run, kinds))
+            raise
+    tables = build_tables(run, kinds)
+    if baseline is not None:
+        tables["ab"] = ab_table(baseline, run.dir)
+    save_tables(run.dir, tables)
+    done = latest_outcomes(run.dir, run.profile_hash)
+    run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending),
+                        cells_failed=sum(1 for c in cells if done.get(c.cell_id, {}).get("status") == "failed"),
+                        telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+    return tables
+
+
+def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
+    """The cells `sweeps_step` would run, checked against the profile; sends nothing, writes nothing.
+
+    Raises ProfileError for an unknown kind, a size over the served context, or an A/B without
+    its baseline run.
+    """
+    kinds = parse_only(only)
+    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=only is not None)
+    _ab_baseline(run, kinds, explicit=only is not None)
+    return cells
+
+
+def _run_cells(ctx: SweepContext, cells: list[Cell], telemetry: Telemetry | None, progress: bool) -> None:
+    if telemetry is not None:
+        telemetry.start()
+    try:
+        with tqdm(total=len(cells), desc="sweeps", unit="cell", disable=not progress) as bar:
+            for cell in cells:
+                bar.set_postfix_str(cell.label, refresh=True)
+                outcome = run_cell(ctx, cell)
+                if outcome.status == "failed":
+                    bar.write(f"cell {cell.label} failed: {outcome.reason}")
+                bar.update()
+    finally:
+        if telemetry is not None:
+            telemetry.stop()
+
+
+def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
+    section = run.profile.sweeps.ab
+    if "ab" not in kinds or not (section.enabled or explicit):
+        return None
+    if not section.baseline_run_dir:
+        raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
+                           "profile's sweep (run the same plan there first)")
+    path = Path(section.baseline_run_dir).expanduser().resolve()
+    if not (path / "requests.jsonl").exists():
+        raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
+                           "run the sweeps against the other profile into that directory first")
+    return RunDir(path)
+
+
+@contextmanager
+def serving(run: Run, progress: bool = True) -> Iterator[bool]:
+    """The run's server for the duration of the block: the running one, or one launched here and
+    stopped at the end (also on failure). Yields whether it launched one."""
+    try:
+        server.ensure_running(run.dir)
+    except ServerError:
+        steps.launch(run, progress=progress)
+        try:
+            yield True
+        finally:
+            server.stop(run.dir)
+    else:
+        yield False
+
+
+def sweeps_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One line per table: how many cells, and how many finished, failed or were skipped."""
+    rows: list[dict[str, Any]] = []
+    for name, table in tables.items():
+        status = table["status"].value_counts().to_dict() if "status" in table else {}
+        counts = {k: status.get(k, 0) for k in ("done", "failed", "skipped")}
+        rows.append({"table": name, "cells": len(table), **counts})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["SWEEP_KINDS", "ab_table", "build_tables", "plan", "serving", "sweeps_step", "sweeps_summary"]

@@ -1,0 +1,325 @@
+"""Running one cell: build its prompts, send its requests, append one row per finished request.
+
+Every row is appended to `requests.jsonl` and flushed the moment its request ends. A cell ends as
+`done`, `failed` (a stop rule fired, or the server died: then with the diagnosis from its log) or
+`skipped` (the engine cannot serve it); the outcome is appended to `sweeps/cells.jsonl`. Rows carry
+the cell's `attempt`, so the tables use only the attempt that finished, and a retried cell never
+counts twice while nothing written is ever deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ninferkit import server
+from ninferkit.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.engines import EngineAdapter
+from ninferkit.errors import Diagnosis, RequestFailed, ServerExited
+from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
+from ninferkit.sweeps.plan import Cell, ledger_path
+from ninferkit.sweeps.rules import CellTally, StopRule
+from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_prompt, user_messages
+
+APPENDED_SENTENCE = " The board will publish its next record in the spring."
+
+
+@dataclass
+class SweepContext:
+    """What every cell needs: the run, the server, the tokenizer, the stop rules, the fixed row fields."""
+
+    run: Run
+    adapter: EngineAdapter
+    url: str
+    headers: dict[str, str]
+    tokenizer: Tokenizer
+    rules: list[StopRule]
+    base_row: dict[str, Any]
+    timeout_s: float
+    log_path: Path | None
+
+    def client(self, connections: int = 8) -> StreamingClient:
+        return StreamingClient(self.url, self.adapter, self.run.profile.serve.model_id, headers=self.headers,
+                               timeout_s=self.timeout_s, max_connections=connections)
+
+
+class CellStopped(Exception):
+    """A stop rule fired inside a cell (internal: becomes a failed cell, never leaves this module)."""
+
+
+@dataclass
+class CellOutcome:
+    cell_id: str
+    status: str  # done | failed | skipped
+    attempt: str
+    reason: str | None = None
+    diagnosis: dict[str, Any] | None = None
+    tally: CellTally = field(default_factory=CellTally)
+
+
+class Recorder:
+    """Turns a finished request into a row, appends it, and applies the stop rules."""
+
+    def __init__(self, ctx: SweepContext, cell: Cell, attempt: str) -> None:
+        self.ctx, self.cell, self.attempt = ctx, cell, attempt
+        self.tally = CellTally()
+        self.measured = CellTally()  # without warm-up and cache seeds: what the table reports
+
+    def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
+        row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id, "cell": self.cell.params,
+               "attempt": self.attempt, "repetition": repetition, "warmup": warmup, **result.row(), **extra}
+        append_jsonl(self.ctx.run.dir.requests, row)
+        self.tally.add(result.status, result.error, result.http_status)
+        if not warmup and extra.get("prefix_role") != "seed":
+            self.measured.add(result.status, result.error, result.http_status)
+        if result.status == "errored" and result.http_status is None:
+            server.ensure_running(self.ctx.run.dir)  # raises ServerExited when the server died
+        for rule in self.ctx.rules:
+            reason = rule.check(self.tally)
+            if reason:
+                raise CellStopped(reason)
+        return result
+
+
+def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
+    """Run one cell to its outcome and append it to the ledger; ServerExited is re-raised after that."""
+    attempt = uuid.uuid4().hex[:8]
+    if cell.skip:
+        outcome = CellOutcome(cell.cell_id, "skipped", attempt, cell.skip)
+        _append_outcome(ctx, cell, outcome)
+        return outcome
+    record = Recorder(ctx, cell, attempt)
+    try:
+        try:
+            _run_async(RUNNERS[cell.sweep](ctx, cell, record))
+        except RequestFailed as failed:  # the tokenizer could not be reached: is the server gone?
+            server.ensure_running(ctx.run.dir)
+            raise CellStopped(str(failed)) from failed
+    except CellStopped as stopped:
+        outcome = CellOutcome(cell.cell_id, "failed", attempt, str(stopped), tally=record.tally)
+    except ServerExited as exc:
+        diagnosis = _diagnose(ctx)
+        exc.diagnosis = exc.diagnosis or diagnosis
+        reason = "the server died during this cell" + (f": {diagnosis}" if diagnosis else "")
+        outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
+                              diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally)
+        _append_outcome(ctx, cell, outcome)
+        raise
+    else:
+        refusal = _refused(record.measured)
+        status = "skipped" if refusal else "done"
+        outcome = CellOutcome(cell.cell_id, status, attempt, refusal, tally=record.tally)
+    _append_outcome(ctx, cell, outcome)
+    return outcome
+
+
+def _refused(measured: CellTally) -> str | None:
+    """The server's answer when it refused every measured request as a client error (4xx): the
+    scenario is one this engine does not serve, reported as skipped with the server's own words."""
+    statuses = measured.http_statuses
+    if measured.ok or not measured.errored or not statuses or not all(400 <= s < 500 for s in statuses):
+        return None
+    return f"the server refused it (HTTP {statuses[-1]}): {measured.last_error}"
+
+
+def _diagnose(ctx: SweepContext) -> Diagnosis | None:
+    if ctx.log_path is None or not ctx.log_path.exists():
+        return None
+    return ctx.adapter.diagnose(ctx.log_path.read_text(errors="replace"))
+
+
+def _append_outcome(ctx: SweepContext, cell: Cell, outcome: CellOutcome) -> None:
+    tally = outcome.tally
+    append_jsonl(ledger_path(ctx.run.dir), {
+        "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params, "status": outcome.status,
+        "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
+        "profile_hash": ctx.run.profile_hash, "finished_utc": utc_now(),
+        "requests_sent": tally.sent, "requests_ok": tally.ok, "requests_errored": tally.errored,
+        "requests_incomplete": tally.incomplete,
+    })
+
+
+def _run_async(coro: Awaitable[None]) -> None:
+    """Run a coroutine to the end, also from a Jupyter kernel whose event loop is already running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_as_coroutine(coro))
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, _as_coroutine(coro)).result()
+
+
+async def _as_coroutine(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+def _spec(ctx: SweepContext, cell: Cell, messages: list[dict[str, Any]], max_tokens: int | None = None,
+          api: str | None = None, **extra: Any) -> RequestSpec:
+    params = cell.params
+    pin = ctx.adapter.output_pin_fields() if params.get("pin_output") else {}
+    return RequestSpec(api or params["api"], messages, max_tokens or params["output_tokens"],  # type: ignore[arg-type]
+                       temperature=params["temperature"], seed=params["seed"], extra={**pin, **extra})
+
+
+async def _context(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
+    params = cell.params
+    async with ctx.client() as client:
+        for index in range(params["warmup"] + params["repetitions"]):
+            prompt = exact_prompt(ctx.tokenizer, params["target_prompt_tokens"])
+            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+            warmup = index < params["warmup"]
+            record(result, index - params["warmup"], warmup, prompt_content_tokens=prompt.content_tokens)
+
+
+async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
+    params = cell.params
+    task = load_task(params["task"])
+    async with ctx.client() as client:
+        for index in range(params["warmup"] + params["repetitions"]):
+            prompt = task_prompt(ctx.tokenizer, task, params["context_depth"])
+            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+            record(result, index - params["warmup"], index < params["warmup"],
+                   prompt_content_tokens=prompt.content_tokens)
+
+
+async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
+    """N closed-loop clients: each sends its next request when its previous one ends.
+
+    All prompts are built (tokenized) before the clock starts, so the load is not paced by the
+    tokenizer. Warm-up requests go first, one at a time.
+    """
+    params = cell.params
+    level, per_client = params["concurrency"], params["requests_per_client"]
+    count = params["warmup"] + level * per_client
+    prompts = [exact_prompt(ctx.tokenizer, params["prompt_tokens"]) for _ in range(count)]
+    async with ctx.client(connections=max(level, 1) + 1) as client:
+        for index in range(params["warmup"]):
+            result = await client.send(_spec(ctx, cell, user_messages(prompts[index].text)))
+            record(result, index - params["warmup"], True, prompt_content_tokens=prompts[index].content_tokens)
+        queue = prompts[params["warmup"]:]
+
+        async def closed_loop(client_index: int) -> None:
+            for repetition in range(per_client):
+                prompt = queue[client_index * per_client + repetition]
+                result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+                record(result, repetition, False, client_index=client_index,
+                       prompt_content_tokens=prompt.content_tokens)
+
+        await _gather_or_cancel([closed_loop(i) for i in range(level)])
+
+
+async def _gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
+    """Run all; on the first exception cancel the rest (their finished requests are already rows)."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+ScenarioRun = Callable[[SweepContext, Cell, StreamingClient, Recorder, int], Awaitable[None]]
+
+
+async def _prefix_reuse(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
+    """Per repetition: seed the cache (except `cold`), then send the measured request."""
+    async with ctx.client() as client:
+        for repetition in range(cell.params["repetitions"]):
+            await SCENARIOS[cell.params["scenario"]](ctx, cell, client, record, repetition)
+
+
+async def _send_pair(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int,
+                     seed: RequestSpec, measured: RequestSpec, seeded_by: str) -> None:
+    seed_result = record(await client.send(seed), repetition, False, prefix_role="seed")
+    record(await client.send(measured), repetition, False, prefix_role="measured", seeded_by=seeded_by,
+           seed_prompt_tokens=seed_result.prompt_tokens)
+
+
+async def _cold(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int) -> None:
+    prompt = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"])
+    record(await client.send(_spec(ctx, cell, user_messages(prompt.text))), repetition, False,
+           prefix_role="measured", seeded_by=None)
+
+
+async def _identical(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                     repetition: int) -> None:
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    spec = _spec(ctx, cell, user_messages(text))
+    await _send_pair(ctx, cell, client, record, repetition, spec, spec, "the same request, sent just before")
+
+
+async def _max_tokens_changed(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                              repetition: int) -> None:
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    output = cell.params["output_tokens"]
+    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(text), output),
+                     _spec(ctx, cell, user_messages(text), 2 * output),
+                     f"the same prompt with max_tokens {output} (measured: {2 * output})")
+
+
+async def _sentence_appended(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                             repetition: int) -> None:
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(text)),
+                     _spec(ctx, cell, user_messages(text + APPENDED_SENTENCE)),
+                     "the prompt without its last sentence")
+
+
+async def _session_marker(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                          repetition: int) -> None:
+    tokens = cell.params["prompt_tokens"]
+    first = exact_text(ctx.tokenizer, tokens, new_salt()).text
+    second = exact_text(ctx.tokenizer, tokens, new_salt()).text
+    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(first)),
+                     _spec(ctx, cell, user_messages(second)), "the same document behind another session marker")
+
+
+async def _cache_control(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                         repetition: int) -> None:
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    blocks = [{"role": "user", "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]}]
+    spec = _spec(ctx, cell, blocks, api="messages")
+    await _send_pair(ctx, cell, client, record, repetition, spec, spec,
+                     "the same Messages request with a cache_control breakpoint")
+
+
+async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                             repetition: int) -> None:
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    seed = record(await client.send(_spec(ctx, cell, user_messages(text), api="responses")), repetition, False,
+                  prefix_role="seed")
+    if seed.response_id is None:
+        return  # the seed failed (its row says why); there is no response to continue
+    follow_up = _spec(ctx, cell, user_messages("Continue."), api="responses",
+                      previous_response_id=seed.response_id)
+    record(await client.send(follow_up), repetition, False, prefix_role="measured",
+           seeded_by="the response named by previous_response_id", seed_prompt_tokens=seed.prompt_tokens)
+
+
+SCENARIOS: dict[str, ScenarioRun] = {
+    "cold": _cold, "identical_resend": _identical, "max_tokens_changed": _max_tokens_changed,
+    "sentence_appended": _sentence_appended, "session_marker_changed": _session_marker,
+    "anthropic_cache_control": _cache_control, "responses_previous_response_id": _previous_response,
+}
+RUNNERS: dict[str, Callable[[SweepContext, Cell, Recorder], Awaitable[None]]] = {
+    "context": _context, "tasks": _tasks, "concurrency": _concurrency, "prefix_reuse": _prefix_reuse,
+}
+
+
+def base_row(run: Run, adapter: EngineAdapter, server_record: dict[str, Any]) -> dict[str, Any]:
+    """The fields every row of this run shares: what makes a result reproducible."""
+    artifact = run.dir.artifact
+    sha = run.profile.artifact.sha256
+    if artifact.exists():
+        sha = json.loads(artifact.read_text()).get("sha256") or sha
+    return {"schema_version": SCHEMA_VERSION, "run_id": run.dir.path.name, "profile_hash": run.profile_hash,
+            "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
+            "artifact_sha256": sha}

@@ -1,0 +1,232 @@
+"""The sweep tables, shaped like the field reports' tables, computed only from files in the run dir.
+
+Each table has one row per cell: the cell's parameters, then each metric as median with min and
+max over the repetitions (warm-up excluded), then the cell's status, then the GPU conditions during
+the cell (median and max power and SM clock, throttled or not) when telemetry has GPU samples.
+Only the attempt that finished a cell counts; a failed cell shows what its last attempt finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.runs import Run, RunDir, read_jsonl
+from ninferkit.sweeps.plan import ledger_path
+from ninferkit.telemetry import window_summary
+
+SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
+MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "prompt_s_server",
+          "decode_tok_s_client", "acceptance_server", "queue_s_server")
+KEYS = {
+    "context": ("target_prompt_tokens", "api"),
+    "tasks": ("task", "context_depth", "api"),
+    "concurrency": ("concurrency", "requests_per_client", "prompt_tokens_target", "api"),
+    "prefix_reuse": ("scenario", "api"),
+}
+
+
+def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, dict[str, Any]]:
+    """cell_id -> its last ledger entry (for this profile hash when given)."""
+    outcomes: dict[str, dict[str, Any]] = {}
+    for entry in read_jsonl(ledger_path(run_dir)):
+        if profile_hash is None or entry.get("profile_hash") == profile_hash:
+            outcomes[entry["cell_id"]] = entry
+    return outcomes
+
+
+def counted_rows(run_dir: RunDir, outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows of the attempt each cell's outcome names."""
+    attempts = {(cid, entry["attempt"]) for cid, entry in outcomes.items()}
+    rows = [r for r in read_jsonl(run_dir.requests) if (r.get("cell_id"), r.get("attempt")) in attempts]
+    return pd.DataFrame(rows)
+
+
+def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+    """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry."""
+    outcomes = latest_outcomes(run.dir, run.profile_hash)
+    rows = counted_rows(run.dir, outcomes)
+    telemetry = list(read_jsonl(run.dir.telemetry))
+    tables = {}
+    for kind in kinds or KEYS:
+        if kind in KEYS:
+            tables[kind] = sweep_table(kind, rows, outcomes, telemetry)
+    return tables
+
+
+def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[str, Any]],
+                telemetry: list[dict[str, Any]]) -> pd.DataFrame:
+    records = []
+    for cell_id, outcome in outcomes.items():
+        if outcome["sweep"] != kind:
+            continue
+        cell_rows = rows[rows["cell_id"] == cell_id] if len(rows) else rows
+        record = {key: _param(outcome["cell"], key) for key in KEYS[kind]}
+        record.update(_cell_metrics(kind, cell_rows))
+        record.update(status=outcome["status"], reason=outcome.get("reason"), cell_id=cell_id)
+        record.update(_telemetry(cell_rows, telemetry))
+        if kind == "concurrency":
+            record.update(_engine_lines(cell_rows, telemetry))
+        records.append(record)
+    table = pd.DataFrame(records)
+    if len(table):
+        table = table.sort_values(list(KEYS[kind][:2]) if kind == "tasks" else [KEYS[kind][0]],
+                                  key=_sort_key(kind)).reset_index(drop=True)
+    return table
+
+
+def _sort_key(kind: str) -> Any:
+    if kind == "prefix_reuse":
+        from ninferkit.params.sweeps import ALL_SCENARIOS
+
+        order: list[str] = list(ALL_SCENARIOS)
+        return lambda column: column.map(lambda v: order.index(v) if v in order else len(order))
+    if kind == "tasks":
+        from ninferkit.workloads import TASK_NAMES
+
+        names: list[str] = list(TASK_NAMES)
+        return lambda column: column.map(lambda v: names.index(v) if v in names else v)
+    return None
+
+
+def _param(cell: Mapping[str, Any], key: str) -> Any:
+    return cell.get("prompt_tokens") if key == "prompt_tokens_target" else cell.get(key)
+
+
+def _measured(kind: str, cell_rows: pd.DataFrame) -> pd.DataFrame:
+    if not len(cell_rows):
+        return cell_rows
+    chosen = cell_rows[~cell_rows["warmup"].astype(bool)]
+    if kind == "prefix_reuse" and "prefix_role" in chosen:
+        chosen = chosen[chosen["prefix_role"] == "measured"]
+    return chosen
+
+
+def _cell_metrics(kind: str, cell_rows: pd.DataFrame) -> dict[str, Any]:
+    measured = _measured(kind, cell_rows)
+    ok = measured[measured["status"] == "ok"] if len(measured) else measured
+    failed = int((measured["status"] != "ok").sum()) if len(measured) else 0
+    out: dict[str, Any] = {"n_ok": len(ok), "n_errored": failed}
+    for name in SPREAD:
+        values = _numbers(ok, name)
+        out[f"{name}_median"] = values.median() if len(values) else None
+        out[f"{name}_min"] = values.min() if len(values) else None
+        out[f"{name}_max"] = values.max() if len(values) else None
+    for name in MEDIAN:
+        values = _numbers(ok, name)
+        out[f"{name}_median"] = values.median() if len(values) else None
+    if kind == "concurrency":
+        out.update(_aggregate(ok))
+    if kind == "prefix_reuse":
+        out.update(_prefix(measured, ok))
+    return out
+
+
+def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame:
+        return pd.Series(dtype=float)
+    return pd.to_numeric(frame[name], errors="coerce").dropna()
+
+
+def _aggregate(ok: pd.DataFrame) -> dict[str, Any]:
+    """Whole-level rates: tokens of all clients over the wall time from the first send to the last end.
+
+    `wait_before_prefill_s` = client TTFT minus the server's prompt time: the time a request spent
+    queued (plus transport) before its prefill began, for engines that do not report queue time.
+    """
+    if not len(ok):
+        return {"wall_s": None, "aggregate_output_tok_s_client": None,
+                "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
+    wall = float(ok["t_done"].max() - ok["t_send"].min())
+    wait = (pd.to_numeric(ok["ttft_client_s"], errors="coerce")
+            - pd.to_numeric(ok.get("prompt_s_server"), errors="coerce")).dropna()
+    return {
+        "wall_s": wall,
+        "aggregate_output_tok_s_client": float(_numbers(ok, "completion_tokens").sum()) / wall if wall > 0 else None,
+        "wait_before_prefill_s_median": wait.median() if len(wait) else None,
+        "wait_before_prefill_s_max": wait.max() if len(wait) else None,
+    }
+
+
+def _prefix(measured: pd.DataFrame, ok: pd.DataFrame) -> dict[str, Any]:
+    """Cache hit share and what seeded the cache; a refused scenario says what the server answered."""
+    prompt = _numbers(ok, "prompt_tokens")
+    cached = _numbers(ok, "cached_tokens")
+    hit = float((cached / prompt).median()) if len(prompt) and len(cached) == len(prompt) else None
+    errors = measured[measured["status"] != "ok"] if len(measured) else measured
+    answer = None
+    if len(errors):
+        first = errors.iloc[0]
+        answer = f"HTTP {first.get('http_status')}: {str(first.get('error'))[:200]}"
+    seeded = ok["seeded_by"].dropna() if "seeded_by" in ok else pd.Series(dtype=object)
+    return {"cached_share_median": hit, "seeded_by": seeded.iloc[0] if len(seeded) else None,
+            "server_answer_when_failed": answer}
+
+
+def _telemetry(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
+    if not len(cell_rows):
+        return window_summary([], 0.0, 0.0)
+    start = float(cell_rows["t_send"].min())
+    end = float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
+    return window_summary(telemetry, start, end)
+
+
+def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the numbers in the engine's periodic throughput lines during the cell (decode batching
+    as the engine reports it); nothing for an engine that prints no such lines."""
+    if not len(cell_rows):
+        return {}
+    start, end = float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
+    lines = pd.DataFrame([r for r in telemetry if r.get("source") == "engine_log" and start <= r["t_mono"] <= end])
+    numeric = lines.drop(columns=["t_mono"], errors="ignore").select_dtypes("number") if len(lines) else lines
+    return {f"engine_log_{name}_median": numeric[name].median() for name in numeric.columns}
+
+
+def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
+    """Each table as tables/<name>.csv and .parquet (for the write-up step); returns the CSV paths."""
+    folder = run_dir.path / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, table in tables.items():
+        table.to_csv(folder / f"{name}.csv", index=False)
+        table.to_parquet(folder / f"{name}.parquet", index=False)
+        written[name] = folder / f"{name}.csv"
+    return written
+
+
+def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
+    """The same plan on two profiles, paired by cell: medians side by side and candidate/baseline ratios.
+
+    Only cells finished on both sides are paired. Decode rates at different acceptance are not
+    comparable (field reports): the acceptance of both sides is shown next to each pair.
+    """
+    sides = {}
+    for label, run_dir in (("a", baseline), ("b", candidate)):
+        outcomes = {cid: o for cid, o in latest_outcomes(run_dir).items() if o["status"] == "done"}
+        rows = counted_rows(run_dir, outcomes)
+        sides[label] = (outcomes, rows)
+    records = []
+    for cell_id, outcome in sides["a"][0].items():
+        if cell_id not in sides["b"][0] or outcome["sweep"] not in KEYS:
+            continue
+        record: dict[str, Any] = {"sweep": outcome["sweep"], "cell": _cell_label(outcome), "cell_id": cell_id}
+        for label in ("a", "b"):
+            rows = sides[label][1]
+            measured = _measured(outcome["sweep"], rows[rows["cell_id"] == cell_id])
+            ok = measured[measured["status"] == "ok"]
+            for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
+                values = _numbers(ok, name)
+                record[f"{name}_{label}"] = values.median() if len(values) else None
+        for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s"):
+            a, b = record[f"{name}_a"], record[f"{name}_b"]
+            record[f"{name}_ratio_b_over_a"] = b / a if a and b is not None else None
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def _cell_label(outcome: Mapping[str, Any]) -> str:
+    keys = KEYS[outcome["sweep"]]
+    return " ".join(f"{k}={_param(outcome['cell'], k)}" for k in keys if _param(outcome["cell"], k) is not None)

@@ -1,0 +1,207 @@
+"""Telemetry on the requests' clock: GPU samples, the engine's throughput lines and /metrics.
+
+Three background threads write `telemetry.jsonl` rows stamped with `time.monotonic()` (the clock of
+`requests.jsonl`), so each sweep cell can be matched to the power and clocks it ran under:
+
+- NVML (nvidia-ml-py's `pynvml`) at `hz` samples per second: power, SM and memory clocks,
+  temperature, utilization, memory used and throttle reasons. With no NVIDIA driver it records
+  nothing and says so once (a log warning and `Telemetry.nvml_status`).
+- The server log, tailed from where it stood at start, through the adapter's `parse_throughput`.
+- The engine's Prometheus `/metrics`, once a second, where the engine serves it.
+
+    with Telemetry(run.dir.telemetry, adapter, log_path, url):
+        ...  # run requests
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import statistics
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pynvml
+
+from ninferkit.engines import EngineAdapter
+from ninferkit.runs import append_jsonl
+
+log = logging.getLogger(__name__)
+
+# NVML clocks-event (throttle) reason bits, from nvml.h (nvmlClocksEventReason*).
+THROTTLE_BITS: dict[int, str] = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                        "hw_power_brake_slowdown"})
+"""Reasons that mean the GPU ran slower than it would have (idle or a set clock is not throttling)."""
+
+METRICS_INTERVAL_S = 1.0
+LOG_POLL_S = 0.25
+_PROM_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
+
+
+def throttle_names(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sample name (with labels) -> value, from Prometheus text exposition; comments skipped."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        found = _PROM_LINE.match(line)
+        if found:
+            try:
+                values[found["name"]] = float(found["value"])
+            except ValueError:
+                continue
+    return values
+
+
+class Telemetry:
+    """Background samplers writing to one JSONL file; start/stop, or use as a context manager."""
+
+    def __init__(self, path: Path, adapter: EngineAdapter, log_path: Path | None, base_url: str | None, *,
+                 headers: Mapping[str, str] | None = None, hz: float = 10.0) -> None:
+        self.path = path
+        self.adapter = adapter
+        self.log_path = log_path
+        self.base_url = base_url
+        self.headers = dict(headers or {})
+        self.interval_s = 1.0 / hz
+        self.nvml_status = "not started"
+        self.metrics_status = "not started"
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._log_position = 0
+
+    def __enter__(self) -> Telemetry:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._stop.clear()
+        # The log is read from where it stands now (before the threads run), so nothing written after
+        # start() is missed and nothing from before is taken for this sweep's.
+        self._log_position = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
+        targets = [self._nvml_loop]
+        if self.log_path is not None:
+            targets.append(self._log_loop)
+        if self.base_url is not None:
+            targets.append(self._metrics_loop)
+        self._threads = [threading.Thread(target=t, name=f"telemetry-{t.__name__}", daemon=True) for t in targets]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        self._threads = []
+
+    def _write(self, source: str, **fields: Any) -> None:
+        row = {"t_mono": time.monotonic(), "t_utc": dt.datetime.now(dt.UTC).isoformat(), "source": source,
+               **fields}
+        with self._lock:
+            append_jsonl(self.path, row)
+
+    def _nvml_loop(self) -> None:
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:  # LibraryNotFound, DriverNotLoaded, ...: no NVIDIA driver here
+            self.nvml_status = f"unavailable: {type(exc).__name__}: {exc}"
+            log.warning("NVML telemetry off (%s); no GPU samples will be recorded", self.nvml_status)
+            return
+        try:
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self.nvml_status = f"sampling {len(handles)} GPU(s) at {1 / self.interval_s:.0f} Hz"
+            while not self._stop.is_set():
+                started = time.monotonic()
+                for index, handle in enumerate(handles):
+                    self._write("nvml", gpu=index, **_nvml_sample(handle))
+                self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+        finally:
+            pynvml.nvmlShutdown()
+
+    def _log_loop(self) -> None:
+        assert self.log_path is not None
+        position = self._log_position
+        pending = b""
+        while not self._stop.wait(LOG_POLL_S):
+            if not self.log_path.exists():
+                continue
+            with self.log_path.open("rb") as handle:
+                handle.seek(position)
+                data = handle.read()
+            position += len(data)
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                parsed = self.adapter.parse_throughput(line.decode(errors="replace"))
+                if parsed:
+                    self._write("engine_log", **parsed)
+
+    def _metrics_loop(self) -> None:
+        with httpx.Client(base_url=self.base_url or "", headers=self.headers, timeout=5.0) as client:
+            while not self._stop.is_set():
+                try:
+                    response = client.get("/metrics")
+                except httpx.HTTPError as exc:
+                    self.metrics_status = f"unreachable: {type(exc).__name__}"
+                else:
+                    if response.status_code != 200:
+                        self.metrics_status = f"not served (HTTP {response.status_code})"
+                        log.info("the engine serves no /metrics (HTTP %s); not scraping", response.status_code)
+                        return
+                    self.metrics_status = "scraping"
+                    self._write("metrics", values=parse_prometheus(response.text))
+                self._stop.wait(METRICS_INTERVAL_S)
+
+
+def _nvml_sample(handle: Any) -> dict[str, Any]:
+    get_reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    reasons = throttle_names(int(get_reasons(handle)))
+    utilization = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    return {
+        "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "util_gpu_pct": utilization.gpu,
+        "util_mem_pct": utilization.memory,
+        "memory_used_bytes": pynvml.nvmlDeviceGetMemoryInfo(handle).used,
+        "throttle_reasons": reasons,
+        "throttled": bool(THROTTLING.intersection(reasons)),
+    }
+
+
+def window_summary(rows: Iterable[Mapping[str, Any]], t_start: float, t_end: float) -> dict[str, Any]:
+    """Median and max power and SM clock of the NVML rows in [t_start, t_end], and whether it throttled.
+
+    All values are None when no GPU sample falls in the window (no driver, or a window shorter
+    than the sampling interval).
+    """
+    samples = [r for r in rows if r.get("source") == "nvml" and t_start <= r["t_mono"] <= t_end]
+    if not samples:
+        return {"power_w_median": None, "power_w_max": None, "sm_clock_mhz_median": None,
+                "sm_clock_mhz_max": None, "throttled": None, "throttle_reasons": None, "gpu_samples": 0}
+    power = [r["power_w"] for r in samples]
+    clock = [r["sm_clock_mhz"] for r in samples]
+    reasons = sorted({name for r in samples for name in r["throttle_reasons"] if name in THROTTLING})
+    return {"power_w_median": statistics.median(power), "power_w_max": max(power),
+            "sm_clock_mhz_median": statistics.median(clock), "sm_clock_mhz_max": max(clock),
+            "throttled": any(r["throttled"] for r in samples), "throttle_reasons": reasons,
+            "gpu_samples": len(samples)}

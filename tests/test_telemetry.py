@@ -1,0 +1,97 @@
+"""Telemetry: NVML (or its absence, said once), the engine's throughput lines, /metrics, on one clock.
+
+tests/data/metrics_llama_server.txt is `curl -s /metrics` from the embedded llama-server (launched
+with --metrics) after a few requests. The NInfer throughput lines are quoted from
+reference/ninfer-interface.md sections 2.2 (G1, request_log.cpp format_throughput) and 2.4 (G3,
+operational_log.cpp render_throughput); NInfer cannot run here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from ninferkit.engines import get_adapter
+from ninferkit.runs import Run, read_jsonl
+from ninferkit.telemetry import Telemetry, parse_prometheus, throttle_names, window_summary
+
+DATA = Path(__file__).parent / "data"
+G1_LINE = ("[2025-09-01 12:00:05.002] [info] ninfer-serve: throughput interval=5.002s prefill=0.0tok/s "
+           "decode=71.2tok/s running=1 prefilling=0 decode_ready=1 waiting=0 avg_decode_batch=1.00")
+G3_LINE = ("throughput | 5.0s | prefill 2.34k tok/s (11,712 tok) | decode 71.2 tok/s (356 tok) | running 1 "
+           "(decode-ready 1) | waiting 2 | batch 1.00 | host 3.1% (155 ms)")
+
+
+def nvml_present() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+def test_prometheus_text_from_llama_server() -> None:
+    values = parse_prometheus((DATA / "metrics_llama_server.txt").read_text())
+    assert values["llamacpp:prompt_tokens_total"] == 55927
+    assert values["llamacpp:prompt_seconds_total"] == 22.9057
+    assert values["llamacpp:tokens_predicted_total"] == 1706
+    assert not any(name.startswith("#") for name in values)
+
+
+def test_throttle_reason_bits() -> None:
+    assert throttle_names(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
+    assert throttle_names(0) == []
+
+
+def test_window_summary_medians_and_throttle_flag() -> None:
+    rows = [{"source": "nvml", "t_mono": t, "power_w": p, "sm_clock_mhz": c, "throttle_reasons": r, "throttled": th}
+            for t, p, c, r, th in [(1.0, 100.0, 1800, [], False), (1.1, 250.0, 1700, ["sw_power_cap"], True),
+                                   (1.2, 200.0, 1750, ["gpu_idle"], False), (5.0, 999.0, 99, [], False)]]
+    rows.append({"source": "metrics", "t_mono": 1.1, "values": {}})
+    summary = window_summary(rows, 0.9, 1.3)
+    assert summary["power_w_median"] == 200.0 and summary["power_w_max"] == 250.0
+    assert summary["sm_clock_mhz_median"] == 1750 and summary["sm_clock_mhz_max"] == 1800
+    assert summary["throttled"] is True and summary["throttle_reasons"] == ["sw_power_cap"]
+    assert window_summary(rows, 2.0, 3.0)["throttled"] is None
+
+
+def test_engine_throughput_lines_are_tailed(tmp_path: Path) -> None:
+    log_path = tmp_path / "server.log"
+    log_path.write_text("a line from before the sampler started\n")
+    out = tmp_path / "telemetry.jsonl"
+    with Telemetry(out, get_adapter("ninfer"), log_path, None, hz=10):
+        started = time.monotonic()
+        with log_path.open("a") as log:
+            log.write("some other line\n" + G1_LINE + "\n" + G3_LINE + "\n")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len([r for r in read_jsonl(out) if r["source"] == "engine_log"]) < 2:
+            time.sleep(0.05)
+    lines = [r for r in read_jsonl(out) if r["source"] == "engine_log"]
+    assert [r["decode_tok_s"] for r in lines] == [71.2, 71.2]
+    assert lines[1]["waiting"] == 2 and all(r["t_mono"] >= started for r in lines)
+
+
+@pytest.mark.live
+def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "telemetry.jsonl"
+    url = f"http://127.0.0.1:{live_run.profile.serve.port}"
+    with caplog.at_level(logging.WARNING, logger="ninferkit.telemetry"):
+        with Telemetry(out, get_adapter("llama_server"), None, url, hz=10) as telemetry:
+            started = time.monotonic()
+            time.sleep(1.6)  # the samplers' own pace: 1 s for /metrics, 0.1 s for NVML
+            ended = time.monotonic()
+    rows = list(read_jsonl(out))
+    metrics = [r for r in rows if r["source"] == "metrics"]
+    assert len(metrics) >= 2 and "llamacpp:tokens_predicted_total" in metrics[0]["values"]
+    assert all(started - 0.5 <= r["t_mono"] <= ended + 0.5 for r in rows)  # the requests' clock
+    nvml = [r for r in rows if r["source"] == "nvml"]
+    if nvml_present():
+        assert len(nvml) >= 5 and {"power_w", "sm_clock_mhz", "throttle_reasons"} <= set(nvml[0])
+    else:
+        assert nvml == [] and telemetry.nvml_status.startswith("unavailable")
+        assert len([r for r in caplog.records if "NVML telemetry off" in r.getMessage()]) == 1

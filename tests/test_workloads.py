@@ -1,0 +1,97 @@
+"""Prompts of an exact length by the server's tokenizer, salts, and the task suite's data files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError, RequestFailed
+from ninferkit.runs import Run
+from ninferkit.workloads import (
+    TASK_NAMES,
+    Tokenizer,
+    document,
+    exact_prompt,
+    exact_text,
+    load_task,
+    new_salt,
+    task_prompt,
+    user_messages,
+)
+from tests.conftest import free_port
+
+ADAPTER = get_adapter("llama_server")
+
+
+def test_every_task_of_the_suite_is_a_data_file() -> None:
+    tasks = [load_task(name) for name in TASK_NAMES]
+    assert [t.name for t in tasks] == list(TASK_NAMES)
+    assert all(len(t.instruction) > 80 and t.output_tokens > 0 for t in tasks)
+    assert len({t.instruction for t in tasks}) == len(tasks)
+
+
+def test_unknown_task_names_the_suite() -> None:
+    with pytest.raises(ProfileError, match="allowed: coding, json_extraction"):
+        load_task("poetry")
+
+
+def test_salts_are_unique_and_lead_the_prompt() -> None:
+    assert len({new_salt() for _ in range(100)}) == 100
+    assert "Harrowgate" in document()
+
+
+def test_tokenizer_failure_is_request_failed() -> None:
+    with Tokenizer(f"http://127.0.0.1:{free_port()}", ADAPTER) as tokenizer, \
+            pytest.raises(RequestFailed, match="counting tokens") as caught:
+        tokenizer.count("hello")
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(live_run: Run) -> Iterator[Tokenizer]:
+    with Tokenizer(f"http://127.0.0.1:{live_run.profile.serve.port}", ADAPTER) as tok:
+        yield tok
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("target", [1, 37, 300, 1500])
+def test_exact_length_by_the_servers_count(tokenizer: Tokenizer, target: int) -> None:
+    prompt = exact_text(tokenizer, target)
+    assert prompt.content_tokens == target == tokenizer.count(prompt.text)
+
+
+@pytest.mark.live
+def test_cold_prompts_differ_at_the_front(tokenizer: Tokenizer) -> None:
+    first, second = exact_prompt(tokenizer, 200), exact_prompt(tokenizer, 200)
+    assert first.text[:10] != second.text[:10] and first.text.startswith(first.salt)
+    assert first.content_tokens == second.content_tokens == 200
+
+
+@pytest.mark.live
+def test_the_servers_usage_agrees_with_the_achieved_length(live_run: Run, tokenizer: Tokenizer) -> None:
+    """Independent check: two prompts 250 tokens apart cost the server exactly 250 more prompt tokens."""
+    url = f"http://127.0.0.1:{live_run.profile.serve.port}/v1/chat/completions"
+    usage = []
+    for target in (50, 300):
+        prompt = exact_prompt(tokenizer, target)
+        body = {"model": live_run.profile.serve.model_id, "messages": user_messages(prompt.text), "max_tokens": 1}
+        usage.append(httpx.post(url, json=body, timeout=60).json()["usage"]["prompt_tokens"])
+    assert usage[1] - usage[0] == 250
+
+
+@pytest.mark.live
+def test_task_prompt_puts_the_instruction_after_the_depth(tokenizer: Tokenizer) -> None:
+    task = load_task("json_extraction")
+    prompt = task_prompt(tokenizer, task, 400)
+    assert prompt.text.endswith(task.instruction)
+    assert prompt.content_tokens == tokenizer.count(prompt.text) > 400 + tokenizer.count(task.instruction) - 5
+    context = prompt.text[: prompt.text.index("\n\n---\n\n")]
+    assert tokenizer.count(context) == 400
+
+
+def test_bad_lengths_fail_before_any_request() -> None:
+    with Tokenizer(f"http://127.0.0.1:{free_port()}", ADAPTER) as tokenizer, pytest.raises(ProfileError):
+        exact_text(tokenizer, 0)
