@@ -6,7 +6,10 @@
 2. download: `ninferkit.artifact.download()` (streams, hashes as it writes, renames after the sha256
    matches) vs `curl -o` (no verification), and vs `curl -o` followed by `sha256sum` (what the
    field reports do), from the same loopback server (tests/range_server.py, run as its own process,
-   sendfile), runs alternated, dirty pages flushed with sync before each.
+   sendfile), runs alternated, dirty pages flushed with sync before each, output on the same
+   filesystem. Both wall times are taken around the call from outside (ninferkit's includes its fsync
+   before the rename; curl does not sync). CPU s/GiB is user+sys of the downloading process, and the
+   server's CPU per GiB is printed for each contender so a slow server cannot hide behind a ratio.
 
 Targets (issue 3): ninferkit >= 0.9 of sha256sum's rate and >= 0.9 of curl's throughput.
 
@@ -59,16 +62,27 @@ def timed(argv: list[str]) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user+sys) of a running process, from /proc (Linux); 0.0 where unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Series:
-    """Rates (bytes/s) and CPU seconds per GiB of repeated runs of one contender."""
+    """Rates (bytes/s), CPU seconds per GiB and the server's CPU per GiB of repeated runs of one contender."""
 
     def __init__(self) -> None:
         self.rates: list[float] = []
         self.cpu_per_gib: list[float] = []
+        self.server_cpu_per_gib: list[float] = []
 
-    def add(self, size: int, seconds: float, cpu_seconds: float) -> None:
+    def add(self, size: int, seconds: float, cpu_seconds: float, server_cpu_seconds: float = 0.0) -> None:
         self.rates.append(size / seconds)
         self.cpu_per_gib.append(cpu_seconds * 1024**3 / size)
+        self.server_cpu_per_gib.append(server_cpu_seconds * 1024**3 / size)
 
     @property
     def rate(self) -> float:
@@ -77,6 +91,10 @@ class Series:
     @property
     def cpu(self) -> float:
         return statistics.median(self.cpu_per_gib)
+
+    @property
+    def server_cpu(self) -> float:
+        return statistics.median(self.server_cpu_per_gib)
 
 
 def bench_sha256(path: Path, expected: str, repeat: int) -> dict[str, Series]:
@@ -108,24 +126,30 @@ def bench_download(served: Path, out: Path, expected: str, repeat: int) -> dict[
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}/org/model/resolve/{'0' * 40}/blob.bin"
         series = {"ours": Series(), "curl": Series(), "curl_sha256sum": Series()}
         for _ in range(repeat):
-            _one_download(series["curl"], out / "curl.bin", size, lambda dest: timed(
+            _one_download(series["curl"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0])
-            _one_download(series["curl_sha256sum"], out / "curl.bin", size, lambda dest: timed(
+            _one_download(series["curl_sha256sum"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0] + timed(["sha256sum", str(dest)])[0])
-            _one_download(series["ours"], out / "ours.bin", size, lambda dest: download(
-                url, dest, size, expected, progress=False).seconds)
+            _one_download(series["ours"], out / "ours.bin", size, server.pid, lambda dest: _timed_download(
+                url, dest, size, expected))
         return series
     finally:
         server.terminate()
         server.wait(timeout=10)
 
 
-def _one_download(series: Series, dest: Path, size: int, fetch: Callable[[Path], float]) -> None:
+def _timed_download(url: str, dest: Path, size: int, expected: str) -> float:
+    started = time.perf_counter()
+    download(url, dest, size, expected, progress=False)
+    return time.perf_counter() - started
+
+
+def _one_download(series: Series, dest: Path, size: int, server_pid: int, fetch: Callable[[Path], float]) -> None:
     dest.unlink(missing_ok=True)
     os.sync()
-    cpu = cpu_s()
+    cpu, server_cpu = cpu_s(), process_cpu_s(server_pid)
     seconds = fetch(dest)
-    series.add(size, seconds, cpu_s() - cpu)
+    series.add(size, seconds, cpu_s() - cpu, process_cpu_s(server_pid) - server_cpu)
     assert dest.stat().st_size == size
     dest.unlink()
 
@@ -142,7 +166,8 @@ def main() -> int:
         blob = served / "blob.bin"
         make_file(blob, args.size_mib * MIB)
         expected = sha256_file(blob).hexdigest
-        print(f"file: {blob} ({args.size_mib} MiB), {os.cpu_count()} CPUs, median of {args.repeat} runs")
+        print(f"file: {blob} ({args.size_mib} MiB), {os.cpu_count()} CPUs, median of {args.repeat} runs, "
+              f"load average before: {os.getloadavg()[0]:.1f}")
         sha = bench_sha256(blob, expected, args.repeat)
         dl = bench_download(served, work / "out", expected, args.repeat)
     startup, _ = timed([sys.executable, "-m", "ninferkit", "verify", "--help"])
@@ -154,15 +179,18 @@ def main() -> int:
         ("          curl -o (no verification)", dl["curl"]),
         ("          curl -o, then sha256sum (the field reports' workflow)", dl["curl_sha256sum"]),
     ]
-    print(f"{'':<66} {'MiB/s':>8} {'CPU s/GiB':>10}")
+    print(f"{'':<66} {'MiB/s':>8} {'CPU s/GiB':>10} {'server CPU s/GiB':>17}")
     for label, series in rows:
         cpu = f"{series.cpu:10.2f}" if series.cpu else f"{'-':>10}"
-        print(f"{label:<66} {series.rate / MIB:8.0f} {cpu}")
+        server = f"{series.server_cpu:17.2f}" if series.server_cpu else f"{'-':>17}"
+        print(f"{label:<66} {series.rate / MIB:8.0f} {cpu} {server}")
     print(f"ratio ninferkit/sha256sum: {sha['ours'].rate / sha['sha256sum'].rate:.2f} wall "
           f"({startup:.2f} s of ninferkit's wall is Python start-up), "
           f"{sha['ours_hashing'].rate / sha['sha256sum'].rate:.2f} hashing alone  (target >= 0.9)")
     print(f"ratio ninferkit/curl download: {dl['ours'].rate / dl['curl'].rate:.2f}  (target >= 0.9); "
-          f"against curl + sha256sum: {dl['ours'].rate / dl['curl_sha256sum'].rate:.2f}")
+          f"against curl + sha256sum: {dl['ours'].rate / dl['curl_sha256sum'].rate:.2f}; CPU per GiB "
+          f"{dl['ours'].cpu:.2f} s vs curl's {dl['curl'].cpu:.2f} s, "
+          f"curl + sha256sum's {dl['curl_sha256sum'].cpu:.2f} s")
     print(f"load average after the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

@@ -104,6 +104,7 @@ class RequestResult:
                    decode_tok_s_client=self.decode_tok_s_client)
         for name in SERVER_FIELDS:
             out[name] = server.get(name)
+        out.update({name: value for name, value in server.items() if name not in out})  # engine extras
         drafted, accepted = server.get("drafted_tokens_server"), server.get("accepted_tokens_server")
         if out.get("acceptance_server") is None and drafted and accepted is not None:
             out["acceptance_server"] = accepted / drafted
@@ -193,6 +194,17 @@ class StreamingClient:
         if result.status == "incomplete":
             result.error = "the stream ended before the final usage event"
         return result
+
+    async def get_text(self, path: str) -> str:
+        """A plain GET of a text endpoint (the engine's /metrics); raises RequestFailed."""
+        try:
+            response = await self._http.get(path)
+            response.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            raise RequestFailed(f"GET {path} answered {exc.response.status_code}") from exc
+        except httpx.HTTPError as exc:
+            raise RequestFailed(f"GET {path} failed: {type(exc).__name__}: {exc}") from exc
+        return response.text
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """A plain JSON POST (tokenizer and similar helper endpoints); raises RequestFailed."""

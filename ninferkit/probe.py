@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ninferkit.artifact.paths import local_dir
 from ninferkit.params.profile import Profile
 
 Severity = Literal["info", "warning", "error"]
@@ -164,7 +165,7 @@ def disk_facts(where: Path) -> dict[str, Any]:
 
 def collect(profile: Profile | None = None) -> dict[str, Any]:
     """Every fact the setup step records; cheap enough to call from the CLI without a notebook."""
-    artifact_dir = Path(profile.artifact.local_dir).expanduser() if profile else Path.home()
+    artifact_dir = local_dir(profile) if profile else Path.home()
     return {
         "gpu": gpu_facts(),
         "kernel_module": kernel_module(),

@@ -35,6 +35,7 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     """Write JSON so that readers see either the old file or the whole new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read by others
     try:
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle, indent=2, sort_keys=True, default=str)

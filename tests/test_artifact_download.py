@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+import ninferkit.artifact.fetch as fetch
 from ninferkit.artifact import (
     UnpinnedArtifactWarning,
     check_pin,
@@ -117,6 +118,41 @@ def test_retries_are_bounded_and_keep_the_part(server: RangeServer, tmp_path: Pa
     assert len(server.log) == 3
     with pytest.raises(ArtifactError, match="HTTP 404; check artifact.repo"):
         download(f"{server.url}/missing.bin", tmp_path / "missing.bin", progress=False)
+
+
+def test_part_reaches_the_disk_in_steps_while_downloading(server: RangeServer, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper has the part fdatasync'ed as it grows (so the fsync before the rename has little
+    left); small batch and sync sizes make a 3 MiB file take that path. The spy calls the real one."""
+    monkeypatch.setattr(fetch, "WRITE_BATCH_BYTES", 256 * 1024)
+    monkeypatch.setattr(fetch, "SYNC_EVERY_BYTES", 512 * 1024)
+    synced: list[int] = []
+    real_fdatasync = os.fdatasync
+
+    def spy(fd: int) -> None:
+        synced.append(os.fstat(fd).st_size)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    dest = tmp_path / "blob.bin"
+    result = _fetch(server, dest)
+    assert dest.read_bytes() == (server.root / "blob.bin").read_bytes() and result.size == SIZE
+    assert synced and all(512 * 1024 <= size <= SIZE for size in synced)
+
+
+def test_proxy_from_the_environment_is_used(server: RangeServer, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast transport would bypass httpx's proxy handling, so a proxy in the environment keeps
+    httpx's own; the range server answers a proxied (absolute-form) request for its file."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    blob = server.root / "blob.bin"
+    dest = tmp_path / "blob.bin"
+    download("http://files.example.invalid/blob.bin", dest, SIZE, sha256_file(blob).hexdigest, backoff_s=0,
+             progress=False)
+    assert [s.path for s in server.log] == ["http://files.example.invalid/blob.bin"]
+    assert dest.read_bytes() == blob.read_bytes()
 
 
 def test_resolve_url_layout_and_mirror_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ninferkit.artifact import model_path
 from ninferkit.capacity import capacity_step, llama_cpp_kv_layout
 from ninferkit.capacity.architecture import gguf_metadata
 from ninferkit.capacity.launches import recorded
@@ -34,7 +35,7 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -
 
 def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
-    meta = gguf_metadata(Path(run.profile.artifact.local_dir).expanduser().glob("embedded-*.gguf").__next__())
+    meta = gguf_metadata(model_path(run.profile))
     grid = [o for o in summary["observations"] if o["kind"] == "ledger"]
     assert {(o["setting"]["concurrency"], o["setting"]["kv_dtype"]) for o in grid} >= {
         (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}

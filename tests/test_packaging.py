@@ -44,10 +44,16 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
     notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
     assert notebooks
     for path in notebooks:
+        notebook = nbformat.read(path, as_version=4)
+        assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5), path
+        assert all(cell.get("id") for cell in notebook.cells), path
         cells = _code_cells(path)
         assert all(not cell.outputs and cell.execution_count is None for cell in cells), path
         assert "parameters" in cells[0].metadata.get("tags", []), path
-        names = {target.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign)
+        parameters = ast.parse(cells[0].source).body
+        assert all(isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.List))
+                   for node in parameters), f"{path.name}: the parameters cell holds literals only"
+        names = {target.id for node in parameters if isinstance(node, ast.Assign)
                  for target in node.targets if isinstance(target, ast.Name)}
         assert names == {"profile", "run_dir", "overrides"}, path
 

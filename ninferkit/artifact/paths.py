@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ninferkit.embedded import generate_model, model_file_name
+from ninferkit.embedded import cache_dir, generate_model, model_file_name
 from ninferkit.errors import ArtifactError
 from ninferkit.params.profile import Profile
 
 
 def local_dir(profile: Profile) -> Path:
-    return Path(profile.artifact.local_dir).expanduser()
+    """artifact.local_dir, or the models folder of the cache ($NINFERKIT_CACHE, default ~/.cache/ninferkit)."""
+    configured = profile.artifact.local_dir
+    return Path(configured).expanduser() if configured else cache_dir() / "models"
 
 
 def planned_path(profile: Profile) -> Path:

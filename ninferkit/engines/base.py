@@ -9,7 +9,7 @@ an adapter fills in its tables and its argv.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -149,6 +149,22 @@ class EngineAdapter:
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """Per-request server-side timings from a response body or final stream event."""
         return {}
+
+    request_metrics_path: ClassVar[str | None] = None
+    """Where the engine serves server-wide counters (Prometheus text) that are a request's own
+    numbers when it runs alone; the sweeps read it just before and just after each such request."""
+
+    def request_metrics_deltas(self, before: str, after: str) -> dict[str, Any] | None:
+        """Server-side fields of the one request that ran between two reads of `request_metrics_path`
+        (contract names, plus `server_note` when the counters say they are not that request's alone);
+        None while the counters do not yet show the request as finished (the caller reads again)."""
+        return {}
+
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """Server-side fields per client row (same order; {} where none) from the engine's own
+        per-request record outside the responses, read after the requests ended; None when the engine
+        (or this profile) keeps no such record. `rows` are all requests.jsonl rows of the run."""
+        return None
 
     def redact(self, argv: list[str]) -> list[str]:
         """argv with the value after every secret flag replaced, for logs and result files."""

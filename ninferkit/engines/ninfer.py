@@ -22,12 +22,14 @@ import re
 import shutil
 import subprocess
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, rule
+from ninferkit.engines.ninfer_request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
+from ninferkit.engines.ninfer_request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
 
@@ -926,6 +928,29 @@ class NInfer(EngineAdapter):
             if from_timings["cached_tokens_server"] is None:
                 from_timings.pop("cached_tokens_server")
             out.update(from_timings)
+        return out
+
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """The `--request-log-jsonl` record (unrounded timings, queue wait, speculative counters) of each
+        client row, joined by start time and token counts (ninfer_request_log.join_client_rows);
+        None when the profile sets no serve.request_log_jsonl. A log that cannot be read gives every
+        row a `server_note` saying why, never an error: the client rows stand on their own."""
+        if profile.serve.request_log_jsonl is None:
+            return None
+        path = Path(profile.serve.request_log_jsonl).expanduser()
+        try:
+            server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended ones
+        except (OSError, NinferkitError) as exc:
+            note = f"request log {path} (serve.request_log_jsonl) not read: {exc}"
+            return [{"server_note": note} for _ in rows]
+        out = []
+        for joined in join_client_rows(rows, server_rows):
+            if joined["server_join"] is None:
+                out.append({"server_join": None, "server_note": f"no request in {path.name} matched this one "
+                            "(start time within 5 s, same token counts and outcome)"})
+                continue
+            fields = {name: joined.get(name) for name in (*LOG_FIELDS, *JOIN_FIELDS)}
+            out.append({"server_source": "request_log", **fields})
         return out
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:

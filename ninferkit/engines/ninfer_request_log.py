@@ -13,6 +13,7 @@ memory numbers of `server_start`; `throughput_rows` the periodic throughput even
 from __future__ import annotations
 
 import json
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -143,39 +144,91 @@ SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_serve
                  "e2e_s_server", "completion_tokens_server", "reasoning_tokens_server", "spec_rounds_server")
 
 
+JOIN_FIELDS = ("server_join", "server_note", "server_request_id", "server_instance_id")
+"""What join_client_rows adds beside SERVER_FIELDS: how the pair was made, and the server's own ids."""
+
+
 def join_client_rows(client_rows: Sequence[Mapping[str, Any]], server_rows: Sequence[Mapping[str, Any]],
-                     max_skew_s: float = 5.0) -> list[dict[str, Any]]:
+                     max_skew_s: float = 5.0, early_s: float = 0.25) -> list[dict[str, Any]]:
     """Client rows (requests.jsonl) with the server's fields filled in from the request log.
 
     A client row that carries `server_request_id` is matched on it (G2/G3 send `x-request-id`).
-    Otherwise rows are paired in start order: each client row takes the earliest unused server
-    row that started within `max_skew_s` of its `started_utc` (the engine's wall clock and
-    ours are the same host's clock). Rows without a partner are returned unchanged, with
-    `server_join` = None; matched rows get `server_join` = 'request_id' or 'time'.
+    Otherwise client rows are taken in start order, and each takes the earliest unused server row
+    that started between `early_s` before and `max_skew_s` after its `started_utc` (the engine's
+    wall clock and ours are the same host's clock) and agrees with it on the server-counted prompt
+    and completion tokens and on success. Every server row is used once, so pass all rows of a run
+    at once: an earlier cell's requests then pair with their own rows, not a later cell's.
+
+    Matched rows get `server_join` 'request_id', 'time', or 'time_order' when the pair could be
+    swapped with another pair (two requests in flight together with the same token counts, each
+    logged after the other's send: which is which the log cannot tell, so they are paired in start
+    order and `server_note` says so). Rows without a partner get `server_join` None. The output
+    keeps the input order; the inputs are not modified.
     """
     by_id = {str(row["request_id"]): row for row in server_rows}
     used: set[int] = set()
-    out = []
-    pending = sorted(server_rows, key=lambda row: row.get("started_unix_ms") or 0)
-    for client in client_rows:
-        merged = dict(client)
-        partner, how = None, None
-        if client.get("server_request_id") is not None:
-            partner, how = by_id.get(str(client["server_request_id"])), "request_id"
-        elif client.get("started_utc"):
-            started_ms = _unix_ms(str(client["started_utc"]))
-            for candidate in pending:
-                if id(candidate) in used or candidate.get("started_unix_ms") is None:
-                    continue
-                if abs(candidate["started_unix_ms"] - started_ms) <= max_skew_s * 1000:
-                    partner, how = candidate, "time"
-                    break
+    out = [dict(client) for client in client_rows]
+    for merged in out:
+        merged["server_join"] = None
+    pending = sorted((row for row in server_rows if row.get("started_unix_ms") is not None),
+                     key=lambda row: row["started_unix_ms"])
+    timed = sorted(((_unix_ms(str(m["started_utc"])), i) for i, m in enumerate(out)
+                    if m.get("server_request_id") is None and m.get("started_utc")))
+    for merged in out:
+        if merged.get("server_request_id") is not None:
+            partner = by_id.get(str(merged["server_request_id"]))
+            if partner is not None:
+                used.add(id(partner))
+                _fill(merged, partner, "request_id", None)
+    starts = [row["started_unix_ms"] for row in pending]
+    pairs: list[tuple[float, int, Mapping[str, Any]]] = []
+    for started_ms, index in timed:
+        window = pending[bisect_left(starts, started_ms - early_s * 1000):
+                         bisect_right(starts, started_ms + max_skew_s * 1000)]
+        partner = next((row for row in window if id(row) not in used and _same_counts(out[index], row)), None)
         if partner is not None:
             used.add(id(partner))
-            merged.update({name: partner.get(name) for name in SERVER_FIELDS})
-        merged["server_join"] = how if partner is not None else None
-        out.append(merged)
+            pairs.append((started_ms, index, partner))
+    paired_starts = [pair[0] for pair in pairs]
+    for started_ms, index, partner in pairs:
+        near = pairs[bisect_left(paired_starts, started_ms - max_skew_s * 1000):
+                     bisect_right(paired_starts, started_ms + max_skew_s * 1000)]
+        swappable = sum(1 for other_ms, other, other_partner in near
+                        if other != index and _could_be(out[index], started_ms, other_partner, max_skew_s)
+                        and _could_be(out[other], other_ms, partner, max_skew_s))
+        note = None
+        if swappable:
+            note = (f"{swappable + 1} requests in flight together fit each other's log entries (same token "
+                    "counts); paired in start order")
+        _fill(out[index], partner, "time_order" if note else "time", note)
     return out
+
+
+CLOCK_SLACK_S = 0.005  # both sides stamp the same clock in whole ms; a request is logged after it was sent
+
+
+def _could_be(client: Mapping[str, Any], started_ms: float, server: Mapping[str, Any], max_skew_s: float) -> bool:
+    """Whether the logged request could be this client request: logged after it was sent, same counts."""
+    offset = server["started_unix_ms"] - started_ms
+    return -CLOCK_SLACK_S * 1000 <= offset <= max_skew_s * 1000 and _same_counts(client, server)
+
+
+def _same_counts(client: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
+    """The server counted the same prompt and completion tokens as the client row's usage, and both
+    sides agree on success (where both sides say): a pair that disagrees is two different requests."""
+    if client.get("status") is not None and server.get("status") is not None:
+        if (client["status"] == "ok") != (server["status"] == "ok"):
+            return False
+    for mine, theirs in (("prompt_tokens", "prompt_tokens_server"), ("completion_tokens", "completion_tokens_server")):
+        if client.get(mine) is not None and server.get(theirs) is not None and client[mine] != server[theirs]:
+            return False
+    return True
+
+
+def _fill(merged: dict[str, Any], partner: Mapping[str, Any], how: str, note: str | None) -> None:
+    merged.update({name: partner.get(name) for name in SERVER_FIELDS})
+    merged.update(server_join=how, server_note=note, server_request_id=partner.get("request_id"),
+                  server_instance_id=partner.get("server_instance_id"))
 
 
 def _unix_ms(utc: str) -> float:

@@ -227,6 +227,25 @@ class VLLM(EngineAdapter):
         cached = ((response.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
         return {} if cached is None else {"cached_tokens_server": cached}
 
+    request_metrics_path = "/metrics"
+
+    def request_metrics_deltas(self, before: str, after: str) -> dict[str, Any] | None:
+        """metrics_deltas of one request that ran alone; None until vLLM has counted it as finished
+        (its e2e histogram moved). When the counters moved by more than one request (another client
+        used the server meanwhile) no number is attributed and `server_note` says so."""
+        deltas = metrics_deltas(before, after)
+        finished = deltas.get("requests_server")
+        if finished is None:
+            return {"server_note": "this vLLM exports no vllm:e2e_request_latency_seconds; /metrics deltas "
+                                   "cannot be tied to one request"}
+        if finished == 0:
+            return None
+        if finished != 1:
+            return {"server_note": f"vLLM's finished-request count moved by {finished}, not 1, while this request "
+                                   "ran alone on our side (another client, or a restart); its /metrics deltas "
+                                   "are not attributed"}
+        return {"server_source": "metrics_delta", **deltas}
+
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
         return "/tokenize", {"prompt": text, "add_special_tokens": False}
 

@@ -100,7 +100,7 @@ class ArtifactSection(Section):
     container_version: int | None = Field(None, ge=1, le=3)
     container_revisions: dict[int, str] = Field(
         default_factory=dict, description="container version -> hub revision carrying it (pin advice)")
-    local_dir: str = "~/.cache/ninferkit/models"
+    local_dir: str | None = Field(None, description="default: the models folder of the ninferkit cache")
     generate: GeneratedModel | None = None
 
     _sha = field_validator("sha256")(_check_sha256)

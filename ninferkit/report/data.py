@@ -17,6 +17,7 @@ import pandas as pd
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
 from ninferkit.runs import RunDir, read_json, read_jsonl
+from ninferkit.sweeps.truth import rows_with_server_truth
 
 TABLE_ORDER = ("context", "tasks", "concurrency", "prefix_reuse", "ab")
 STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
@@ -100,7 +101,7 @@ def load_run(path: str | Path) -> RunData:
     data.artifact = _json(run_dir.artifact, data, "artifact.json")
     data.server = _json(run_dir.server, data, "server.json")
     data.capacity = _json(run_dir.capacity, data, "capacity.json")
-    rows = list(read_jsonl(run_dir.requests))
+    rows = rows_with_server_truth(run_dir)
     data.cells = _latest_cells(run_dir.path / "sweeps" / "cells.jsonl", data.manifest.get("profile_hash"))
     data.requests = _counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)

@@ -28,6 +28,7 @@ from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
 from ninferkit.sweeps.rules import MaxErrors, StopRule
 from ninferkit.sweeps.tables import ab_table, build_tables, latest_outcomes, save_tables
+from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.telemetry import Telemetry
 from ninferkit.workloads import Tokenizer
 
@@ -61,8 +62,10 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
         try:
             _run_cells(ctx, pending, telemetry if profile.sweeps.telemetry else None, progress)
         except ServerExited:
+            record_log_truth(run, adapter)
             save_tables(run.dir, build_tables(run, kinds))
             raise
+    record_log_truth(run, adapter)  # the engine has logged every request by now
     tables = build_tables(run, kinds)
     if baseline is not None:
         tables["ab"] = ab_table(baseline, run.dir)

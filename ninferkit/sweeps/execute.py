@@ -4,7 +4,8 @@ Every row is appended to `requests.jsonl` and flushed the moment its request end
 `done`, `failed` (a stop rule fired, or the server died: then with the diagnosis from its log) or
 `skipped` (the engine cannot serve it); the outcome is appended to `sweeps/cells.jsonl`. Rows carry
 the cell's `attempt`, so the tables use only the attempt that finished, and a retried cell never
-counts twice while nothing written is ever deleted.
+counts twice while nothing written is ever deleted. After a cell's requests end, and before its
+outcome is recorded, the engine's own per-request record is joined to its rows (truth.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ninferkit.errors import Diagnosis, RequestFailed, ServerExited
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell, ledger_path
 from ninferkit.sweeps.rules import CellTally, StopRule
+from ninferkit.sweeps.truth import MeteredClient, record_log_truth
 from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_prompt, user_messages
 
 APPENDED_SENTENCE = " The board will publish its next record in the spring."
@@ -45,8 +47,11 @@ class SweepContext:
     log_path: Path | None
 
     def client(self, connections: int = 8) -> StreamingClient:
-        return StreamingClient(self.url, self.adapter, self.run.profile.serve.model_id, headers=self.headers,
-                               timeout_s=self.timeout_s, max_connections=connections)
+        """A client per cell; it reads the engine's per-request counters around requests that run alone
+        when the engine has such counters (truth.MeteredClient)."""
+        kind = StreamingClient if self.adapter.request_metrics_path is None else MeteredClient
+        return kind(self.url, self.adapter, self.run.profile.serve.model_id, headers=self.headers,
+                    timeout_s=self.timeout_s, max_connections=connections)
 
 
 class CellStopped(Exception):
@@ -73,7 +78,8 @@ class Recorder:
 
     def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
         row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id, "cell": self.cell.params,
-               "attempt": self.attempt, "repetition": repetition, "warmup": warmup, **result.row(), **extra}
+               "attempt": self.attempt, "request_uid": uuid.uuid4().hex, "repetition": repetition, "warmup": warmup,
+               **result.row(), **extra}
         append_jsonl(self.ctx.run.dir.requests, row)
         self.tally.add(result.status, result.error, result.http_status)
         if not warmup and extra.get("prefix_role") != "seed":
@@ -109,12 +115,14 @@ def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
         reason = "the server died during this cell" + (f": {diagnosis}" if diagnosis else "")
         outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
                               diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally)
+        record_log_truth(ctx.run, ctx.adapter)
         _append_outcome(ctx, cell, outcome)
         raise
     else:
         refusal = _refused(record.measured)
         status = "skipped" if refusal else "done"
         outcome = CellOutcome(cell.cell_id, status, attempt, refusal, tally=record.tally)
+    record_log_truth(ctx.run, ctx.adapter)  # before the outcome: a done cell has its truth
     _append_outcome(ctx, cell, outcome)
     return outcome
 

@@ -16,11 +16,13 @@ import pandas as pd
 
 from ninferkit.runs import Run, RunDir, read_jsonl
 from ninferkit.sweeps.plan import ledger_path
+from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import window_summary
 
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "prompt_s_server",
-          "decode_tok_s_client", "acceptance_server", "queue_s_server")
+          "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
+          "accepted_tokens_server")
 KEYS = {
     "context": ("target_prompt_tokens", "api"),
     "tasks": ("task", "context_depth", "api"),
@@ -39,9 +41,9 @@ def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[st
 
 
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows of the attempt each cell's outcome names."""
+    """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
     attempts = {(cid, entry["attempt"]) for cid, entry in outcomes.items()}
-    rows = [r for r in read_jsonl(run_dir.requests) if (r.get("cell_id"), r.get("attempt")) in attempts]
+    rows = [r for r in rows_with_server_truth(run_dir) if (r.get("cell_id"), r.get("attempt")) in attempts]
     return pd.DataFrame(rows)
 
 
@@ -118,11 +120,24 @@ def _cell_metrics(kind: str, cell_rows: pd.DataFrame) -> dict[str, Any]:
     for name in MEDIAN:
         values = _numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
+    out["server_note"] = _server_note(ok)
     if kind == "concurrency":
         out.update(_aggregate(ok))
     if kind == "prefix_reuse":
         out.update(_prefix(measured, ok))
     return out
+
+
+def _server_note(ok: pd.DataFrame) -> str | None:
+    """Why server-side numbers are missing or qualified for some measured requests (the most common
+    reason, with how many rows it concerns); None when every row has its server numbers plainly."""
+    if "server_note" not in ok:
+        return None
+    notes = ok["server_note"].dropna()
+    if not len(notes):
+        return None
+    counts = notes.value_counts()
+    return f"{counts.iloc[0]} of {len(ok)} requests: {counts.index[0]}"
 
 
 def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:
