@@ -304,9 +304,9 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
         while _group_alive(pgid) and time.monotonic() < deadline:
             _reap(pgid)
             time.sleep(0.05)
-    _reap(pgid)
     if _group_alive(pgid):
         raise ServerError(f"process group {pgid} survived SIGKILL; check `ps -g {pgid}` and kill it by hand")
+    _reap(pgid, wait=True)
     record["state"] = ServerState.STOPPED.value
     record["stopped"] = utc_now()
     write_json_atomic(run_dir.server, record)
@@ -320,10 +320,15 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _reap(pid: int) -> None:
-    """Collect our own exited child, so it does not linger as a zombie that looks alive."""
+def _reap(pid: int, wait: bool = False) -> None:
+    """Collect our own exited child, so it does not linger as a zombie; `wait` once the group is
+    known to be gone (it may still be between its last instruction and becoming a zombie)."""
     process = _children.get(pid)
-    if process is not None and process.poll() is not None:
+    if process is None:
+        return
+    if wait:
+        process.wait(timeout=STOP_GRACE_S)
+    if process.poll() is not None:
         del _children[pid]
 
 
