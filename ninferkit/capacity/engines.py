@@ -23,6 +23,7 @@ from ninferkit.capacity.architecture import (
 )
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -68,21 +69,9 @@ class EngineCapacity:
     """KV layout from the profile (and the model file when the engine needs it); None: unknown."""
 
 
-_REGISTRY: dict[str, EngineCapacity] = {}
-
-
-def register(kind: str, capacity: EngineCapacity) -> None:
-    if kind in _REGISTRY:
-        raise ValueError(f"capacity model for '{kind}' is already registered")
-    _REGISTRY[kind] = capacity
-
-
-def engine_capacity(kind: str) -> EngineCapacity:
-    try:
-        return _REGISTRY[kind]
-    except KeyError:
-        raise ProfileError(f"engine.kind '{kind}' has no capacity model; registered: "
-                           f"{', '.join(sorted(_REGISTRY))}") from None
+_MODELS: Registry[EngineCapacity] = Registry("capacity model for engine.kind", ProfileError)
+register = _MODELS.add
+engine_capacity = _MODELS.get
 
 
 def _ninfer_layout(profile: Profile, model_path: Path | None, kv_dtype: str | None) -> KVLayout | None:

@@ -8,27 +8,22 @@ from __future__ import annotations
 
 from ninferkit.engines.base import DiagnosisRule, EngineAdapter
 from ninferkit.errors import ProfileError
+from ninferkit.registry import Registry
 
-_REGISTRY: dict[str, type[EngineAdapter]] = {}
+_ADAPTERS: Registry[type[EngineAdapter]] = Registry("engine.kind", ProfileError)
 
 
 def register(adapter: type[EngineAdapter]) -> type[EngineAdapter]:
     """Class decorator: make an adapter available under its `kind`; duplicates are a bug."""
-    if adapter.kind in _REGISTRY:
-        raise ValueError(f"engine kind '{adapter.kind}' is already registered by {_REGISTRY[adapter.kind]}")
-    _REGISTRY[adapter.kind] = adapter
-    return adapter
+    return _ADAPTERS.add(adapter.kind, adapter)
 
 
 def get_adapter(kind: str) -> EngineAdapter:
-    try:
-        return _REGISTRY[kind]()
-    except KeyError:
-        raise ProfileError(f"engine.kind '{kind}' has no adapter; registered: {', '.join(sorted(_REGISTRY))}") from None
+    return _ADAPTERS.get(kind)()
 
 
 def registered_kinds() -> list[str]:
-    return sorted(_REGISTRY)
+    return _ADAPTERS.names()
 
 
 # Built-in adapters register themselves on import.

@@ -14,33 +14,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ninferkit.errors import NinferkitError
+from ninferkit.registry import Registry
 from ninferkit.report.document import Block, Bullets, Code, Document, Figure, Paragraph, Table
 
 Renderer = Callable[[Document, Path], Path]
-_RENDERERS: dict[str, Renderer] = {}
+_RENDERERS: Registry[Renderer] = Registry("report.formats names renderer", NinferkitError)
+renderers = _RENDERERS.names
+get_renderer = _RENDERERS.get
 
 
 def register_renderer(name: str) -> Callable[[Renderer], Renderer]:
-    """Decorator: make a renderer available under `name`; a duplicate name is a bug."""
+    """Decorator: write-ups can be rendered as `name` (report.formats)."""
     def add(renderer: Renderer) -> Renderer:
-        if name in _RENDERERS:
-            raise ValueError(f"renderer '{name}' is already registered")
-        _RENDERERS[name] = renderer
-        return renderer
+        return _RENDERERS.add(name, renderer)
     return add
-
-
-def renderers() -> list[str]:
-    return sorted(_RENDERERS)
-
-
-def get_renderer(name: str) -> Renderer:
-    """The renderer registered as `name`; NinferkitError naming the registered ones otherwise."""
-    try:
-        return _RENDERERS[name]
-    except KeyError:
-        raise NinferkitError(f"report.formats names '{name}', which is not a renderer; registered: "
-                             f"{', '.join(renderers())}") from None
 
 
 # --- Markdown ---------------------------------------------------------------------------------------
