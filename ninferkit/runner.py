@@ -107,6 +107,20 @@ def run_runbook(
     return result
 
 
+def _kernel_manager_class() -> type:
+    """Kernels over Unix-domain sockets: nothing of the kernel listens on TCP (where any local user
+    could connect to it in plain text, which ipykernel warns about at every start)."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+    return IPCKernelManager
+
+
 def _run_step(run: Run, step: str, notebooks_dir: Path) -> StepResult:
     import papermill as pm  # here, not at the top: it costs seconds of start-up for every other command
 
@@ -122,7 +136,8 @@ def _run_step(run: Run, step: str, notebooks_dir: Path) -> StepResult:
                   "run_dir": str(run.dir.path), "overrides": list(run.loaded.overrides)}
     try:
         pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(notebooks_dir),
-                            progress_bar=False, kernel_name="python3")
+                            progress_bar=False, kernel_name="python3",
+                            kernel_manager_class=_kernel_manager_class())
     except pm.PapermillExecutionError as exc:
         seconds = time.monotonic() - started
         reason = f"{exc.ename}: {exc.evalue}"
