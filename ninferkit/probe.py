@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ninferkit.artifact.paths import local_dir
 from ninferkit.params.profile import Profile
+from ninferkit.units import GIB
 
 Severity = Literal["info", "warning", "error"]
 
@@ -235,7 +236,7 @@ def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[s
                                f"sudo nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (and a oneshot systemd unit "
                                "to re-apply it at boot)"))
     if first and profile.gpu.memory_gib:
-        total_gib = first["memory_total_bytes"] / 1024**3
+        total_gib = first["memory_total_bytes"] / GIB
         if total_gib < profile.gpu.memory_gib * 0.97:
             out.append(Finding("error", "gpu_memory_low",
                                f"GPU has {total_gib:.1f} GiB, the profile expects {profile.gpu.memory_gib:.0f} GiB",
@@ -244,8 +245,8 @@ def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[s
     free = facts["disk"]["free_bytes"]
     if size and free < size * 1.1:
         out.append(Finding("error", "disk_low",
-                           f"{free / 1024**3:.1f} GiB free at {facts['disk']['path']}, the artifact needs "
-                           f"{size / 1024**3:.1f} GiB", "free disk space or point artifact.local_dir elsewhere"))
+                           f"{free / GIB:.1f} GiB free at {facts['disk']['path']}, the artifact needs "
+                           f"{size / GIB:.1f} GiB", "free disk space or point artifact.local_dir elsewhere"))
     if profile.serve.docker and not facts["docker"]["nvidia_runtime"]:
         out.append(Finding("error", "no_nvidia_container_runtime",
                            "the profile launches in Docker but no Docker engine with the NVIDIA runtime answers",
@@ -268,13 +269,13 @@ def summary(result: dict[str, Any]) -> str:
         lines.append(f"driver {gpu.get('driver_version')} (CUDA {gpu.get('cuda_driver_version')}), "
                      f"module {facts['kernel_module'].get('flavour')}")
         for g in gpu["gpus"]:
-            lines.append(f"GPU {g['index']}: {g['name']} {g['arch']}, {g['memory_total_bytes'] / 1024**3:.1f} GiB, "
+            lines.append(f"GPU {g['index']}: {g['name']} {g['arch']}, {g['memory_total_bytes'] / GIB:.1f} GiB, "
                          f"power limit {g['power_limit_w']} W, PCIe gen {g['pcie_gen']} x{g['pcie_width']}")
     cpu = facts["cpu"]
     lines.append(f"CPU: {cpu['model']} ({cpu['cores']} cores, AVX-512: {'yes' if cpu['avx512f'] else 'no'})")
     lines.append(f"CUDA toolkit: {facts['cuda_toolkit']['version'] or 'not found'}; docker: "
                  f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
-    lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / 1024**3:.1f} GiB")
+    lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / GIB:.1f} GiB")
     for f in result["findings"]:
         lines.append(f"[{f['severity']}] {f['code']}: {f['message']}" + (f" -> {f['fix']}" if f["fix"] else ""))
     return "\n".join(lines)

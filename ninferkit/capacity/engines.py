@@ -24,6 +24,7 @@ from ninferkit.capacity.architecture import (
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.registry import Registry
+from ninferkit.units import GIB
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,6 @@ def _vllm_layout(profile: Profile, model_path: Path | None, kv_dtype: str | None
     return vllm_kv_layout(json.loads(path.read_text()), kv_dtype or "auto", tp)
 
 
-register("ninfer", EngineCapacity(PoolRule(64, 1024**3, True, "bf16"), _ninfer_layout))
+register("ninfer", EngineCapacity(PoolRule(64, GIB, True, "bf16"), _ninfer_layout))
 register("llama_server", EngineCapacity(PoolRule(256, None, False, "f16"), _llama_layout))
 register("vllm", EngineCapacity(PoolRule(16, None, True, "auto"), _vllm_layout))

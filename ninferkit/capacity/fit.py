@@ -23,9 +23,10 @@ from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.engines import PoolRule
-from ninferkit.capacity.interval import GIB, Interval, hull
+from ninferkit.capacity.interval import Interval, hull
 from ninferkit.capacity.observations import Observation
 from ninferkit.capacity.polytope import Constraint, Polytope, Vector
+from ninferkit.units import GIB
 
 _NO_CAP = 2**40
 PARAMETERS = ("fixed_ref_bytes", "per_slot_bytes", "per_context_token_bytes", "bytes_per_token")

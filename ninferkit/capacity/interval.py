@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ninferkit.units import GIB
+
 Number = int | float | Fraction
-GIB = 1024**3
-MIB = 1024**2
 
 
 def _exact(value: Number) -> Fraction:

@@ -18,7 +18,8 @@ from typing import Any
 
 from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.fit import CapacityFit, FamilyFit
-from ninferkit.capacity.interval import GIB, Interval
+from ninferkit.capacity.interval import Interval
+from ninferkit.units import GIB
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from ninferkit.errors import Diagnosis
 from ninferkit.params.profile import Profile
+from ninferkit.units import MIB
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,6 @@ def llama_cpp_timings(timings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIB = 1024**2
-GIB = 1024**3
 
 
 def mib(group: str) -> Callable[[re.Match[str]], int]:

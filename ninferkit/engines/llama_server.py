@@ -19,6 +19,7 @@ from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, field_pattern, integer, llama_cpp_timings, mib, rule, text
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.units import MIB
 
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 LOG_VERBOSITY = "4"
@@ -167,7 +168,6 @@ class LlamaServer(EngineAdapter):
         return llama_cpp_timings(timings) if timings else {}
 
 
-MIB = 1024**2
 _MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
 _CONTEXT_START = re.compile(r"llama_context: constructing llama_context")
 _MODEL_BUFFER = re.compile(r"load_tensors:\s+(?P<dev>\S+) model buffer size\s*=\s*(?P<v>[\d.]+) MiB")

@@ -32,6 +32,7 @@ from ninferkit.engines.ninfer_request_log import JOIN_FIELDS, join_client_rows, 
 from ninferkit.engines.ninfer_request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
+from ninferkit.units import GIB, MIB
 
 GENERATIONS = ("G0", "G1", "G2", "G3")
 PAGE_TOKENS = 64  # kPagedKVPageSize: KV capacity is counted in 64-token page groups (G1+)
@@ -180,7 +181,7 @@ def message(line: str) -> str:
 # Numbers as NInfer prints them
 # ---------------------------------------------------------------------------------------------
 
-_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+_UNITS = {"B": 1, "KiB": 1024, "MiB": MIB, "GiB": GIB}
 _BYTES = r"(?P<{name}>[\d,]+(?:\.\d+)?) (?P<{name}_unit>B|KiB|MiB|GiB)\b"
 
 

@@ -23,6 +23,7 @@ from ninferkit.engines.base import EngineAdapter, rule
 from ninferkit.engines.ninfer import power_limit_unit
 from ninferkit.errors import ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
+from ninferkit.units import GIB
 
 WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_token_head",
@@ -30,13 +31,12 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_
 NO_BFLOAT16_ARCHS = ("sm_60", "sm_61", "sm_70", "sm_75")  # compute capability below 8.0
 API_KEY_VARIABLE = "VLLM_API_KEY"  # vllm serve reads its --api-key default from here
 _NINFER_ONLY = ("pending_timeout_ms", "max_pending_requests", "log_stats_interval_ms", "request_log_jsonl")
-_GIB = 1024**3
 
 
 def _gib(number: str) -> tuple[int, int]:
     """(bytes, resolution in bytes) of a GiB value printed with some decimals."""
     decimals = len(number.partition(".")[2])
-    return round(float(number) * _GIB), round(_GIB / 10**decimals)
+    return round(float(number) * GIB), round(GIB / 10**decimals)
 
 
 _LEDGER = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-GIB = 1024**3
+from ninferkit.units import GIB, MIB
 
 
 def number(value: Any) -> str:
@@ -39,7 +39,7 @@ def gib(value: Any) -> str:
     if value is None:
         return "—"
     if abs(value) < GIB / 10:
-        return f"{value / 1024**2:.1f} MiB"
+        return f"{value / MIB:.1f} MiB"
     return f"{value / GIB:.2f} GiB"
 
 

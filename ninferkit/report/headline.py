@@ -18,8 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.report.data import RunData, load_run
-
-GIB = 1024**3
+from ninferkit.units import GIB
 
 
 @dataclass(frozen=True)
