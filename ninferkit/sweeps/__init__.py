@@ -45,8 +45,7 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
     kinds = parse_only(only)
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
-    cells = plan(run, only)
-    baseline = _ab_baseline(run, kinds, explicit=only is not None)
+    cells, baseline = _checked_plan(run, kinds, explicit=only is not None)
     record = server.ensure_running(run.dir)
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
@@ -83,10 +82,12 @@ def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
     Raises ProfileError for an unknown kind, a size over the served context, or an A/B without
     its baseline run.
     """
-    kinds = parse_only(only)
-    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=only is not None)
-    _ab_baseline(run, kinds, explicit=only is not None)
-    return cells
+    return _checked_plan(run, parse_only(only), explicit=only is not None)[0]
+
+
+def _checked_plan(run: Run, kinds: list[str], explicit: bool) -> tuple[list[Cell], RunDir | None]:
+    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=explicit)
+    return cells, _ab_baseline(run, kinds, explicit)
 
 
 def _run_cells(ctx: SweepContext, cells: list[Cell], telemetry: Telemetry | None, progress: bool) -> None:
