@@ -88,9 +88,26 @@ def find_llama_server(binary: str | None) -> Path | None:
     return Path(on_path) if on_path else None
 
 
+def cuda_arch(build: BuildSection) -> str:
+    """The CUDA architecture to compile for: the profile's, else the first GPU's as NVML reports it.
+
+    Naming it (rather than CMake's `native`) keys the cached build by architecture, so one cache can
+    hold builds for a V100 (70) and an H200 (90), and a build made on one box is not reused on another.
+    """
+    if build.cuda_arch:
+        return build.cuda_arch
+    from ninferkit.probe import gpu_facts
+
+    gpus = gpu_facts()["gpus"]
+    if not gpus:
+        raise ToolMissing("engine.build.backend is 'cuda' but NVML finds no GPU to take the architecture from; "
+                          "set engine.build.cuda_arch (e.g. '70', '86', '90')")
+    return str(gpus[0]["compute_capability"]).replace(".", "")
+
+
 def build_dir(build: BuildSection) -> Path:
     version = LLAMA_CPP_SDIST.partition("==")[2]
-    flavour = "cpu" if build.backend == "cpu" else f"cuda-sm{build.cuda_arch or 'native'}"
+    flavour = "cpu" if build.backend == "cpu" else f"cuda-sm{cuda_arch(build)}"
     return cache_dir() / "build" / f"llama.cpp-{version}-{flavour}"
 
 
@@ -106,34 +123,43 @@ def _check_build_tools(build: BuildSection) -> None:
         )
 
 
-def build_llama_server(build: BuildSection, targets: tuple[str, ...] = ("llama-server",)) -> Path:
-    """Build llama-server from the pinned source (once; later calls reuse the binary)."""
+def build_llama_cpp(build: BuildSection, targets: tuple[str, ...] = ("llama-server",)) -> dict[str, Path]:
+    """Build llama.cpp programs (`llama-server`, `llama-bench`) from the pinned source, once.
+
+    Programs already built are reused; the rest are built together in one cmake call, which on a GPU
+    box saves compiling the CUDA kernels twice. Returns each target's path.
+    """
     out = build_dir(build)
-    binary = out / "bin" / "llama-server"
-    if binary.exists():
-        return binary
+    paths = {target: out / "bin" / target for target in targets}
+    if all(path.exists() for path in paths.values()):
+        return paths
     _check_build_tools(build)
     source = llama_cpp_source()
     with _locked(out.parent / f".{out.name}.lock"):
-        if binary.exists():
-            return binary
-        out.mkdir(parents=True, exist_ok=True)
-        log = out / "build.log"
-        configure = [
-            "cmake", "-S", str(source), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
-            "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF",
-            "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF",
-        ]
-        if build.backend == "cuda":
-            configure += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={build.cuda_arch or 'native'}"]
-        jobs = str(os.cpu_count() or 2)
-        with log.open("w") as handle:
-            _run_logged(configure, handle, log, "configure")
-            _run_logged(["cmake", "--build", str(out), "--config", "Release", "-j", jobs, "--target", *targets],
-                        handle, log, "build", progress=True)
-    if not binary.exists():
-        raise NinferkitError(f"the build finished but {binary} is missing; see {log}")
-    return binary
+        missing = [target for target, path in paths.items() if not path.exists()]
+        if missing:
+            _cmake_build(build, source, out, missing)
+    absent = [str(path) for path in paths.values() if not path.exists()]
+    if absent:
+        raise NinferkitError(f"the build finished but {', '.join(absent)} is missing; see {out / 'build.log'}")
+    return paths
+
+
+def _cmake_build(build: BuildSection, source: Path, out: Path, targets: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "build.log"
+    configure = [
+        "cmake", "-S", str(source), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
+        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF",
+        "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF",
+    ]
+    if build.backend == "cuda":
+        configure += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch(build)}"]
+    jobs = str(os.cpu_count() or 2)
+    with log.open("a") as handle:
+        _run_logged(configure, handle, log, "configure")
+        _run_logged(["cmake", "--build", str(out), "--config", "Release", "-j", jobs, "--target", *targets],
+                    handle, log, "build", progress=True)
 
 
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
@@ -144,7 +170,7 @@ def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str, progress:
     handle.flush()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
-    with tqdm(total=100, desc=f"llama-server {what}", unit="%", disable=not progress) as bar:
+    with tqdm(total=100, desc=f"llama.cpp {what}", unit="%", disable=not progress) as bar:
         for line in process.stdout:
             handle.write(line)
             match = _PERCENT.match(line)
@@ -153,12 +179,12 @@ def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str, progress:
     if process.wait() != 0:
         handle.flush()
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
-        raise NinferkitError(f"llama-server {what} failed (exit {process.returncode}); log {log}:\n{tail}")
+        raise NinferkitError(f"llama.cpp {what} failed (exit {process.returncode}); log {log}:\n{tail}")
 
 
 def llama_server_binary(binary: str | None, build: BuildSection) -> Path:
     """The llama-server to run: the profile's or PATH's when present, else a cached build."""
-    return find_llama_server(binary) or build_llama_server(build)
+    return find_llama_server(binary) or build_llama_cpp(build)["llama-server"]
 
 
 def model_file_name(spec: GeneratedModel) -> str:

@@ -21,7 +21,7 @@ import re
 import statistics
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,21 +170,33 @@ class Telemetry:
                 self._stop.wait(METRICS_INTERVAL_S)
 
 
+def _nvml_read(call: Callable[[], Any]) -> Any:
+    """One NVML query, None where this GPU or a virtualized driver does not support it, so one missing
+    counter (temperature under some hypervisors, say) does not end the sampling of the others."""
+    try:
+        return call()
+    except pynvml.NVMLError:
+        return None
+
+
 def _nvml_sample(handle: Any) -> dict[str, Any]:
     get_reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
         pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    reasons = throttle_names(int(get_reasons(handle)))
-    utilization = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    mask = _nvml_read(lambda: get_reasons(handle))
+    reasons = None if mask is None else throttle_names(int(mask))
+    utilization = _nvml_read(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle))
+    power_mw = _nvml_read(lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
+    memory = _nvml_read(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
     return {
-        "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-        "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-        "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-        "util_gpu_pct": utilization.gpu,
-        "util_mem_pct": utilization.memory,
-        "memory_used_bytes": pynvml.nvmlDeviceGetMemoryInfo(handle).used,
+        "power_w": None if power_mw is None else power_mw / 1000.0,
+        "sm_clock_mhz": _nvml_read(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "mem_clock_mhz": _nvml_read(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+        "temperature_c": _nvml_read(lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+        "util_gpu_pct": None if utilization is None else utilization.gpu,
+        "util_mem_pct": None if utilization is None else utilization.memory,
+        "memory_used_bytes": None if memory is None else memory.used,
         "throttle_reasons": reasons,
-        "throttled": bool(THROTTLING.intersection(reasons)),
+        "throttled": None if reasons is None else bool(THROTTLING.intersection(reasons)),
     }
 
 
@@ -198,10 +210,12 @@ def window_summary(rows: Iterable[Mapping[str, Any]], t_start: float, t_end: flo
     if not samples:
         return {"power_w_median": None, "power_w_max": None, "sm_clock_mhz_median": None,
                 "sm_clock_mhz_max": None, "throttled": None, "throttle_reasons": None, "gpu_samples": 0}
-    power = [r["power_w"] for r in samples]
-    clock = [r["sm_clock_mhz"] for r in samples]
-    reasons = sorted({name for r in samples for name in r["throttle_reasons"] if name in THROTTLING})
-    return {"power_w_median": statistics.median(power), "power_w_max": max(power),
-            "sm_clock_mhz_median": statistics.median(clock), "sm_clock_mhz_max": max(clock),
-            "throttled": any(r["throttled"] for r in samples), "throttle_reasons": reasons,
+    power = [r["power_w"] for r in samples if r.get("power_w") is not None]
+    clock = [r["sm_clock_mhz"] for r in samples if r.get("sm_clock_mhz") is not None]
+    flags = [r["throttled"] for r in samples if r.get("throttled") is not None]
+    reasons = sorted({name for r in samples for name in r.get("throttle_reasons") or () if name in THROTTLING})
+    return {"power_w_median": statistics.median(power) if power else None, "power_w_max": max(power, default=None),
+            "sm_clock_mhz_median": statistics.median(clock) if clock else None,
+            "sm_clock_mhz_max": max(clock, default=None), "throttled": any(flags) if flags else None,
+            "throttle_reasons": reasons if flags else None,
             "gpu_samples": len(samples)}

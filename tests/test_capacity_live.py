@@ -1,9 +1,9 @@
-"""The capacity step against the live embedded llama-server (5-7 launches of ~1 s each).
+"""The capacity step against the live embedded llama-server (about ten launches of ~1 s each).
 
 On the CPU there is no device limit to find (host memory is ~24 GB), so: the fit runs over two slot
-counts and two cache types and is checked against the KV sizes the server logs; the search looks
-for the largest pool within a 128 MiB budget standing in for GPU memory, and its answer is a real
-launch that served a request.
+counts and two cache types and is checked against the KV sizes the server logs; one search per slot
+count and cache type looks for the largest pool within a 128 MiB budget standing in for GPU memory,
+and each answer is a real launch that served a request.
 """
 
 from __future__ import annotations
@@ -50,19 +50,28 @@ def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run
     assert run.dir.capacity.exists()
 
 
-def test_search_answer_is_a_launch_that_served_within_the_budget(capacity_run: tuple[Run, dict]) -> None:
+def test_each_search_answer_is_a_launch_that_served_within_the_budget(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
-    search = summary["search"]
-    assert search["mode"] == "budget-bisection" and search["verified_by_request"]
-    assert 1 <= search["launches"] <= 4
-    answer = search["answer_kv_tokens"]
-    launched = [r for r in search["results"] if r["kv_tokens"] == answer and r["fits"]]
-    assert launched and launched[0]["served"]
-    observation = next(o for o in recorded(run) if o.kv_tokens == answer and o.setting.concurrency == 2)
-    total = observation.runtime + observation.weights  # type: ignore[operator]
-    assert total.high is not None and total.high <= BUDGET
-    # one page per slot more would not fit: by a launch or by the fit (the note says which)
-    assert f"{answer + 512:,} does not" in search["note"]
+    searches = summary["searches"]
+    assert {(s["setting"]["concurrency"], s["setting"]["kv_dtype"]) for s in searches} == {
+        (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
+    assert summary["search_launches"] == sum(s["launches"] for s in searches)
+    for search in searches:
+        concurrency = search["setting"]["concurrency"]
+        assert search["mode"] == "budget-bisection" and search["verified_by_request"], search
+        assert search["launches"] <= 4
+        answer = search["answer_kv_tokens"]
+        assert search["answer_context_per_slot"] == answer // concurrency
+        assert search["server_kv_tokens"] == answer  # the server's KV line: the cells it really allocated
+        observation = next(o for o in recorded(run) if o.kv_tokens == answer and o.setting.concurrency == concurrency
+                           and o.setting.kv_dtype == search["setting"]["kv_dtype"])
+        assert observation.served
+        total = observation.runtime + observation.weights  # type: ignore[operator]
+        assert total.high is not None and total.high <= BUDGET
+        # one page per slot more would not fit: by a launch or by the fit (the note says which)
+        assert f"{answer + 256 * concurrency:,} does not" in search["note"]
+    answers = {(s["setting"]["concurrency"], s["setting"]["kv_dtype"]): s["answer_kv_tokens"] for s in searches}
+    assert answers[(1, "q8_0")] > answers[(1, "f16")]  # a smaller cache type leaves room for more tokens
 
 
 def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> None:
@@ -70,5 +79,5 @@ def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> N
     before = len(list((run.dir.path / "capacity" / "launches").iterdir()))
     again = capacity_step(run, say=lambda line: None)
     assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
-    assert again["search"]["answer_kv_tokens"] == first["search"]["answer_kv_tokens"]
-    assert all(step["reused"] for step in again["search"]["results"])
+    assert [s["answer_kv_tokens"] for s in again["searches"]] == [s["answer_kv_tokens"] for s in first["searches"]]
+    assert all(step["reused"] for search in again["searches"] for step in search["results"])

@@ -78,11 +78,15 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print) -> La
             server.stop(sub.dir)
         log_text = sub.dir.server_log.read_text(errors="replace") if sub.dir.server_log.exists() else ""
         observation = from_log(run.profile.engine.kind, log_text, setting, rule, str(sub.dir.server_log))
-        if observation is None or (error is not None and observation.kind != "refusal"):
+        if observation is None:
             if error is not None:
-                raise error
+                raise error  # it failed before printing any memory books: not evidence about memory
             return None
-        observation = with_served(observation, served if observation.kind == "ledger" else False)
+        # A launch that printed its books is evidence whatever stopped it afterwards (a refusal, or a
+        # failure at warm-up at a very long context): it counts as not serving, with the reason kept.
+        observation = with_served(observation, served and error is None and observation.kind == "ledger")
+        if error is not None:
+            observation = replace(observation, extra={**observation.extra, "failure": str(error).splitlines()[0]})
         append_jsonl(observations_path(run), observation.as_dict())
         say(f"launch {index:02d} {setting.label()}: "
             + ("started and served a request" if served else f"{observation.kind}, did not serve"))

@@ -37,9 +37,17 @@ class SearchResult:
     launches: int = 0
     steps: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    shared_pool: bool = False
 
     def as_dict(self) -> dict[str, Any]:
+        """The answer with what the server itself reported at it (its KV line's cells), beside the count
+        of launches that found it."""
+        reported = [step["server_kv_tokens"] for step in self.steps
+                    if step["kv_tokens"] == self.answer_tokens and step["fits"]]
+        per_slot = (self.setting.context_per_slot if self.shared_pool  # the pool grows, the per-slot cap is fixed
+                    else None if self.answer_tokens is None else self.answer_tokens // self.setting.concurrency)
         return {"setting": self.setting.as_dict(), "mode": self.mode, "answer_kv_tokens": self.answer_tokens,
+                "answer_context_per_slot": per_slot, "server_kv_tokens": reported[-1] if reported else None,
                 "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
                 "note": self.note}
 
@@ -70,8 +78,11 @@ def search(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observatio
     observed = list(observations)
     budget = None if budget_bytes is None else Interval.exact(budget_bytes)
     if rule.auto_headroom_bytes is not None and budget is None:
-        return _auto_slack(base, rule, launch, refit, observed, max_launches)
-    return _bisect(base, rule, launch, refit, observed, max_launches, budget)
+        result = _auto_slack(base, rule, launch, refit, observed, max_launches)
+    else:
+        result = _bisect(base, rule, launch, refit, observed, max_launches, budget)
+    result.shared_pool = rule.shared_pool
+    return result
 
 
 def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
@@ -82,7 +93,8 @@ def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
 
 def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bool | None, why: str) -> None:
     result.launches += 1
-    result.steps.append({"kv_tokens": tokens, "kind": None if obs is None else obs.kind,
+    result.steps.append({"kv_tokens": tokens, "server_kv_tokens": None if obs is None else obs.kv_tokens,
+                         "kind": None if obs is None else obs.kind,
                          "started": None if obs is None else obs.started,
                          "served": None if obs is None else obs.served, "fits": fits, "why": why,
                          "runtime_bytes": None if obs is None or obs.runtime is None else obs.runtime.as_bytes(),

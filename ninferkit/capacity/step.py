@@ -74,7 +74,7 @@ def _available(result: CapacityFit, profile: Profile, observations: Sequence[Obs
 
 
 def summarize(profile: Profile, observations: Sequence[Observation],
-              search_result: SearchResult | None = None) -> dict[str, Any]:
+              searches: Sequence[SearchResult] = ()) -> dict[str, Any]:
     """capacity.json's content: the fit, the decision table, the search, and what the data leaves open."""
     capacity = engine_capacity(profile.engine.kind)
     rule = capacity.pool
@@ -122,7 +122,8 @@ def summarize(profile: Profile, observations: Sequence[Observation],
                                                                   for v in (max_pool.low, max_pool.high)],
         "observations": [o.as_dict() for o in observations],
         "decision_table": table,
-        "search": None if search_result is None else search_result.as_dict(),
+        "searches": [found.as_dict() for found in searches],
+        "search_launches": sum(found.launches for found in searches),
         "formula": FORMULA.replace("P)", f"P = {rule.page_tokens})"),
         "terms_pinned": pinned,
         "terms_unpinned": unpinned,
@@ -163,8 +164,8 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
     launch = launcher(run, capacity.pool, say)
     seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
     base = Setting.from_profile(profile)
+    grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
     if profile.capacity.fit_launches:
-        grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
         for dtype in grid_dtypes:
             for concurrency in profile.capacity.concurrencies:
                 for context in profile.capacity.contexts:
@@ -175,19 +176,19 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
                     found = launch(setting)
                     if found is not None:
                         observations.append(found)
-    search_result = None
+    searches: list[SearchResult] = []
     if profile.capacity.search:
         section = profile.capacity
-        target = Setting(section.search_concurrency or base.concurrency,
-                         section.search_context or base.context_per_slot, base.kv_dtype, None, base.spec,
-                         base.draft_tokens, base.prefill_chunk, base.other)
-        before = len(observations)
-        search_result = search(target, capacity.pool, launch, lambda obs: fit_observations(profile, obs),
+        for dtype in grid_dtypes:
+            for concurrency in section.concurrencies:
+                target = Setting(concurrency, section.search_context or base.context_per_slot, dtype, None,
+                                 base.spec, base.draft_tokens, base.prefill_chunk, base.other)
+                answer = search(target, capacity.pool, launch, lambda obs: fit_observations(profile, obs),
                                observations, section.max_launches, section.memory_budget_bytes)
-        observations = _all(run, own)
-        say(f"search: {search_result.launches} launch(es); answer {search_result.answer_tokens} tokens "
-            f"({len(observations) - before} new observations)")
-    summary = summarize(profile, observations, search_result)
+                observations = _all(run, own)
+                searches.append(answer)
+                say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens")
+    summary = summarize(profile, observations, searches)
     summary["profile_hash"] = run.profile_hash
     write_json_atomic(run.dir.capacity, summary)
     return summary
@@ -237,8 +238,22 @@ def terms_frame(summary: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["status", "term"])
 
 
-def search_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """The search's launches in order; empty when the profile does not ask for a search."""
-    search = summary.get("search") or {}
-    columns = ["kv_tokens", "why", "started", "served", "fits", "runtime_bytes", "reused"]
-    return pd.DataFrame(search.get("results", []), columns=columns)
+def searches_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """One row per search: the largest pool that started and served, per-slot context, launches."""
+    rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"],
+             "answer_kv_tokens": found["answer_kv_tokens"], "answer_context_per_slot": found["answer_context_per_slot"],
+             "server_kv_tokens": found["server_kv_tokens"], "verified_by_request": found["verified_by_request"],
+             "launches": found["launches"], "mode": found["mode"], "note": found["note"]}
+            for found in summary.get("searches") or []]
+    columns = ["kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
+               "verified_by_request", "launches", "mode", "note"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def search_launches_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """Every launch the searches made, in order; empty when the profile does not ask for a search."""
+    columns = ["kv_dtype", "concurrency", "kv_tokens", "server_kv_tokens", "why", "started", "served", "fits",
+               "runtime_bytes", "reused"]
+    rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"], **step}
+            for found in summary.get("searches") or [] for step in found["results"]]
+    return pd.DataFrame(rows, columns=columns)

@@ -13,7 +13,7 @@ from ninferkit.runs import open_run
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
 JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "max_kv_tokens",
-             "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned", "conflicts", "search")
+             "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned", "conflicts", "searches")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -58,10 +58,10 @@ def _text(summary: dict[str, Any]) -> str:
     lines += [f"  pinned: {term}" for term in summary["terms_pinned"]]
     lines += [f"  open:   {term}" for term in summary["terms_unpinned"]]
     lines += [f"  CONFLICT: {text}" for text in summary["conflicts"]]
-    if summary.get("search"):
-        search = summary["search"]
-        lines.append(f"search ({search['mode']}): {search['answer_kv_tokens']} tokens after {search['launches']} "
-                     f"launch(es); {search['note']}")
+    for found in summary.get("searches") or []:
+        setting = found["setting"]
+        lines.append(f"search C={setting['concurrency']} kv={setting['kv_dtype']} ({found['mode']}): "
+                     f"{found['answer_kv_tokens']} tokens after {found['launches']} launch(es); {found['note']}")
     frame = table_frame(summary)
     lines.append(frame.to_string(index=False))
     return "\n".join(lines)

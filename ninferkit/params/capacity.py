@@ -25,10 +25,12 @@ class CapacitySection(Section):
     memory_budget_bytes: int | None = Field(None, ge=1, description="stand-in device memory (weights + "
                                             "runtime) for engines with no limit to find, e.g. llama.cpp on CPU")
     fit_launches: bool = Field(False, description="launch every grid point once to observe it")
-    search: bool = Field(False, description="search the largest KV pool that starts and serves a request")
-    search_concurrency: int | None = Field(None, ge=1, description="slots during the search; null: serve's")
-    search_context: int | None = Field(None, ge=1, description="per-slot context during the search; null: serve's")
-    max_launches: int = Field(8, ge=1, le=64, description="launch budget of the search")
+    search: bool = Field(False, description="search the largest KV pool that starts and serves a request, at "
+                         "each concurrency and KV dtype of the grid")
+    search_context: int | None = Field(None, ge=1, description="per-slot context of a shared-pool engine's "
+                                       "search (NInfer, vLLM); null: serve's")
+    max_launches: int = Field(8, ge=1, le=64, description="launch budget of each search (one per concurrency "
+                              "and KV dtype of the grid)")
     prior_per_slot_bytes: list[int] | None = Field(None, description="[low, high] fixed bytes per extra slot, "
                                                    "for cells the launches do not pin")
     prior_per_context_token_bytes: list[int] | None = Field(None, description="[low, high] fixed bytes per "

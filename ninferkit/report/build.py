@@ -339,8 +339,17 @@ def _capacity(run: RunData) -> Section:
         ("terms pinned", ", ".join(map(str, capacity.get("terms_pinned") or [])) or "—"),
         ("terms not pinned", ", ".join(map(str, capacity.get("terms_unpinned") or [])) or "—"),
         ("observations", number(len(capacity.get("observations") or []))),
-        ("search launches", _value("launches", (capacity.get("search") or {}).get("launches"))),
+        ("search launches", _value("launches", capacity.get("search_launches"))),
     )))
+    searches = capacity.get("searches") or []
+    if searches:
+        columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
+                   "verified_by_request", "launches")
+        blocks.append(Table(columns, tuple(
+            tuple(_value(c, found["setting"][c] if c in ("kv_dtype", "concurrency") else found.get(c)) for c in columns)
+            for found in searches),
+            "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
+            "the cells the server's own KV line reported at it, and the launches each search took."))
     decisions = capacity.get("decision_table") or []
     if decisions:
         columns = tuple(sorted({key for row in decisions for key in row}, key=_decision_order))

