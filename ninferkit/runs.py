@@ -24,7 +24,7 @@ from typing import Any
 from ninferkit.params import LoadedProfile, Profile, load_profile
 
 SCHEMA_VERSION = 1
-PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "pynvml", "pydantic", "gguf", "numpy")
+PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
 
 
 def utc_now() -> str:

@@ -81,3 +81,17 @@ def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> N
     assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
     assert [s["answer_kv_tokens"] for s in again["searches"]] == [s["answer_kv_tokens"] for s in first["searches"]]
     assert all(step["reused"] for search in again["searches"] for step in search["results"])
+
+
+def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: Path, llama_server: Path) -> None:
+    """llama-server serves no slot longer than the model's trained context (it caps it, as the H200 run
+    showed), so with memory to spare the search ends there, verified by a launch, not above it."""
+    run = open_run(LOCAL_CPU, tmp_path, [
+        "capacity.concurrencies=[1]", "capacity.contexts=[2048]", "capacity.kv_dtypes=[f16]", "capacity.search=true",
+        f"capacity.memory_budget_bytes={2**30}", "capacity.max_launches=4", "serve.max_concurrency=1",
+        "serve.max_context=2048", "serve.kv.dtype=f16", f"serve.port={free_port()}"])
+    (search,) = capacity_step(run, say=lambda line: None)["searches"]
+    trained = gguf_metadata(model_path(run.profile))["qwen3.context_length"]
+    assert search["answer_context_per_slot"] == trained and search["verified_by_request"]
+    assert "memory is not the limit" in search["note"]
+    assert all(step["kv_tokens"] <= trained for step in search["results"])

@@ -115,6 +115,21 @@ def ninfer_kv_layout(target: str, kv_dtype: str, spec: str | None = None) -> KVL
 
 # ---------------------------------------------------------------- llama.cpp (GGUF metadata)
 
+LLAMA_CPP_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+"""The KV cache types llama.cpp accepts for -ctk/-ctv."""
+
+
+def ggml_block_size(type_name: str) -> int:
+    import gguf
+
+    try:
+        qtype = gguf.GGMLQuantizationType[type_name.upper()]
+    except KeyError:
+        raise ProfileError(f"cache type {type_name!r} is not a ggml type; allowed: "
+                           f"{', '.join(LLAMA_CPP_CACHE_TYPES)}") from None
+    return int(gguf.GGML_QUANT_SIZES[qtype][0])
+
+
 def ggml_row_bytes(type_name: str, n: int) -> int:
     """Bytes of one row of n values in a ggml type (f16: 2n; q8_0: n/32 x 34; q4_0: n/32 x 18)."""
     import gguf
@@ -224,6 +239,15 @@ def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: st
     default_head = int(get("embedding_length")) // int(n_head0)
     dk = int(get("attention.key_length", default_head))
     dv = int(get("attention.value_length", default_head))
+    for role, type_name, head in (("K", type_k, dk), ("V", type_v, dv)):
+        # llama_init_from_model refuses this before allocating anything ("K cache type q8_0 with block
+        # size 32 does not divide n_embd_head_k=80"); said here, it is a profile error, not a failed launch.
+        block = ggml_block_size(type_name)
+        if head % block:
+            allowed = [t for t in LLAMA_CPP_CACHE_TYPES if not dk % ggml_block_size(t) and not dv % ggml_block_size(t)]
+            raise ProfileError(f"cache type {type_name!r}: its {block}-value block does not divide this model's "
+                               f"{role} head size ({head}), which llama.cpp requires; allowed for this model: "
+                               f"{', '.join(allowed)}")
     interval = get("full_attention_interval")
     window = get("attention.sliding_window")
     pattern = get("attention.sliding_window_pattern")

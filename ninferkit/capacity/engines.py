@@ -68,6 +68,8 @@ class EngineCapacity:
     pool: PoolRule
     layout: Callable[[Profile, Path | None, str | None], KVLayout | None]
     """KV layout from the profile (and the model file when the engine needs it); None: unknown."""
+    slot_context_cap: Callable[[Profile, Path | None], int | None] = lambda profile, model_path: None
+    """The longest context the engine serves in one slot whatever the memory; None: no such cap."""
 
 
 _MODELS: Registry[EngineCapacity] = Registry("capacity model for engine.kind", ProfileError)
@@ -89,6 +91,16 @@ def _llama_layout(profile: Profile, model_path: Path | None, kv_dtype: str | Non
     return llama_cpp_kv_layout(gguf_metadata(model_path), dtype, dtype)
 
 
+def _llama_slot_cap(profile: Profile, model_path: Path | None) -> int | None:
+    """llama-server caps a slot at the model's trained context ("the slot context exceeds the training
+    context of the model - capping"), so a longer slot is refused by its /v1/models, not by memory."""
+    if model_path is None or not model_path.exists():
+        return None
+    meta = gguf_metadata(model_path)
+    trained = meta.get(f"{meta['general.architecture']}.context_length")
+    return None if trained is None else int(trained)
+
+
 def _vllm_layout(profile: Profile, model_path: Path | None, kv_dtype: str | None) -> KVLayout | None:
     config = profile.capacity.vllm_config
     if config is None:
@@ -101,5 +113,5 @@ def _vllm_layout(profile: Profile, model_path: Path | None, kv_dtype: str | None
 
 
 register("ninfer", EngineCapacity(PoolRule(64, GIB, True, "bf16"), _ninfer_layout))
-register("llama_server", EngineCapacity(PoolRule(256, None, False, "f16"), _llama_layout))
+register("llama_server", EngineCapacity(PoolRule(256, None, False, "f16"), _llama_layout, _llama_slot_cap))
 register("vllm", EngineCapacity(PoolRule(16, None, True, "auto"), _vllm_layout))

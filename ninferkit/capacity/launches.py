@@ -87,6 +87,10 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print) -> La
         observation = with_served(observation, served and error is None and observation.kind == "ledger")
         if error is not None:
             observation = replace(observation, extra={**observation.extra, "failure": str(error).splitlines()[0]})
+        elif not served:  # it started, but a check failed: say which (e.g. a context the server capped)
+            problems = [f"{check['name']}: {check.get('detail')}" for check in record.get("checks", [])
+                        if not check["ok"]]
+            observation = replace(observation, extra={**observation.extra, "failure": "; ".join(problems)})
         append_jsonl(observations_path(run), observation.as_dict())
         say(f"launch {index:02d} {setting.label()}: "
             + ("started and served a request" if served else f"{observation.kind}, did not serve"))

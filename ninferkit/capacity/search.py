@@ -70,17 +70,20 @@ def _fits(obs: Observation, budget: Interval | None) -> bool | None:
 
 
 def search(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
-           observations: list[Observation], max_launches: int, budget_bytes: int | None = None) -> SearchResult:
+           observations: list[Observation], max_launches: int, budget_bytes: int | None = None,
+           slot_context_cap: int | None = None) -> SearchResult:
     """Find the largest pool at `base`'s slots and per-slot context; see the module docstring.
 
-    Raises nothing on a refused launch (a refusal is data); stops at `max_launches`.
+    `slot_context_cap` bounds a per-slot search (llama.cpp) where the engine serves no longer slot
+    whatever the memory, so no launch is spent above it. Raises nothing on a refused launch (a
+    refusal is data); stops at `max_launches`.
     """
     observed = list(observations)
     budget = None if budget_bytes is None else Interval.exact(budget_bytes)
     if rule.auto_headroom_bytes is not None and budget is None:
         result = _auto_slack(base, rule, launch, refit, observed, max_launches)
     else:
-        result = _bisect(base, rule, launch, refit, observed, max_launches, budget)
+        result = _bisect(base, rule, launch, refit, observed, max_launches, budget, slot_context_cap=slot_context_cap)
     result.shared_pool = rule.shared_pool
     return result
 
@@ -142,14 +145,15 @@ def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Obser
 
 def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
             observed: list[Observation], max_launches: int, budget: Interval | None,
-            result: SearchResult | None = None) -> SearchResult:
+            result: SearchResult | None = None, slot_context_cap: int | None = None) -> SearchResult:
     """Model-guided bisection in whole pages between the largest pool seen to fit and the smallest
     seen (or predicted for sure) not to."""
     result = result or SearchResult(base, "budget-bisection" if budget is not None else "bisection")
     step = rule.page_tokens * (1 if rule.shared_pool else base.concurrency)
     low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
-    if not rule.shared_pool:
-        low_pool, high_pool = step, 2**40  # the per-slot context itself is what grows
+    if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
+        low_pool, high_pool = step, 2**40 if slot_context_cap is None else _snap(slot_context_cap * base.concurrency,
+                                                                                 step)
     good: int | None = None  # largest pool that fit (launched)
     bad: int | None = None  # smallest pool that did not (launched, or sure from the fit)
     bad_by_model = False
@@ -175,7 +179,10 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
             break
     result.answer_tokens = good
     result.verified = good is not None
-    if good is not None and bad is not None:
+    if good is not None and good == high_pool and not rule.shared_pool and slot_context_cap is not None:
+        result.note = (f"{good:,} tokens fit: every slot at the engine's cap of {slot_context_cap:,} tokens (the "
+                       "model's trained context); memory is not the limit here")
+    elif good is not None and bad is not None:
         side = "the fit (no launch needed)" if bad_by_model else "a launch"
         result.note = f"{good:,} tokens fit; {bad:,} does not, shown by {side}"
     elif good is None:
@@ -203,6 +210,8 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
         prediction = family.max_pool(base.concurrency, base.context_per_slot, available, rule)
     if prediction is not None and prediction.low is not None and prediction.low > 0:
         sure = _snap(int(prediction.low), step)
+        if bad is None and lo < high_pool <= sure:
+            return high_pool, "the largest pool the engine takes (the fit says memory allows more)", False
         if lo < sure < hi:
             return sure, "the fit's sure answer", False
         possible = None if prediction.high is None else _snap(int(prediction.high), step)

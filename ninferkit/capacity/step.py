@@ -25,6 +25,7 @@ from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file
 from ninferkit.capacity.search import SearchResult, search
 from ninferkit.capacity.table import cells_from, decision_table
+from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
 
@@ -34,9 +35,24 @@ FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (wh
            "M = min(M_max, M_min + floor((A - R - B_min) / B_step)) pages with headroom R")
 
 
-def _layout_for(profile: Profile, capacity: EngineCapacity) -> Callable[[str | None], KVLayout | None]:
+def _model_file(profile: Profile) -> Path | None:
     model = planned_path(profile)
-    path: Path | None = model if model.exists() else None
+    return model if model.exists() else None
+
+
+def _check_dtypes(profile: Profile, capacity: EngineCapacity, dtypes: Sequence[str | None]) -> None:
+    """Refuse, before any launch, a KV dtype the engine cannot use with this model (a launch would
+    only fail, after minutes of loading on a large model)."""
+    path = _model_file(profile)
+    for dtype in dtypes:
+        try:
+            capacity.layout(profile, path, dtype or capacity.pool.default_kv_dtype)
+        except ProfileError as exc:
+            raise ProfileError(f"capacity.kv_dtypes: {dtype!r}: {exc}") from None
+
+
+def _layout_for(profile: Profile, capacity: EngineCapacity) -> Callable[[str | None], KVLayout | None]:
+    path = _model_file(profile)
 
     def layout(dtype: str | None) -> KVLayout | None:
         return capacity.layout(profile, path, dtype or capacity.pool.default_kv_dtype)
@@ -165,6 +181,7 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
     seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
     base = Setting.from_profile(profile)
     grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
+    _check_dtypes(profile, capacity, grid_dtypes)
     if profile.capacity.fit_launches:
         for dtype in grid_dtypes:
             for concurrency in profile.capacity.concurrencies:
@@ -184,7 +201,8 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
                 target = Setting(concurrency, section.search_context or base.context_per_slot, dtype, None,
                                  base.spec, base.draft_tokens, base.prefill_chunk, base.other)
                 answer = search(target, capacity.pool, launch, lambda obs: fit_observations(profile, obs),
-                               observations, section.max_launches, section.memory_budget_bytes)
+                                observations, section.max_launches, section.memory_budget_bytes,
+                                capacity.slot_context_cap(profile, _model_file(profile)))
                 observations = _all(run, own)
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens")

@@ -151,6 +151,11 @@ class EngineAdapter:
         """Per-request server-side timings from a response body or final stream event."""
         return {}
 
+    def work_before_prefill(self, log_text: str) -> str | None:
+        """What the server log shows the engine doing between a request's arrival and its prefill, which
+        its per-request timings leave out (a sentence with the log's numbers and the fix); None if nothing."""
+        return None
+
     request_metrics_path: ClassVar[str | None] = None
     """Where the engine serves server-wide counters (Prometheus text) that are a request's own
     numbers when it runs alone; the sweeps read it just before and just after each such request."""

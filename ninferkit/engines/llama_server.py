@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ninferkit.capacity.architecture import LLAMA_CPP_CACHE_TYPES, gguf_metadata, llama_cpp_kv_layout
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, field_pattern, integer, llama_cpp_timings, mib, rule, text
@@ -21,7 +22,6 @@ from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
 
-CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 LOG_VERBOSITY = "4"
 
 
@@ -44,6 +44,12 @@ class LlamaServer(EngineAdapter):
         rule("unknown_argument", r"error: (?:invalid|unknown) argument: (?P<arg>\S+)",
              "this llama-server build does not know the option {arg}",
              "remove {arg} from serve.extra_args, or use a llama.cpp version that has it (`llama-server --help`)"),
+        rule("cache_type_head_size", r"(?P<role>[KV]) cache type (?P<type>\w+) with block size (?P<block>\d+) "
+             r"does not divide n_embd_head_\w=(?P<head>\d+)",
+             "the {type} cache type cannot be used with this model: its {block}-value block does not divide the "
+             "{role} head size {head}",
+             "use a cache type whose block divides {head} (f16, bf16 or f32), or a model whose head size is a "
+             "multiple of {block}"),
         rule("out_of_memory", r"(?:failed to allocate (?P<what>\S+ buffer) of size (?P<size>\d+)|"
              r"cudaMalloc failed: out of memory|unable to allocate (?P<what2>\S+) buffer|"
              r"failed to (?:initialize|create) the context|ggml_backend_\w+_buffer_type_alloc_buffer: .*"
@@ -107,7 +113,7 @@ class LlamaServer(EngineAdapter):
             out.update(required_bytes=round(used), required_bytes_resolution_bytes=MIB,
                        available_bytes=round((int(projected[-1]["free"]) + 0.5) * MIB),
                        available_bytes_resolution_bytes=MIB)
-            models = [float(m["v"]) * MIB for m in _MODEL_BUFFER.finditer(log_text)]
+            models = [float(m["v"]) * MIB for m in _device_model_buffers(log_text)]
             if models:
                 out.update(weights_bytes=round(sum(models)), weights_bytes_resolution_bytes=len(models) * _MIB2,
                            runtime_reservation_bytes=round(used - sum(models)),
@@ -130,9 +136,14 @@ class LlamaServer(EngineAdapter):
                 "--alias", serve.model_id, "-c", str(pool), "-np", str(serve.max_concurrency),
                 "--metrics", "-lv", LOG_VERBOSITY]
         if serve.kv.dtype is not None:
-            if serve.kv.dtype not in CACHE_TYPES:
+            if serve.kv.dtype not in LLAMA_CPP_CACHE_TYPES:
                 raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: not a llama.cpp cache type; "
-                                   f"allowed: {', '.join(CACHE_TYPES)}")
+                                   f"allowed: {', '.join(LLAMA_CPP_CACHE_TYPES)}")
+            if model_path.exists():
+                try:
+                    llama_cpp_kv_layout(gguf_metadata(model_path), serve.kv.dtype, serve.kv.dtype)
+                except ProfileError as exc:
+                    raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: {exc}") from None
             argv += ["-ctk", serve.kv.dtype, "-ctv", serve.kv.dtype]
             if serve.kv.dtype not in ("f32", "f16", "bf16"):
                 argv += ["-fa", "on"]  # a quantised V cache needs flash attention
@@ -167,6 +178,18 @@ class LlamaServer(EngineAdapter):
         timings = response.get("timings")
         return llama_cpp_timings(timings) if timings else {}
 
+    def work_before_prefill(self, log_text: str) -> str | None:
+        """The host-RAM prompt cache: before a new task, llama-server copies every idle slot's KV state
+        off the device into host memory ("saving idle slot to prompt cache"), seconds per long prompt,
+        none of it in the request's `timings` (seen on an H200: up to 20 s before a 64K-token prefill)."""
+        saves = [float(m["mib"]) for m in _PROMPT_SAVE.finditer(log_text)]
+        if not saves:
+            return None
+        return (f"llama-server saved {len(saves)} prompts ({sum(saves) / 1024:,.1f} GiB in all, up to "
+                f"{max(saves) / 1024:,.2f} GiB each) to its host-RAM prompt cache, each before a new task "
+                "started; that copy is not in any request's timings. Add `--cache-ram 0` to serve.extra_args to "
+                "measure without it (prefix reuse inside a slot still works).")
+
 
 _MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
 _CONTEXT_START = re.compile(r"llama_context: constructing llama_context")
@@ -174,7 +197,15 @@ _MODEL_BUFFER = re.compile(r"load_tensors:\s+(?P<dev>\S+) model buffer size\s*=\
 _RUNTIME_BUFFER = re.compile(r"\s(?P<dev>\S+)\s+(?P<what>KV|RS|output|compute) buffer size\s*=\s*(?P<v>[\d.]+) MiB")
 _DEVICE_FREE = re.compile(r"^.*?-\s+(?P<dev>\S+)\s*: .*\((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)", re.MULTILINE)
 _PROJECTED = re.compile(r"projected to use (?P<used>\d+) MiB of \w+ memory vs\. (?P<free>\d+) MiB")
+_PROMPT_SAVE = re.compile(r"prompt_save:\s+- saving prompt with length \d+, total state size = (?P<mib>[\d.]+) MiB")
 _FAILED_ALLOC = re.compile(r"failed to allocate (?P<what>\S+) buffer of size (?P<size>\d+)")
+
+
+def _device_model_buffers(log_text: str) -> list[re.Match[str]]:
+    """The model buffers that count against the memory being fitted: with a GPU, the GPU's alone (the
+    token embeddings stay in host memory as CPU_Mapped, staging buffers as CUDA_Host); else all."""
+    gpus = {m["dev"] for m in _DEVICE_FREE.finditer(log_text)} - {"CPU"}
+    return [m for m in _MODEL_BUFFER.finditer(log_text) if not gpus or m["dev"] in gpus]
 
 
 def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,7 +214,10 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     starts = list(_CONTEXT_START.finditer(log_text))
     context_text = log_text[starts[-1].start():] if starts else log_text
     context_text = context_text.split("listening on", 1)[0]
-    buffers = list(_RUNTIME_BUFFER.finditer(context_text))
+    devices = {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text)}
+    gpus = {dev: free for dev, free in devices.items() if dev != "CPU"}
+    buffers = [b for b in _RUNTIME_BUFFER.finditer(context_text) if not gpus or b["dev"] in gpus]
+    models = _device_model_buffers(log_text)
     if "kv_cells" in ledger:
         out["kv_tokens"] = ledger["kv_cells"] * ledger.get("kv_streams", 1)
         out["kv_capacity_mode"] = "explicit"
@@ -199,12 +233,9 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     if buffers:
         out["runtime_bytes"] = round(sum(float(b["v"]) for b in buffers) * MIB)
         out["runtime_bytes_resolution_bytes"] = len(buffers) * _MIB2
-    models = list(_MODEL_BUFFER.finditer(log_text))
     if models:
         out["weights_bytes"] = round(sum(float(m["v"]) for m in models) * MIB)
         out["weights_bytes_resolution_bytes"] = len(models) * _MIB2
-    devices = {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text)}
-    gpus = {dev: free for dev, free in devices.items() if dev != "CPU"}
     free_mib = sum(gpus.values()) if gpus else devices.get("CPU")
     if free_mib is not None and "weights_bytes" in out:
         # device info prints whole MiB, truncated: the true value lies in [v, v + 1) MiB per device

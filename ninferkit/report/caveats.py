@@ -12,10 +12,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from ninferkit.engines import get_adapter
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
+
+WAIT_ALONE_S = 0.25
+"""A lone request's wait before prefill above this (and above its own prompt time) is worth a caveat."""
 
 
 def acceptance(row: dict[str, Any]) -> float | None:
@@ -131,12 +135,31 @@ def _client_vs_server(run: RunData) -> list[str]:
         notes.append(f"Client TTFT exceeds the server's prompt time by a median of {number(statistics.median(gaps))} s "
                      f"(max {number(max(gaps))} s) over {len(gaps)} requests: HTTP, queueing and the first chunk's "
                      "trip, which a user sees but the engine does not count.")
+    notes.extend(_work_before_prefill(run, rows))
     if ratios:
         median = statistics.median(ratios)
         if abs(median - 1) > 0.1:
             notes.append(f"Client-measured decode is {100 * median:.0f}% of the server's (median of {len(ratios)}): "
                          "stream chunking or client load distorts client timing; the server figure is used.")
     return notes
+
+
+def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Requests sent alone (no other client) that waited longer before their first token than the
+    server spent on the whole prompt: time the engine's own timings do not show."""
+    alone = [row for row in rows if row.get("sweep") != "concurrency" and row.get("ttft_client_s") is not None
+             and row.get("prompt_s_server") is not None]
+    slow = [row["ttft_client_s"] - row["prompt_s_server"] for row in alone
+            if row["ttft_client_s"] - row["prompt_s_server"] > max(WAIT_ALONE_S, row["prompt_s_server"])]
+    if not slow:
+        return []
+    note = (f"{len(slow)} of {len(alone)} requests sent with no other request in flight waited longer before their "
+            f"first token than the server spent on their whole prompt (that wait: median "
+            f"{number(statistics.median(slow))} s, max {number(max(slow))} s): the engine did work before prefill "
+            "that its timings leave out, so the server's prefill speed overstates what a user sees.")
+    engine = run.server.get("engine")
+    cause = get_adapter(str(engine)).work_before_prefill(run.server_log) if engine and run.server_log else None
+    return [note + (f" The server log says why: {cause}" if cause else "")]
 
 
 def _status_notes(run: RunData) -> list[str]:

@@ -1,0 +1,132 @@
+"""The CUDA llama-server on an NVIDIA H200, from what a real run there captured (no GPU needed here).
+
+The logs in tests/data/llama_server_cuda_h200/ and the run in docs/examples/h200-llamacpp/ come from
+one run of params/h200-llamacpp.yaml on an H200 (see that folder's README.md). Each test pins
+something that run exposed: device-only memory accounting, the quantised-cache head-size refusal,
+the trained-context cap on a slot, and the prompt-cache copies before prefill.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ninferkit.capacity import llama_cpp_kv_layout
+from ninferkit.capacity.engines import engine_capacity
+from ninferkit.capacity.observations import Setting, from_log_file
+from ninferkit.capacity.search import _bisect
+from ninferkit.capacity.step import fit_logs, fit_observations
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
+from ninferkit.params import load_profile
+from ninferkit.report import write_report
+from ninferkit.units import MIB
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = Path(__file__).parent / "data" / "llama_server_cuda_h200"
+EXAMPLE = ROOT / "docs" / "examples" / "h200-llamacpp"
+PROFILE = load_profile(ROOT / "params" / "h200-llamacpp.yaml").profile
+ADAPTER = get_adapter("llama_server")
+GRID = ["c16384-np1-f16.log", "c65536-np1-f16.log", "c16384-np8-f16.log", "c65536-np8-f16.log"]
+# the profile's model as its GGUF header states it (generated: 36 layers, 2560 wide, 32 heads, 8 KV heads)
+META = {"general.architecture": "qwen3", "qwen3.block_count": 36, "qwen3.embedding_length": 2560,
+        "qwen3.attention.head_count": 32, "qwen3.attention.head_count_kv": 8}
+
+
+def test_cuda_startup_ledger_counts_device_memory_only() -> None:
+    ledger = ADAPTER.parse_ledger((LOGS / "launch-c81920-np8-f16.log").read_text())
+    assert ledger["kv_tokens"] == 8 * 81_920 and ledger["kv_streams"] == 8
+    assert ledger["kv_cache_bytes"] == 57_600 * MIB
+    # the token embeddings (741.88 MiB CPU_Mapped) stay in host memory: not device weights
+    assert ledger["weights_bytes"] == round(6997.61 * MIB)
+    # KV + the CUDA0 compute buffer; the 100.02 MiB CUDA_Host staging buffer is host memory
+    assert ledger["runtime_bytes"] == round((57_600 + 157.01) * MIB)
+    free = ledger["free_after_weights_bytes"]  # CUDA0: 142,629 MiB free before loading
+    assert abs(free - (142_629.5 * MIB - round(6997.61 * MIB))) < 1
+
+
+def test_kv_bytes_per_token_from_the_architecture_match_the_server() -> None:
+    layout = llama_cpp_kv_layout(META, "f16", "f16")
+    ledger = ADAPTER.parse_ledger((LOGS / "launch-c81920-np8-f16.log").read_text())
+    assert layout.bytes_per_token == 92_160 == ledger["kv_cache_bytes"] // ledger["kv_tokens"]
+
+
+def test_quantised_cache_that_does_not_divide_the_head_size_is_a_profile_error() -> None:
+    with pytest.raises(ProfileError, match=r"'q8_0'.*head size \(80\).*allowed for this model: f32, f16, bf16"):
+        llama_cpp_kv_layout(META, "q8_0", "q8_0")
+
+
+def test_the_refusal_it_replaces_is_diagnosed_from_the_log() -> None:
+    diagnosis = ADAPTER.diagnose((LOGS / "q8_0-head80-refused.log").read_text())
+    assert diagnosis is not None and diagnosis.code == "cache_type_head_size"
+    assert "head size 80" in diagnosis.cause and "f16" in diagnosis.fix
+
+
+def test_fit_over_the_h200_launches() -> None:
+    summary = fit_logs(PROFILE, [LOGS / name for name in GRID])
+    assert summary["bytes_per_token"] == 92_160 and summary["conflicts"] == []
+    # device-only accounting: one more slot costs nothing fixed, one more token of slot context ~1 KiB
+    pinned = " ".join(summary["terms_pinned"])
+    assert "per extra slot [-2,997, 2,997] B" in pinned
+    assert "per token of per-slot context [1,023, 1,025] B" in pinned
+
+
+def test_the_fit_predicts_the_largest_pool_that_started() -> None:
+    """8 slots: the fit over the grid predicts the pool, and the real launch just under it started."""
+    summary = fit_logs(PROFILE, [LOGS / name for name in GRID])
+    largest_predicted = summary["max_kv_tokens"]
+    started = ADAPTER.parse_ledger((LOGS / "c190976-np8-f16.log").read_text())
+    assert started["kv_tokens"] == 1_527_808 <= largest_predicted < 1_527_808 * 1.02
+
+
+def test_a_slot_beyond_the_trained_context_is_capped_not_refused() -> None:
+    text = (LOGS / "c1500160-np1-f16-capped.log").read_text()
+    assert "exceeds the training context of the model (1048576) - capping" in text
+    ledger = ADAPTER.parse_ledger(text)
+    assert ledger["kv_tokens"] == 1_500_160  # memory was there: the pool was allocated
+
+
+def test_search_with_the_trained_context_cap_spends_no_launch_above_it() -> None:
+    """Replays the 1-slot search on the recorded grid: with the cap known it launches at the cap."""
+    capacity = engine_capacity("llama_server")
+    rule = capacity.pool
+    base = Setting(1, 16_384, "f16")
+    observed = [o for o in (from_log_file("llama_server", LOGS / name, base, rule) for name in GRID) if o]
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> None:
+        launched.append(setting.context_per_slot)
+        return None  # no GPU here: the launch is not made, and the search stops after recording it
+
+    _bisect(base, rule, launch, lambda obs: fit_observations(PROFILE, obs), observed, 1, None,
+            slot_context_cap=1_048_576)
+    assert launched == [1_048_576]
+
+
+def test_prompt_cache_copies_are_named_with_their_sizes() -> None:
+    note = ADAPTER.work_before_prefill((LOGS / "prompt-cache-saves.log").read_text())
+    assert note is not None and "--cache-ram 0" in note
+    assert "saved 7 prompts" in note and "up to 5.64 GiB each" in note  # the 7 prompt_save lines of the excerpt
+
+
+def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Path) -> None:
+    run = tmp_path / "h200-llamacpp"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report"))
+    report = write_report(run)
+    text = (run / "report" / "index.md").read_text()
+    assert report.files
+    rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
+    best_decode = max(r["decode_tok_s_server"] for r in context)
+    assert f"| Decode (server) | tok/s | {best_decode:,.0f} |" in text
+    timed = [r for r in rows if r["status"] == "ok" and not r["warmup"] and r.get("prefix_role") != "seed"
+             and r["sweep"] != "concurrency" and r["ttft_client_s"] is not None and r["prompt_s_server"] is not None]
+    alone = [r["ttft_client_s"] - r["prompt_s_server"] for r in timed
+             if r["ttft_client_s"] - r["prompt_s_server"] > max(0.25, r["prompt_s_server"])]
+    assert f"wait: median {statistics.median(alone):.3g} s" in text
+    assert "host-RAM prompt cache" in text
+    assert (EXAMPLE / "report" / "index.md").read_text().split("\n", 3)[3] == text.split("\n", 3)[3]
