@@ -31,6 +31,7 @@ import httpx
 
 from ninferkit.engines import EngineAdapter
 from ninferkit.errors import RequestFailed
+from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
 Api = Literal["chat", "messages", "responses"]
 API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
@@ -139,7 +140,9 @@ def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
 class StreamingClient:
     """An async client for one server; open it with `async with`.
 
-    `transport` replaces the network (tests replay recorded streams through `httpx.MockTransport`).
+    `transport` replaces the network (tests replay recorded streams through `httpx.MockTransport`);
+    without it, httpx runs over plain asyncio sockets (`ninferkit.transports.LoopBackend`), which cost
+    the server being measured less CPU per streamed token than anyio's.
 
         async with StreamingClient(url, adapter, "embedded") as client:
             result = await client.send(RequestSpec("chat", [{"role": "user", "content": "Hi"}], 16))
@@ -155,11 +158,11 @@ class StreamingClient:
         sending a response" (seen with llama-server under load)."""
         self.adapter = adapter
         self.model_id = model_id
+        limits = httpx.Limits(max_connections=max_connections,
+                              max_keepalive_connections=max_connections if keep_alive else 0)
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=dict(headers or {}), transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=max_connections,
-                                max_keepalive_connections=max_connections if keep_alive else 0),
+            base_url=base_url, headers=dict(headers or {}), timeout=httpx.Timeout(timeout_s, connect=10.0),
+            transport=transport or AsyncBackendTransport(LoopBackend(), limits), limits=limits,
         )
 
     async def __aenter__(self) -> StreamingClient:
@@ -221,7 +224,13 @@ class StreamingClient:
 
 
 async def _consume(response: httpx.Response, parser: _StreamParser, result: RequestResult) -> None:
-    """Split the byte stream into SSE `data:` payloads; stamp the first byte and each token."""
+    """Split the byte stream into SSE `data:` payloads; stamp the first byte and each token.
+
+    Reads are whatever the socket had (an event torn across reads waits in `buffer` for its newline,
+    several events in one read are all stamped at that read). Every event is decoded in full:
+    json.loads is about 4 us of the roughly 90 us a streamed token costs this client, too little to
+    justify guessing from raw bytes which events carry text, usage, timings or an error.
+    """
     buffer = b""
     async for chunk in response.aiter_raw():
         now = time.monotonic()

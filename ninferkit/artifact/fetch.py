@@ -8,7 +8,7 @@ part is renamed into place only after its size and sha256 match, and never over 
 
 CPU per GiB matters as much as the rate (a 2-core box shares its CPUs with everything else): the
 socket is read up to 1 MiB at a time instead of httpcore's 64 KiB (the Python per read is paid 16
-times less, see `_LargeReadTransport`), writing and hashing run in two helper threads, and the
+times less, see `_LargeReadStream`), writing and hashing run in two helper threads, and the
 part goes to disk in the background as it grows, so the fsync before the rename has little left.
 """
 
@@ -19,9 +19,7 @@ import os
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +30,7 @@ from tqdm.auto import tqdm
 
 from ninferkit.artifact.verify import Sha256Result, hash_file_into
 from ninferkit.errors import ArtifactError, ChecksumMismatch
+from ninferkit.transports import BackendTransport
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -162,68 +161,6 @@ class _LargeReadBackend(httpcore.NetworkBackend):
         return _LargeReadStream(self.inner.connect_tcp(host, port, timeout, local_address, socket_options))
 
 
-# most specific first: the first match names the httpx error (httpx.HTTPTransport does the same)
-_HTTPCORE_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout), (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout), (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException), (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError), (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError), (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError), (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError), (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-)
-
-
-@contextmanager
-def _httpx_errors() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        mapped = next((theirs for ours, theirs in _HTTPCORE_ERRORS if isinstance(exc, ours)), None)
-        if mapped is None:
-            raise
-        raise mapped(str(exc)) from exc
-
-
-class _LargeReadBody(httpx.SyncByteStream):
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _httpx_errors():
-            yield from self.inner
-
-    def close(self) -> None:
-        with _httpx_errors():
-            self.inner.close()
-
-
-class _LargeReadTransport(httpx.BaseTransport):
-    """httpx.HTTPTransport's request mapping over an httpcore pool on `_LargeReadBackend`.
-
-    httpx offers no setting for the read size and HTTPTransport no way to pass a network backend,
-    so this transport builds the pool itself (public httpcore API) and maps its errors to httpx's,
-    as HTTPTransport does. httpx ignores proxies from the environment for a client given a
-    transport, so `download` uses this one only when no proxy is set.
-    """
-
-    def __init__(self) -> None:
-        self.pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_LargeReadBackend())
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        core = httpcore.Request(request.method, httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                                                             target=url.raw_path),
-                                headers=request.headers.raw, content=request.stream, extensions=request.extensions)
-        with _httpx_errors():
-            response = self.pool.handle_request(core)
-        return httpx.Response(response.status, headers=response.headers, stream=_LargeReadBody(response.stream),
-                              extensions=response.extensions)
-
-    def close(self) -> None:
-        self.pool.close()
-
-
 def part_path(dest: Path) -> Path:
     return dest.with_name(dest.name + ".part")
 
@@ -267,7 +204,7 @@ def download(
     request_headers = {"Accept-Encoding": "identity", **(headers or {})}
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0))
     # a proxy from the environment is honoured only by httpx's own transport: keep it then
-    transport = None if urllib.request.getproxies() else _LargeReadTransport()
+    transport = None if urllib.request.getproxies() else BackendTransport(_LargeReadBackend())
     with httpx.Client(follow_redirects=True, timeout=timeout, transport=transport) as client, \
             part.open("ab") as handle, ThreadPoolExecutor(3, "download-io") as pool, \
             tqdm(total=expected_size, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
