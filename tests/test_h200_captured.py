@@ -18,7 +18,7 @@ import pytest
 from ninferkit.capacity import llama_cpp_kv_layout
 from ninferkit.capacity.engines import engine_capacity
 from ninferkit.capacity.observations import Setting, from_log_file
-from ninferkit.capacity.search import _bisect
+from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
@@ -102,8 +102,8 @@ def test_search_with_the_trained_context_cap_spends_no_launch_above_it() -> None
         launched.append(setting.context_per_slot)
         return None  # no GPU here: the launch is not made, and the search stops after recording it
 
-    _bisect(base, rule, launch, lambda obs: fit_observations(PROFILE, obs), observed, 1, None,
-            slot_context_cap=1_048_576)
+    search(base, rule, launch, lambda obs: fit_observations(PROFILE, obs), observed, max_launches=1,
+           slot_context_cap=1_048_576)
     assert launched == [1_048_576]
 
 
