@@ -129,4 +129,7 @@ def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Pat
              if r["ttft_client_s"] - r["prompt_s_server"] > max(0.25, r["prompt_s_server"])]
     assert f"wait: median {statistics.median(alone):.3g} s" in text
     assert "host-RAM prompt cache" in text
+    bench = json.loads((run / "llama_bench.json").read_text())["comparison"]
+    assert "| 65,536 | 10,291 | 10,381 | 0.991 | 158 | 178 | 0.889 |" in text  # its last row, as printed
+    assert bench[-1]["prompt_tokens"] == 65_536 and round(bench[-1]["decode_ratio"], 3) == 0.889
     assert (EXAMPLE / "report" / "index.md").read_text().split("\n", 3)[3] == text.split("\n", 3)[3]

@@ -315,6 +315,14 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
         blocks.append(table_from_frame(shown, f"tables/{name}.csv{note}"))
     if not run.tables:
         blocks.append(Paragraph("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
+    comparison = run.llama_bench.get("comparison") or []
+    if comparison:
+        columns = ("prompt_tokens", "prefill_tok_s_server", "prefill_tok_s_llama_bench", "prefill_ratio",
+                   "decode_tok_s_server", "decode_tok_s_llama_bench", "decode_ratio")
+        blocks.append(Table(columns, tuple(tuple(_value(c, row.get(c)) for c in columns) for row in comparison),
+                            "The server's context-sweep medians against llama-bench on the same build, model and "
+                            "GPU (pp at the prompt length; tg at that depth); llama_bench.json, written by "
+                            "benchmarks/bench_llama_bench.py."))
     for key in ("context_speed", "context_ttft", "tasks_acceptance", "concurrency_scaling", "prefix_reuse_ttft"):
         if key in figures:
             blocks.append(figures[key])

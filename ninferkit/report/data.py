@@ -50,6 +50,8 @@ class RunData:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)
     server_log: str | None = None
+    llama_bench: dict[str, Any] = field(default_factory=dict)
+    """benchmarks/bench_llama_bench.py's llama_bench.json, where that benchmark ran on this run."""
     missing: list[str] = field(default_factory=list)
     superseded: int = 0
     """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
@@ -113,6 +115,8 @@ def load_run(path: str | Path) -> RunData:
     data.tables = _tables(run_dir.path / "tables")
     if not data.tables:
         data.missing.append("tables/")
+    if (run_dir.path / "llama_bench.json").exists():  # optional: not listed as missing without it
+        data.llama_bench = _json(run_dir.path / "llama_bench.json", data, "llama_bench.json")
     if run_dir.server_log.exists():
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:
