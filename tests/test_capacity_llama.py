@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import Setting, fit, from_log, llama_cpp_kv_layout
-from ninferkit.capacity.engines import engine_capacity
 from ninferkit.capacity.step import fit_logs
 from ninferkit.engines import get_adapter
 from ninferkit.params import load_profile
@@ -21,7 +20,7 @@ from ninferkit.params import load_profile
 from .conftest import LOCAL_CPU
 
 LOGS = sorted((Path(__file__).parent / "data" / "llama_server_logs").glob("*.log"))
-RULE = engine_capacity("llama_server").pool
+RULE = get_adapter("llama_server").capacity_pool
 NAME = re.compile(r"c(?P<s>\d+)-np(?P<c>\d+)-(?P<t>\w+)\.log")
 
 # The embedded model's shape, as params/local-cpu.yaml generates it (4 layers, 2 KV heads x 64).

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import Interval, Setting, fit, from_ledger, from_log, from_refusal, ninfer_kv_layout
-from ninferkit.capacity.engines import engine_capacity
 from ninferkit.capacity.fit import Priors
 from ninferkit.capacity.search import search
 from ninferkit.capacity.table import Cell, decision_table
+from ninferkit.engines import get_adapter
 
 DATA = Path(__file__).parent / "data" / "ninfer_capacity"
-RULE = engine_capacity("ninfer").pool
+RULE = get_adapter("ninfer").capacity_pool
 S = 262_144
 INT8 = Setting(1, S, "int8", S, None, None, 1024)
 INT8_MTP3 = Setting(1, S, "int8", "auto", "mtp", 3, 1024)

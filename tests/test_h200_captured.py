@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import llama_cpp_kv_layout
-from ninferkit.capacity.engines import engine_capacity
 from ninferkit.capacity.observations import Setting, from_log_file
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
@@ -92,8 +91,7 @@ def test_a_slot_beyond_the_trained_context_is_capped_not_refused() -> None:
 
 def test_search_with_the_trained_context_cap_spends_no_launch_above_it() -> None:
     """Replays the 1-slot search on the recorded grid: with the cap known it launches at the cap."""
-    capacity = engine_capacity("llama_server")
-    rule = capacity.pool
+    rule = ADAPTER.capacity_pool
     base = Setting(1, 16_384, "f16")
     observed = [o for o in (from_log_file("llama_server", LOGS / name, base, rule) for name in GRID) if o]
     launched: list[int] = []

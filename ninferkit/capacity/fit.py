@@ -22,10 +22,10 @@ from fractions import Fraction
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout
-from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.interval import Interval, hull
 from ninferkit.capacity.observations import Observation
 from ninferkit.capacity.polytope import Constraint, Polytope, Vector
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.units import GIB
 
 _NO_CAP = 2**40

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit import server, steps
-from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.observations import Observation, Setting, from_log, with_served
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.errors import ServerError
 from ninferkit.runs import Run, append_jsonl, open_run, read_jsonl
 

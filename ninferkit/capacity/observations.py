@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import get_adapter
 from ninferkit.params.profile import Profile
 

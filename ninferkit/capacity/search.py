@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.fit import CapacityFit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting
+from ninferkit.capacity.pool import PoolRule
 
 Refit = Callable[[list[Observation]], CapacityFit]
 

@@ -18,13 +18,14 @@ import pandas as pd
 
 from ninferkit.artifact import planned_path
 from ninferkit.capacity.architecture import KVLayout
-from ninferkit.capacity.engines import EngineCapacity, engine_capacity
 from ninferkit.capacity.fit import CapacityFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.capacity.search import SearchResult, search
 from ninferkit.capacity.table import cells_from, decision_table
+from ninferkit.engines import EngineAdapter, get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
@@ -40,22 +41,22 @@ def _model_file(profile: Profile) -> Path | None:
     return model if model.exists() else None
 
 
-def _check_dtypes(profile: Profile, capacity: EngineCapacity, dtypes: Sequence[str | None]) -> None:
+def _check_dtypes(profile: Profile, adapter: EngineAdapter, dtypes: Sequence[str | None]) -> None:
     """Refuse, before any launch, a KV dtype the engine cannot use with this model (a launch would
     only fail, after minutes of loading on a large model)."""
     path = _model_file(profile)
     for dtype in dtypes:
         try:
-            capacity.layout(profile, path, dtype or capacity.pool.default_kv_dtype)
+            adapter.kv_layout(profile, path, dtype or adapter.capacity_pool.default_kv_dtype)
         except ProfileError as exc:
             raise ProfileError(f"capacity.kv_dtypes: {dtype!r}: {exc}") from None
 
 
-def _layout_for(profile: Profile, capacity: EngineCapacity) -> Callable[[str | None], KVLayout | None]:
+def _layout_for(profile: Profile, adapter: EngineAdapter) -> Callable[[str | None], KVLayout | None]:
     path = _model_file(profile)
 
     def layout(dtype: str | None) -> KVLayout | None:
-        return capacity.layout(profile, path, dtype or capacity.pool.default_kv_dtype)
+        return adapter.kv_layout(profile, path, dtype or adapter.capacity_pool.default_kv_dtype)
 
     return layout
 
@@ -71,8 +72,8 @@ def _priors(profile: Profile) -> Priors:
 
 
 def fit_observations(profile: Profile, observations: Sequence[Observation]) -> CapacityFit:
-    capacity = engine_capacity(profile.engine.kind)
-    return fit(list(observations), _layout_for(profile, capacity), capacity.pool, _priors(profile))
+    adapter = get_adapter(profile.engine.kind)
+    return fit(list(observations), _layout_for(profile, adapter), adapter.capacity_pool, _priors(profile))
 
 
 def _available(result: CapacityFit, profile: Profile, observations: Sequence[Observation]) -> Interval | None:
@@ -92,8 +93,7 @@ def _available(result: CapacityFit, profile: Profile, observations: Sequence[Obs
 def summarize(profile: Profile, observations: Sequence[Observation],
               searches: Sequence[SearchResult] = ()) -> dict[str, Any]:
     """capacity.json's content: the fit, the decision table, the search, and what the data leaves open."""
-    capacity = engine_capacity(profile.engine.kind)
-    rule = capacity.pool
+    rule = get_adapter(profile.engine.kind).capacity_pool
     result = fit_observations(profile, observations)
     base = Setting.from_profile(profile)
     dtype = base.kv_dtype
@@ -159,11 +159,11 @@ def _available_source(profile: Profile, result: CapacityFit) -> str:
 def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
     """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
     prints them, override the profile's; otherwise the profile's serve settings are assumed."""
-    capacity = engine_capacity(profile.engine.kind)
+    rule = get_adapter(profile.engine.kind).capacity_pool
     base = Setting.from_profile(profile)
     observations = []
     for log in logs:
-        found = from_log_file(profile.engine.kind, Path(log), base, capacity.pool)
+        found = from_log_file(profile.engine.kind, Path(log), base, rule)
         if found is not None:
             observations.append(found)
     return summarize(profile, observations)
@@ -172,16 +172,16 @@ def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
 def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Gather, fit, (launch,) tabulate and write run_dir/capacity.json; returns its content."""
     profile = run.profile
-    capacity = engine_capacity(profile.engine.kind)
+    adapter = get_adapter(profile.engine.kind)
     observations = recorded(run)
-    own = _launch_step_observation(run, capacity)
+    own = _launch_step_observation(run, adapter.capacity_pool)
     if own is not None:
         observations.insert(0, own)
-    launch = launcher(run, capacity.pool, say)
+    launch = launcher(run, adapter.capacity_pool, say)
     seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
     base = Setting.from_profile(profile)
     grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
-    _check_dtypes(profile, capacity, grid_dtypes)
+    _check_dtypes(profile, adapter, grid_dtypes)
     if profile.capacity.fit_launches:
         for dtype in grid_dtypes:
             for concurrency in profile.capacity.concurrencies:
@@ -200,9 +200,9 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
             for concurrency in section.concurrencies:
                 target = Setting(concurrency, section.search_context or base.context_per_slot, dtype, None,
                                  base.spec, base.draft_tokens, base.prefill_chunk, base.other)
-                answer = search(target, capacity.pool, launch, lambda obs: fit_observations(profile, obs),
+                answer = search(target, adapter.capacity_pool, launch, lambda obs: fit_observations(profile, obs),
                                 observations, section.max_launches, section.memory_budget_bytes,
-                                capacity.slot_context_cap(profile, _model_file(profile)))
+                                adapter.slot_context_cap(profile, _model_file(profile)))
                 observations = _all(run, own)
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens")
@@ -217,7 +217,7 @@ def _all(run: Run, own: Observation | None) -> list[Observation]:
     return [own, *rows] if own is not None else rows
 
 
-def _launch_step_observation(run: Run, capacity: EngineCapacity) -> Observation | None:
+def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     """The launch step's server: its log is an observation at the profile's own setting."""
     if not run.dir.server.exists():
         return None
@@ -225,7 +225,7 @@ def _launch_step_observation(run: Run, capacity: EngineCapacity) -> Observation 
     log = Path(record.get("log") or run.dir.server_log)
     if not log.exists():
         return None
-    found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), capacity.pool)
+    found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)
     if found is None:
         return None
     return Observation(found.source, found.kind, found.setting, found.kv_tokens, found.started, found.runtime,

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ninferkit.capacity.engines import PoolRule
 from ninferkit.capacity.fit import CapacityFit, FamilyFit
 from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.units import GIB
 
 

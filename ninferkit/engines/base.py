@@ -12,11 +12,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ninferkit.errors import Diagnosis
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
+
+if TYPE_CHECKING:  # the capacity package reads adapters; importing it here at run time would be a cycle
+    from ninferkit.capacity.architecture import KVLayout
+    from ninferkit.capacity.pool import PoolRule
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class EngineAdapter:
     ledger_fields: ClassVar[tuple[LedgerField, ...]] = ()
 
     apis: ClassVar[frozenset[str]] = frozenset({"chat"})
+    capacity_pool: ClassVar[PoolRule]
+    """How (concurrency, per-slot context) becomes this engine's KV pool (the capacity fit and search)."""
     """Request APIs the engine serves: chat (OpenAI Chat Completions), messages (Anthropic), responses."""
 
     def binary(self, profile: Profile) -> Path:
@@ -150,6 +156,15 @@ class EngineAdapter:
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """Per-request server-side timings from a response body or final stream event."""
         return {}
+
+    def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
+        """KV bytes per token from the model's architecture (None: unknown, the fit estimates it);
+        raises ProfileError for a KV dtype the engine cannot use with this model."""
+        return None
+
+    def slot_context_cap(self, profile: Profile, model_path: Path | None) -> int | None:
+        """The longest context the engine serves in one slot whatever the memory; None: no such cap."""
+        return None
 
     def work_before_prefill(self, log_text: str) -> str | None:
         """What the server log shows the engine doing between a request's arrival and its prefill, which

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.capacity.architecture import LLAMA_CPP_CACHE_TYPES, gguf_metadata, llama_cpp_kv_layout
+from ninferkit.capacity.architecture import LLAMA_CPP_CACHE_TYPES, KVLayout, gguf_metadata, llama_cpp_kv_layout
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, field_pattern, integer, llama_cpp_timings, mib, rule, text
@@ -30,6 +31,7 @@ class LlamaServer(EngineAdapter):
     kind = "llama_server"
     default_binary = "llama-server"
     apis = frozenset({"chat", "messages", "responses"})
+    capacity_pool = PoolRule(256, None, False, "f16")  # `-c` is the pool, split evenly over `-np` slots
     diagnoses = (
         rule("port_in_use", r"couldn't bind HTTP server socket.*port: (?P<port>\d+)",
              "port {port} is already in use by another process",
@@ -177,6 +179,20 @@ class LlamaServer(EngineAdapter):
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
         return llama_cpp_timings(timings) if timings else {}
+
+    def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
+        if model_path is None or not model_path.exists():
+            return None
+        return llama_cpp_kv_layout(gguf_metadata(model_path), kv_dtype, kv_dtype)
+
+    def slot_context_cap(self, profile: Profile, model_path: Path | None) -> int | None:
+        """llama-server caps a slot at the model's trained context ("the slot context exceeds the training
+        context of the model - capping"), so a longer slot is refused by its /v1/models, not by memory."""
+        if model_path is None or not model_path.exists():
+            return None
+        meta = gguf_metadata(model_path)
+        trained = meta.get(f"{meta['general.architecture']}.context_length")
+        return None if trained is None else int(trained)
 
     def work_before_prefill(self, log_text: str) -> str | None:
         """The host-RAM prompt cache: before a new task, llama-server copies every idle slot's KV state

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, rule
 from ninferkit.engines.ninfer_request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
@@ -601,6 +603,7 @@ class NInfer(EngineAdapter):
     kind = "ninfer"
     default_binary = "ninfer-serve"
     apis = APIS["G3"]
+    capacity_pool = PoolRule(64, GIB, True, "bf16")  # a paged pool shared by all slots; `auto` keeps 1 GiB free
     diagnoses = (
         # The field reports' error table (field-reports.md section 2.5), then the engine's own errors
         # (ninfer-interface.md section 3). Startup failures come first: they end the process.
@@ -910,6 +913,12 @@ class NInfer(EngineAdapter):
         return _done_old(msg) or _done_g2(msg) or _done_g3(msg)
 
     # -- per-request data ---------------------------------------------------------------------------
+
+    def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
+        target = profile.capacity.model
+        if target is None:
+            return None  # unknown architecture: the fit estimates the slope too
+        return ninfer_kv_layout(target, kv_dtype, profile.serve.spec.method)
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """G3 `timings` (llama.cpp-compatible) and G2+ usage details; {} for G0/G1 bodies.

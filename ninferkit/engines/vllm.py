@@ -11,6 +11,7 @@ the metric names of vllm-project/vllm docs/source/design/v1/metrics.md.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ninferkit.capacity.architecture import KVLayout, vllm_kv_layout
+from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, rule
 from ninferkit.engines.ninfer import power_limit_unit
@@ -62,6 +65,7 @@ class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "vllm"
     apis = frozenset({"chat"})
+    capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
         rule("kv_cache_too_small_for_max_len",
              r"To serve at least one request with the models?'?s'? max seq len \((?P<len>\d+)\)",
@@ -221,6 +225,16 @@ class VLLM(EngineAdapter):
         out.update(required_bytes=required, available_bytes=available, required_bytes_resolution_bytes=required_res,
                    available_bytes_resolution_bytes=available_res, short_by_bytes=required - available)
         return out
+
+    def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
+        config = profile.capacity.vllm_config
+        if config is None:
+            return None
+        path = Path(config).expanduser()
+        if not path.is_file():
+            raise ProfileError(f"capacity.vllm_config = {config!r}: no such file; give the model's config.json")
+        tp = 1 if profile.serve.gpu_devices is None else len(profile.serve.gpu_devices)
+        return vllm_kv_layout(json.loads(path.read_text()), kv_dtype, tp)
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """Only cached tokens ride on a vLLM response; timings come from /metrics (metrics_deltas)."""
