@@ -130,4 +130,7 @@ def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Pat
     bench = json.loads((run / "llama_bench.json").read_text())["comparison"]
     assert "| 65,536 | 10,291 | 10,381 | 0.991 | 158 | 178 | 0.889 |" in text  # its last row, as printed
     assert bench[-1]["prompt_tokens"] == 65_536 and round(bench[-1]["decode_ratio"], 3) == 0.889
-    assert (EXAMPLE / "report" / "index.md").read_text().split("\n", 3)[3] == text.split("\n", 3)[3]
+    committed = (EXAMPLE / "report" / "index.md").read_text()
+    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
+        "the committed write-up differs from what the report code makes of the same raw files now: "
+        "run `ninferkit report docs/examples/h200-llamacpp` and commit docs/examples/h200-llamacpp/report/")
