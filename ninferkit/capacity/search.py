@@ -81,11 +81,8 @@ def search(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observatio
     observed = list(observations)
     budget = None if budget_bytes is None else Interval.exact(budget_bytes)
     if rule.auto_headroom_bytes is not None and budget is None:
-        result = _auto_slack(base, rule, launch, refit, observed, max_launches)
-    else:
-        result = _bisect(base, rule, launch, refit, observed, max_launches, budget, slot_context_cap=slot_context_cap)
-    result.shared_pool = rule.shared_pool
-    return result
+        return _auto_slack(base, rule, launch, refit, observed, max_launches)
+    return _bisect(base, rule, launch, refit, observed, max_launches, budget, slot_context_cap=slot_context_cap)
 
 
 def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
@@ -107,7 +104,7 @@ def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bo
 
 def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
                 observed: list[Observation], max_launches: int) -> SearchResult:
-    result = SearchResult(base, "auto-slack")
+    result = SearchResult(base, "auto-slack", shared_pool=rule.shared_pool)
     obs = launch(replace(base, kv_capacity="auto"))
     _record(result, obs, 0 if obs is None else obs.kv_tokens, None, "auto: read its pool and slack")
     if obs is None:
@@ -148,7 +145,8 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
             result: SearchResult | None = None, slot_context_cap: int | None = None) -> SearchResult:
     """Model-guided bisection in whole pages between the largest pool seen to fit and the smallest
     seen (or predicted for sure) not to."""
-    result = result or SearchResult(base, "budget-bisection" if budget is not None else "bisection")
+    result = result or SearchResult(base, "budget-bisection" if budget is not None else "bisection",
+                                    shared_pool=rule.shared_pool)
     step = rule.page_tokens * (1 if rule.shared_pool else base.concurrency)
     low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one

@@ -44,10 +44,10 @@ def _model_file(profile: Profile) -> Path | None:
 def _check_dtypes(profile: Profile, adapter: EngineAdapter, dtypes: Sequence[str | None]) -> None:
     """Refuse, before any launch, a KV dtype the engine cannot use with this model (a launch would
     only fail, after minutes of loading on a large model)."""
-    path = _model_file(profile)
+    layout = _layout_for(profile, adapter)
     for dtype in dtypes:
         try:
-            adapter.kv_layout(profile, path, dtype or adapter.capacity_pool.default_kv_dtype)
+            layout(dtype)
         except ProfileError as exc:
             raise ProfileError(f"capacity.kv_dtypes: {dtype!r}: {exc}") from None
 

@@ -115,7 +115,7 @@ class LlamaServer(EngineAdapter):
             out.update(required_bytes=round(used), required_bytes_resolution_bytes=MIB,
                        available_bytes=round((int(projected[-1]["free"]) + 0.5) * MIB),
                        available_bytes_resolution_bytes=MIB)
-            models = [float(m["v"]) * MIB for m in _device_model_buffers(log_text)]
+            models = [float(m["v"]) * MIB for m in _device_model_buffers(log_text, _gpu_free_mib(log_text))]
             if models:
                 out.update(weights_bytes=round(sum(models)), weights_bytes_resolution_bytes=len(models) * _MIB2,
                            runtime_reservation_bytes=round(used - sum(models)),
@@ -141,11 +141,10 @@ class LlamaServer(EngineAdapter):
             if serve.kv.dtype not in LLAMA_CPP_CACHE_TYPES:
                 raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: not a llama.cpp cache type; "
                                    f"allowed: {', '.join(LLAMA_CPP_CACHE_TYPES)}")
-            if model_path.exists():
-                try:
-                    llama_cpp_kv_layout(gguf_metadata(model_path), serve.kv.dtype, serve.kv.dtype)
-                except ProfileError as exc:
-                    raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: {exc}") from None
+            try:
+                self.kv_layout(profile, model_path, serve.kv.dtype)  # refuses a type the model's heads cannot take
+            except ProfileError as exc:
+                raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: {exc}") from None
             argv += ["-ctk", serve.kv.dtype, "-ctv", serve.kv.dtype]
             if serve.kv.dtype not in ("f32", "f16", "bf16"):
                 argv += ["-fa", "on"]  # a quantised V cache needs flash attention
@@ -217,10 +216,14 @@ _PROMPT_SAVE = re.compile(r"prompt_save:\s+- saving prompt with length \d+, tota
 _FAILED_ALLOC = re.compile(r"failed to allocate (?P<what>\S+) buffer of size (?P<size>\d+)")
 
 
-def _device_model_buffers(log_text: str) -> list[re.Match[str]]:
+def _gpu_free_mib(log_text: str) -> dict[str, int]:
+    """Free MiB before loading per GPU (CUDA0, ...) from the device list; empty on a CPU-only run."""
+    return {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text) if m["dev"] != "CPU"}
+
+
+def _device_model_buffers(log_text: str, gpus: Mapping[str, int]) -> list[re.Match[str]]:
     """The model buffers that count against the memory being fitted: with a GPU, the GPU's alone (the
     token embeddings stay in host memory as CPU_Mapped, staging buffers as CUDA_Host); else all."""
-    gpus = {m["dev"] for m in _DEVICE_FREE.finditer(log_text)} - {"CPU"}
     return [m for m in _MODEL_BUFFER.finditer(log_text) if not gpus or m["dev"] in gpus]
 
 
@@ -230,10 +233,9 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     starts = list(_CONTEXT_START.finditer(log_text))
     context_text = log_text[starts[-1].start():] if starts else log_text
     context_text = context_text.split("listening on", 1)[0]
-    devices = {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text)}
-    gpus = {dev: free for dev, free in devices.items() if dev != "CPU"}
+    gpus = _gpu_free_mib(log_text)
     buffers = [b for b in _RUNTIME_BUFFER.finditer(context_text) if not gpus or b["dev"] in gpus]
-    models = _device_model_buffers(log_text)
+    models = _device_model_buffers(log_text, gpus)
     if "kv_cells" in ledger:
         out["kv_tokens"] = ledger["kv_cells"] * ledger.get("kv_streams", 1)
         out["kv_capacity_mode"] = "explicit"
@@ -252,7 +254,8 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     if models:
         out["weights_bytes"] = round(sum(float(m["v"]) for m in models) * MIB)
         out["weights_bytes_resolution_bytes"] = len(models) * _MIB2
-    free_mib = sum(gpus.values()) if gpus else devices.get("CPU")
+    host = [int(m["free"]) for m in _DEVICE_FREE.finditer(log_text) if m["dev"] == "CPU"]
+    free_mib = sum(gpus.values()) if gpus else (host[0] if host else None)
     if free_mib is not None and "weights_bytes" in out:
         # device info prints whole MiB, truncated: the true value lies in [v, v + 1) MiB per device
         rows = max(1, len(gpus))
