@@ -8,16 +8,18 @@ and each answer is a real launch that served a request.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from ninferkit import steps
 from ninferkit.artifact import model_path
 from ninferkit.capacity import capacity_step, llama_cpp_kv_layout
 from ninferkit.capacity.architecture import gguf_metadata
 from ninferkit.capacity.launches import recorded
 from ninferkit.capacity.observations import Observation
-from ninferkit.runs import Run, open_run
+from ninferkit.runs import Run, open_run, read_json
 
 from .conftest import LOCAL_CPU, free_port
 
@@ -95,3 +97,23 @@ def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: P
     assert search["answer_context_per_slot"] == trained and search["verified_by_request"]
     assert "memory is not the limit" in search["note"]
     assert all(step["kv_tokens"] <= trained for step in search["results"])
+
+
+def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, llama_server: Path) -> None:
+    """On a GPU the launch step's server holds the memory the launches measure: on an H200 the capacity
+    launches of a full runbook saw 41,935 MiB free of 143,155 while it held 98 GiB
+    (tests/data/llama_server_cuda_h200_capacity/). The step stops it first, and still counts its launch."""
+    run = open_run(LOCAL_CPU, tmp_path, [
+        "capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
+        "capacity.fit_launches=true", "capacity.search=false", f"serve.port={free_port()}"])
+    steps.launch(run, progress=False)
+    pgid = int(read_json(run.dir.server)["pgid"])
+    said: list[str] = []
+    summary = capacity_step(run, say=said.append)
+    assert said[0] == "stopped the launch step's server: the capacity launches need the memory it holds"
+    assert read_json(run.dir.server)["state"] == "stopped"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+    own = summary["observations"][0]
+    assert own["source"] == str(run.dir.server_log) and own["served"]  # its acceptance checks passed at launch
+    assert len(summary["observations"]) == 2  # and the grid point was launched after it

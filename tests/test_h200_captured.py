@@ -1,9 +1,12 @@
-"""The CUDA llama-server on an NVIDIA H200, from what a real run there captured (no GPU needed here).
+"""The CUDA llama-server on an NVIDIA H200, from what two real runs there captured (no GPU needed here).
 
-The logs in tests/data/llama_server_cuda_h200/ and the run in docs/examples/h200-llamacpp/ come from
-one run of params/h200-llamacpp.yaml on an H200 (see that folder's README.md). Each test pins
-something that run exposed: device-only memory accounting, the quantised-cache head-size refusal,
-the trained-context cap on a slot, and the prompt-cache copies before prefill.
+tests/data/llama_server_cuda_h200/ comes from the first run of params/h200-llamacpp.yaml, when the
+generated model had head size 80; it pins device-only memory accounting, the quantised-cache
+head-size refusal, the trained-context cap on a slot, and the prompt-cache copies before prefill.
+tests/data/llama_server_cuda_h200_capacity/ and the published run in docs/examples/h200-llamacpp/
+come from the second (head size 128, --cache-ram 0; see that folder's README.md); they pin the
+compute buffer a quantised cache adds on CUDA, and why the capacity step stops the launch step's
+server before its launches.
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import llama_cpp_kv_layout
-from ninferkit.capacity.observations import Setting, from_log_file
+from ninferkit.capacity.fit import fit
+from ninferkit.capacity.observations import Observation, Setting, from_log_file
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
-from ninferkit.units import MIB
+from ninferkit.units import GIB, MIB
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = Path(__file__).parent / "data" / "llama_server_cuda_h200"
@@ -34,6 +38,10 @@ GRID = ["c16384-np1-f16.log", "c65536-np1-f16.log", "c16384-np8-f16.log", "c6553
 # the profile's model as its GGUF header states it (generated: 36 layers, 2560 wide, 32 heads, 8 KV heads)
 META = {"general.architecture": "qwen3", "qwen3.block_count": 36, "qwen3.embedding_length": 2560,
         "qwen3.attention.head_count": 32, "qwen3.attention.head_count_kv": 8}
+
+
+CAPACITY = Path(__file__).parent / "data" / "llama_server_cuda_h200_capacity"
+META_128 = {**META, "qwen3.attention.key_length": 128, "qwen3.attention.value_length": 128}
 
 
 def test_cuda_startup_ledger_counts_device_memory_only() -> None:
@@ -121,16 +129,93 @@ def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Pat
     context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
     best_decode = max(r["decode_tok_s_server"] for r in context)
     assert f"| Decode (server) | tok/s | {best_decode:,.0f} |" in text
+    assert "-ngl 999 --cache-ram 0" in text and "Add `--cache-ram 0`" not in text
+    bench = json.loads((run / "llama_bench.json").read_text())["comparison"]
+    assert "| 65,536 | 9,675 | 9,694 | 0.998 | 120 | 129 | 0.929 |" in text  # its last row, as printed
+    assert bench[-1]["prompt_tokens"] == 65_536 and round(bench[-1]["decode_ratio"], 3) == 0.929
+    committed = (EXAMPLE / "report" / "index.md").read_text()
+    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
+        "the committed write-up differs from what the report code makes of the same raw files now: "
+        "run `ninferkit report docs/examples/h200-llamacpp` and commit docs/examples/h200-llamacpp/report/")
+
+
+def test_the_examples_ab_run_with_the_default_prompt_cache_is_flagged(tmp_path: Path) -> None:
+    """The A/B half with llama-server's default --cache-ram: the write-up names the copies and their cost."""
+    run = tmp_path / "cache-ram-default"
+    shutil.copytree(EXAMPLE / "cache-ram-default", run, ignore=shutil.ignore_patterns("report"))
+    write_report(run)
+    text = (run / "report" / "index.md").read_text()
+    rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     timed = [r for r in rows if r["status"] == "ok" and not r["warmup"] and r.get("prefix_role") != "seed"
              and r["sweep"] != "concurrency" and r["ttft_client_s"] is not None and r["prompt_s_server"] is not None]
     alone = [r["ttft_client_s"] - r["prompt_s_server"] for r in timed
              if r["ttft_client_s"] - r["prompt_s_server"] > max(0.25, r["prompt_s_server"])]
     assert f"wait: median {statistics.median(alone):.3g} s" in text
-    assert "host-RAM prompt cache" in text
-    bench = json.loads((run / "llama_bench.json").read_text())["comparison"]
-    assert "| 65,536 | 10,291 | 10,381 | 0.991 | 158 | 178 | 0.889 |" in text  # its last row, as printed
-    assert bench[-1]["prompt_tokens"] == 65_536 and round(bench[-1]["decode_ratio"], 3) == 0.889
-    committed = (EXAMPLE / "report" / "index.md").read_text()
-    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
-        "the committed write-up differs from what the report code makes of the same raw files now: "
-        "run `ninferkit report docs/examples/h200-llamacpp` and commit docs/examples/h200-llamacpp/report/")
+    assert "host-RAM prompt cache" in text and "Add `--cache-ram 0`" in text
+    assert "CPU run" not in text  # no setup step ran, but NVML sampled the GPU
+
+
+def _observed(*names: str) -> list[Observation]:
+    found = [from_log_file("llama_server", CAPACITY / name, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
+             for name in names]
+    assert all(found)
+    return [o for o in found if o is not None]
+
+
+def test_a_quantised_cache_on_cuda_grows_the_compute_buffer_per_pool_token() -> None:
+    """8 slots x 16,384 tokens: f16 reserves 93 MiB of compute buffer, q8_0 and q4_0 564 MiB each."""
+    compute = {}
+    for name in ("f16-c16384-np8.log", "q8_0-c16384-np8.log", "q4_0-c16384-np8.log"):
+        ledger = ADAPTER.parse_ledger((CAPACITY / name).read_text())
+        compute[name.split("-")[0]] = round((ledger["runtime_bytes"] - ledger["kv_cache_bytes"]) / MIB, 2)
+    assert compute == {"f16": 93.01, "q8_0": 564.09, "q4_0": 564.09}
+    layout = llama_cpp_kv_layout(META_128, "q8_0", "q8_0", cuda=True)
+    assert layout.bytes_per_token == 78_336  # the KV line's share: 36 layers x 2 x 8 heads x 128 at 34 B per 32
+    assert layout.compute_bytes_per_token == 4_096  # one layer's K and V in f16: 2 x 8 x 128 x 2 B
+    # the grown share is within a page of that: (564.09 - 93.01) MiB over 131,072 tokens, less a fixed 41 MiB
+    assert abs((compute["q8_0"] - compute["f16"] + 41) * MIB / 131_072 - 4_096) < 8
+    assert llama_cpp_kv_layout(META_128, "f16", "f16", cuda=True).compute_bytes_per_token == 0
+    assert llama_cpp_kv_layout(META_128, "q8_0", "q8_0").compute_bytes_per_token == 0  # the CPU backend
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+def test_the_fit_over_quantised_cuda_launches_holds_with_the_compute_term(dtype: str) -> None:
+    names = [f"{dtype}-c16384-np1.log", f"{dtype}-c65536-np1.log", f"{dtype}-c16384-np8.log"]
+    names += {"q8_0": ["q8_0-c32768-np1.log", "q8_0-c32768-np8.log"],  # the search's, above 16K of pool
+              "q4_0": ["q4_0-c65536-np8.log"]}[dtype]  # four settings for three terms: the fit can fail
+    observed = _observed(*names)
+    with_compute = fit(observed, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16", cuda=True),
+                       ADAPTER.capacity_pool)
+    (family,) = with_compute.families.values()
+    assert family.consistent and with_compute.conflicts == []
+    assert with_compute.slopes[dtype].low == {"q8_0": 78_336, "q4_0": 41_472}[dtype] + 4_096
+    per_slot = family.parameter("per_slot_bytes")
+    per_context_token = family.parameter("per_context_token_bytes")
+    assert per_slot.low is not None and per_slot.high is not None and abs(per_slot.low) < 3_000 > per_slot.high
+    assert per_context_token.low is not None and 1_020 < per_context_token.low <= per_context_token.high < 1_030
+    # with the KV line's bytes alone, no formula fits the same launches
+    cache_only = fit(observed, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16"), ADAPTER.capacity_pool)
+    assert not next(iter(cache_only.families.values())).consistent
+
+
+def test_a_small_pool_sits_off_the_line() -> None:
+    """Below about 16K tokens of pool another graph sets the compute buffer (llama_cpp_kv_layout's
+    docstring): a launch there contradicts the line the larger ones agree on, and the fit says so."""
+    observed = _observed("q8_0-c16384-np1.log", "q8_0-c65536-np1.log", "q8_0-c16384-np8.log", "q8_0-c8192-np1.log")
+    result = fit(observed, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16", cuda=True),
+                 ADAPTER.capacity_pool)
+    assert not next(iter(result.families.values())).consistent
+    assert any("q8_0-c8192-np1.log" in conflict for conflict in result.conflicts)
+
+
+def test_capacity_launches_beside_the_runbooks_server_saw_its_memory_taken() -> None:
+    """The second H200 run's capacity launches ran while the launch step's server (98 GiB) still held
+    the GPU: 41,935 MiB free where that server had started with 142,629. The capacity step now stops it."""
+    launch = ADAPTER.parse_ledger((CAPACITY / "launch-c81920-np8-f16.log").read_text())
+    grid = ADAPTER.parse_ledger((CAPACITY / "f16-c16384-np1.log").read_text())
+    held = launch["free_after_weights_bytes"] - grid["free_after_weights_bytes"]
+    assert round(held / MIB) == 142_629 - 41_935
+    # its weights and runtime, plus what its CUDA context held beside them (no log line prints that)
+    assert 0 < held - (launch["weights_bytes"] + launch["runtime_bytes"]) < GIB
+    summary = fit_logs(PROFILE, [CAPACITY / "launch-c81920-np8-f16.log", CAPACITY / "f16-c16384-np1.log"])
+    assert any("free memory after weights drifted" in note for note in summary["notes"])

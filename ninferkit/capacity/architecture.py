@@ -28,6 +28,14 @@ class KVLayout:
     detail: str
     fixed_layers: dict[str, int] = field(default_factory=dict)
     """Layers with KV-like state that does not grow per pool token (recurrent, sliding window)."""
+    compute_bytes_per_token: int = 0
+    """Compute-buffer bytes the engine reserves per pool token beside the cache (llama.cpp on CUDA with
+    a quantized cache); the engine's KV lines do not show them, its compute-buffer line does."""
+
+    @property
+    def runtime_bytes_per_token(self) -> int:
+        """The memory formula's slope b: the cache and the compute buffer's share per pool token."""
+        return self.bytes_per_token + self.compute_bytes_per_token
 
 
 # ---------------------------------------------------------------- NInfer Qwen3.x hybrid targets
@@ -220,11 +228,18 @@ def _gguf_metadata(path: str, mtime_ns: int, size: int, max_array: int) -> dict[
     return meta
 
 
-def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: str = "f16") -> KVLayout:
+def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: str = "f16",
+                        cuda: bool = False) -> KVLayout:
     """llama.cpp: sum over layers that keep a KV cache of row_size(type_k, n_embd_k_gqa) + row_size(type_v, ...).
 
     Recurrent layers (per-layer head_count_kv 0, or not on the full_attention_interval) and
     sliding-window layers cost a fixed amount per sequence, not per pool token.
+
+    On CUDA a quantized cache also grows the compute buffer by one layer's K and V rows in f16 per
+    pool token, measured on an H200 (tests/data/llama_server_cuda_h200_capacity/: q8_0 and q4_0 both
+    reserve 564 MiB at 8 x 16,384 tokens where f16 reserves 93 MiB, 4,096 B per token for 8 KV heads
+    x 128); the CPU backend's compute buffer does not grow. Above about 16K tokens of pool that term
+    is the largest in the buffer; below it another graph's size is, so small pools sit off this line.
     """
     arch = str(meta["general.architecture"])
 
@@ -265,7 +280,16 @@ def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: st
         kv_layers += 1
     detail = (f"{kv_layers} KV layers x (K {type_k} {per_layer_heads[0]}x{dk} + V {type_v} "
               f"{per_layer_heads[0]}x{dv}) = {total:,} B/token")
-    return KVLayout(total, kv_layers, detail, {"recurrent": recurrent, "sliding_window": swa})
+    compute = 0
+    if cuda and kv_layers and (_quantized(type_k) or _quantized(type_v)):
+        heads = max(int(h) for h in per_layer_heads)
+        compute = ggml_row_bytes("f16", heads * dk) + ggml_row_bytes("f16", heads * dv)
+        detail += f", plus {compute:,} B/token of CUDA compute buffer (one layer's K and V in f16)"
+    return KVLayout(total, kv_layers, detail, {"recurrent": recurrent, "sliding_window": swa}, compute)
+
+
+def _quantized(type_name: str) -> bool:
+    return type_name not in ("f32", "f16", "bf16")
 
 
 def _is_swa(il: int, pattern: Any) -> bool:

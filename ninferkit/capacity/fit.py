@@ -6,11 +6,12 @@ context S (same KV dtype, speculation, prefill chunk, extra flags):
     runtime(C, S, K) = F(C, S) + b x K          K = pool tokens, b = KV bytes per token
     F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref)
 
-b comes from the architecture when it is known (checked against KV payload lines where the engine
-prints them), else from payload lines, else it is a fourth unknown. Every observation is a linear
-constraint with an interval right-hand side (rounding of printed units); the consistent set is
-enumerated exactly (`polytope`). A term the data cannot pin (one concurrency seen: f_slot) comes
-back unbounded and is listed in `terms_unpinned`, and so is every prediction that needs it.
+b comes from the architecture when it is known (its cache part checked against KV payload lines where
+the engine prints them, plus any compute buffer that grows per pool token), else from payload lines,
+else it is a fourth unknown. Every observation is a linear constraint with an interval right-hand
+side (rounding of printed units); the consistent set is enumerated exactly (`polytope`). A term the
+data cannot pin (one concurrency seen: f_slot) comes back unbounded and is listed in
+`terms_unpinned`, and so is every prediction that needs it.
 """
 
 from __future__ import annotations
@@ -221,7 +222,10 @@ def fit(observations: Sequence[Observation], layout_for: Callable[[str | None], 
         arch = layouts[dtype]
         measured = payloads[dtype]
         if arch is not None:
-            exact[dtype], sources[dtype] = Fraction(arch.bytes_per_token), "architecture"
+            exact[dtype], sources[dtype] = Fraction(arch.runtime_bytes_per_token), "architecture"
+            if arch.compute_bytes_per_token:
+                sources[dtype] += (f" ({arch.bytes_per_token:,} B cache + {arch.compute_bytes_per_token:,} B "
+                                   "compute buffer)")
             if measured is not None and not measured.holds(arch.bytes_per_token):
                 conflicts.append(f"kv={dtype}: the KV payload lines imply {_show(measured)}/token, not the "
                                  f"architecture's {arch.bytes_per_token:,} B: a layout assumption is wrong")

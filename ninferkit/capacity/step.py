@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit import server
 from ninferkit.artifact import planned_path
 from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.fit import CapacityFit, Priors, fit
@@ -182,6 +183,9 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
     base = Setting.from_profile(profile)
     grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
     _check_dtypes(profile, adapter, grid_dtypes)
+    if (profile.capacity.fit_launches or profile.capacity.search) and server.stop(run.dir):
+        # Its memory is not free for the launches: on a GPU each would measure what the runbook's server left.
+        say("stopped the launch step's server: the capacity launches need the memory it holds")
     if profile.capacity.fit_launches:
         for dtype in grid_dtypes:
             for concurrency in profile.capacity.concurrencies:
@@ -230,8 +234,14 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
         return None
     return Observation(found.source, found.kind, found.setting, found.kv_tokens, found.started, found.runtime,
                        found.available, found.kv_bytes, found.slack, found.weights, found.auto,
-                       record.get("state") == "ready" and all(c.get("ok") for c in record.get("checks", [])),
-                       found.bounds_runtime, found.extra)
+                       _served(record), found.bounds_runtime, found.extra)
+
+
+def _served(record: dict[str, Any]) -> bool:
+    """The launch step's acceptance checks all passed (they sent a real request), whether or not the
+    server has been stopped since."""
+    checks = record.get("checks") or []
+    return bool(checks) and all(check.get("ok") for check in checks)
 
 
 def table_frame(summary: dict[str, Any]) -> pd.DataFrame:

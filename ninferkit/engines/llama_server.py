@@ -182,7 +182,8 @@ class LlamaServer(EngineAdapter):
     def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
         if model_path is None or not model_path.exists():
             return None
-        return llama_cpp_kv_layout(gguf_metadata(model_path), kv_dtype, kv_dtype)
+        return llama_cpp_kv_layout(gguf_metadata(model_path), kv_dtype, kv_dtype,
+                                   cuda=profile.engine.build.backend == "cuda")
 
     def slot_context_cap(self, profile: Profile, model_path: Path | None) -> int | None:
         """llama-server caps a slot at the model's trained context ("the slot context exceeds the training

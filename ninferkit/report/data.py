@@ -74,7 +74,10 @@ class RunData:
 
     @property
     def gpu_available(self) -> bool:
-        return bool(((self.probe.get("facts") or {}).get("gpu") or {}).get("available"))
+        """From the setup step's probe; a run without one (`ninferkit sweep` alone) has a GPU when NVML
+        sampled one."""
+        gpu = (self.probe.get("facts") or {}).get("gpu")
+        return bool(gpu.get("available")) if gpu else bool(self.nvml())
 
     def measured(self, sweep: str | None = None) -> list[dict[str, Any]]:
         """Requests with status ok that are measurements (of one sweep, or all): not warm-ups, and not the
