@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import llama_cpp_kv_layout
-from ninferkit.capacity.fit import fit
-from ninferkit.capacity.observations import Observation, Setting, from_log_file
+from ninferkit.capacity.fit import CapacityFit, fit
+from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
@@ -219,3 +219,26 @@ def test_capacity_launches_beside_the_runbooks_server_saw_its_memory_taken() -> 
     assert 0 < held - (launch["weights_bytes"] + launch["runtime_bytes"]) < GIB
     summary = fit_logs(PROFILE, [CAPACITY / "launch-c81920-np8-f16.log", CAPACITY / "f16-c16384-np1.log"])
     assert any("free memory after weights drifted" in note for note in summary["notes"])
+
+
+def test_a_search_without_a_prediction_starts_above_what_already_served() -> None:
+    """On the H200 the q8_0 fit had no prediction and the 1-slot search doubled from 1,024 tokens,
+    spending its 6 launches below the 65,536 the grid had already served. It starts there now."""
+    observed = [with_served(o, True) for o in _observed(
+        "q8_0-c16384-np1.log", "q8_0-c65536-np1.log", "q8_0-c16384-np8.log", "q8_0-c8192-np1.log")]
+    rule = ADAPTER.capacity_pool
+
+    def refit(obs: list[Observation]) -> CapacityFit:
+        return fit(obs, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16", cuda=True), rule)
+
+    assert not next(iter(refit(observed).families.values())).consistent  # the small pool: no prediction
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> None:
+        launched.append(setting.context_per_slot)
+        return None  # no GPU here: the launch is not made
+
+    result = search(Setting(1, 81_920, "q8_0"), rule, launch, refit, observed, max_launches=1)
+    assert launched == [131_072]  # doubling from the 65,536 that served
+    assert result.launches == 1 and result.steps[0]["why"] == "an earlier launch at this setting"
+    assert result.steps[0]["kv_tokens"] == 65_536 and result.steps[0]["reused"]

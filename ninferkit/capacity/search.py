@@ -91,15 +91,16 @@ def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
     return replace(base, context_per_slot=tokens // base.concurrency, kv_capacity=None)
 
 
-def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bool | None, why: str) -> None:
-    result.launches += 1
+def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bool | None, why: str,
+            counted: bool = True) -> None:
+    result.launches += counted
     result.steps.append({"kv_tokens": tokens, "server_kv_tokens": None if obs is None else obs.kv_tokens,
                          "kind": None if obs is None else obs.kind,
                          "started": None if obs is None else obs.started,
                          "served": None if obs is None else obs.served, "fits": fits, "why": why,
                          "runtime_bytes": None if obs is None or obs.runtime is None else obs.runtime.as_bytes(),
                          "log": None if obs is None else obs.source,
-                         "reused": bool(obs is not None and obs.extra.get("reused"))})
+                         "reused": not counted or bool(obs is not None and obs.extra.get("reused"))})
 
 
 def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
@@ -152,8 +153,7 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
         low_pool, high_pool = step, 2**40 if slot_context_cap is None else _snap(slot_context_cap * base.concurrency,
                                                                                  step)
-    good: int | None = None  # largest pool that fit (launched)
-    bad: int | None = None  # smallest pool that did not (launched, or sure from the fit)
+    good, bad = _settled(base, rule, observed, budget, result)  # largest pool that fit, smallest that did not
     bad_by_model = False
     while result.launches < max_launches:
         candidate = _next_candidate(base, rule, refit(observed), observed, budget, good, bad, step,
@@ -188,6 +188,24 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     else:
         result.note = "the launch budget ran out before the upper side was found"
     return result
+
+
+def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget: Interval | None,
+             result: SearchResult) -> tuple[int | None, int | None]:
+    """The pools earlier launches at this setting already settled (the grid's, a rerun's): the search
+    starts between them, so it spends no launch below what already fit, even when the fit predicts
+    nothing. They are listed among the results, but not counted as this search's launches."""
+    same = [o for o in observed if o.setting.family == base.family and o.setting.concurrency == base.concurrency
+            and (not rule.shared_pool or o.setting.context_per_slot == base.context_per_slot)]
+    fit = [o for o in same if _fits(o, budget)]
+    good = max(fit, key=lambda o: o.kv_tokens, default=None)
+    # a refusal settles the upper side; a start that did not serve may have failed for another reason
+    above = [o for o in same if not o.started and (good is None or o.kv_tokens > good.kv_tokens)]
+    bad = min(above, key=lambda o: o.kv_tokens, default=None)
+    for obs, fits in ((good, True), (bad, False)):
+        if obs is not None:
+            _record(result, obs, obs.kv_tokens, fits, "an earlier launch at this setting", counted=False)
+    return (None if good is None else good.kv_tokens), (None if bad is None else bad.kv_tokens)
 
 
 def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
