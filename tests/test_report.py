@@ -173,7 +173,7 @@ def test_acceptance_and_throttle_caveats() -> None:
         {"sweep": "tasks", "cell": {"task": "fiction"}, "status": "ok", "warmup": False,
          "decode_tok_s_server": 44.9, "drafted_tokens_server": 100, "accepted_tokens_server": 26},
     ]
-    gpu = {"facts": {"gpu": {"available": True}}}
+    gpu = {"facts": {"gpu": {"available": True, "gpus": [{"index": 0, "power_limit_w": 250.0}]}}}
     # Telemetry rows shaped like the sampler's; the values exercise the rule, they are not a measurement.
     telemetry = [{"source": "nvml", "gpu": 0, "t_mono": 1.0, "power_w": 200.0, "sm_clock_mhz": 1380,
                   "throttled": True, "throttle_reasons": ["sw_power_cap"]},
@@ -181,8 +181,14 @@ def test_acceptance_and_throttle_caveats() -> None:
                   "throttled": False, "throttle_reasons": []}]
     notes = caveats(RunData(RunDir(Path("x")), probe=gpu, requests=rows, telemetry=telemetry))
     assert any("acceptance differs between cells (26% – 91%)" in note for note in notes)
-    assert any("GPU 0 throttled in 50% of 2 samples (sw_power_cap)" in note for note in notes)
-    assert not any("CPU run" in note for note in notes)
+    # the power cap alone is the card at its limit, not a card running below what it can
+    assert any("GPU 0 was held at its power limit (250 W) in 50% of 2 samples (sw_power_cap): these are its "
+               "speeds at that limit" in note for note in notes)
+    assert not any("CPU run" in note or "understate" in note for note in notes)
+    hot = [dict(telemetry[0], throttle_reasons=["sw_power_cap", "hw_thermal_slowdown"]), telemetry[1]]
+    notes = caveats(RunData(RunDir(Path("x")), probe=gpu, requests=rows, telemetry=hot))
+    assert any("GPU 0 throttled in 50% of 2 samples (hw_thermal_slowdown, sw_power_cap): speeds from this run "
+               "understate the unthrottled card" in note for note in notes)
     same = [dict(rows[0]), dict(rows[0], cell={"task": "json"})]
     assert not any("acceptance" in note for note in caveats(RunData(RunDir(Path("x")), probe=gpu, requests=same)))
 

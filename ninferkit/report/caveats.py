@@ -17,6 +17,7 @@ from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
+from ninferkit.telemetry import THROTTLING
 
 WAIT_ALONE_S = 0.25
 """A lone request's wait before prefill above this (and above its own prompt time) is worth a caveat."""
@@ -93,11 +94,7 @@ def caveats(run: RunData) -> list[str]:
             notes.append(f"Speculative acceptance differs between cells ({100 * low:.0f}% – {100 * high:.0f}%): "
                          "decode speeds of cells with different acceptance are not comparable; compare decode "
                          "only between cells whose acceptance matches.")
-    for gpu in gpu_conditions(run):
-        if gpu.throttled_fraction > 0:
-            notes.append(f"GPU {gpu.gpu} throttled in {100 * gpu.throttled_fraction:.0f}% of {gpu.samples} samples "
-                         f"({', '.join(gpu.throttle_reasons) or 'reason not reported'}): speeds from this run "
-                         "understate the unthrottled card; flag it before comparing with other runs.")
+    notes.extend(_throttling(run, ""))
     notes.extend(_client_vs_server(run))
     notes.extend(_status_notes(run))
     if run.superseded:
@@ -174,6 +171,31 @@ def _status_notes(run: RunData) -> list[str]:
             "section lists them."]
 
 
+def _throttling(run: RunData, prefix: str) -> list[str]:
+    """A power cap alone is the card at its power limit (its speeds at that limit, which another limit
+    changes); a thermal or hardware slowdown means it ran slower than it can."""
+    notes = []
+    for gpu in gpu_conditions(run):
+        if gpu.throttled_fraction == 0:
+            continue
+        share = f"{100 * gpu.throttled_fraction:.0f}% of {gpu.samples} samples"
+        if THROTTLING.intersection(gpu.throttle_reasons) == {"sw_power_cap"}:
+            limit = _power_limit_w(run, gpu.gpu)
+            notes.append(f"{prefix}GPU {gpu.gpu} was held at its power limit{f' ({limit:,.0f} W)' if limit else ''} "
+                         f"in {share} (sw_power_cap): these are its speeds at that limit; a run at another power "
+                         "limit is not comparable.")
+        else:
+            notes.append(f"{prefix}GPU {gpu.gpu} throttled in {share} "
+                         f"({', '.join(gpu.throttle_reasons) or 'reason not reported'}): speeds from this run "
+                         "understate the unthrottled card; flag it before comparing with other runs.")
+    return notes
+
+
+def _power_limit_w(run: RunData, gpu: str) -> float | None:
+    gpus = ((run.probe.get("facts") or {}).get("gpu") or {}).get("gpus") or []
+    return next((g.get("power_limit_w") for g in gpus if str(g.get("index")) == gpu), None)
+
+
 def comparison_caveats(runs: Sequence[RunData]) -> list[str]:
     """Reasons a comparison of runs needs care: acceptance, throttling, and what differs between them."""
     notes: list[str] = []
@@ -191,10 +213,7 @@ def comparison_caveats(runs: Sequence[RunData]) -> list[str]:
         if changed:
             notes.append(f"{other.run_id} differs from {base.run_id} in: {', '.join(changed)}.")
     for run in runs:
-        for gpu in gpu_conditions(run):
-            if gpu.throttled_fraction > 0:
-                notes.append(f"{run.run_id}: GPU {gpu.gpu} throttled in {100 * gpu.throttled_fraction:.0f}% of "
-                             "samples; its speeds understate the card.")
+        notes.extend(_throttling(run, f"{run.run_id}: "))
     if any(not run.gpu_available for run in runs):
         notes.append("At least one run is a CPU run; CPU timings vary with whatever else the machine runs.")
     return notes
