@@ -14,34 +14,36 @@
 set -euo pipefail
 wheels=$1 sdist=$2 run_dir=$3
 python=${PYTHON:-python3}
+profile=${PROFILE:-params/h200-llamacpp.yaml}  # PROFILE=params/local-cpu.yaml rehearses the script on a CPU
 
 "$python" -m pip install -q --no-index --no-deps --no-compile --target /tmp/ninferkit-site "$wheels"/*.whl
 export PYTHONPATH="$PWD:/tmp/ninferkit-site" PYTHONUNBUFFERED=1
 export NINFERKIT_CACHE=${NINFERKIT_CACHE:-/tmp/ninferkit-cache}
 mkdir -p "$NINFERKIT_CACHE/src"
 cp "$sdist" "$NINFERKIT_CACHE/src/"
-"$python" -m ninferkit probe --profile params/h200-llamacpp.yaml
+"$python" -m ninferkit probe --profile "$profile"
 
 # Unpack the source once, then build and generate side by side (each takes the source's lock).
 "$python" -c 'from ninferkit.embedded import llama_cpp_source; print(llama_cpp_source())'
 "$python" -c '
+import sys
 from ninferkit.embedded import build_llama_cpp
 from ninferkit.params import load_profile
-print(build_llama_cpp(load_profile("params/h200-llamacpp.yaml").profile.engine.build, ("llama-server", "llama-bench")))
-' &
+print(build_llama_cpp(load_profile(sys.argv[1]).profile.engine.build, ("llama-server", "llama-bench")))
+' "$profile" &
 build=$!
-"$python" -m ninferkit verify params/h200-llamacpp.yaml --run-dir "$run_dir"
+"$python" -m ninferkit verify "$profile" --run-dir "$run_dir"
 wait "$build"
 
 # A failed step keeps its files and does not cost the GPU time of what follows; rerun a line to resume it.
 failed=0
-"$python" -m ninferkit run params/h200-llamacpp.yaml --run-dir "$run_dir" || failed=1
+"$python" -m ninferkit run "$profile" --run-dir "$run_dir" || failed=1
 "$python" benchmarks/bench_llama_bench.py "$run_dir" || failed=1
 "$python" -m ninferkit report "$run_dir" || failed=1
 
 # B is the profile (--cache-ram 0); A is llama-server's default prompt cache. The published A/B also
 # ran the prefix-reuse sweep (`--only context,prefix_reuse`), which took 9 of its 12.5 minutes.
-"$python" -m ninferkit sweep params/h200-llamacpp.yaml --run-dir "$run_dir/cache-ram-default" \
+"$python" -m ninferkit sweep "$profile" --run-dir "$run_dir/cache-ram-default" \
     -p 'serve.extra_args=[]' --only context || failed=1
 "$python" -m ninferkit compare "$run_dir/cache-ram-default" "$run_dir" || failed=1
 exit $failed
