@@ -196,6 +196,13 @@ def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> lis
     return checks
 
 
+def passed_checks(record: dict[str, Any]) -> bool:
+    """The acceptance checks of a launch record ran and all passed (they served a real request),
+    whether or not the server has been stopped since."""
+    checks = record.get("checks") or []
+    return bool(checks) and all(check.get("ok") for check in checks)
+
+
 def _check(name: str, call: Any) -> Check:
     started = time.perf_counter()
     try:

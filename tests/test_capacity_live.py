@@ -13,12 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import steps
+from ninferkit import server, steps
 from ninferkit.artifact import model_path
 from ninferkit.capacity import capacity_step, llama_cpp_kv_layout
 from ninferkit.capacity.architecture import gguf_metadata
-from ninferkit.capacity.launches import recorded
+from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
 from ninferkit.runs import Run, open_run, read_json
 
 from .conftest import LOCAL_CPU, free_port
@@ -82,7 +85,7 @@ def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> N
     again = capacity_step(run, say=lambda line: None)
     assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
     assert [s["answer_kv_tokens"] for s in again["searches"]] == [s["answer_kv_tokens"] for s in first["searches"]]
-    assert all(step["reused"] for search in again["searches"] for step in search["results"])
+    assert all(step["reused"] or step["settled"] for search in again["searches"] for step in search["results"])
 
 
 def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: Path, llama_server: Path) -> None:
@@ -117,3 +120,32 @@ def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, ll
     own = summary["observations"][0]
     assert own["source"] == str(run.dir.server_log) and own["served"]  # its acceptance checks passed at launch
     assert len(summary["observations"]) == 2  # and the grid point was launched after it
+
+
+def test_a_bad_grid_is_refused_before_the_launch_steps_server_is_stopped(tmp_path: Path, llama_server: Path) -> None:
+    run = open_run(LOCAL_CPU, tmp_path, ["capacity.kv_dtypes=[f16, q9_9]", f"serve.port={free_port()}"])
+    steps.launch(run, progress=False)
+    try:
+        with pytest.raises(ProfileError, match=r"capacity.kv_dtypes: 'q9_9'.*not a ggml type"):
+            capacity_step(run, say=lambda line: None)
+        assert read_json(run.dir.server)["state"] == "ready"
+    finally:
+        server.stop(run.dir)
+
+
+def test_a_recorded_launch_that_saw_other_free_memory_is_launched_again(tmp_path: Path, llama_server: Path) -> None:
+    """A rerun reuses recorded launches, but not ones made while something else held the memory (the
+    H200 run's, beside the runbook's server): the same setting is launched again."""
+    run = open_run(LOCAL_CPU, tmp_path, [
+        "capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
+        "capacity.fit_launches=true", "capacity.search=false", f"serve.port={free_port()}"])
+    capacity_step(run, say=lambda line: None)
+    (earlier,) = recorded(run)
+    assert earlier.available is not None and earlier.available.high is not None
+    rule = get_adapter("llama_server").capacity_pool
+    said: list[str] = []
+    assert launcher(run, rule, said.append, earlier.available)(earlier.setting) is not None
+    assert said[0].startswith("reusing the earlier launch")
+    other = Interval.exact(earlier.available.high + 2**30)  # a GPU with 1 GiB more free than that launch saw
+    again = launcher(run, rule, said.append, other)(earlier.setting)
+    assert again is not None and again.source != earlier.source and said[-1].startswith("launch 02")

@@ -155,6 +155,11 @@ def test_the_examples_ab_run_with_the_default_prompt_cache_is_flagged(tmp_path: 
     assert "CPU run" not in text  # no setup step ran, but NVML sampled the GPU
 
 
+def ledger_compute(log: Path) -> int:
+    ledger = ADAPTER.parse_ledger(log.read_text())
+    return int(ledger["runtime_bytes"] - ledger["kv_cache_bytes"])
+
+
 def _observed(*names: str) -> list[Observation]:
     found = [from_log_file("llama_server", CAPACITY / name, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
              for name in names]
@@ -172,8 +177,10 @@ def test_a_quantised_cache_on_cuda_grows_the_compute_buffer_per_pool_token() -> 
     layout = llama_cpp_kv_layout(META_128, "q8_0", "q8_0", cuda=True)
     assert layout.bytes_per_token == 78_336  # the KV line's share: 36 layers x 2 x 8 heads x 128 at 34 B per 32
     assert layout.compute_bytes_per_token == 4_096  # one layer's K and V in f16: 2 x 8 x 128 x 2 B
-    # the grown share is within a page of that: (564.09 - 93.01) MiB over 131,072 tokens, less a fixed 41 MiB
-    assert abs((compute["q8_0"] - compute["f16"] + 41) * MIB / 131_072 - 4_096) < 8
+    # q8_0 at 16,384 tokens per slot, 1 slot against 8: the buffer grows by exactly that per added pool token
+    one_slot = ADAPTER.parse_ledger((CAPACITY / "q8_0-c16384-np1.log").read_text())
+    grown = ledger_compute(CAPACITY / "q8_0-c16384-np8.log") - ledger_compute(CAPACITY / "q8_0-c16384-np1.log")
+    assert grown == 4_096 * (8 * 16_384 - one_slot["kv_tokens"])
     assert llama_cpp_kv_layout(META_128, "f16", "f16", cuda=True).compute_bytes_per_token == 0
     assert llama_cpp_kv_layout(META_128, "q8_0", "q8_0").compute_bytes_per_token == 0  # the CPU backend
 
@@ -191,7 +198,8 @@ def test_the_fit_over_quantised_cuda_launches_holds_with_the_compute_term(dtype:
     assert with_compute.slopes[dtype].low == {"q8_0": 78_336, "q4_0": 41_472}[dtype] + 4_096
     per_slot = family.parameter("per_slot_bytes")
     per_context_token = family.parameter("per_context_token_bytes")
-    assert per_slot.low is not None and per_slot.high is not None and abs(per_slot.low) < 3_000 > per_slot.high
+    assert per_slot.low is not None and per_slot.high is not None
+    assert -3_000 < per_slot.low <= 0 <= per_slot.high < 3_000  # one more slot costs nothing fixed
     assert per_context_token.low is not None and 1_020 < per_context_token.low <= per_context_token.high < 1_030
     # with the KV line's bytes alone, no formula fits the same launches
     cache_only = fit(observed, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16"), ADAPTER.capacity_pool)
@@ -241,4 +249,39 @@ def test_a_search_without_a_prediction_starts_above_what_already_served() -> Non
     result = search(Setting(1, 81_920, "q8_0"), rule, launch, refit, observed, max_launches=1)
     assert launched == [131_072]  # doubling from the 65,536 that served
     assert result.launches == 1 and result.steps[0]["why"] == "an earlier launch at this setting"
-    assert result.steps[0]["kv_tokens"] == 65_536 and result.steps[0]["reused"]
+    assert result.steps[0]["kv_tokens"] == 65_536 and result.steps[0]["settled"]
+
+
+def _published_search_launches(concurrency: int, dtype: str) -> list[Observation]:
+    rows = (EXAMPLE / "capacity" / "observations.jsonl").read_text().splitlines()
+    found = [Observation.from_dict(json.loads(row)) for row in rows]
+    return [o for o in found if o.setting.concurrency == concurrency and o.setting.kv_dtype == dtype]
+
+
+def test_a_search_starts_between_what_earlier_launches_settled() -> None:
+    """The published f16 1-slot launches: 233,728 tokens served, 241,408 was refused (all of them
+    beside the runbook's server, so with the same 41,935 MiB free). A search there starts between them."""
+    observed = _published_search_launches(1, "f16")
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> None:
+        launched.append(setting.context_per_slot)
+        return None
+
+    result = search(observed[0].setting, ADAPTER.capacity_pool, launch, lambda obs: fit_observations(PROFILE, obs),
+                    observed, max_launches=1)
+    settled = [(step["kv_tokens"], step["fits"]) for step in result.steps if step["settled"]]
+    assert settled == [(233_728, True), (241_408, False)]
+    assert result.launches == len(launched) == 1 and 233_728 < launched[0] < 241_408
+
+
+def test_launches_that_saw_other_free_memory_settle_nothing() -> None:
+    """The same launches beside the launch step's own (which saw 142,629 MiB free, not 41,935): their
+    refusal says nothing about an empty GPU, so the search does not start from it."""
+    own = from_log_file("llama_server", CAPACITY / "launch-c81920-np8-f16.log",
+                        Setting(8, 81_920, "f16", other=("--cache-ram", "0")), ADAPTER.capacity_pool)
+    assert own is not None
+    observed = [with_served(own, True), *_published_search_launches(1, "f16")]
+    result = search(observed[1].setting, ADAPTER.capacity_pool, lambda setting: None,
+                    lambda obs: fit_observations(PROFILE, obs), observed, max_launches=1)
+    assert not any(step["settled"] for step in result.steps)

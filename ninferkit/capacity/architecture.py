@@ -236,10 +236,12 @@ def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: st
     sliding-window layers cost a fixed amount per sequence, not per pool token.
 
     On CUDA a quantized cache also grows the compute buffer by one layer's K and V rows in f16 per
-    pool token, measured on an H200 (tests/data/llama_server_cuda_h200_capacity/: q8_0 and q4_0 both
-    reserve 564 MiB at 8 x 16,384 tokens where f16 reserves 93 MiB, 4,096 B per token for 8 KV heads
-    x 128); the CPU backend's compute buffer does not grow. Above about 16K tokens of pool that term
-    is the largest in the buffer; below it another graph's size is, so small pools sit off this line.
+    pool token, measured on an H200 with llama.cpp 11434 and flash attention on (its `auto`)
+    (tests/data/llama_server_cuda_h200_capacity/: at 16,384 tokens per slot q8_0 reserves 116.09 MiB
+    at 1 slot and 564.09 MiB at 8, exactly 4,096 B per added pool token for 8 KV heads x 128, where
+    f16 reserves 93 MiB at both); the CPU backend's compute buffer does not grow. Above about 16K
+    tokens of pool that term is the largest in the buffer; below it another graph's size is, so small
+    pools sit off this line.
     """
     arch = str(meta["general.architecture"])
 

@@ -3,7 +3,7 @@
 Model (capacity-model.md §5.1), per family of settings that differ only in slots C and per-slot
 context S (same KV dtype, speculation, prefill chunk, extra flags):
 
-    runtime(C, S, K) = F(C, S) + b x K          K = pool tokens, b = KV bytes per token
+    runtime(C, S, K) = F(C, S) + b x K          K = pool tokens, b = bytes per pool token
     F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref)
 
 b comes from the architecture when it is known (its cache part checked against KV payload lines where

@@ -1,7 +1,8 @@
 """Capacity launches: start the server at one setting, keep what its log says, stop it.
 
 Each launch gets its own run directory under run_dir/capacity/launches/ (its log stays there) and
-a free loopback port, so it never collides with the runbook's own server. Every launch is appended
+a free loopback port. The first launch stops the runbook's own server: on a GPU its memory is not
+free for the launches. Every launch is appended
 to run_dir/capacity/observations.jsonl as soon as it ends, so a rerun reuses it instead of launching
 again.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit import server, steps
+from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_log, with_served
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.errors import ServerError
@@ -47,17 +49,22 @@ def overrides_for(setting: Setting) -> list[str]:
     return out
 
 
-def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print) -> Launcher:
+def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
+             available: Interval | None = None) -> Launcher:
     """A function that launches one setting for real and returns (and records) its observation.
 
     The observation is None when the server failed for a reason that is not a memory refusal
-    (the error is re-raised then: a bad flag is not evidence about memory).
+    (the error is re-raised then: a bad flag is not evidence about memory). `available` is the free
+    memory after weights the run's own launch saw: a recorded launch that saw other free memory
+    (made while something else held the GPU) is launched again rather than reused.
     """
     root = run.dir.path / "capacity" / "launches"
 
     def launch(setting: Setting) -> Observation | None:
         for earlier in recorded(run):  # a rerun resumes: the same setting is not launched twice
-            if earlier.setting == setting:
+            stale = (available is not None and earlier.available is not None
+                     and earlier.available.intersect(available) is None)
+            if earlier.setting == setting and not stale:
                 say(f"reusing the earlier launch at {setting.label()} ({earlier.source})")
                 return replace(earlier, extra={**earlier.extra, "reused": True})
         index = len(list(root.glob("*"))) + 1 if root.exists() else 1
@@ -66,12 +73,14 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print) -> La
         source = run.loaded.source
         if source is None:
             raise ServerError("capacity launches need the profile file the run was opened from")
+        if server.stop(run.dir):  # on a GPU each launch would otherwise measure what the run's server left
+            say("stopped the launch step's server: the capacity launches need the memory it holds")
         sub = open_run(source, sub_dir, overrides)
         served = False
         error: ServerError | None = None
         try:
             record: dict[str, Any] = steps.launch(sub, progress=False)
-            served = all(check["ok"] for check in record.get("checks", []))
+            served = server.passed_checks(record)
         except ServerError as exc:
             error = exc
         finally:

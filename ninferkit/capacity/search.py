@@ -92,15 +92,17 @@ def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
 
 
 def _record(result: SearchResult, obs: Observation | None, tokens: int, fits: bool | None, why: str,
-            counted: bool = True) -> None:
-    result.launches += counted
+            settled: bool = False) -> None:
+    """One step of the search; a settled one (an earlier launch the search starts from) is listed but
+    is not one of its launches."""
+    result.launches += 0 if settled else 1
     result.steps.append({"kv_tokens": tokens, "server_kv_tokens": None if obs is None else obs.kv_tokens,
                          "kind": None if obs is None else obs.kind,
                          "started": None if obs is None else obs.started,
                          "served": None if obs is None else obs.served, "fits": fits, "why": why,
                          "runtime_bytes": None if obs is None or obs.runtime is None else obs.runtime.as_bytes(),
                          "log": None if obs is None else obs.source,
-                         "reused": not counted or bool(obs is not None and obs.extra.get("reused"))})
+                         "reused": bool(obs is not None and obs.extra.get("reused")), "settled": settled})
 
 
 def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observation | None], refit: Refit,
@@ -117,7 +119,7 @@ def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Obser
     low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
     if slope is None or slope.high is None:
         result.note = "bytes/token unknown: cannot turn the slack into pages"
-        return _bisect(base, rule, launch, refit, observed, max_launches - 1, None, result)
+        return _bisect(base, rule, launch, refit, observed, max_launches, None, result)
     per_page = slope.high * rule.page_tokens
     if obs.started and obs.slack is not None and obs.slack.low is not None:
         extra = max(0, math.floor(obs.slack.low / per_page))
@@ -153,7 +155,7 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
         low_pool, high_pool = step, 2**40 if slot_context_cap is None else _snap(slot_context_cap * base.concurrency,
                                                                                  step)
-    good, bad = _settled(base, rule, observed, budget, result)  # largest pool that fit, smallest that did not
+    good, bad = _settled(base, rule, observed, budget, result, step)  # largest pool that fit, smallest that did not
     bad_by_model = False
     while result.launches < max_launches:
         candidate = _next_candidate(base, rule, refit(observed), observed, budget, good, bad, step,
@@ -191,21 +193,38 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
 
 
 def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget: Interval | None,
-             result: SearchResult) -> tuple[int | None, int | None]:
+             result: SearchResult, step: int) -> tuple[int | None, int | None]:
     """The pools earlier launches at this setting already settled (the grid's, a rerun's): the search
     starts between them, so it spends no launch below what already fit, even when the fit predicts
-    nothing. They are listed among the results, but not counted as this search's launches."""
+    nothing. Only when every launch saw the same free memory (or a budget is the limit): a launch made
+    while something else held memory (the H200 run's, beside the runbook's own server) settles nothing
+    for this one."""
+    if budget is None and not _same_free_memory(observed):  # a budget, not free memory, is the limit then
+        return None, None
+    listed = {step_["log"] for step_ in result.steps}
     same = [o for o in observed if o.setting.family == base.family and o.setting.concurrency == base.concurrency
-            and (not rule.shared_pool or o.setting.context_per_slot == base.context_per_slot)]
-    fit = [o for o in same if _fits(o, budget)]
-    good = max(fit, key=lambda o: o.kv_tokens, default=None)
+            and (not rule.shared_pool or o.setting.context_per_slot == base.context_per_slot)
+            and o.source not in listed]
+    good = max((o for o in same if _fits(o, budget)), key=lambda o: o.kv_tokens, default=None)
     # a refusal settles the upper side; a start that did not serve may have failed for another reason
     above = [o for o in same if not o.started and (good is None or o.kv_tokens > good.kv_tokens)]
     bad = min(above, key=lambda o: o.kv_tokens, default=None)
     for obs, fits in ((good, True), (bad, False)):
         if obs is not None:
-            _record(result, obs, obs.kv_tokens, fits, "an earlier launch at this setting", counted=False)
-    return (None if good is None else good.kv_tokens), (None if bad is None else bad.kv_tokens)
+            _record(result, obs, obs.kv_tokens, fits, "an earlier launch at this setting", settled=True)
+    # in whole steps, as the search's own candidates are: down for what fit, up for what did not
+    return (None if good is None else _snap(good.kv_tokens, step),
+            None if bad is None else -(-bad.kv_tokens // step) * step)
+
+
+def _same_free_memory(observed: list[Observation]) -> bool:
+    common: Interval | None = None
+    for obs in observed:
+        if obs.available is not None:
+            common = obs.available if common is None else common.intersect(obs.available)
+            if common is None:
+                return False
+    return True
 
 
 def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
@@ -239,7 +258,10 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
             if lo < middle < hi:
                 return middle, "bisection inside the fit's interval", False
     if good is None and bad is None:
-        return _snap(min(high_pool, 4 * low_pool), step), "no prediction yet: a first probe", False
+        # a per-slot pool starts at the setting's own context (what the profile serves), not at a few
+        # pages, where an engine's compute buffer can follow another line than at real sizes
+        first = base.context_per_slot * base.concurrency if not rule.shared_pool else 4 * low_pool
+        return _snap(min(high_pool, first), step), "no prediction yet: a first probe", False
     if bad is None:
         return min(high_pool, _snap(2 * lo, step)), "doubling: nothing refused yet", False
     if good is None:

@@ -32,7 +32,8 @@ from ninferkit.params.profile import Profile
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
-           "b the KV bytes per token and F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref); "
+           "b the bytes per pool token (the KV cache's, and any compute buffer that grows with the pool) and "
+           "F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref); "
            "it starts iff runtime <= A, the free memory after weights; auto picks "
            "M = min(M_max, M_min + floor((A - R - B_min) / B_step)) pages with headroom R")
 
@@ -178,14 +179,13 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
     own = _launch_step_observation(run, adapter.capacity_pool)
     if own is not None:
         observations.insert(0, own)
-    launch = launcher(run, adapter.capacity_pool, say)
+    # with a budget standing in for device memory, the host's free memory is not what decides a launch
+    measured_memory = own.available if own is not None and profile.capacity.memory_budget_bytes is None else None
+    launch = launcher(run, adapter.capacity_pool, say, measured_memory)
     seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
     base = Setting.from_profile(profile)
     grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
     _check_dtypes(profile, adapter, grid_dtypes)
-    if (profile.capacity.fit_launches or profile.capacity.search) and server.stop(run.dir):
-        # Its memory is not free for the launches: on a GPU each would measure what the runbook's server left.
-        say("stopped the launch step's server: the capacity launches need the memory it holds")
     if profile.capacity.fit_launches:
         for dtype in grid_dtypes:
             for concurrency in profile.capacity.concurrencies:
@@ -234,14 +234,7 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
         return None
     return Observation(found.source, found.kind, found.setting, found.kv_tokens, found.started, found.runtime,
                        found.available, found.kv_bytes, found.slack, found.weights, found.auto,
-                       _served(record), found.bounds_runtime, found.extra)
-
-
-def _served(record: dict[str, Any]) -> bool:
-    """The launch step's acceptance checks all passed (they sent a real request), whether or not the
-    server has been stopped since."""
-    checks = record.get("checks") or []
-    return bool(checks) and all(check.get("ok") for check in checks)
+                       server.passed_checks(record), found.bounds_runtime, found.extra)
 
 
 def table_frame(summary: dict[str, Any]) -> pd.DataFrame:
@@ -279,9 +272,10 @@ def searches_frame(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def search_launches_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """Every launch the searches made, in order; empty when the profile does not ask for a search."""
+    """Every step of the searches, in order: their launches, and the earlier launches each started from
+    (`settled`); empty when the profile does not ask for a search."""
     columns = ["kv_dtype", "concurrency", "kv_tokens", "server_kv_tokens", "why", "started", "served", "fits",
-               "runtime_bytes", "reused"]
+               "runtime_bytes", "reused", "settled"]
     rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"], **step}
             for found in summary.get("searches") or [] for step in found["results"]]
     return pd.DataFrame(rows, columns=columns)

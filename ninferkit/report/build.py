@@ -338,7 +338,7 @@ def _capacity(run: RunData) -> Section:
     if capacity.get("formula"):
         blocks.append(Code(str(capacity["formula"])))
     blocks.append(Table(("term", "value"), (
-        ("bytes per KV token", _value("bytes_per_token", capacity.get("bytes_per_token"))),
+        ("bytes per pool token", _value("bytes_per_token", capacity.get("bytes_per_token"))),
         ("fixed part (interval)", _value("fixed_bytes", capacity.get("fixed_bytes"))),
         ("free after weights (interval)", _value("free_after_weights_bytes", capacity.get("free_after_weights_bytes"))),
         ("largest KV pool, tokens", _value("max_kv_tokens", capacity.get("max_kv_tokens"))),
