@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout
-from ninferkit.capacity.interval import Interval, hull
+from ninferkit.capacity.interval import Interval, hull, intersect_all
 from ninferkit.capacity.observations import Observation
 from ninferkit.capacity.polytope import Constraint, Polytope, Vector
 from ninferkit.capacity.pool import PoolRule
@@ -251,18 +251,9 @@ def fit(observations: Sequence[Observation], layout_for: Callable[[str | None], 
             continue
         fitted = [f.parameter("bytes_per_token") for f in families.values()
                   if f.family[0] == dtype and f.consistent]
-        slopes[dtype] = _intersect_all(fitted)
+        slopes[dtype] = intersect_all(fitted)
     return CapacityFit(slopes, sources, layouts, payloads, families, _available(observations, notes), notes,
                        conflicts, priors)
-
-
-def _intersect_all(values: list[Interval]) -> Interval | None:
-    if not values:
-        return None
-    result: Interval | None = values[0]
-    for value in values[1:]:
-        result = result.intersect(value) if result is not None else None
-    return result
 
 
 def _fit_family(family: tuple[Any, ...], group: Sequence[Observation], b: Fraction | None,
@@ -336,9 +327,7 @@ def _available(observations: Sequence[Observation], notes: list[str]) -> Interva
     seen = [o.available for o in observations if o.available is not None]
     if not seen:
         return None
-    common: Interval | None = seen[0]
-    for value in seen[1:]:
-        common = common.intersect(value) if common is not None else None
+    common = intersect_all(seen)
     if common is None:
         span = hull(seen)
         notes.append(f"free memory after weights drifted between launches ({span.as_gib()} GiB); "

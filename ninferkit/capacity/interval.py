@@ -128,3 +128,11 @@ def hull(intervals: list[Interval]) -> Interval:
     highs = [i.high for i in intervals]
     return Interval(None if any(v is None for v in lows) else min(v for v in lows if v is not None),
                     None if any(v is None for v in highs) else max(v for v in highs if v is not None))
+
+
+def intersect_all(intervals: list[Interval]) -> Interval | None:
+    """What every interval holds; None when two of them do not overlap, or there are none."""
+    common: Interval | None = intervals[0] if intervals else None
+    for value in intervals[1:]:
+        common = common.intersect(value) if common is not None else None
+    return common

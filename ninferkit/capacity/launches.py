@@ -2,9 +2,8 @@
 
 Each launch gets its own run directory under run_dir/capacity/launches/ (its log stays there) and
 a free loopback port. The first launch stops the runbook's own server: on a GPU its memory is not
-free for the launches. Every launch is appended
-to run_dir/capacity/observations.jsonl as soon as it ends, so a rerun reuses it instead of launching
-again.
+free for the launches. Every launch is appended to run_dir/capacity/observations.jsonl as soon as
+it ends, so a rerun reuses it instead of launching again.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ninferkit.capacity.fit import CapacityFit
-from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.interval import Interval, intersect_all
 from ninferkit.capacity.observations import Observation, Setting
 from ninferkit.capacity.pool import PoolRule
 
@@ -199,9 +199,10 @@ def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget:
     nothing. Only when every launch saw the same free memory (or a budget is the limit): a launch made
     while something else held memory (the H200 run's, beside the runbook's own server) settles nothing
     for this one."""
-    if budget is None and not _same_free_memory(observed):  # a budget, not free memory, is the limit then
+    seen_free = [o.available for o in observed if o.available is not None]
+    if budget is None and seen_free and intersect_all(seen_free) is None:  # with a budget, it is the limit
         return None, None
-    listed = {step_["log"] for step_ in result.steps}
+    listed = {entry["log"] for entry in result.steps}
     same = [o for o in observed if o.setting.family == base.family and o.setting.concurrency == base.concurrency
             and (not rule.shared_pool or o.setting.context_per_slot == base.context_per_slot)
             and o.source not in listed]
@@ -215,16 +216,6 @@ def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget:
     # in whole steps, as the search's own candidates are: down for what fit, up for what did not
     return (None if good is None else _snap(good.kv_tokens, step),
             None if bad is None else -(-bad.kv_tokens // step) * step)
-
-
-def _same_free_memory(observed: list[Observation]) -> bool:
-    common: Interval | None = None
-    for obs in observed:
-        if obs.available is not None:
-            common = obs.available if common is None else common.intersect(obs.available)
-            if common is None:
-                return False
-    return True
 
 
 def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
