@@ -236,7 +236,7 @@ def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: st
     sliding-window layers cost a fixed amount per sequence, not per pool token.
 
     On CUDA a quantized cache also grows the compute buffer by one layer's K and V rows in f16 per
-    pool token, measured on an H200 with llama.cpp 11434 and flash attention on (its `auto`)
+    pool token, measured on an H200 with llama.cpp 11434 and flash attention on (`-fa on`, as the adapter sets it)
     (tests/data/llama_server_cuda_h200_capacity/: at 16,384 tokens per slot q8_0 reserves 116.09 MiB
     at 1 slot and 564.09 MiB at 8, exactly 4,096 B per added pool token for 8 KV heads x 128, where
     f16 reserves 93 MiB at both); the CPU backend's compute buffer does not grow. Above about 16K
@@ -283,14 +283,15 @@ def llama_cpp_kv_layout(meta: Mapping[str, Any], type_k: str = "f16", type_v: st
     detail = (f"{kv_layers} KV layers x (K {type_k} {per_layer_heads[0]}x{dk} + V {type_v} "
               f"{per_layer_heads[0]}x{dv}) = {total:,} B/token")
     compute = 0
-    if cuda and kv_layers and (_quantized(type_k) or _quantized(type_v)):
+    if cuda and kv_layers and (quantized_cache_type(type_k) or quantized_cache_type(type_v)):
         heads = max(int(h) for h in per_layer_heads)
         compute = ggml_row_bytes("f16", heads * dk) + ggml_row_bytes("f16", heads * dv)
         detail += f", plus {compute:,} B/token of CUDA compute buffer (one layer's K and V in f16)"
     return KVLayout(total, kv_layers, detail, {"recurrent": recurrent, "sliding_window": swa}, compute)
 
 
-def _quantized(type_name: str) -> bool:
+def quantized_cache_type(type_name: str) -> bool:
+    """A ggml block type rather than a float: llama.cpp needs flash attention for it as a V cache."""
     return type_name not in ("f32", "f16", "bf16")
 
 

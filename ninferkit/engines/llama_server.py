@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.capacity.architecture import LLAMA_CPP_CACHE_TYPES, KVLayout, gguf_metadata, llama_cpp_kv_layout
+from ninferkit.capacity.architecture import (
+    LLAMA_CPP_CACHE_TYPES,
+    KVLayout,
+    gguf_metadata,
+    llama_cpp_kv_layout,
+    quantized_cache_type,
+)
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines import register
@@ -146,7 +152,7 @@ class LlamaServer(EngineAdapter):
             except ProfileError as exc:
                 raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: {exc}") from None
             argv += ["-ctk", serve.kv.dtype, "-ctv", serve.kv.dtype]
-            if serve.kv.dtype not in ("f32", "f16", "bf16"):
+            if quantized_cache_type(serve.kv.dtype):
                 argv += ["-fa", "on"]  # a quantised V cache needs flash attention
         if serve.prefill_chunk is not None:
             argv += ["-b", str(serve.prefill_chunk), "-ub", str(serve.prefill_chunk)]

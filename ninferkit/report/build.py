@@ -104,8 +104,7 @@ def _title(run: RunData) -> str:
     if run.settings.title:
         return run.settings.title
     engine = (run.profile.get("engine") or {}).get("kind") or run.server.get("engine") or "unknown engine"
-    gpus = ((run.probe.get("facts") or {}).get("gpu") or {}).get("gpus") or []
-    hardware = ", ".join(sorted({str(gpu.get("name")) for gpu in gpus})) or "CPU"
+    hardware = ", ".join(sorted({str(gpu.get("name")) for gpu in run.probe_gpus})) or "CPU"
     name = run.manifest.get("profile_name") or run.run_id
     return f"{name}: {engine} on {hardware}"
 

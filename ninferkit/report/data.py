@@ -73,6 +73,11 @@ class RunData:
         return ReportSection.model_validate(self.profile.get("report") or {})
 
     @property
+    def probe_gpus(self) -> list[dict[str, Any]]:
+        """The GPUs the setup step's probe found (none without a probe)."""
+        return list(((self.probe.get("facts") or {}).get("gpu") or {}).get("gpus") or [])
+
+    @property
     def gpu_available(self) -> bool:
         """From the setup step's probe; a run without one (`ninferkit sweep` alone) has a GPU when NVML
         sampled one."""
