@@ -14,19 +14,23 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ninferkit.capacity import llama_cpp_kv_layout
 from ninferkit.capacity.fit import CapacityFit, fit
+from ninferkit.capacity.launches import observations_path, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
+from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
 from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
+from ninferkit.runs import append_jsonl, open_run
 from ninferkit.units import GIB, MIB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,16 +256,16 @@ def test_a_search_without_a_prediction_starts_above_what_already_served() -> Non
     assert result.steps[0]["kv_tokens"] == 65_536 and result.steps[0]["settled"]
 
 
-def _published_search_launches(concurrency: int, dtype: str) -> list[Observation]:
-    rows = (EXAMPLE / "capacity" / "observations.jsonl").read_text().splitlines()
-    found = [Observation.from_dict(json.loads(row)) for row in rows]
-    return [o for o in found if o.setting.concurrency == concurrency and o.setting.kv_dtype == dtype]
+def _beside_server_launches() -> list[Observation]:
+    """The second run's f16 1-slot launches as its capacity/observations.jsonl recorded them."""
+    rows = (CAPACITY / "beside-server-f16-np1-observations.jsonl").read_text().splitlines()
+    return [Observation.from_dict(json.loads(row)) for row in rows]
 
 
 def test_a_search_starts_between_what_earlier_launches_settled() -> None:
-    """The published f16 1-slot launches: 233,728 tokens served, 241,408 was refused (all of them
+    """The second run's f16 1-slot launches: 233,728 tokens served, 241,408 was refused (all of them
     beside the runbook's server, so with the same 41,935 MiB free). A search there starts between them."""
-    observed = _published_search_launches(1, "f16")
+    observed = _beside_server_launches()
     launched: list[int] = []
 
     def launch(setting: Setting) -> None:
@@ -281,7 +285,104 @@ def test_launches_that_saw_other_free_memory_settle_nothing() -> None:
     own = from_log_file("llama_server", CAPACITY / "launch-c81920-np8-f16.log",
                         Setting(8, 81_920, "f16", other=("--cache-ram", "0")), ADAPTER.capacity_pool)
     assert own is not None
-    observed = [with_served(own, True), *_published_search_launches(1, "f16")]
+    observed = [with_served(own, True), *_beside_server_launches()]
     result = search(observed[1].setting, ADAPTER.capacity_pool, lambda setting: None,
                     lambda obs: fit_observations(PROFILE, obs), observed, max_launches=1)
     assert not any(step["settled"] for step in result.steps)
+
+
+# The third run (docs/examples/h200-llamacpp/ as published now): the capacity launches on an empty H200.
+# tests/data/llama_server_cuda_h200_first_use/ holds its logs as captured; the launch step's server log
+# is cut to its startup and its exit (the 4,700 request lines between them removed).
+FIRST_USE = Path(__file__).parent / "data" / "llama_server_cuda_h200_first_use"
+F16_GRID = ["f16-c16384-np1.log", "f16-c65536-np1.log", "f16-c16384-np8.log", "f16-c65536-np8.log"]
+
+
+def _first_use_observed(*names: str) -> list[Observation]:
+    found = [from_log_file("llama_server", FIRST_USE / name, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
+             for name in names]
+    assert all(found)
+    return [with_served(o, True) for o in found if o is not None]
+
+
+def _refit(observed: list[Observation]) -> CapacityFit:
+    return fit(observed, lambda d: llama_cpp_kv_layout(META_128, d or "f16", d or "f16", cuda=True),
+               ADAPTER.capacity_pool)
+
+
+def test_memory_taken_at_first_use_is_read_from_the_exit_report() -> None:
+    """At exit llama.cpp prints total = free + self + unaccounted per GPU. Of the unaccounted, the CUDA
+    context (526 MiB: total - free before loading) was held before the books; the rest was taken to run."""
+    served = ADAPTER.parse_ledger((FIRST_USE / "f16-c924416-np1.log").read_text())
+    assert served["first_use_bytes"] == round(174.5 * MIB)  # 700 - (143,155 - 142,629), +- 1.5 MiB
+    assert served["first_use_bytes_resolution_bytes"] == 3 * MIB
+    # the launch step's server after the sweeps (long prompts, 8 clients) had taken a little more
+    swept = ADAPTER.parse_ledger((FIRST_USE / "launch-c81920-np8-f16-after-sweeps.log").read_text())
+    assert swept["first_use_bytes"] == round(181.5 * MIB)
+    crashed = ADAPTER.parse_ledger((FIRST_USE / "f16-c952320-np1-warmup-oom.log").read_text())
+    assert "first_use_bytes" not in crashed and crashed["kv_tokens"] == 952_320  # its books were all allocated
+
+
+@pytest.mark.parametrize(("name", "where"), [
+    ("f16-c952320-np1-warmup-oom.log", "out of memory in ggml_cuda_compute_forward"),  # MUL_MAT at warm-up
+    ("q8_0-c214016-np8-cublas-oom.log", "the resource allocation failed in cublas_handle"),  # the first chat
+])
+def test_a_start_that_ran_out_at_its_first_computation_is_diagnosed(name: str, where: str) -> None:
+    text = (FIRST_USE / name).read_text()
+    diagnosis = ADAPTER.diagnose(text)
+    assert diagnosis is not None and diagnosis.code == OUT_OF_MEMORY_AT_FIRST_USE
+    assert where in diagnosis.cause and "taken at first use" in diagnosis.fix
+    found = from_log_file("llama_server", FIRST_USE / name, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
+    assert found is not None and found.started and found.out_of_memory  # it counts against the pool
+
+
+def test_the_fit_with_first_use_predicts_between_what_served_and_what_did_not() -> None:
+    """1 slot: the books alone put the limit at 952,320 tokens, which started and then ran out at warm-up;
+    less the first-use memory the grid's launches reported, the prediction falls between that and the
+    924,416 that served. 8 slots: 956,416 served with 95 MiB left at exit, and stays the prediction."""
+    observed = _first_use_observed("launch-c81920-np8-f16-after-sweeps.log", *F16_GRID)
+    fitted = _refit(observed)
+    assert fitted.first_use is not None and fitted.first_use.as_bytes() == [172 * MIB, 183 * MIB]
+    family = fitted.family_for(observed[1].setting.family)
+    assert family is not None and fitted.available is not None
+    rule = ADAPTER.capacity_pool
+    books_only = family.max_pool(1, 16_384, fitted.available, rule)
+    assert books_only.low == 952_320  # the pool that failed
+    one_slot = family.max_pool(1, 16_384, fitted.room(fitted.available), rule)
+    assert one_slot.low is not None and 924_416 < one_slot.low < 952_320
+    eight = family.max_pool(8, 16_384, fitted.room(fitted.available), rule)
+    served = ADAPTER.parse_ledger((FIRST_USE / "f16-c119552-np8.log").read_text())
+    assert eight.low == served["kv_tokens"] == 956_416
+
+
+def test_below_a_sure_answer_that_did_not_serve_the_search_steps_down_doubling() -> None:
+    """Without the first-use term (as in that run) the fit's sure answer, 952,320, ran out at warm-up,
+    and bisection from the grid's 65,536 spent the search's other 5 launches to stop 3% short. The
+    search now steps down from the failed pool by 1, 2, 4 steps (here none of them fit: no GPU)."""
+    recorded = _first_use_observed(*F16_GRID) + [
+        o for o in (from_log_file("llama_server", FIRST_USE / "f16-c952320-np1-warmup-oom.log",
+                                  Setting(1, 16_384, "f16"), ADAPTER.capacity_pool),) if o is not None]
+    books_only = [replace(o, first_use=None) for o in recorded]
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> None:
+        launched.append(setting.context_per_slot)
+        return None
+
+    result = search(Setting(1, 81_920, "f16"), ADAPTER.capacity_pool, launch, _refit, books_only, max_launches=3)
+    settled = [(step["kv_tokens"], step["fits"]) for step in result.steps if step["settled"]]
+    assert settled == [(65_536, True), (952_320, False)]  # the failed start settles the upper side
+    assert launched == [952_320 - 256, 952_320 - 3 * 256, 952_320 - 7 * 256]
+
+
+def test_a_rerun_reads_recorded_launches_again_from_their_logs(tmp_path: Path) -> None:
+    """observations.jsonl rows written before ninferkit read first-use memory get it from their logs."""
+    run = open_run(ROOT / "params" / "local-cpu.yaml", tmp_path / "run")
+    log = tmp_path / "f16-c924416-np1.log"
+    shutil.copy(FIRST_USE / log.name, log)
+    old = from_log_file("llama_server", log, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
+    assert old is not None
+    row = {**replace(old, first_use=None, served=True, extra={"note": "kept"}).as_dict(), "first_use_bytes": None}
+    append_jsonl(observations_path(run), row)
+    (again,) = recorded(run)
+    assert again.first_use == old.first_use and again.served and again.extra["note"] == "kept"

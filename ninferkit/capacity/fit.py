@@ -5,6 +5,7 @@ context S (same KV dtype, speculation, prefill chunk, extra flags):
 
     runtime(C, S, K) = F(C, S) + b x K          K = pool tokens, b = bytes per pool token
     F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref)
+    it serves iff runtime + U <= A              A = free after weights, U = taken at first use
 
 b comes from the architecture when it is known (its cache part checked against KV payload lines where
 the engine prints them, plus any compute buffer that grows per pool token), else from payload lines,
@@ -12,6 +13,11 @@ else it is a fourth unknown. Every observation is a linear constraint with an in
 side (rounding of printed units); the consistent set is enumerated exactly (`polytope`). A term the
 data cannot pin (one concurrency seen: f_slot) comes back unbounded and is listed in
 `terms_unpinned`, and so is every prediction that needs it.
+
+U is what a server took after its books were printed, to run its first requests (CUDA kernels loaded
+on first use, cuBLAS, ggml's pool: about 175 MiB on an H200, in no startup line). Where the engine
+reports it at exit, the fit keeps the range of what the launches took; a pool within the books but not
+within U of the limit starts, then fails at warm-up or at its first request.
 """
 
 from __future__ import annotations
@@ -131,12 +137,21 @@ class CapacityFit:
     """KV dtype -> bytes/token implied by the KV payload lines alone (a check on the architecture)."""
     families: dict[tuple[Any, ...], FamilyFit]
     available: Interval | None
+    first_use: Interval | None
+    """U: the range of what the launches took after their books (None where no launch reported it)."""
     notes: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     priors: Priors | None = None
 
     def family_for(self, family: tuple[Any, ...]) -> FamilyFit | None:
         return self.families.get(family)
+
+    def room(self, available: Interval | None) -> Interval | None:
+        """What the runtime may take of `available` and still serve: less the first-use memory U (its
+        largest seen for the sure side, its smallest for the possible side)."""
+        if available is None or self.first_use is None:
+            return available
+        return available - self.first_use
 
     def terms(self) -> tuple[list[str], list[str]]:
         """(pinned, unpinned) descriptions, one per term and family."""
@@ -252,8 +267,9 @@ def fit(observations: Sequence[Observation], layout_for: Callable[[str | None], 
         fitted = [f.parameter("bytes_per_token") for f in families.values()
                   if f.family[0] == dtype and f.consistent]
         slopes[dtype] = intersect_all(fitted)
-    return CapacityFit(slopes, sources, layouts, payloads, families, _available(observations, notes), notes,
-                       conflicts, priors)
+    first_use = [o.first_use for o in observations if o.first_use is not None]
+    return CapacityFit(slopes, sources, layouts, payloads, families, _available(observations, notes),
+                       hull(first_use) if first_use else None, notes, conflicts, priors)
 
 
 def _fit_family(family: tuple[Any, ...], group: Sequence[Observation], b: Fraction | None,

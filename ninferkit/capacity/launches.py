@@ -16,8 +16,9 @@ from typing import Any
 
 from ninferkit import server, steps
 from ninferkit.capacity.interval import Interval
-from ninferkit.capacity.observations import Observation, Setting, from_log, with_served
+from ninferkit.capacity.observations import Observation, Setting, from_log, from_log_file, with_served
 from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines import get_adapter
 from ninferkit.errors import ServerError
 from ninferkit.runs import Run, append_jsonl, open_run, read_jsonl
 
@@ -35,8 +36,21 @@ def observations_path(run: Run) -> Path:
 
 
 def recorded(run: Run) -> list[Observation]:
-    """Observations earlier launches of this run left behind (a rerun resumes from them)."""
-    return [Observation.from_dict(row) for row in read_jsonl(observations_path(run))]
+    """Observations earlier launches of this run left behind (a rerun resumes from them).
+
+    Each is read again from its log where the log is still there: the log is the record, so a newer
+    ninferkit sees in an old launch what it now knows how to read; whether it served stays as recorded.
+    """
+    kind = run.profile.engine.kind
+    rule = get_adapter(kind).capacity_pool
+    out = []
+    for row in read_jsonl(observations_path(run)):
+        saved = Observation.from_dict(row)
+        log = Path(saved.source)
+        fresh = from_log_file(kind, log, saved.setting, rule) if log.exists() else None
+        out.append(saved if fresh is None else replace(fresh, served=saved.served,
+                                                       extra={**saved.extra, **fresh.extra}))
+    return out
 
 
 def overrides_for(setting: Setting) -> list[str]:

@@ -5,7 +5,8 @@ configuration that produced them. Every number is an interval: a value printed a
 known to +- 0.005 GiB (the adapter gives `<key>_resolution_bytes`), a value printed in bytes is exact.
 
 Ledger keys read (the adapters' normalized names): kv_tokens, runtime_bytes, free_after_weights_bytes,
-slack_bytes, weights_bytes, kv_capacity_mode, kv_cache_bytes (KV payload alone, where printed).
+slack_bytes, weights_bytes, kv_capacity_mode, kv_cache_bytes (KV payload alone, where printed),
+first_use_bytes (what the server took after its books, where its exit report gives it).
 Refusal keys: required_bytes, available_bytes (+ resolutions).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import get_adapter
+from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
 from ninferkit.params.profile import Profile
 
 
@@ -89,6 +91,15 @@ class Observation:
     """Whether starting (or refusing) says runtime <= (or >) available; a refusal for another reason
     (weights alone do not fit, no room for the auto headroom) does not."""
     extra: dict[str, Any] = field(default_factory=dict)
+    first_use: Interval | None = None
+    """Device memory the server took after its books were printed, to run its first requests (None:
+    not reported). A pool serves only if runtime + first use <= available."""
+
+    @property
+    def out_of_memory(self) -> bool:
+        """Memory stopped it: a refusal, or a start whose first computation ran out (the adapter's
+        diagnosis of its log); a start that failed otherwise says nothing about memory."""
+        return not self.started or self.extra.get("diagnosis") == OUT_OF_MEMORY_AT_FIRST_USE
 
     def fixed(self, bytes_per_token: Interval) -> Interval | None:
         """The fixed part this observation implies for a slope in the given interval."""
@@ -104,7 +115,8 @@ class Observation:
                 "kv_tokens": self.kv_tokens, "started": self.started, "served": self.served, "auto": self.auto,
                 "runtime_bytes": show(self.runtime), "free_after_weights_bytes": show(self.available),
                 "kv_bytes": show(self.kv_bytes), "slack_bytes": show(self.slack),
-                "weights_bytes": show(self.weights), "bounds_runtime": self.bounds_runtime, **self.extra}
+                "weights_bytes": show(self.weights), "first_use_bytes": show(self.first_use),
+                "bounds_runtime": self.bounds_runtime, **self.extra}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Observation:
@@ -113,12 +125,13 @@ class Observation:
             return None if value is None else Interval.of(value[0], value[1])
 
         known = {"source", "kind", "setting", "kv_tokens", "started", "served", "auto", "runtime_bytes",
-                 "free_after_weights_bytes", "kv_bytes", "slack_bytes", "weights_bytes", "bounds_runtime"}
+                 "free_after_weights_bytes", "kv_bytes", "slack_bytes", "weights_bytes", "first_use_bytes",
+                 "bounds_runtime"}
         return cls(data["source"], data["kind"], Setting.from_dict(data["setting"]), int(data["kv_tokens"]),
                    bool(data["started"]), interval("runtime_bytes"), interval("free_after_weights_bytes"),
                    interval("kv_bytes"), interval("slack_bytes"), interval("weights_bytes"), bool(data.get("auto")),
                    data.get("served"), bool(data.get("bounds_runtime", True)),
-                   {k: v for k, v in data.items() if k not in known})
+                   {k: v for k, v in data.items() if k not in known}, interval("first_use_bytes"))
 
 
 def _value(record: Mapping[str, Any], key: str) -> Interval | None:
@@ -135,7 +148,7 @@ def from_ledger(ledger: Mapping[str, Any], setting: Setting, source: str) -> Obs
     return Observation(source, "ledger", setting, int(ledger["kv_tokens"]), True,
                        runtime=_value(ledger, "runtime_bytes"), available=_value(ledger, "free_after_weights_bytes"),
                        kv_bytes=_value(ledger, "kv_cache_bytes"), slack=_value(ledger, "slack_bytes"),
-                       weights=_value(ledger, "weights_bytes"), auto=auto)
+                       weights=_value(ledger, "weights_bytes"), auto=auto, first_use=_value(ledger, "first_use_bytes"))
 
 
 def from_refusal(refusal: Mapping[str, Any], setting: Setting, rule: PoolRule, source: str) -> Observation:
@@ -175,7 +188,8 @@ def setting_from_ledger(ledger: Mapping[str, Any], base: Setting) -> Setting:
 
 
 def from_log(kind: str, log_text: str, setting: Setting, rule: PoolRule, source: str) -> Observation | None:
-    """Read one startup log through the engine's adapter: its refusal if it refused, else its ledger.
+    """Read one server log through the engine's adapter: its refusal if it refused, else its ledger,
+    with the adapter's diagnosis of any failure in it (`extra["diagnosis"]`).
 
     What the log prints about its own setting (slots, context, KV dtype) wins over `setting`.
     """
@@ -183,9 +197,12 @@ def from_log(kind: str, log_text: str, setting: Setting, rule: PoolRule, source:
     ledger = adapter.parse_ledger(log_text)
     setting = setting_from_ledger(ledger, setting)
     refusal = adapter.parse_refusal(log_text)
-    if refusal is not None:
-        return from_refusal(refusal, setting, rule, source)
-    return from_ledger(ledger, setting, source)
+    found = from_refusal(refusal, setting, rule, source) if refusal is not None else from_ledger(ledger, setting,
+                                                                                                  source)
+    diagnosis = adapter.diagnose(log_text)
+    if found is None or diagnosis is None:
+        return found
+    return replace(found, extra={**found.extra, "diagnosis": diagnosis.code})
 
 
 def from_log_file(kind: str, path: Path, setting: Setting, rule: PoolRule) -> Observation | None:

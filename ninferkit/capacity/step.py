@@ -22,7 +22,7 @@ from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.fit import CapacityFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
-from ninferkit.capacity.observations import Observation, Setting, from_log_file
+from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.capacity.search import SearchResult, search
 from ninferkit.capacity.table import cells_from, decision_table
@@ -34,7 +34,8 @@ from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_a
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
            "b the bytes per pool token (the KV cache's, and any compute buffer that grows with the pool) and "
            "F(C, S) = F_ref + f_slot x (C - C_ref) + f_ctx x (S - S_ref); "
-           "it starts iff runtime <= A, the free memory after weights; auto picks "
+           "it starts iff runtime <= A, the free memory after weights, and serves iff runtime + U <= A, with U "
+           "what the server takes at first use (after its books); auto picks "
            "M = min(M_max, M_min + floor((A - R - B_min) / B_step)) pages with headroom R")
 
 
@@ -100,18 +101,19 @@ def summarize(profile: Profile, observations: Sequence[Observation],
     base = Setting.from_profile(profile)
     dtype = base.kv_dtype
     available = _available(result, profile, observations)
+    room = result.room(available)
     family = result.family_for(base.family)
     if family is None and result.families:
         family = max(result.families.values(), key=lambda f: len(f.observations))
     slope = result.slopes.get(family.family[0] if family else dtype)
     fixed = family.fixed(*family.reference) if family is not None and family.consistent else None
     max_pool = None
-    if family is not None and family.consistent and available is not None:
-        max_pool = family.max_pool(base.concurrency, base.context_per_slot, available, rule)
+    if family is not None and family.consistent and room is not None:
+        max_pool = family.max_pool(base.concurrency, base.context_per_slot, room, rule)
     dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [dtype]
     reference_family = family.family if family is not None else base.family
     cells = cells_from(profile.capacity.concurrencies, profile.capacity.contexts, dtypes)
-    table = decision_table(result, rule, cells, reference_family, available)
+    table = decision_table(result, rule, cells, reference_family, room)
     pinned, unpinned = result.terms()
     layout = result.layouts.get(reference_family[0])
     return {
@@ -135,6 +137,7 @@ def summarize(profile: Profile, observations: Sequence[Observation],
                                                         "family": family.label},
         "free_after_weights_bytes": None if available is None else available.as_bytes(),
         "free_after_weights_source": _available_source(profile, result),
+        "first_use_bytes": None if result.first_use is None else result.first_use.as_bytes(),
         "max_kv_tokens": None if max_pool is None or max_pool.low is None else int(max_pool.low),
         "max_kv_tokens_interval": None if max_pool is None else [None if v is None else int(v)
                                                                   for v in (max_pool.low, max_pool.high)],
@@ -230,11 +233,7 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     if not log.exists():
         return None
     found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)
-    if found is None:
-        return None
-    return Observation(found.source, found.kind, found.setting, found.kv_tokens, found.started, found.runtime,
-                       found.available, found.kv_bytes, found.slack, found.weights, found.auto,
-                       server.passed_checks(record), found.bounds_runtime, found.extra)
+    return None if found is None else with_served(found, server.passed_checks(record))
 
 
 def table_frame(summary: dict[str, Any]) -> pd.DataFrame:

@@ -4,7 +4,8 @@ Two readings, because a shared pool (NInfer, vLLM) may be smaller than C x S (ca
   "starts": the smallest legal pool, max(ceil(S/P), C) pages: the server starts, one request can
             reach S, and the slots share what is left;
   "full":   C x ceil(S/P) pages: every slot can hold a full-length request at once.
-margin = free after weights - need, an interval; "borderline" when it straddles 0. Where the engine
+margin = room - need, an interval, with room the free memory after weights less what the server takes
+at first use where launches reported it (`CapacityFit.room`); "borderline" when it straddles 0. Where the engine
 has `auto`, the row also says what `auto` would choose (its headroom kept visible). For a per-slot
 pool (llama.cpp `-np`) both readings are the same pool.
 """

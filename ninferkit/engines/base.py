@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # the capacity package reads adapters; importing it here at r
     from ninferkit.capacity.pool import PoolRule
 
 
+OUT_OF_MEMORY_AT_FIRST_USE = "out_of_memory_at_first_use"
+"""The diagnosis code of a server that allocated all its buffers, then ran out of memory at warm-up or its
+first request: the capacity search counts it as a pool that does not fit."""
+
+
 @dataclass(frozen=True)
 class DiagnosisRule:
     """One known failure: a log pattern, and what it means for the operator."""

@@ -24,7 +24,16 @@ from ninferkit.capacity.architecture import (
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines import register
-from ninferkit.engines.base import EngineAdapter, field_pattern, integer, llama_cpp_timings, mib, rule, text
+from ninferkit.engines.base import (
+    OUT_OF_MEMORY_AT_FIRST_USE,
+    EngineAdapter,
+    field_pattern,
+    integer,
+    llama_cpp_timings,
+    mib,
+    rule,
+    text,
+)
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
@@ -65,6 +74,15 @@ class LlamaServer(EngineAdapter):
              "not enough memory for the weights, the KV cache or the compute buffers",
              "lower serve.max_context or serve.max_concurrency (KV grows with both), quantise the KV cache "
              "(serve.kv.dtype q8_0), or offload fewer layers"),
+        # every buffer of the books was allocated, then warm-up or the first request needed more (seen on an
+        # H200: MUL_MAT at warm-up, cublasCreate at the first chat, each with under 120 MiB left)
+        rule(OUT_OF_MEMORY_AT_FIRST_USE, r"CUDA error: (?P<what>out of memory|the resource allocation failed)"
+             r"\n.*in function (?P<where>\w+)",
+             "the GPU ran out of memory in the server's first computation ({what} in {where}), after its KV "
+             "cache and compute buffers were allocated: cuBLAS, ggml's CUDA pool and kernels loaded on first use "
+             "take memory the startup books do not show",
+             "leave that memory free: lower serve.max_context or serve.max_concurrency a little (the capacity "
+             "fit's 'taken at first use' says how much, about 180 MiB on an H200)"),
     )
     ledger_fields = (
         field_pattern("model_file_bytes", r"print_info: file size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
@@ -221,6 +239,10 @@ _DEVICE_FREE = re.compile(r"^.*?-\s+(?P<dev>\S+)\s*: .*\((?P<total>\d+) MiB, (?P
 _PROJECTED = re.compile(r"projected to use (?P<used>\d+) MiB of \w+ memory vs\. (?P<free>\d+) MiB")
 _PROMPT_SAVE = re.compile(r"prompt_save:\s+- saving prompt with length \d+, total state size = (?P<mib>[\d.]+) MiB")
 _FAILED_ALLOC = re.compile(r"failed to allocate (?P<what>\S+) buffer of size (?P<size>\d+)")
+# llama_memory_breakdown_print's device row, whole MiB (truncated): total = free + (self = model + context +
+# compute) + unaccounted. Printed when --fit projects (before loading) and again when the server exits.
+_BREAKDOWN_ROW = re.compile(r"\|\s+-\s+(?P<dev>\S+) \(.*?\)\s*\|\s*(?P<total>\d+)\s*=\s*(?P<free>\d+)\s*\+\s*"
+                            r"\(\s*(?P<self>\d+)\s*=.*?\)\s*\+\s*(?P<unaccounted>-?\d+)\s*\|")
 
 
 def _gpu_free_mib(log_text: str) -> dict[str, int]:
@@ -234,12 +256,24 @@ def _device_model_buffers(log_text: str, gpus: Mapping[str, int]) -> list[re.Mat
     return [m for m in _MODEL_BUFFER.finditer(log_text) if not gpus or m["dev"] in gpus]
 
 
+def _first_use_mib(after_context: str, gpus: Mapping[str, int]) -> int | None:
+    """Device memory the server took after its books, to run (warm-up, requests): CUDA's lazily loaded
+    kernels, cuBLAS's handle and workspace, ggml's CUDA pool. The breakdown it prints at exit leaves it
+    'unaccounted', beside the CUDA context that was already held when the free memory was read before
+    loading; so it is that row's unaccounted less (total - free before loading), summed over the GPUs.
+    None without an exit row for every GPU (a server that crashed, or a CPU run)."""
+    rows = {m["dev"]: m for m in _BREAKDOWN_ROW.finditer(after_context) if m["dev"] in gpus}
+    if not gpus or set(rows) != set(gpus):
+        return None
+    return sum(int(row["unaccounted"]) - (int(row["total"]) - gpus[dev]) for dev, row in rows.items())
+
+
 def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]:
     """Normalized capacity keys (the names NInfer's adapter uses), from the last context built."""
     out: dict[str, Any] = {}
     starts = list(_CONTEXT_START.finditer(log_text))
-    context_text = log_text[starts[-1].start():] if starts else log_text
-    context_text = context_text.split("listening on", 1)[0]
+    after_context = log_text[starts[-1].start():] if starts else log_text
+    context_text = after_context.split("listening on", 1)[0]
     gpus = _gpu_free_mib(log_text)
     buffers = [b for b in _RUNTIME_BUFFER.finditer(context_text) if not gpus or b["dev"] in gpus]
     models = _device_model_buffers(log_text, gpus)
@@ -268,4 +302,9 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
         rows = max(1, len(gpus))
         out["free_after_weights_bytes"] = round((free_mib + rows / 2) * MIB) - out["weights_bytes"]
         out["free_after_weights_bytes_resolution_bytes"] = rows * MIB + out["weights_bytes_resolution_bytes"]
+    first_use = _first_use_mib(after_context, gpus)
+    if first_use is not None:
+        # three truncated whole-MiB values per GPU (unaccounted, total, free): the truth is in (v - 1, v + 2) MiB
+        out["first_use_bytes"] = round((first_use + 0.5 * len(gpus)) * MIB)
+        out["first_use_bytes_resolution_bytes"] = 3 * len(gpus) * MIB
     return out
