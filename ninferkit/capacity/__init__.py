@@ -1,6 +1,7 @@
 """Capacity: the server's memory formula from its own logs, the largest KV pool, and what-if tables.
 
-    runtime(C, S, K) = F(C, S) + b x K        starts iff runtime <= free memory after weights
+    runtime(C, S, K) = F(C, S) + b x K        starts iff runtime <= free memory after weights A,
+                                             serves iff runtime + U <= A (U: taken at first use)
 
 `architecture` gives b from the model, `observations` turns ledgers and refusals into intervals,
 `fit` finds every (F, b) consistent with them, `table` answers "C x S: fits or short by X GiB",

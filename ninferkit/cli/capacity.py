@@ -12,8 +12,9 @@ from ninferkit.params import load_profile
 from ninferkit.runs import open_run
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
-JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "max_kv_tokens",
-             "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned", "conflicts", "searches")
+JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "first_use_bytes",
+             "max_kv_tokens", "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned",
+             "conflicts", "searches")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -54,6 +55,7 @@ def _text(summary: dict[str, Any]) -> str:
     lines = [f"bytes/token: {summary['bytes_per_token']} ({summary['bytes_per_token_source']})",
              f"fixed part: {summary['fixed_bytes']} B at {summary['fixed_bytes_at']}",
              f"free after weights: {summary['free_after_weights_bytes']} B ({summary['free_after_weights_source']})",
+             f"taken at first use: {summary.get('first_use_bytes')} B",
              f"largest pool at the profile's setting: {summary['max_kv_tokens_interval']} tokens"]
     lines += [f"  pinned: {term}" for term in summary["terms_pinned"]]
     lines += [f"  open:   {term}" for term in summary["terms_unpinned"]]

@@ -340,6 +340,7 @@ def _capacity(run: RunData) -> Section:
         ("bytes per pool token", _value("bytes_per_token", capacity.get("bytes_per_token"))),
         ("fixed part (interval)", _value("fixed_bytes", capacity.get("fixed_bytes"))),
         ("free after weights (interval)", _value("free_after_weights_bytes", capacity.get("free_after_weights_bytes"))),
+        ("taken at first use, U (interval)", _value("first_use_bytes", capacity.get("first_use_bytes"))),
         ("largest KV pool, tokens", _value("max_kv_tokens", capacity.get("max_kv_tokens"))),
         ("largest KV pool, tokens (interval)",
          _value("max_kv_tokens_interval", capacity.get("max_kv_tokens_interval"))),
