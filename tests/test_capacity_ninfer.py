@@ -115,7 +115,7 @@ def seed_table():
     available = Interval.of(24 * 2**30 - 18_210_531_328 - int(0.5 * 2**30), 24 * 2**30 - 18_210_531_328
                             - int(0.3 * 2**30))
     cells = [Cell("int8", c, s) for c in (1, 2) for s in (131_072, 184_320, 262_144)]
-    return decision_table(result, RULE, cells, INT8_MTP3.family, available)
+    return decision_table(result, RULE, cells, INT8_MTP3.family, available, available)  # NInfer reports no U
 
 
 def test_seed_decision_table_from_recorded_lines(seed_table) -> None:

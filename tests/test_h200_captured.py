@@ -21,6 +21,7 @@ import pytest
 
 from ninferkit.capacity import llama_cpp_kv_layout
 from ninferkit.capacity.fit import CapacityFit, fit
+from ninferkit.capacity.interval import hull
 from ninferkit.capacity.launches import observations_path, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
@@ -380,6 +381,11 @@ def test_below_a_sure_answer_that_did_not_serve_the_search_steps_down_doubling()
     settled = [(step["kv_tokens"], step["fits"]) for step in result.steps if step["settled"]]
     assert settled == [(65_536, True), (952_320, False)]  # the failed start settles the upper side
     assert launched == [952_320 - 256, 952_320 - 3 * 256, 952_320 - 7 * 256]
+    # with the first-use term the sure answer is 951,040, below that failure: if it failed too, the
+    # stride starts again at one step (a miss above the sure answer does not count)
+    launched.clear()
+    search(Setting(1, 81_920, "f16"), ADAPTER.capacity_pool, launch, _refit, recorded, max_launches=3)
+    assert launched == [951_040, 951_040 - 256, 951_040 - 3 * 256]
 
 
 def test_a_rerun_reads_recorded_launches_again_from_their_logs(tmp_path: Path) -> None:
@@ -409,3 +415,41 @@ def test_the_published_capacity_answers_are_launches_that_served() -> None:
     one_slot_f16 = next(f for f in summary["searches"] if f["setting"]["concurrency"] == 1
                         and f["setting"]["kv_dtype"] == "f16")
     assert one_slot_f16["answer_kv_tokens"] == 951_040 and "951,296 does not, shown by a launch" in one_slot_f16["note"]
+
+
+def test_a_startup_refusal_stays_a_refusal_not_a_first_use_failure() -> None:
+    """The second run's 8 x 64K f16 launch beside the launch step's server: cudaMalloc refused its
+    72 GiB KV buffer at startup. It never listened, so it reports no first-use memory either."""
+    text = (CAPACITY / "f16-c65536-np8-refused-beside-server.log").read_text()
+    diagnosis = ADAPTER.diagnose(text)
+    assert diagnosis is not None and diagnosis.code == "out_of_memory"
+    assert "first_use_bytes" not in ADAPTER.parse_ledger(text)
+    found = from_log_file("llama_server", CAPACITY / "f16-c65536-np8-refused-beside-server.log",
+                          Setting(8, 65_536, "f16"), ADAPTER.capacity_pool)
+    assert found is not None and not found.started and found.out_of_memory
+
+
+def test_the_fits_projection_row_before_loading_is_not_first_use() -> None:
+    """llama.cpp prints the same breakdown row before loading (--fit's projection, a negative
+    'unaccounted'); a log cut before the server listened must not turn it into first-use memory."""
+    text = (FIRST_USE / "f16-c16384-np1.log").read_text()
+    cut = text[: text.index("listening on")]
+    assert "first_use_bytes" not in ADAPTER.parse_ledger(cut)
+    assert ADAPTER.parse_ledger(text)["first_use_bytes"] > 0
+
+
+def test_a_moved_run_folder_reads_its_recorded_launches_where_they_are_now(tmp_path: Path) -> None:
+    """The published example's launches were recorded at /tmp/job/run; its first 33 rows predate the
+    first-use term. Read in place of that folder, they give the published U and the failed starts."""
+    run_dir = tmp_path / "h200-llamacpp"
+    shutil.copytree(EXAMPLE, run_dir, ignore=shutil.ignore_patterns("report", "cache-ram-default"))
+    run = open_run(ROOT / "params" / "h200-llamacpp.yaml", run_dir)
+    rows = recorded(run)
+    assert rows[0].source.startswith("/tmp/job/run/") and not Path(rows[0].source).exists()
+    first_use = [o.first_use for o in rows if o.first_use is not None]
+    assert len(first_use) == 33 and hull(first_use).as_bytes() == [171 * MIB, 178 * MIB]
+    # with the launch step's server after the sweeps (181.5 MiB) the fit's range is the published one
+    published = json.loads((EXAMPLE / "capacity.json").read_text())
+    assert published["first_use_bytes"] == [171 * MIB, 183 * MIB]
+    failed = sorted(o.kv_tokens for o in rows if o.started and o.out_of_memory)
+    assert failed == [951_296, 952_320, 1_712_128, 3_094_528]

@@ -38,17 +38,18 @@ def observations_path(run: Run) -> Path:
 def recorded(run: Run) -> list[Observation]:
     """Observations earlier launches of this run left behind (a rerun resumes from them).
 
-    Each is read again from its log where the log is still there: the log is the record, so a newer
-    ninferkit sees in an old launch what it now knows how to read; whether it served stays as recorded.
+    Each is read again from its log where the log is still there (in this run folder, if it moved):
+    the log is the record, so a newer ninferkit sees in an old launch what it now knows how to read;
+    whether it served stays as recorded, and so does its source as written.
     """
     kind = run.profile.engine.kind
     rule = get_adapter(kind).capacity_pool
     out = []
     for row in read_jsonl(observations_path(run)):
         saved = Observation.from_dict(row)
-        log = Path(saved.source)
+        log = run.dir.recorded_path(saved.source)
         fresh = from_log_file(kind, log, saved.setting, rule) if log.exists() else None
-        out.append(saved if fresh is None else replace(fresh, served=saved.served,
+        out.append(saved if fresh is None else replace(fresh, source=saved.source, served=saved.served,
                                                        extra={**saved.extra, **fresh.extra}))
     return out
 

@@ -222,22 +222,23 @@ def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget:
             None if bad is None else -(-bad.kv_tokens // step) * step)
 
 
-def _misses(result: SearchResult) -> int:
-    """How many launches in a row, counting back from the last (an earlier one it settled on included),
-    did not fit."""
-    count = 0
+def _misses(result: SearchResult) -> list[int]:
+    """The pools of the launches in a row, counting back from the last (an earlier one it settled on
+    included), that did not fit."""
+    pools = []
     for entry in reversed(result.steps):
         if entry["fits"]:
             break
-        count += 1
-    return count
+        pools.append(entry["kv_tokens"])
+    return pools
 
 
 def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
                     budget: Interval | None, good: int | None, bad: int | None, step: int, low_pool: int,
-                    high_pool: int, misses: int) -> tuple[int, str, bool] | None:
+                    high_pool: int, misses: list[int]) -> tuple[int, str, bool] | None:
     """The next pool to launch: the fit's sure answer first, then one page above it, else the midpoint;
-    below a sure answer that did not serve, 2^(misses - 1) steps down from the last miss.
+    below a sure answer that did not serve, 2^(k - 1) steps down from the last miss, k being the misses
+    in a row at or below the sure answer.
 
     Returns (tokens, why, sure_bad): sure_bad means the fit alone shows it cannot fit (no launch).
     """
@@ -256,9 +257,10 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
             return high_pool, "the largest pool the engine takes (the fit says memory allows more)", False
         if lo < sure < hi:
             return sure, "the fit's sure answer", False
-        if bad is not None and sure >= hi and misses:
+        refuted = sum(1 for pool in misses if pool <= sure)
+        if bad is not None and sure >= hi and refuted:
             # a launch at or below the sure answer did not serve: step down from it, doubling the stride
-            below = max(hi - step * 2 ** (misses - 1), _snap((lo + hi) // 2, step))
+            below = max(hi - step * 2 ** (refuted - 1), _snap((lo + hi) // 2, step))
             if lo < below < hi:
                 return below, f"{(hi - below) // step} step(s) below a pool the fit said fits, which did not", False
         possible = None if prediction.high is None else _snap(int(prediction.high), step)
@@ -287,11 +289,12 @@ def _snap(tokens: int, step: int) -> int:
 
 
 def _available(fitted: CapacityFit, observed: list[Observation], budget: Interval | None) -> Interval | None:
-    """What the runtime may take and still serve: free memory after weights (the engine's, or the budget
-    minus the weights the launches loaded), less what the launches took at first use."""
+    """What the runtime may take: free memory after weights less what the launches took at first use;
+    or, under a budget, the budget minus the weights the launches loaded (a launch fits a budget by its
+    books alone, `_fits`)."""
     if budget is None:
         return fitted.room(fitted.available)
     weights = [o.weights for o in observed if o.weights is not None]
     if not weights:
         return None
-    return fitted.room(budget - weights[-1])
+    return budget - weights[-1]

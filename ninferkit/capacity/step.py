@@ -80,8 +80,8 @@ def fit_observations(profile: Profile, observations: Sequence[Observation]) -> C
 
 
 def _available(result: CapacityFit, profile: Profile, observations: Sequence[Observation]) -> Interval | None:
-    """Free memory after weights for the table: the budget (minus weights) if one is set, else the
-    profile's stated value, else what the launches saw."""
+    """Free memory after weights: the budget (minus weights) if one is set, else the profile's stated
+    value, else what the launches saw."""
     section = profile.capacity
     if section.memory_budget_bytes is not None:
         weights = [o.weights for o in observations if o.weights is not None]
@@ -101,7 +101,8 @@ def summarize(profile: Profile, observations: Sequence[Observation],
     base = Setting.from_profile(profile)
     dtype = base.kv_dtype
     available = _available(result, profile, observations)
-    room = result.room(available)
+    # under a budget a launch fits by its books alone (the search's rule); on a device, less first use
+    room = available if profile.capacity.memory_budget_bytes is not None else result.room(available)
     family = result.family_for(base.family)
     if family is None and result.families:
         family = max(result.families.values(), key=lambda f: len(f.observations))
@@ -113,7 +114,7 @@ def summarize(profile: Profile, observations: Sequence[Observation],
     dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [dtype]
     reference_family = family.family if family is not None else base.family
     cells = cells_from(profile.capacity.concurrencies, profile.capacity.contexts, dtypes)
-    table = decision_table(result, rule, cells, reference_family, room)
+    table = decision_table(result, rule, cells, reference_family, room, available)
     pinned, unpinned = result.terms()
     layout = result.layouts.get(reference_family[0])
     return {
@@ -229,7 +230,7 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     if not run.dir.server.exists():
         return None
     record = read_json(run.dir.server)
-    log = Path(record.get("log") or run.dir.server_log)
+    log = run.dir.recorded_path(record.get("log") or run.dir.server_log)
     if not log.exists():
         return None
     found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)

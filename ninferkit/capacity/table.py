@@ -53,11 +53,12 @@ def _center_gib(value: Interval) -> float | None:
 
 
 def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], reference_family: tuple[Any, ...],
-                   available: Interval | None) -> list[dict[str, Any]]:
+                   room: Interval | None, available: Interval | None) -> list[dict[str, Any]]:
     """One row per cell and reading (starts, full), plus the auto outcome on the starts row.
 
     `reference_family` is the family of the profile's setting; a cell with another KV dtype uses
     that dtype's family (same speculation, chunk and flags) and is "not observed" when there is none.
+    Margins and the largest pool use `room`; `auto` uses `available`, as the engine sizes it from that.
     """
     rows: list[dict[str, Any]] = []
     for cell in cells:
@@ -76,17 +77,17 @@ def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], refer
                 continue
             need = fam.runtime(cell.concurrency, cell.context_per_slot, tokens)
             row["need_bytes"] = need.as_bytes()
-            if available is None:
+            if room is None or available is None:
                 row.update(fits=None, margin_gib=None, margin_gib_interval=[None, None],
                            verdict="free memory after weights unknown (no observation reports it; set "
                                    "capacity.free_after_weights_bytes)")
                 continue
-            margin = available - need
+            margin = room - need
             fits, words = verdict(margin)
             row.update(fits=fits, margin_gib=_center_gib(margin), margin_gib_interval=margin.as_gib(),
                        margin_bytes=margin.as_bytes(), verdict=words)
             if reading == "starts":
-                pool = fam.max_pool(cell.concurrency, cell.context_per_slot, available, rule)
+                pool = fam.max_pool(cell.concurrency, cell.context_per_slot, room, rule)
                 row["max_pool_tokens"] = [None if v is None else int(v) for v in (pool.low, pool.high)]
                 if pool.low is not None and fits:
                     full = min(cell.concurrency, int(pool.low) // cell.context_per_slot)

@@ -78,11 +78,11 @@ class LlamaServer(EngineAdapter):
         # H200: MUL_MAT at warm-up, cublasCreate at the first chat, each with under 120 MiB left)
         rule(OUT_OF_MEMORY_AT_FIRST_USE, r"CUDA error: (?P<what>out of memory|the resource allocation failed)"
              r"\n.*in function (?P<where>\w+)",
-             "the GPU ran out of memory in the server's first computation ({what} in {where}), after its KV "
-             "cache and compute buffers were allocated: cuBLAS, ggml's CUDA pool and kernels loaded on first use "
-             "take memory the startup books do not show",
+             "the GPU ran out of memory while computing ({what} in {where}), after the KV cache and compute "
+             "buffers were allocated: cuBLAS, ggml's CUDA pool and kernels loaded on first use take memory the "
+             "startup books do not show",
              "leave that memory free: lower serve.max_context or serve.max_concurrency a little (the capacity "
-             "fit's 'taken at first use' says how much, about 180 MiB on an H200)"),
+             "fit's 'taken at first use' says how much: 170-185 MiB on an H200)"),
     )
     ledger_fields = (
         field_pattern("model_file_bytes", r"print_info: file size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
@@ -261,8 +261,9 @@ def _first_use_mib(after_context: str, gpus: Mapping[str, int]) -> int | None:
     kernels, cuBLAS's handle and workspace, ggml's CUDA pool. The breakdown it prints at exit leaves it
     'unaccounted', beside the CUDA context that was already held when the free memory was read before
     loading; so it is that row's unaccounted less (total - free before loading), summed over the GPUs.
-    None without an exit row for every GPU (a server that crashed, or a CPU run)."""
-    rows = {m["dev"]: m for m in _BREAKDOWN_ROW.finditer(after_context) if m["dev"] in gpus}
+    None without an exit row for every GPU (a server that never listened or crashed, or a CPU run)."""
+    after_listening = after_context.partition("listening on")[2]  # empty if it never listened
+    rows = {m["dev"]: m for m in _BREAKDOWN_ROW.finditer(after_listening) if m["dev"] in gpus}
     if not gpus or set(rows) != set(gpus):
         return None
     return sum(int(row["unaccounted"]) - (int(row["total"]) - gpus[dev]) for dev, row in rows.items())
