@@ -124,19 +124,6 @@ class RunDir:
     def logs(self) -> Path:
         return self.path / "logs"
 
-    def recorded_path(self, recorded: str | Path) -> Path:
-        """A path this run recorded (absolute, as it was when written). Where the run folder has moved
-        (a published example, a copy), the same file under this folder: the longest tail of the
-        recorded path that exists here; else the path as recorded."""
-        path = Path(recorded)
-        if path.exists():
-            return path
-        for start in range(1, len(path.parts)):
-            here = self.path.joinpath(*path.parts[start:])
-            if here.exists():
-                return here
-        return path
-
     def read_manifest(self) -> dict[str, Any]:
         return read_json(self.manifest) if self.manifest.exists() else {}
 

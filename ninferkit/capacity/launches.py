@@ -35,6 +35,21 @@ def observations_path(run: Run) -> Path:
     return run.dir.path / "capacity" / "observations.jsonl"
 
 
+def _launches_dir(run: Run) -> Path:
+    return run.dir.path / "capacity" / "launches"
+
+
+def _launch_log(run: Run, source: str) -> Path:
+    """A recorded launch's log: at its path as recorded (absolute), or, where the run folder has moved
+    (a published example, a copy), at the same place under this run's capacity/launches/."""
+    path = Path(source)
+    parts = path.parts
+    anchors = [i for i in range(len(parts) - 2) if parts[i:i + 2] == ("capacity", "launches")]
+    if path.exists() or not anchors:
+        return path
+    return _launches_dir(run).joinpath(*parts[anchors[-1] + 2:])
+
+
 def recorded(run: Run) -> list[Observation]:
     """Observations earlier launches of this run left behind (a rerun resumes from them).
 
@@ -47,7 +62,7 @@ def recorded(run: Run) -> list[Observation]:
     out = []
     for row in read_jsonl(observations_path(run)):
         saved = Observation.from_dict(row)
-        log = run.dir.recorded_path(saved.source)
+        log = _launch_log(run, saved.source)
         fresh = from_log_file(kind, log, saved.setting, rule) if log.exists() else None
         out.append(saved if fresh is None else replace(fresh, source=saved.source, served=saved.served,
                                                        extra={**saved.extra, **fresh.extra}))
@@ -72,7 +87,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
     memory after weights the run's own launch saw: a recorded launch that saw other free memory
     (made while something else held the GPU) is launched again rather than reused.
     """
-    root = run.dir.path / "capacity" / "launches"
+    root = _launches_dir(run)
 
     def launch(setting: Setting) -> Observation | None:
         for earlier in recorded(run):  # a rerun resumes: the same setting is not launched twice

@@ -230,7 +230,7 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     if not run.dir.server.exists():
         return None
     record = read_json(run.dir.server)
-    log = run.dir.recorded_path(record.get("log") or run.dir.server_log)
+    log = run.dir.server_log  # the launch step writes its log there (server.json's "log" names it as it was then)
     if not log.exists():
         return None
     found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)
