@@ -19,7 +19,7 @@ budget's, not the machine's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -288,13 +288,15 @@ def _snap(tokens: int, step: int) -> int:
     return max(step, tokens // step * step)
 
 
+def budget_after_weights(budget: Interval, observations: Sequence[Observation]) -> Interval | None:
+    """A memory budget less the weights the launches loaded (the last seen); None before any loaded."""
+    weights = [o.weights for o in observations if o.weights is not None]
+    return budget - weights[-1] if weights else None
+
+
 def _available(fitted: CapacityFit, observed: list[Observation], budget: Interval | None) -> Interval | None:
     """What the runtime may take: free memory after weights less what the launches took at first use;
-    or, under a budget, the budget minus the weights the launches loaded (a launch fits a budget by its
-    books alone, `_fits`)."""
+    or, under a budget, the budget minus the weights (a launch fits a budget by its books alone, `_fits`)."""
     if budget is None:
         return fitted.room(fitted.available)
-    weights = [o.weights for o in observed if o.weights is not None]
-    if not weights:
-        return None
-    return budget - weights[-1]
+    return budget_after_weights(budget, observed)

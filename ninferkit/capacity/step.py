@@ -24,7 +24,7 @@ from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.pool import PoolRule
-from ninferkit.capacity.search import SearchResult, search
+from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from, decision_table
 from ninferkit.engines import EngineAdapter, get_adapter
 from ninferkit.errors import ProfileError
@@ -84,9 +84,9 @@ def _available(result: CapacityFit, profile: Profile, observations: Sequence[Obs
     value, else what the launches saw."""
     section = profile.capacity
     if section.memory_budget_bytes is not None:
-        weights = [o.weights for o in observations if o.weights is not None]
-        if weights:
-            return Interval.exact(section.memory_budget_bytes) - weights[-1]
+        under_budget = budget_after_weights(Interval.exact(section.memory_budget_bytes), observations)
+        if under_budget is not None:
+            return under_budget
     stated = section.free_after_weights_bytes
     if stated is not None:
         return Interval.of(stated[0], stated[1]) if isinstance(stated, list) else Interval.exact(stated)
