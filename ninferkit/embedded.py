@@ -168,15 +168,15 @@ _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str, progress: bool = False) -> None:
     handle.write(f"$ {' '.join(argv)}\n")
     handle.flush()
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    with tqdm(total=100, desc=f"llama.cpp {what}", unit="%", disable=not progress) as bar:
+    with (subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process,
+          tqdm(total=100, desc=f"llama.cpp {what}", unit="%", disable=not progress) as bar):
+        assert process.stdout is not None
         for line in process.stdout:
             handle.write(line)
             match = _PERCENT.match(line)
             if match:
                 bar.update(int(match[1]) - bar.n)
-    if process.wait() != 0:
+    if process.returncode != 0:
         handle.flush()
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
         raise NinferkitError(f"llama.cpp {what} failed (exit {process.returncode}); log {log}:\n{tail}")
