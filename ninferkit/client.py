@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import RequestFailed
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
 

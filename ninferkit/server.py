@@ -21,7 +21,8 @@ import httpx
 from tqdm.auto import tqdm
 
 from ninferkit.artifact.verify import sha256_file
-from ninferkit.engines import EngineAdapter, get_adapter
+from ninferkit.engines import get_adapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError, ServerExited, ServerStartError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
@@ -115,6 +116,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         record["ledger"] = adapter.parse_ledger(log_path.read_text(errors="replace"))
         checks = acceptance_checks(profile, adapter, url)
         record["checks"] = [asdict(check) for check in checks]
+        record["model_id"] = served_model_id(profile, checks[1].detail.get("ids"))
         failed = [check.name for check in checks if not check.ok]
         if failed:
             raise ServerError(f"acceptance checks failed: {', '.join(failed)}", argv=adapter.redact(argv), url=url,
@@ -180,14 +182,31 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+def served_model_id(profile: Profile, listed: list[str] | None) -> str:
+    """The model id requests name: the profile's, else the first the server lists (NInfer serves the
+    artifact's identity when the command line names none, as the field reports run it)."""
+    if profile.serve.model_id is not None:
+        return profile.serve.model_id
+    if not listed:
+        raise ServerError("serve.model_id is not set and the server lists no model at /v1/models; "
+                          "set serve.model_id to the id the engine serves")
+    return listed[0]
+
+
+def record_model_id(record: dict[str, Any], profile: Profile) -> str:
+    """The model id a launched server's requests name (server.json; older records: the profile's)."""
+    return str(record.get("model_id") or served_model_id(profile, None))
+
+
 def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> list[Check]:
     """/health, /v1/models (and the context it reports), and one short chat request with usage."""
     checks: list[Check] = []
     with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(profile)) as client:
         checks.append(_check("health", lambda: _get_json(client, adapter.health_path)))
-        checks.append(_check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile)))
+        models = _check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile))
+        checks.append(models)
         chat = {
-            "model": profile.serve.model_id,
+            "model": served_model_id(profile, models.detail.get("ids")),
             "messages": [{"role": "user", "content": "Say hello."}],
             "max_tokens": 8,
             "temperature": 0,
@@ -254,7 +273,7 @@ def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> l
     Inside the container the selected GPUs are numbered from 0, so the engine's own device
     options are renumbered. The entrypoint is engine.binary as a path inside the image (or the
     adapter's default name, found on the image's PATH). Secrets pass by variable name
-    (`-e NAME`), never by value; a request log gets its folder mounted writable at /logs.
+    (`-e NAME`), never by value; the adapter adds its own mounts (NInfer: the request log's folder).
     """
     image = profile.engine.docker_image
     if not image:
@@ -268,16 +287,14 @@ def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> l
     else:  # docker reads --gpus as CSV: a device list needs its own quotes
         gpus = '"device=' + ",".join(str(d) for d in devices) + '"'
     port = serve.port
+    inside = serve.container_port or port
     publish_host = "127.0.0.1" if serve.host in ("127.0.0.1", "localhost") else serve.host
     binary = profile.engine.binary or adapter.default_binary
     argv = ["docker", "run", "--rm", "--name", _container_name(profile), "--gpus", gpus,
-            "-p", f"{publish_host}:{port}:{port}", "-v", f"{model_path.parent}:/models:ro"]
-    inner: dict[str, Any] = {"host": "0.0.0.0",
-                             "gpu_devices": None if devices is None else list(range(len(devices)))}
-    if serve.request_log_jsonl is not None:
-        log = Path(serve.request_log_jsonl).expanduser()
-        argv += ["-v", f"{log.parent}:/logs"]
-        inner["request_log_jsonl"] = f"/logs/{log.name}"
+            "-p", f"{publish_host}:{port}:{inside}", "-v", f"{model_path.parent}:/models:ro"]
+    mounts, inner = adapter.docker_mounts(profile)
+    argv += mounts
+    inner.update(host="0.0.0.0", port=inside, gpu_devices=None if devices is None else list(range(len(devices))))
     for name in sorted({*([serve.api_key_env] if serve.api_key_env else []), *adapter.env(profile)}):
         argv += ["-e", name]
     inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pynvml
 
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.runs import append_jsonl
 
 log = logging.getLogger(__name__)

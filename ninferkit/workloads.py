@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import yaml
 
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, RequestFailed
 
 TASK_NAMES = ("coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",

@@ -170,7 +170,7 @@ def test_resolve_url_layout_and_mirror_endpoint(monkeypatch: pytest.MonkeyPatch)
 
 
 def _hub_run(tmp_path: Path, server: RangeServer, **artifact: Any) -> Any:
-    data = {"name": "hub", "engine": {"kind": "ninfer", "generation": "G1"},
+    data = {"name": "hub", "engine": {"kind": "ninfer", "fork": "geoffwatts/ninfer-v100"},
             "artifact": {"repo": "org/model", "revision": COMMIT, "endpoint": server.url,
                          "local_dir": str(tmp_path / "models"), **artifact}}
     path = tmp_path / "hub.yaml"
@@ -209,7 +209,7 @@ def test_step_refuses_v3_for_a_v2_engine_and_still_writes_artifact_json(server: 
 def test_step_fetches_v3_continuation_parts(server: RangeServer, tmp_path: Path) -> None:
     write_v3(server.root / "m.ninfer", parts=2)
     run = _hub_run(tmp_path, server, filename="m.ninfer")
-    run = open_run(run.loaded.source, run.dir.path, ["engine.generation=G3"])
+    run = open_run(run.loaded.source, run.dir.path, ["engine.fork=zhongpei/ninfer-4090"])
     record = verify_step(run, progress=False)
     assert record["ok"] and len(record["downloads"]) == 3 and len(record["parts"]) == 2
     for name in ("m.ninfer.part-0001", "m.ninfer.part-0002"):

@@ -120,9 +120,9 @@ def test_v3_file_refused_for_a_v2_only_engine_with_pin_advice(tmp_path: Path) ->
 
 
 def test_v3_refused_through_the_ninfer_adapter(tmp_path: Path) -> None:
-    """The engine's own table decides (G1 reads v2 only, reference §6); the profile supplies the pin."""
+    """The build table decides (geoffwatts, G1, reads v2 only: reference §6); the profile supplies the pin."""
     profile = validate_profile({
-        "name": "g1", "engine": {"kind": "ninfer", "generation": "G1"},
+        "name": "g1", "engine": {"kind": "ninfer", "fork": "geoffwatts/ninfer-v100"},
         "artifact": {"repo": "neroued/Qwen3.8-27B-NInfer", "revision": V3_PIN, "filename": "m.ninfer",
                      "container_revisions": {2: V2_PIN}},
     })

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from ninferkit.engines import get_adapter
-from ninferkit.engines.ninfer import byte_value, detect_generation, duration_s, message, parse_refusal
-from ninferkit.engines.ninfer_request_log import (
+from ninferkit.engines.ninfer.builds import BUILDS, containers_from_log, detect_build, log_format_of
+from ninferkit.engines.ninfer.diagnoses import parse_refusal
+from ninferkit.engines.ninfer.logs import byte_value, duration_s, message
+from ninferkit.engines.ninfer.request_log import (
     join_client_rows,
     ledger_from_events,
     read_events,
@@ -30,14 +32,19 @@ from ninferkit.params.profile import Profile
 from ninferkit.server import docker_argv
 
 DATA = Path(__file__).parent / "data" / "ninfer"
+LIVE = Path(__file__).parent / "data" / "ninfer_live" / "g1-h200"
 GIB, MIB = 1024**3, 1024**2
 ADAPTER = get_adapter("ninfer")
 
 
-def profile(generation: str = "G1", fork: str | None = None, arch: str | None = "sm_70", **serve: Any) -> Profile:
+# One build of the table per interface the reference documents (IF §0).
+G0_BUILD, G1_BUILD, G2_BUILD, G3_BUILD = ("Neroued/ninfer", "geoffwatts/ninfer-v100", "mylordmonkeyman/ninfer-v100",
+                                          "zhongpei/ninfer-4090")
+
+
+def profile(fork: str = G1_BUILD, arch: str | None = "sm_70", version: str | None = None, **serve: Any) -> Profile:
     """A NInfer profile with the given serve fields (artifact by URL: the argv does not need a pin)."""
-    data = {"name": "t", "engine": {"kind": "ninfer", "binary": "ninfer-serve", "generation": generation,
-                                    "fork": fork},
+    data = {"name": "t", "engine": {"kind": "ninfer", "binary": "ninfer-serve", "fork": fork, "version": version},
             "artifact": {"url": "https://example.invalid/m.ninfer"}, "gpu": {"arch": arch},
             "serve": {"max_context": 8192, **serve}}
     return validate_profile(data)
@@ -48,28 +55,44 @@ def argv_of(p: Profile) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Generation detection
+# A build described from outside: log format, options, readers
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "generation"), [
+@pytest.mark.parametrize(("text", "fmt"), [
     # First stderr lines, verbatim from IF §0 "How to tell the generation from outside".
-    ("ninfer-serve: loading model...", "G0"),
-    ("[2026-08-20 10:00:00.123] [info] ninfer-serve: loading model...", "G1"),
-    ("[2026-09-01 12:00:00.123] [info] [ninfer-serve] startup phase=engine-startup status=begin", "G2"),
-    ("2026-10-01 12:00:00.123  INFO  starting engine", "G3"),
-    # --help usage fragments: the flags IF §0 says tell the generations apart (rendered usage lines).
-    ("usage: ninfer-serve ARTIFACT [--max-context N] [--kv-dtype bf16|int8]", "G0"),
-    ("usage: ninfer-serve ARTIFACT [--max-context N] [--kv-capacity N|auto] [--max-concurrency N]", "G1"),
-    ("  --kv-capacity N|auto\n  --device-state-slots N\n", "G2"),
-    ("  --kv-capacity N|auto\n  --device-state-slots N\n  --log-level LEVEL\n", "G3"),
+    ("ninfer-serve: loading model...", "plain"),
+    ("[2026-08-20 10:00:00.123] [info] ninfer-serve: loading model...", "bracketed"),
+    ("[2026-09-01 12:00:00.123] [info] [ninfer-serve] startup phase=engine-startup status=begin", "keyvalue"),
+    ("2026-10-01 12:00:00.123  INFO  starting engine", "pipe"),
+    # seed 000 §1.4 and §1.6 quote the V100 fork's lines without their timestamps.
+    ("ERROR startup failed | inspecting artifact | 31.4 ms", "pipe"),
+    ("INFO  engine ready | qwen3.8-27b/nvfp4 | total 18.2s | weights 19.7 GiB", "pipe"),
+    ("llama_model_loader: loaded meta data", None),
 ])
-def test_detect_generation(text: str, generation: str) -> None:
-    assert detect_generation(text) == generation
+def test_log_format_of_the_first_line(text: str, fmt: str | None) -> None:
+    assert log_format_of(text) == fmt
 
 
-def test_detect_generation_refuses_foreign_text() -> None:
-    with pytest.raises(NinferkitError, match="engine.generation"):
-        detect_generation("llama_model_loader: loaded meta data")
+def test_a_build_described_by_its_own_help_and_log() -> None:
+    # The live G1 build's --help and its refusal of a v3 file (ninfer-live/g1-h200).
+    help_text = (LIVE / "help.txt").read_text()
+    build = detect_build(help_text, (LIVE / "startup-errors" / "v3_header.log").read_text())
+    table = BUILDS["ziworkslab/ninfer-3090-ubuntu"]
+    assert (build.options, build.log_format, build.containers) == (table.options, "bracketed", frozenset({1, 2}))
+    assert build.kv_dtypes == ("bf16", "int8") and set(build.spec_draft) == {"mtp", "dflash"}
+    assert build.apis == {"chat", "messages", "responses"} and build.paged_pool
+    with pytest.raises(ProfileError, match="not ninfer-serve's"):
+        detect_build("usage: llama-server [options]")
+
+
+@pytest.mark.parametrize(("line", "versions"), [
+    ("FATAL server failed during startup | artifact magic is not NInfer v2", {2}),  # seed 000 §1.4 verbatim
+    ("[2026-12-01 14:24:18.493] [error] ninfer-serve: artifact magic is not NInfer v1 or v2", {1, 2}),  # live
+    ("x.ninfer: NInfer v2 artifact is not supported. Upgrade to v3 with: …", {3}),  # IF §3.1
+    ("INFO  engine ready | qwen3.8-27b/nvfp4", None),
+])
+def test_containers_from_a_readers_refusal(line: str, versions: set[int] | None) -> None:
+    assert containers_from_log(line) == (None if versions is None else frozenset(versions))
 
 
 def test_message_strips_each_generation_prefix() -> None:
@@ -419,43 +442,57 @@ def test_refusal_last_one_wins() -> None:
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"generation": "G0", "kv": {"capacity": 8192}}, "--kv-capacity, which NInfer G0"),
-    ({"generation": "G1", "extra_args": ["--log-level", "debug"]}, "--log-level, which NInfer G1"),
-    ({"generation": "G2", "arch": "sm_70", "kv": {"dtype": "fp8"}}, "serve.kv.dtype = 'fp8'"),
-    ({"generation": "G1", "arch": "sm_86", "kv": {"dtype": "k8v4"}}, "allowed: bf16, int8"),
-    ({"generation": "G3", "arch": "sm_86", "fork": "Don-Chad/ninfer-3090", "kv": {"dtype": "fp8"}},
-     "not accepted by NInfer G3 .Don-Chad/ninfer-3090. on sm_86"),
-    ({"generation": "G3", "arch": "sm_86", "kv": {"dtype": "rk8v4"}}, "serve.kv.dtype = 'rk8v4'"),
+    ({"fork": G0_BUILD, "kv": {"capacity": 8192}}, "serve.kv.capacity needs --kv-capacity, which Neroued/ninfer@"),
+    ({"fork": G1_BUILD, "log_level": "debug"}, "serve.log_level needs --log-level, which geoffwatts/ninfer-v100 "),
+    ({"fork": G1_BUILD, "extra_args": ["--log-level", "debug"]}, "serve.extra_args has --log-level"),
+    ({"fork": G2_BUILD, "arch": "sm_86", "kv": {"dtype": "rk8v4"}}, "serve.kv.dtype = 'rk8v4': must be one of bf16"),
+    ({"fork": G1_BUILD, "arch": "sm_86", "kv": {"dtype": "k8v4"}}, "must be one of bf16, int8"),
+    ({"fork": "Don-Chad/ninfer-3090", "arch": "sm_86", "kv": {"dtype": "fp8"}},
+     r"must be one of bf16, int8, nvfp4, k8v4, rk8v4, rk4v4 \(Don-Chad/ninfer-3090@0.6.1 on sm_86\)"),
+    ({"fork": "hamawang/ninfer-v100-20260916", "kv": {"dtype": "fp8"}}, "must be one of bf16, int8"),
     ({"kv": {"capacity": 4096}}, "must be at least serve.max_context"),
-    ({"max_concurrency": 2, "kv": {"capacity": 8192 * 2 + 64}}, r"outside \[128, 256\]"),
-    ({"max_concurrency": 9}, "allowed: 1..8"),
-    ({"generation": "G0", "max_concurrency": 2}, "G0 runs one sequence"),
-    ({"spec": {"method": "mtp", "draft_tokens": 6}}, r"--draft-tokens in \[1,5\]"),
-    ({"spec": {"method": "mtp"}}, r"--draft-tokens in \[1,5\]"),
-    ({"spec": {"method": "dflash2", "draft_tokens": 4}}, "allowed: mtp, dflash"),
-    ({"spec": {"lm_head_draft": True}}, "--lm-head-draft needs serve.spec.method"),
+    ({"max_concurrency": 2, "kv": {"capacity": 8192 * 2 + 64}}, "must lie in 8192..16384 tokens"),
+    ({"max_concurrency": 9}, "must be in 1..8"),
+    ({"fork": G0_BUILD, "max_concurrency": 2}, "which Neroued/ninfer@5ea3242 does not have"),
+    ({"spec": {"method": "mtp", "draft_tokens": 6}}, "must be in 1..5 for --spec mtp"),
+    ({"spec": {"method": "mtp"}}, "must be in 1..5 for --spec mtp"),
+    ({"spec": {"method": "dflash2", "draft_tokens": 4}}, "must be one of mtp, dflash"),
+    ({"spec": {"lm_head_draft": True}}, "serve.spec.lm_head_draft = true: needs serve.spec.method"),
     ({"spec": {"draft_tokens": 3}}, "needs serve.spec.method"),
     ({"prefill_chunk": 1000}, "multiple of 128"),
     ({"max_context": 300000, "kv": {"capacity": 300000}}, "native context"),
-    ({"gpu_memory_utilization": 0.9}, "not a NInfer setting"),
-    ({"tensor_parallel": 2, "gpu_devices": [0, 1]}, "needs a tensor-parallel fork"),
-    ({"fork": "plus1998/NInfer-V100-Duo", "tensor_parallel": 2, "gpu_devices": [0]}, "exactly 2 device"),
-    ({"fork": "plus1998/NInfer-V100-Duo", "tensor_parallel": 2, "gpu_devices": [0, 1], "arch": "sm_86",
-      "generation": "G3", "kv": {"dtype": "k8v4"}}, "serve.kv.dtype = 'k8v4'"),
-    ({"gpu_devices": [0, 1]}, "one device without tensor parallel"),
+    ({"fork": "plus1998/NInfer-V100-Duo", "vision_max_tokens": 2048}, "needs serve.vision: true"),
+    ({"tensor_parallel": 2, "gpu_devices": [0, 1]}, "runs on one GPU; builds with tensor parallel: "),
+    ({"fork": "plus1998/NInfer-V100-Duo", "tensor_parallel": 2, "gpu_devices": [0]}, "two device indices"),
+    ({"fork": "ValerioDolci/ninfer-tp2", "tensor_parallel": 2, "gpu_devices": [0, 1], "arch": "sm_120",
+      "kv": {"dtype": "k8v4"}}, "serve.kv.dtype = 'k8v4'"),
+    ({"gpu_devices": [0, 1]}, "must name one device without tensor parallel"),
 ])
 def test_validation_rejects(kwargs: dict[str, Any], match: str) -> None:
-    head = {key: kwargs.pop(key) for key in ("generation", "fork", "arch") if key in kwargs}
+    head = {key: kwargs.pop(key) for key in ("fork", "arch") if key in kwargs}
     p = profile(**head, **kwargs)
     with pytest.raises(ProfileError, match=match):
         argv_of(p)
 
 
+def test_a_vllm_field_in_a_ninfer_profile_is_an_unknown_field() -> None:
+    with pytest.raises(ProfileError, match="serve.gpu_memory_utilization: unknown field; an option of vllm, not of "
+                                           "ninfer; allowed: "):
+        profile(gpu_memory_utilization=0.9)
+
+
 def test_fork_widens_ranges() -> None:
     # Flo5k5 allows MTP windows to 7 and FP8 KV on sm_70 (IF §1.1, §8).
-    p = profile(generation="G3", fork="Flo5k5/ninfer-v100-sm70", spec={"method": "mtp", "draft_tokens": 7},
-                kv={"dtype": "fp8"})
+    p = profile(fork="Flo5k5/ninfer-v100-sm70", spec={"method": "mtp", "draft_tokens": 7}, kv={"dtype": "fp8"})
     assert argv_of(p)[-6:] == ["--kv-dtype", "fp8", "--spec", "mtp", "--draft-tokens", "7"]
+
+
+def test_one_option_spelled_three_ways() -> None:
+    # The image token budget: --vision-max-tokens (plus1998), --max-vision-tokens (ValerioDolci), IF §1.3.
+    duo = argv_of(profile(fork="plus1998/NInfer-V100-Duo", vision=True, vision_max_tokens=2048))
+    tp2 = argv_of(profile(fork="ValerioDolci/ninfer-tp2", arch="sm_120", vision=True, vision_max_tokens=2048))
+    assert duo[-3:] == ["--vision", "--vision-max-tokens", "2048"]
+    assert tp2[-3:] == ["--vision", "--max-vision-tokens", "2048"]
 
 
 def test_queue_timeout_trap_warns() -> None:
@@ -471,19 +508,19 @@ def test_queue_timeout_trap_warns() -> None:
         argv_of(profile(max_context=8192, max_concurrency=2))  # short contexts prefill within the deadline
 
 
-def test_argv_g0_has_no_pool_flags() -> None:
-    assert argv_of(profile(generation="G0", kv={"dtype": "int8"})) == [
-        "ninfer-serve", "/m/x.ninfer", "--host", "127.0.0.1", "--port", "8088", "--model-id", "model",
+def test_argv_of_a_single_sequence_build_has_no_pool_flags() -> None:
+    assert argv_of(profile(fork=G0_BUILD, kv={"dtype": "int8"}, model_id="qwen3.6-27b")) == [
+        "ninfer-serve", "/m/x.ninfer", "--host", "127.0.0.1", "--port", "8088", "--model-id", "qwen3.6-27b",
         "--max-context", "8192", "--kv-dtype", "int8"]
 
 
 def test_argv_auto_capacity_and_request_log(tmp_path: Path) -> None:
-    p = profile(generation="G3", kv={"capacity": "auto"}, request_log_jsonl=str(tmp_path / "r.jsonl"),
-                log_stats_interval_ms=5000, gpu_devices=[1])
-    assert argv_of(p) == ["ninfer-serve", "/m/x.ninfer", "--host", "127.0.0.1", "--port", "8088", "--model-id",
-                          "model", "--device", "1", "--max-context", "8192", "--kv-capacity", "auto",
-                          "--max-concurrency", "1", "--log-stats-interval-ms", "5000", "--request-log-jsonl",
-                          str(tmp_path / "r.jsonl")]
+    p = profile(fork=G3_BUILD, kv={"capacity": "auto"}, request_log_jsonl=str(tmp_path / "r.jsonl"),
+                log_stats_interval_ms=5000, gpu_devices=[1], thinking=False)
+    assert argv_of(p) == ["ninfer-serve", "/m/x.ninfer", "--host", "127.0.0.1", "--port", "8088",
+                          "--device", "1", "--max-context", "8192", "--kv-capacity", "auto",
+                          "--max-concurrency", "1", "--log-stats-interval-ms", "5000", "--no-thinking",
+                          "--request-log-jsonl", str(tmp_path / "r.jsonl")]
 
 
 def test_api_key_is_in_argv_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -493,11 +530,14 @@ def test_api_key_is_in_argv_and_redacted(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "s3cret" not in ADAPTER.redact(argv) and ADAPTER.redact(argv)[-1] == "***"
 
 
-def test_generation_and_binary_are_required() -> None:
+def test_a_build_and_a_binary_are_required() -> None:
     data = {"name": "t", "engine": {"kind": "ninfer"}, "artifact": {"url": "https://example.invalid/m.ninfer"}}
     bare = validate_profile(data)
-    with pytest.raises(ProfileError, match="engine.generation is not set"):
-        ADAPTER.generation(bare)
+    with pytest.raises(ProfileError, match="engine.fork is not set and no ninfer-serve binary is at hand"):
+        ADAPTER.build(bare)
+    unknown = validate_profile({**data, "engine": {"kind": "ninfer", "fork": "someone/ninfer-x"}})
+    with pytest.raises(ProfileError, match="'someone/ninfer-x' is not in the NInfer build table"):
+        ADAPTER.build(unknown)
     with pytest.raises(ProfileError, match="engine.binary is not set"):
         ADAPTER.binary(bare)
     missing = validate_profile({**data, "engine": {"kind": "ninfer", "binary": "/nonexistent/ninfer-serve"}})
@@ -505,13 +545,14 @@ def test_generation_and_binary_are_required() -> None:
         ADAPTER.binary(missing)
 
 
-def test_generation_detected_from_help_of_a_real_program(tmp_path: Path) -> None:
-    fake = tmp_path / "ninfer-serve"  # a real executable printing a G1 usage fragment (IF §1.2 flags)
-    fake.write_text("#!/bin/sh\necho 'usage: ninfer-serve ARTIFACT [--kv-capacity N|auto] [--max-concurrency N]'\n")
+def test_a_build_outside_the_table_is_read_from_its_help(tmp_path: Path) -> None:
+    fake = tmp_path / "ninfer-serve"  # a real executable printing the live G1 build's --help
+    fake.write_text(f"#!/bin/sh\ncat '{LIVE / 'help.txt'}'\n")
     fake.chmod(0o755)
     data = {"name": "t", "engine": {"kind": "ninfer", "binary": str(fake)},
             "artifact": {"url": "https://example.invalid/m.ninfer"}}
-    assert ADAPTER.generation(validate_profile(data), fake) == "G1"
+    build = ADAPTER.build(validate_profile(data), fake)
+    assert build.name == "detected from --help" and build.options == BUILDS["ziworkslab/ninfer-3090-ubuntu"].options
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,18 +574,17 @@ def test_reported_context() -> None:
     assert ADAPTER.reported_context({"data": [{"id": "qwen3.6-27b"}]}) is None  # G0/G1
 
 
-@pytest.mark.parametrize(("generation", "fork", "versions"), [
-    ("G0", None, {1}), ("G1", None, {2}), ("G2", None, {2}), ("G3", None, {3}),
-    ("G3", "Don-Chad/ninfer-3090", {1, 2}), ("G3", "JGamboa/ninfer-4090-windows", {2, 3}),
-    ("G3", "Flo5k5/ninfer-v100-sm70", {3}),
+@pytest.mark.parametrize(("fork", "versions"), [
+    (G0_BUILD, {1}), (G1_BUILD, {2}), (G2_BUILD, {2}), (G3_BUILD, {3}), ("ziworkslab/ninfer-3090-ubuntu", {1, 2}),
+    ("hamawang/ninfer-v100-20260916", {2}), ("Don-Chad/ninfer-3090", {1, 2}), ("Flo5k5/ninfer-v100-sm70", {3}),
 ])
-def test_accepted_container_versions(generation: str, fork: str | None, versions: set[int]) -> None:
-    assert ADAPTER.accepted_container_versions(profile(generation=generation, fork=fork)) == versions
+def test_accepted_container_versions(fork: str, versions: set[int]) -> None:
+    assert ADAPTER.accepted_container_versions(profile(fork=fork)) == versions
 
 
-def test_apis_per_generation() -> None:
-    assert ADAPTER.served_apis(profile(generation="G0")) == {"chat", "messages"}
-    assert ADAPTER.served_apis(profile(generation="G1")) == {"chat", "messages", "responses"}
+def test_apis_per_build() -> None:
+    assert ADAPTER.served_apis(profile(fork=G0_BUILD)) == {"chat", "messages"}
+    assert ADAPTER.served_apis(profile(fork=G1_BUILD)) == {"chat", "messages", "responses"}
 
 
 def test_server_timings_g3() -> None:
@@ -583,7 +623,7 @@ def test_docker_files() -> None:
     assert "FROM nvidia/cuda:12.8.0-runtime-ubuntu24.04" in files["Dockerfile"]
     assert "compat" not in files["Dockerfile"].split("FROM", 1)[1]
     assert set(files) == {"Dockerfile"}  # no power cap, no unit
-    data = {"name": "g", "engine": {"kind": "ninfer", "generation": "G3", "cuda_runtime": "13.1.0"},
+    data = {"name": "g", "engine": {"kind": "ninfer", "fork": G3_BUILD, "cuda_runtime": "13.1.0"},
             "artifact": {"url": "https://example.invalid/m.ninfer"},
             "gpu": {"name": "NVIDIA GeForce RTX 5090", "power_limit_w": 450}, "serve": {"gpu_devices": [1]}}
     files = ADAPTER.docker_files(validate_profile(data))
@@ -595,7 +635,7 @@ def test_docker_files() -> None:
 
 
 def test_docker_argv_renumbers_devices_and_mounts(tmp_path: Path) -> None:
-    data = {"name": "tp", "engine": {"kind": "ninfer", "generation": "G1", "fork": "plus1998/NInfer-V100-Duo",
+    data = {"name": "tp", "engine": {"kind": "ninfer", "fork": "plus1998/NInfer-V100-Duo",
                                      "docker_image": "img:1"},
             "artifact": {"url": "https://example.invalid/m.ninfer"}, "gpu": {"arch": "sm_70"},
             "serve": {"docker": True, "tensor_parallel": 2, "gpu_devices": [2, 3], "max_context": 8192,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ninferkit.engines import get_adapter
-from ninferkit.engines.vllm import metrics_deltas, parse_metrics
+from ninferkit.engines.vllm.adapter import metrics_deltas, parse_metrics
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
@@ -133,22 +133,23 @@ def test_refusal_free_memory() -> None:
 def test_argv_every_option() -> None:
     p = profile(max_concurrency=4, gpu_memory_utilization=0.9, swap_space_gib=4, weights_dtype="float16",
                 kv={"dtype": "fp8"}, prefill_chunk=2048, tensor_parallel=2, gpu_devices=[0, 1],
-                extra_args=["--enforce-eager"])
+                extra_args=["--enforce-eager"], model_id="qwen3.8-27b", trust_remote_code=True)
     assert argv_of(p) == ["vllm", "serve", "/models/ckpt", "--host", "127.0.0.1", "--port", "8088",
-                          "--served-model-name", "model", "--max-model-len", "8192", "--max-num-seqs", "4",
+                          "--served-model-name", "qwen3.8-27b", "--max-model-len", "8192", "--max-num-seqs", "4",
                           "--gpu-memory-utilization", "0.9", "--swap-space", "4", "--dtype", "float16",
                           "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "2048",
-                          "--tensor-parallel-size", "2", "--enforce-eager"]
+                          "--tensor-parallel-size", "2", "--trust-remote-code", "--enforce-eager"]
 
 
 @pytest.mark.parametrize(("serve", "match"), [
-    ({"spec": {"method": "mtp", "draft_tokens": 3}}, "no speculative decoding"),
+    # Another engine's options are unknown fields of a vLLM profile's serve section.
+    ({"spec": {"method": "mtp", "draft_tokens": 3}}, "serve.spec: unknown field"),
     ({"kv": {"capacity": 8192}}, "sizes its pool from"),
     ({"kv": {"dtype": "int8"}}, "serve.kv.dtype = 'int8'"),
     ({"weights_dtype": "bfloat16"}, "sm_70 has no bfloat16"),
     ({"weights_dtype": "fp4"}, "allowed: auto, half"),
-    ({"pending_timeout_ms": 600000}, "not a vLLM setting"),
-    ({"cors": True}, "serve.cors = true"),
+    ({"pending_timeout_ms": 600000}, "serve.pending_timeout_ms: unknown field"),
+    ({"cors": True}, "serve.cors: unknown field; an option of ninfer, not of vllm"),
     ({"gpu_devices": [0, 1]}, "exactly serve.tensor_parallel"),
 ])
 def test_validation_rejects(serve: dict[str, Any], match: str) -> None:

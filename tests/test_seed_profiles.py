@@ -71,7 +71,7 @@ def test_every_setting_says_why(path: Path) -> None:
 
     needs_reason = leaves(data["serve"], "serve.")
     needs_reason += [key for key in leaves(data["artifact"], "artifact.") if key != "artifact.local_dir"]
-    needs_reason += [f"engine.{key}" for key in ("generation", "fork", "cuda_runtime") if key in data["engine"]]
+    needs_reason += [f"engine.{key}" for key in ("fork", "cuda_runtime") if key in data["engine"]]
     missing = [key for key in needs_reason if key not in loaded.comments]
     assert not missing, f"{path.name}: settings without a reason comment: {missing}"
     for key, value in _flatten(data).items():

@@ -24,8 +24,9 @@ import pandas as pd
 import pytest
 
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
-from ninferkit.engines import EngineAdapter, get_adapter
-from ninferkit.engines.ninfer_request_log import read_events, request_rows
+from ninferkit.engines import get_adapter
+from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.ninfer.request_log import read_events, request_rows
 from ninferkit.report.data import load_run
 from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps.execute import CellOutcome, Recorder, SweepContext, _append_outcome, base_row
@@ -56,7 +57,7 @@ def client_result(started_unix_ms: int, prompt: int, completion: int, status: st
 
 
 def context(run: Run, adapter: EngineAdapter) -> SweepContext:
-    return SweepContext(run, adapter, "http://recorded", {}, None, [], base_row(run, adapter, {}),  # type: ignore[arg-type]
+    return SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [], base_row(run, adapter, {}),  # type: ignore[arg-type]
                         60.0, None)
 
 

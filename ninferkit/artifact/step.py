@@ -84,7 +84,7 @@ def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
         "parts": report.parts,
         "expected": {"size_bytes": artifact.size_bytes, "sha256": artifact.sha256,
                      "container_version": artifact.container_version},
-        "engine": {"kind": profile.engine.kind, "generation": profile.engine.generation,
+        "engine": {"kind": profile.engine.kind, "fork": profile.engine.fork, "version": profile.engine.version,
                    "accepted_container_versions": sorted(accepted) if accepted is not None else None},
         "downloads": [result.to_json() for result in fetched],
         "verification": {

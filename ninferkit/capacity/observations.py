@@ -41,8 +41,9 @@ class Setting:
     @classmethod
     def from_profile(cls, profile: Profile) -> Setting:
         serve = profile.serve
+        spec, draft_tokens = serve.speculation()
         return cls(serve.max_concurrency, serve.max_context, serve.kv.dtype, serve.kv.capacity,
-                   serve.spec.method, serve.spec.draft_tokens, serve.prefill_chunk, tuple(serve.extra_args))
+                   spec, draft_tokens, serve.prefill_chunk, tuple(serve.extra_args))
 
     @property
     def family(self) -> tuple[Any, ...]:

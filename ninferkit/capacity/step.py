@@ -26,7 +26,8 @@ from ninferkit.capacity.observations import Observation, Setting, from_log_file,
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from, decision_table
-from ninferkit.engines import EngineAdapter, get_adapter
+from ninferkit.engines import get_adapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic

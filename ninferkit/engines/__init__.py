@@ -1,4 +1,8 @@
-"""Engine adapters, one file each, registered by the `engine.kind` a profile names.
+"""Engine adapters, one package each, chosen by the `engine.kind` a profile names.
+
+Each package has an `options` module (the engine's `serve` section: light, no imports above the
+profile schema) and an `adapter` module (everything else). Both load on first use, so importing
+this package costs nothing and the profile schema can ask for an engine's options.
 
     >>> get_adapter("llama_server").kind
     'llama_server'
@@ -6,29 +10,34 @@
 
 from __future__ import annotations
 
-from ninferkit.engines.base import DiagnosisRule, EngineAdapter
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from ninferkit.errors import ProfileError
-from ninferkit.registry import Registry
 
-_ADAPTERS: Registry[type[EngineAdapter]] = Registry("engine.kind", ProfileError)
+if TYPE_CHECKING:
+    from ninferkit.engines.base import EngineAdapter
+    from ninferkit.params.serve import ServeSection
+
+KINDS = ("llama_server", "ninfer", "vllm")
 
 
-def register(adapter: type[EngineAdapter]) -> type[EngineAdapter]:
-    """Class decorator: make an adapter available under its `kind`; duplicates are a bug."""
-    return _ADAPTERS.add(adapter.kind, adapter)
+def _module(kind: str, name: str) -> ModuleType:
+    if kind not in KINDS:
+        raise ProfileError(f"engine.kind '{kind}' is not an engine ninferkit drives; allowed: {', '.join(KINDS)}")
+    return importlib.import_module(f"ninferkit.engines.{kind}.{name}")
 
 
 def get_adapter(kind: str) -> EngineAdapter:
-    return _ADAPTERS.get(kind)()
+    adapter: type[EngineAdapter] = _module(kind, "adapter").Adapter
+    return adapter()
 
 
-def registered_kinds() -> list[str]:
-    return _ADAPTERS.names()
+def serve_section(kind: str) -> type[ServeSection]:
+    """The class that validates a profile's `serve` section for this engine."""
+    section: type[ServeSection] = _module(kind, "options").Serve
+    return section
 
 
-# Built-in adapters register themselves on import.
-import ninferkit.engines.llama_server  # noqa: E402,F401
-import ninferkit.engines.ninfer  # noqa: E402,F401
-import ninferkit.engines.vllm  # noqa: E402,F401
-
-__all__ = ["DiagnosisRule", "EngineAdapter", "get_adapter", "register", "registered_kinds"]
+__all__ = ["KINDS", "get_adapter", "serve_section"]

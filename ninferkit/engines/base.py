@@ -86,6 +86,11 @@ class EngineAdapter:
         """Files for a Docker deployment (name -> text), written to run_dir/docker/ by the launch step."""
         return {}
 
+    def docker_mounts(self, profile: Profile) -> tuple[list[str], dict[str, Any]]:
+        """(extra `docker run` arguments, serve fields as the engine sees them inside the container) for
+        files the engine writes outside the model folder."""
+        return [], {}
+
     def env(self, profile: Profile) -> dict[str, str]:
         """Extra environment for the server process (secrets go here, not into argv, where possible)."""
         return {}

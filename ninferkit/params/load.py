@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ninferkit.engines import KINDS, serve_section
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 
@@ -95,9 +96,14 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     path = ".".join(str(part) for part in loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
-        known = _known_fields(loc[:-1])
+        kind = _engine_kind(data)
+        known = _known_fields(loc[:-1], kind)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'? " if close else ""
+        if len(loc) == 2 and loc[0] == "serve" and kind is not None:
+            owners = [other for other in KINDS if other != kind and str(loc[1]) in serve_section(other).model_fields]
+            if owners:
+                hint = f"an option of {' and '.join(owners)}, not of {kind}; "
         return f"{path}: unknown field; {hint}allowed: {', '.join(sorted(known))}"
     if kind == "missing":
         return f"{path}: required field is missing"
@@ -114,10 +120,19 @@ def _is_union_tag(part: object) -> bool:
     return isinstance(part, str) and (part in scalar_tags or part.startswith(("literal[", "function-")))
 
 
-def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+def _engine_kind(data: Mapping[str, Any]) -> str | None:
+    engine = data.get("engine")
+    kind = engine.get("kind") if isinstance(engine, Mapping) else None
+    return kind if kind in KINDS else None
+
+
+def _known_fields(loc: tuple[Any, ...], engine_kind: str | None) -> list[str]:
     model: type[BaseModel] = Profile
-    for part in loc:
+    for index, part in enumerate(loc):
         if isinstance(part, int):
+            continue
+        if index == 0 and part == "serve" and engine_kind is not None:
+            model = serve_section(engine_kind)  # the engine's own serve options
             continue
         info = model.model_fields.get(str(part))
         annotation = getattr(info, "annotation", None)

@@ -10,17 +10,25 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
+from ninferkit.engines import serve_section
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
 from ninferkit.params.report import ReportSection
+from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection
 
 EngineKind = Literal["ninfer", "llama_server", "vllm"]
 Sha256Hex = str
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 def _check_sha256(value: str | None) -> str | None:
@@ -53,9 +61,8 @@ class EngineSection(Section):
     kind: EngineKind
     binary: str | None = Field(None, description="path, or a name looked up on PATH")
     docker_image: str | None = None
-    generation: Literal["G0", "G1", "G2", "G3"] | None = Field(None, description="NInfer interface generation")
     fork: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$",
-                             description="owner/name of the fork the binary comes from, when forks differ in options")
+                             description="owner/name of the fork the binary comes from (NInfer: its build table)")
     cuda_runtime: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$",
                                      description="CUDA runtime of the Docker base image, e.g. 12.8.0")
     version: str | None = None
@@ -124,58 +131,6 @@ class ArtifactSection(Section):
         return self
 
 
-class KVSection(Section):
-    dtype: str | None = Field(None, description="engine-specific, e.g. int8, rk8v4, f16, q8_0")
-    capacity: int | Literal["auto"] | None = Field(None, description="total KV tokens, or 'auto'")
-
-    @field_validator("capacity")
-    @classmethod
-    def _positive(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and value < 1:
-            raise ValueError("must be a positive token count or 'auto'")
-        return value
-
-
-class SpecSection(Section):
-    method: str | None = Field(None, description="speculative decoding backend, e.g. 'mtp'")
-    draft_tokens: int | None = Field(None, ge=1, le=16)
-    lm_head_draft: bool = False
-
-
-class ServeSection(Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8088, ge=1, le=65535)
-    model_id: str = "model"
-    max_context: int = Field(4096, ge=256, description="tokens per request (per slot)")
-    max_concurrency: int = Field(1, ge=1, le=64)
-    kv: KVSection = KVSection()
-    spec: SpecSection = SpecSection()
-    prefill_chunk: int | None = Field(None, ge=1)
-    pending_timeout_ms: int | None = Field(None, ge=1, description="deadline for a queued request to be admitted")
-    max_pending_requests: int | None = Field(None, ge=1, description="requests allowed to wait beyond concurrency")
-    log_stats_interval_ms: int | None = Field(None, ge=0, description="periodic throughput line; 0 disables")
-    preserve_thinking: bool = Field(False, description="keep closed-turn reasoning in later prompts")
-    cors: bool = Field(False, description="permissive CORS headers (browser clients)")
-    request_log_jsonl: str | None = Field(None, description="path of the engine's per-request JSONL log")
-    tensor_parallel: int = Field(1, ge=1, le=8, description="GPUs one model is split over (serve.gpu_devices)")
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vLLM: fraction of total memory")
-    weights_dtype: str | None = Field(None, description="compute dtype of the weights, e.g. float16 (vLLM --dtype)")
-    swap_space_gib: float | None = Field(None, ge=0, description="vLLM: CPU swap space per GPU")
-    threads: int | None = Field(None, ge=1)
-    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
-    docker: bool = False
-    gpu_devices: list[int] | None = None
-    extra_args: list[str] = Field(default_factory=list)
-    startup_timeout_s: float = Field(300.0, gt=0)
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError("must be an environment variable NAME (e.g. NINFER_API_KEY), never the key")
-        return value
-
-
 class GPUSection(Section):
     required: bool = Field(False, description="fail setup when no NVIDIA GPU is found")
     name: str | None = None
@@ -190,8 +145,23 @@ class Profile(Section):
     description: str = ""
     engine: EngineSection
     artifact: ArtifactSection
-    serve: ServeSection = ServeSection()
+    serve: SerializeAsAny[ServeSection] = Field(default_factory=ServeSection, validate_default=True)
     gpu: GPUSection = GPUSection()
     sweeps: SweepsSection = SweepsSection()
     capacity: CapacitySection = CapacitySection()
     report: ReportSection = ReportSection()
+
+    @field_validator("serve", mode="wrap")
+    @classmethod
+    def _serve_of_the_engine(cls, value: object, handler: ValidatorFunctionWrapHandler,
+                             info: ValidationInfo) -> ServeSection:
+        """Validate `serve` with the class of the engine the profile names (its options, its defaults)."""
+        engine = info.data.get("engine")
+        if engine is None:  # engine itself was invalid: report that, not a second error here
+            return ServeSection()
+        section = serve_section(engine.kind)
+        if isinstance(value, section):
+            return value
+        if isinstance(value, ServeSection):
+            value = value.model_dump(exclude_unset=True)
+        return section.model_validate(value)

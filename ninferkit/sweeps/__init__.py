@@ -56,7 +56,8 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
     telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
                           hz=profile.sweeps.telemetry_hz)
     with Tokenizer(record["url"], adapter, headers) as tokenizer:
-        ctx = SweepContext(run, adapter, record["url"], headers, tokenizer, rules, base_row(run, adapter, record),
+        ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
+                           rules, base_row(run, adapter, record),
                            profile.sweeps.request_timeout_s, log_path)
         try:
             _run_cells(ctx, pending, telemetry if profile.sweeps.telemetry else None, progress)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ninferkit import server
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell, ledger_path
@@ -39,6 +39,7 @@ class SweepContext:
     run: Run
     adapter: EngineAdapter
     url: str
+    model_id: str
     headers: dict[str, str]
     tokenizer: Tokenizer
     rules: list[StopRule]
@@ -50,7 +51,7 @@ class SweepContext:
         """A client per cell; it reads the engine's per-request counters around requests that run alone
         when the engine has such counters (truth.MeteredClient)."""
         kind = StreamingClient if self.adapter.request_metrics_path is None else MeteredClient
-        return kind(self.url, self.adapter, self.run.profile.serve.model_id, headers=self.headers,
+        return kind(self.url, self.adapter, self.model_id, headers=self.headers,
                     timeout_s=self.timeout_s, max_connections=connections)
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import RunDir, utc_now, write_json_atomic

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
-from ninferkit.engines import EngineAdapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import RequestFailed
 from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, utc_now
 

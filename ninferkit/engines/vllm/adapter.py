@@ -21,9 +21,9 @@ from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout, vllm_kv_layout
 from ninferkit.capacity.pool import PoolRule
-from ninferkit.engines import register
 from ninferkit.engines.base import EngineAdapter, rule
-from ninferkit.engines.ninfer import power_limit_unit
+from ninferkit.engines.host import power_limit_unit
+from ninferkit.engines.vllm.options import Serve
 from ninferkit.errors import ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
 from ninferkit.units import GIB
@@ -33,7 +33,6 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_
                    "fp8_per_token_head", "nvfp4")
 NO_BFLOAT16_ARCHS = ("sm_60", "sm_61", "sm_70", "sm_75")  # compute capability below 8.0
 API_KEY_VARIABLE = "VLLM_API_KEY"  # vllm serve reads its --api-key default from here
-_NINFER_ONLY = ("pending_timeout_ms", "max_pending_requests", "log_stats_interval_ms", "request_log_jsonl")
 
 
 def _gib(number: str) -> tuple[int, int]:
@@ -60,7 +59,13 @@ _FREE_BELOW_UTILIZATION = re.compile(
     r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
 
 
-@register
+def vllm_serve(profile: Profile) -> Serve:
+    """The profile's serve section as vLLM's (a profile of engine.kind vllm always has one)."""
+    if not isinstance(profile.serve, Serve):
+        raise ProfileError(f"profile {profile.name} is not a vllm profile (engine.kind {profile.engine.kind})")
+    return profile.serve
+
+
 class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "vllm"
@@ -111,10 +116,7 @@ class VLLM(EngineAdapter):
 
     def validate(self, profile: Profile) -> None:
         """Raise ProfileError for settings vLLM has no flag for, or values it rejects on this GPU."""
-        serve, problems = profile.serve, []
-        if serve.spec.method is not None:
-            problems.append(f"serve.spec.method = {serve.spec.method!r}: the vllm adapter runs no speculative "
-                            "decoding; allowed: null")
+        serve, problems = vllm_serve(profile), []
         if serve.kv.capacity is not None:
             problems.append(f"serve.kv.capacity = {serve.kv.capacity!r}: vLLM sizes its pool from "
                             "serve.gpu_memory_utilization; allowed: null")
@@ -126,12 +128,6 @@ class VLLM(EngineAdapter):
             elif serve.weights_dtype == "bfloat16" and profile.gpu.arch in NO_BFLOAT16_ARCHS:
                 problems.append(f"serve.weights_dtype = 'bfloat16': {profile.gpu.arch} has no bfloat16; "
                                 "allowed: float16, half, float32")
-        for name in _NINFER_ONLY:
-            if getattr(serve, name) is not None:
-                problems.append(f"serve.{name} = {getattr(serve, name)!r}: not a vLLM setting; allowed: null")
-        for name in ("preserve_thinking", "cors"):
-            if getattr(serve, name):
-                problems.append(f"serve.{name} = true: not a vLLM setting; allowed: false")
         if serve.gpu_devices is not None and len(serve.gpu_devices) != serve.tensor_parallel:
             problems.append(f"serve.gpu_devices = {serve.gpu_devices}: needs exactly serve.tensor_parallel "
                             f"({serve.tensor_parallel}) devices")
@@ -141,10 +137,11 @@ class VLLM(EngineAdapter):
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
         self.validate(profile)
-        serve = profile.serve
-        argv = [str(binary), "serve", str(model_path), "--host", serve.host, "--port", str(serve.port),
-                "--served-model-name", serve.model_id, "--max-model-len", str(serve.max_context),
-                "--max-num-seqs", str(serve.max_concurrency)]
+        serve = vllm_serve(profile)
+        argv = [str(binary), "serve", str(model_path), "--host", serve.host, "--port", str(serve.port)]
+        if serve.model_id is not None:
+            argv += ["--served-model-name", serve.model_id]
+        argv += ["--max-model-len", str(serve.max_context), "--max-num-seqs", str(serve.max_concurrency)]
         if serve.gpu_memory_utilization is not None:
             argv += ["--gpu-memory-utilization", f"{serve.gpu_memory_utilization:g}"]
         if serve.swap_space_gib is not None:
@@ -157,6 +154,8 @@ class VLLM(EngineAdapter):
             argv += ["--max-num-batched-tokens", str(serve.prefill_chunk)]
         if serve.tensor_parallel > 1:
             argv += ["--tensor-parallel-size", str(serve.tensor_parallel)]
+        if serve.trust_remote_code:
+            argv.append("--trust-remote-code")
         return argv + list(serve.extra_args)
 
     def env(self, profile: Profile) -> dict[str, str]:
@@ -354,3 +353,6 @@ def metrics_deltas(before: str, after: str) -> dict[str, Any]:
     if out.get("drafted_tokens_server"):
         out["acceptance_server"] = out.get("accepted_tokens_server", 0) / out["drafted_tokens_server"]
     return out
+
+
+Adapter = VLLM

@@ -23,7 +23,6 @@ from ninferkit.capacity.architecture import (
 )
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.embedded import llama_server_binary
-from ninferkit.engines import register
 from ninferkit.engines.base import (
     OUT_OF_MEMORY_AT_FIRST_USE,
     EngineAdapter,
@@ -34,6 +33,7 @@ from ninferkit.engines.base import (
     rule,
     text,
 )
+from ninferkit.engines.llama_server.options import Serve
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
@@ -41,7 +41,13 @@ from ninferkit.units import MIB
 LOG_VERBOSITY = "4"
 
 
-@register
+def llama_serve(profile: Profile) -> Serve:
+    """The profile's serve section as llama-server's (a profile of engine.kind llama_server always has one)."""
+    if not isinstance(profile.serve, Serve):
+        raise ProfileError(f"profile {profile.name} is not a llama_server profile (engine.kind {profile.engine.kind})")
+    return profile.serve
+
+
 class LlamaServer(EngineAdapter):
     kind = "llama_server"
     default_binary = "llama-server"
@@ -150,17 +156,15 @@ class LlamaServer(EngineAdapter):
         return llama_server_binary(profile.engine.binary, profile.engine.build)
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
-        serve = profile.serve
-        if serve.spec.method is not None:
-            raise ProfileError(f"serve.spec.method = {serve.spec.method!r}: the llama_server adapter runs no "
-                               "speculative decoding; allowed: null")
+        serve = llama_serve(profile)
         if serve.kv.capacity == "auto":
             raise ProfileError("serve.kv.capacity = 'auto': llama-server has no automatic KV sizing; "
                                "allowed: a token count or null (max_context x max_concurrency)")
         pool = serve.kv.capacity or serve.max_context * serve.max_concurrency
-        argv = [str(binary), "-m", str(model_path), "--host", serve.host, "--port", str(serve.port),
-                "--alias", serve.model_id, "-c", str(pool), "-np", str(serve.max_concurrency),
-                "--metrics", "-lv", LOG_VERBOSITY]
+        argv = [str(binary), "-m", str(model_path), "--host", serve.host, "--port", str(serve.port)]
+        if serve.model_id is not None:
+            argv += ["--alias", serve.model_id]
+        argv += ["-c", str(pool), "-np", str(serve.max_concurrency), "--metrics", "-lv", LOG_VERBOSITY]
         if serve.kv.dtype is not None:
             if serve.kv.dtype not in LLAMA_CPP_CACHE_TYPES:
                 raise ProfileError(f"serve.kv.dtype = {serve.kv.dtype!r}: not a llama.cpp cache type; "
@@ -309,3 +313,6 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
         out["first_use_bytes"] = round((first_use + 0.5 * len(gpus)) * MIB)
         out["first_use_bytes_resolution_bytes"] = 3 * len(gpus) * MIB
     return out
+
+
+Adapter = LlamaServer

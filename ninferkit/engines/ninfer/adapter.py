@@ -1,0 +1,226 @@
+"""NInfer's `ninfer-serve`: the engine the runbook exists for, in every build the field reports run.
+
+A build is described by what it has (`builds.py`: log format, container readers, options, KV types,
+APIs); the flag table (`flags.py`) turns a profile into its command line and checks the profile
+against the build before anything runs, because a wrong flag costs a multi-minute model load before
+NInfer says no. The logs are read by `logs.py`, failures by `diagnoses.py`. Server-side per-request
+truth is the `--request-log-jsonl` file (`request_log.py`); responses carry `usage` (cached and
+reasoning tokens on later builds) and, on G3 builds, llama.cpp-style `timings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
+from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines.base import EngineAdapter, llama_cpp_timings
+from ninferkit.engines.ninfer import logs
+from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup, tensor_parallel_builds
+from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, parse_refusal
+from ninferkit.engines.ninfer.docker import docker_files
+from ninferkit.engines.ninfer.flags import argv_flags, check, queue_trap
+from ninferkit.engines.ninfer.options import Serve
+from ninferkit.engines.ninfer.request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
+from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
+from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
+from ninferkit.params.profile import Profile
+from ninferkit.units import GIB
+
+
+def ninfer_serve(profile: Profile) -> Serve:
+    """The profile's serve section as NInfer's (a profile of engine.kind ninfer always has one)."""
+    if not isinstance(profile.serve, Serve):
+        raise ProfileError(f"profile {profile.name} is not a NInfer profile (engine.kind {profile.engine.kind})")
+    return profile.serve
+
+
+class NInfer(EngineAdapter):
+    kind = "ninfer"
+    default_binary = "ninfer-serve"
+    apis = frozenset({"chat", "messages", "responses"})
+    capacity_pool = PoolRule(64, GIB, True, "bf16")  # a paged pool shared by all slots; `auto` keeps 1 GiB free
+    diagnoses = DIAGNOSES
+
+    # -- the build --------------------------------------------------------------------------------
+
+    def build(self, profile: Profile, binary: Path | None = None) -> Build:
+        """The profile's build from the table (engine.fork, engine.version, engine.build.commit), else the one
+        the binary describes in its `--help`. Raises ProfileError when neither is at hand."""
+        engine = profile.engine
+        found = lookup(engine.fork, engine.version, engine.build.commit)
+        if found is not None:
+            return found
+        if binary is not None and shutil.which(str(binary)):
+            result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+            return detect_build(result.stdout + result.stderr)
+        named = f"engine.fork = {engine.fork!r} is not in the NInfer build table" if engine.fork else \
+            "engine.fork is not set"
+        raise ProfileError(f"{named} and no ninfer-serve binary is at hand to describe itself; set engine.fork to "
+                           f"one of {', '.join(known_builds())}, or engine.binary to the build (ninferkit reads "
+                           "its --help)")
+
+    def binary(self, profile: Profile) -> Path:
+        if not profile.engine.binary:
+            raise ProfileError("engine.binary is not set: ninferkit does not build NInfer; set it to the path of "
+                               "the pinned build's ninfer-serve (or use serve.docker with engine.docker_image)")
+        found = shutil.which(profile.engine.binary)
+        if found is None:
+            raise ToolMissing(f"engine.binary = {profile.engine.binary!r} does not exist or is not executable; "
+                              "build or unpack the pinned NInfer release there first")
+        return Path(found)
+
+    # -- validation and argv ------------------------------------------------------------------------
+
+    def validate(self, profile: Profile, build: Build | None = None) -> list[str]:
+        """Check a profile against its build and GPU; return warnings (legal settings likely to fail in use).
+
+        Raises ProfileError naming every bad field with its value and what is allowed.
+        """
+        build = build or self.build(profile)
+        serve = ninfer_serve(profile)
+        problems = check(serve, build, profile.gpu.arch)
+        if serve.tensor_parallel > 1 and not build.tensor_parallel:
+            problems.append(f"serve.tensor_parallel = {serve.tensor_parallel}: {build.name} runs on one GPU; "
+                            f"builds with tensor parallel: {', '.join(tensor_parallel_builds())}")
+        if problems:
+            raise ProfileError(f"profile {profile.name} does not fit NInfer build {build.name}:\n"
+                               + "\n".join(f"  - {problem}" for problem in problems))
+        trap = queue_trap(serve, build)
+        return [] if trap is None else [trap]
+
+    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+        build = self.build(profile, binary)
+        for warning in self.validate(profile, build):
+            warnings.warn(warning, UserWarning, stacklevel=2)
+        argv = [str(binary), str(model_path)]
+        for row, spelling, value in argv_flags(ninfer_serve(profile), build):
+            if value is True:
+                argv.append(spelling)
+            elif row.secret:
+                # NInfer reads its key only from argv: redact() hides it in every record.
+                argv += [spelling, os.environ.get(str(value)) or f"${{{value}}}"]
+            elif row.field == "serve.request_log_jsonl":
+                argv += [spelling, str(Path(str(value)).expanduser())]
+            else:
+                argv += [spelling, str(value)]
+        return argv + list(profile.serve.extra_args)
+
+    # -- readiness, models, what the build reads and serves ----------------------------------------
+
+    def is_ready(self, status_code: int, body: str) -> bool:
+        # G3 answers 503 model_loading while loading; G0-G2 accept the connection and answer only when ready.
+        if status_code != 200:
+            return False
+        try:
+            return bool(json.loads(body).get("status") == "ok")
+        except (ValueError, AttributeError):
+            return False
+
+    def reported_context(self, models_body: Mapping[str, Any]) -> int | None:
+        data = models_body.get("data") or [{}]
+        value = data[0].get("max_model_len")  # G2/G3
+        return int(value) if value is not None else None
+
+    def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
+        target = profile.capacity.model
+        if target is None:
+            return None  # unknown architecture: the fit estimates the slope too
+        return ninfer_kv_layout(target, kv_dtype, ninfer_serve(profile).spec.method)
+
+    def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        """G3 `timings` (llama.cpp-compatible) and G2+ usage details; {} for G0/G1 bodies.
+
+        G3's prompt time runs from admission commit to first output token, so it excludes queueing.
+        """
+        out: dict[str, Any] = {}
+        usage = response.get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        if cached is None:
+            cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+        if cached is not None:
+            out["cached_tokens_server"] = cached
+        timings = response.get("timings")
+        if timings:
+            from_timings = llama_cpp_timings(timings)
+            if from_timings["cached_tokens_server"] is None:
+                from_timings.pop("cached_tokens_server")
+            out.update(from_timings)
+        return out
+
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """The `--request-log-jsonl` record (unrounded timings, queue wait, speculative counters) of each
+        client row, joined by start time and token counts (ninfer_request_log.join_client_rows);
+        None when the profile sets no serve.request_log_jsonl. A log that cannot be read gives every
+        row a `server_note` saying why, never an error: the client rows stand on their own."""
+        serve = ninfer_serve(profile)
+        if serve.request_log_jsonl is None:
+            return None
+        path = Path(serve.request_log_jsonl).expanduser()
+        try:
+            server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended ones
+        except (OSError, NinferkitError) as exc:
+            note = f"request log {path} (serve.request_log_jsonl) not read: {exc}"
+            return [{"server_note": note} for _ in rows]
+        out = []
+        for joined in join_client_rows(rows, server_rows):
+            if joined["server_join"] is None:
+                out.append({"server_join": None, "server_note": f"no request in {path.name} matched this one "
+                            "(start time within 5 s, same token counts and outcome)"})
+                continue
+            fields = {name: joined.get(name) for name in (*LOG_FIELDS, *JOIN_FIELDS)}
+            out.append({"server_source": "request_log", **fields})
+        return out
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:
+        """Anthropic count_tokens (all generations; no GPU run). The count is of one user message
+        rendered with the chat template, so it includes the template's tokens."""
+        return "/v1/messages/count_tokens", {"model": "ninferkit", "max_tokens": 1,
+                                             "messages": [{"role": "user", "content": text}]}
+
+    def token_count(self, body: Mapping[str, Any]) -> int:
+        return int(body["input_tokens"])
+
+    def accepted_container_versions(self, profile: Profile) -> frozenset[int] | None:
+        return self.build(profile).containers
+
+    def served_apis(self, profile: Profile) -> frozenset[str]:
+        """The request APIs this profile's build serves (G0 builds have no Responses API)."""
+        return self.build(profile).apis
+
+    # -- logs ----------------------------------------------------------------------------------------
+
+    def parse_ledger(self, log_text: str) -> dict[str, Any]:
+        return logs.parse_ledger(log_text)
+
+    def parse_throughput(self, line: str) -> dict[str, Any] | None:
+        return logs.parse_throughput(line)
+
+    def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
+        return parse_refusal(log_text)
+
+    def parse_request_done(self, line: str) -> dict[str, Any] | None:
+        return logs.parse_request_done(line)
+
+    # -- Docker -------------------------------------------------------------------------------------
+
+    def docker_files(self, profile: Profile) -> dict[str, str]:
+        return docker_files(profile, self.default_binary)
+
+    def docker_mounts(self, profile: Profile) -> tuple[list[str], dict[str, Any]]:
+        """The request log's folder, mounted writable at /logs."""
+        log = ninfer_serve(profile).request_log_jsonl
+        if log is None:
+            return [], {}
+        path = Path(log).expanduser()
+        return ["-v", f"{path.parent}:/logs"], {"request_log_jsonl": f"/logs/{path.name}"}
+
+
+Adapter = NInfer
