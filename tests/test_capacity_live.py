@@ -4,6 +4,12 @@ On the CPU there is no device limit to find (host memory is ~24 GB), so: the fit
 counts and two cache types and is checked against the KV sizes the server logs; one search per slot
 count and cache type looks for the largest pool within a 128 MiB budget standing in for GPU memory,
 and each answer is a real launch that served a request.
+
+The memory books must not depend on the CPU: on a CPU with AMX, llama.cpp loads the weights into an
+`AMX` model buffer beside the file mapping (`AMX model buffer size = 80.19 MiB` and `CPU_Mapped model
+buffer size = 80.20 MiB`), where a machine without AMX prints only the `CPU_Mapped` line; both must book
+80.20 MiB of weights against the 128 MiB budget (tests/test_llama_ledger_amx.py replays both on recorded
+logs). This file passed on an AMX CPU (the device machine's Xeon, 16 cores) after that fix.
 """
 
 from __future__ import annotations

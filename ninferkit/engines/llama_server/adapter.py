@@ -107,7 +107,6 @@ class LlamaServer(EngineAdapter):
         field_pattern("kv_type_v", r"llama_kv_cache: size\s*=.*V \((?P<v>\w+)\)", text("v")),
         field_pattern("kv_k_bytes", r"llama_kv_cache: size\s*=.*K \(\w+\):\s*(?P<v>[\d.]+) MiB", mib("v")),
         field_pattern("kv_v_bytes", r"llama_kv_cache: size\s*=.*V \(\w+\):\s*(?P<v>[\d.]+) MiB", mib("v")),
-        field_pattern("model_buffer_bytes", r"load_tensors:\s+\S+ model buffer size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
         field_pattern("compute_buffer_bytes", r"\w+:\s+\S+ compute buffer size\s*=\s*(?P<v>[\d.]+) MiB",
                       mib("v")),
         field_pattern("slots", r"initializing(?: slots)?, n_slots = (?P<v>\d+)", integer("v")),
@@ -145,7 +144,7 @@ class LlamaServer(EngineAdapter):
             out.update(required_bytes=round(used), required_bytes_resolution_bytes=MIB,
                        available_bytes=round((int(projected[-1]["free"]) + 0.5) * MIB),
                        available_bytes_resolution_bytes=MIB)
-            models = [float(m["v"]) * MIB for m in _device_model_buffers(log_text, _gpu_free_mib(log_text))]
+            models = [mib * MIB for mib in _weight_buffers(log_text, _gpu_free_mib(log_text))]
             if models:
                 out.update(weights_bytes=round(sum(models)), weights_bytes_resolution_bytes=len(models) * _MIB2,
                            runtime_reservation_bytes=round(used - sum(models)),
@@ -203,6 +202,19 @@ class LlamaServer(EngineAdapter):
     def output_pin_fields(self) -> dict[str, Any]:
         return {"ignore_eos": True}
 
+    request_extensions_path = "/props"
+
+    def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
+        """`reasoning_effort` (read on chat: "none" turns thinking off, other values go to the chat template),
+        and `tools` where the model's chat template renders them (/props `chat_template_caps`: llama-server
+        takes `tools` from any template, but one without tool support drops the definitions and the calls
+        from the prompt). It refuses `previous_response_id` ("llama.cpp does not support
+        'previous_response_id'") and reads neither `cache_control` nor `prompt_cache_breakpoint`."""
+        caps = (served or {}).get("chat_template_caps")
+        renders_tools = caps.get("supports_tools") if isinstance(caps, Mapping) else \
+            bool(caps and _SUPPORTS_TOOLS.search(str(caps)))
+        return frozenset({"reasoning_effort", *(["tools"] if renders_tools else [])})
+
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
         return llama_cpp_timings(timings) if timings else {}
@@ -235,6 +247,7 @@ class LlamaServer(EngineAdapter):
                 "measure without it (prefix reuse inside a slot still works).")
 
 
+_SUPPORTS_TOOLS = re.compile(r"['\"]supports_tools['\"]\s*:\s*(?:True|true)")  # /props prints the caps as a Python dict
 _MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
 _CONTEXT_START = re.compile(r"llama_context: constructing llama_context")
 _MODEL_BUFFER = re.compile(r"load_tensors:\s+(?P<dev>\S+) model buffer size\s*=\s*(?P<v>[\d.]+) MiB")
@@ -254,10 +267,35 @@ def _gpu_free_mib(log_text: str) -> dict[str, int]:
     return {m["dev"]: int(m["free"]) for m in _DEVICE_FREE.finditer(log_text) if m["dev"] != "CPU"}
 
 
-def _device_model_buffers(log_text: str, gpus: Mapping[str, int]) -> list[re.Match[str]]:
-    """The model buffers that count against the memory being fitted: with a GPU, the GPU's alone (the
-    token embeddings stay in host memory as CPU_Mapped, staging buffers as CUDA_Host); else all."""
-    return [m for m in _MODEL_BUFFER.finditer(log_text) if not gpus or m["dev"] in gpus]
+# Host model buffer types that hold re-laid-out copies of weights for the CPU's own kernels (AMX tiles,
+# ARM/x86 repacking). With the model file mapped, the mapping (CPU_Mapped) still spans those tensors.
+REPACKED_HOST_BUFFERS = frozenset({"AMX", "CPU_REPACK", "CPU_AARCH64", "KLEIDIAI"})
+MAPPED_HOST_BUFFER = "CPU_Mapped"
+
+
+def model_buffers(log_text: str) -> dict[str, float]:
+    """MiB per model buffer type, as load_tensors prints them (CUDA0, CPU_Mapped, CUDA_Host, AMX, ...)."""
+    out: dict[str, float] = {}
+    for found in _MODEL_BUFFER.finditer(log_text):
+        out[found["dev"]] = out.get(found["dev"], 0.0) + float(found["v"])
+    return out
+
+
+def _weight_buffers(log_text: str, gpus: Mapping[str, int]) -> list[float]:
+    """MiB of the model buffers that hold the weights once, in the memory being fitted.
+
+    With a GPU: the GPUs' buffers alone (token embeddings stay in host memory as CPU_Mapped, staging
+    buffers are CUDA_Host). On the CPU: every host buffer, except that a repacked copy (AMX, CPU_REPACK)
+    of tensors the file mapping also spans is not counted twice; without a mapping (--no-mmap) the
+    repacked and plain buffers hold different tensors and all count. So a CPU with AMX and one without
+    it book the same weights.
+    """
+    buffers = model_buffers(log_text)
+    if gpus:
+        return [mib for dev, mib in buffers.items() if dev in gpus]
+    mapped = MAPPED_HOST_BUFFER in buffers
+    return [mib for dev, mib in buffers.items() if not (mapped and dev in REPACKED_HOST_BUFFERS)
+            and not dev.endswith("_Host")]
 
 
 def _first_use_mib(after_context: str, gpus: Mapping[str, int]) -> int | None:
@@ -281,7 +319,8 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     context_text = after_context.split("listening on", 1)[0]
     gpus = _gpu_free_mib(log_text)
     buffers = [b for b in _RUNTIME_BUFFER.finditer(context_text) if not gpus or b["dev"] in gpus]
-    models = _device_model_buffers(log_text, gpus)
+    models = _weight_buffers(log_text, gpus)
+    model_mib = model_buffers(log_text)
     if "kv_cells" in ledger:
         out["kv_tokens"] = ledger["kv_cells"] * ledger.get("kv_streams", 1)
         out["kv_capacity_mode"] = "explicit"
@@ -297,8 +336,10 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
     if buffers:
         out["runtime_bytes"] = round(sum(float(b["v"]) for b in buffers) * MIB)
         out["runtime_bytes_resolution_bytes"] = len(buffers) * _MIB2
+    for dev, mib_value in model_mib.items():  # every buffer type, named: CUDA0, CPU_Mapped, AMX, CUDA_Host, ...
+        out[f"model_buffer_{dev}_bytes"] = round(mib_value * MIB)
     if models:
-        out["weights_bytes"] = round(sum(float(m["v"]) for m in models) * MIB)
+        out["weights_bytes"] = round(sum(models) * MIB)
         out["weights_bytes_resolution_bytes"] = len(models) * _MIB2
     host = [int(m["free"]) for m in _DEVICE_FREE.finditer(log_text) if m["dev"] == "CPU"]
     free_mib = sum(gpus.values()) if gpus else (host[0] if host else None)
