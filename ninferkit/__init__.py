@@ -1,9 +1,14 @@
 """ninferkit: a reproducible runbook for standing up and measuring an LLM server on a lab GPU box.
 
-Notebooks call these names; everything else is reachable through the submodules.
+Notebooks call these names; everything else is reachable through the submodules. Subpackages load on
+first use (PEP 562), so the command line starts without pandas, matplotlib or papermill.
 """
 
-from ninferkit import artifact, capacity, probe, report, steps, sweeps
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ninferkit.errors import (
     ArtifactError,
     ChecksumMismatch,
@@ -17,11 +22,27 @@ from ninferkit.errors import (
     StepFailed,
     ToolMissing,
 )
-from ninferkit.params import Profile, load_profile
-from ninferkit.runner import run_runbook
-from ninferkit.runs import Run, RunDir, open_run
+
+if TYPE_CHECKING:
+    from ninferkit import artifact, capacity, probe, report, steps, sweeps
+    from ninferkit.params import Profile, load_profile
+    from ninferkit.runner import run_runbook
+    from ninferkit.runs import Run, RunDir, open_run
 
 __version__ = "0.1.0"
+
+_SUBMODULES = ("artifact", "capacity", "probe", "report", "steps", "sweeps")
+_NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.runner",
+          "Run": "ninferkit.runs", "RunDir": "ninferkit.runs", "open_run": "ninferkit.runs"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"ninferkit.{name}")
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name]), name)
+    raise AttributeError(f"module 'ninferkit' has no attribute {name!r}")
+
 
 __all__ = [
     "ArtifactError",

@@ -32,8 +32,8 @@ def test_environment_yml_lists_the_same_requirements_as_pyproject() -> None:
 
 def test_public_surface_is_explicit_and_sorted() -> None:
     assert ninferkit.__all__ == sorted(ninferkit.__all__)
-    public = {name for name in vars(ninferkit) if not name.startswith("_")}
-    assert set(ninferkit.__all__) <= public
+    for name in ninferkit.__all__:  # subpackages load on first use; each public name must resolve
+        assert getattr(ninferkit, name) is not None, name
 
 
 def _code_cells(path: Path) -> list[nbformat.NotebookNode]:

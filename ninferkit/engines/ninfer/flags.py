@@ -276,8 +276,9 @@ def markdown(builds: Sequence[Build] | None = None) -> str:
     for row in FLAGS:
         have = [b.name for b in builds if row.spelling_for(b) is not None]
         spelled = " / ".join(f"`{s}`" for s in row.spellings)
-        lines.append(f"| {spelled} | `{row.field}` | {row.meaning} | {row.engine_default or '—'} | "
-                     f"{'all' if len(have) == len(builds) else ', '.join(have) or 'none'} |")
+        lacking = [b.name for b in builds if b.name not in have]
+        who = "all" if not lacking else f"all but {', '.join(lacking)}" if len(lacking) < len(have) else ", ".join(have)
+        lines.append(f"| {spelled} | `{row.field}` | {row.meaning} | {row.engine_default or '—'} | {who} |")
     lines += ["", "## The builds", "",
               "| build | lines like | log format | containers read | KV types | speculative (draft window) | "
               "APIs | request log schema | facts from |", "|---|---|---|---|---|---|---|---|---|"]
