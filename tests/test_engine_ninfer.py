@@ -18,7 +18,8 @@ import pytest
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.builds import BUILDS, containers_from_log, detect_build, log_format_of
 from ninferkit.engines.ninfer.diagnoses import parse_refusal
-from ninferkit.engines.ninfer.logs import byte_value, duration_s, message
+from ninferkit.engines.ninfer.logs import message
+from ninferkit.engines.ninfer.numbers import byte_value, duration_s
 from ninferkit.engines.ninfer.request_log import (
     join_client_rows,
     ledger_from_events,
@@ -201,6 +202,7 @@ def test_ledger_g2_every_number() -> None:
         "slack_bytes": 1200000000, "slack_bytes_resolution_bytes": 1,
         "graphs_allowance_bytes": 171966464, "graphs_allowance_bytes_resolution_bytes": 1,
         "warmup_s": 0.81225, "listen_url": "http://127.0.0.1:8080", "auth": "disabled",
+        "unread": ["some_future_key=x y (line 3)"],  # a key no rule knows is listed, not dropped
     }
 
 
@@ -283,7 +285,8 @@ def test_throughput_g2() -> None:
     out = ADAPTER.parse_throughput(line)
     assert out == {"interval_s": pytest.approx(5.000123), "prefill_tok_s": 0.0, "decode_tok_s": 71.2,
                    "prefill_tokens": 0, "decode_tokens": 356, "running": 1, "prefilling": 0, "decode_ready": 1,
-                   "waiting": 0, "materializing": 0, "batch": 1.0, "host_s": 0.155,
+                   "waiting": 0, "materializing": 0, "capture_pending": 0, "terminal_pending": 0, "batch": 1.0,
+                   "host_s": 0.155,
                    "host_pct": pytest.approx(3.09992, rel=1e-5)}
 
 
@@ -293,16 +296,19 @@ def test_throughput_g3() -> None:
     assert ADAPTER.parse_throughput(line) == {
         "interval_s": 5.0, "prefill_tok_s": 2340.0, "prefill_tokens": 11712, "decode_tok_s": 71.2,
         "decode_tokens": 356, "running": 1, "prefilling": 0, "decode_ready": 1, "waiting": 2, "batch": 1.0,
-        "host_pct": 3.1, "host_s": 0.155}
+        "host_pct": 3.1, "host_s": 0.155, "materializing": 0, "terminal_pending": 0}
 
 
 def test_throughput_g3_omitted_clauses_mean_zero() -> None:
-    # IF §2.4 clause rules: prefill/decode/waiting only when nonzero, batch only with decode rounds (rendered).
+    # IF §2.4 clause rules: prefill/decode/waiting/materializing/terminal-pending only when nonzero, batch only
+    # with decode rounds, `(prefill X, decode-ready Y)` parts only when nonzero (rendered).
     line = G3 + "throughput | 5.0s | prefill 812.4 tok/s (4,062 tok) | running 1 (prefill 1) | host 0.9% (45.0 ms)"
     out = ADAPTER.parse_throughput(line)
     assert out["prefill_tok_s"] == 812.4 and out["prefill_tokens"] == 4062
     assert (out["decode_tok_s"], out["decode_tokens"], out["waiting"], out["batch"]) == (0.0, 0, 0, None)
-    assert out["prefill"] == 1 and out["running"] == 1 and out["host_s"] == pytest.approx(0.045)
+    assert (out["materializing"], out["terminal_pending"], out["decode_ready"]) == (0, 0, 0)
+    assert out["prefilling"] == 1 and out["running"] == 1 and out["host_s"] == pytest.approx(0.045)
+    assert "unread" not in out
 
 
 def test_non_throughput_lines_are_not_throughput() -> None:
@@ -321,8 +327,8 @@ def test_non_throughput_lines_are_not_throughput() -> None:
     ("ninfer-serve: error while loading shared libraries: libcudart.so.12: cannot open shared object file: "
      "No such file or directory", "cuda_runtime_missing"),
     ("CUDA error: cudaErrorCompatNotSupportedOnDevice", "compat_libcuda"),
-    ("error: artifact magic is not NInfer v2", "artifact_v3_on_old_reader"),
-    ("error: artifact magic is not NInfer v1 or v2", "artifact_v3_on_old_reader"),
+    ("error: artifact magic is not NInfer v2", "artifact_container_mismatch"),
+    ("error: artifact magic is not NInfer v1 or v2", "artifact_container_mismatch"),
     ("error: minimum Engine runtime reservation requires 9838038272 bytes in addition to 1073741824 bytes of "
      "automatic headroom, but only 10000000000 bytes are available after weights", "insufficient_memory"),
     ('{"error":{"message":"inference request expired before submission","type":"server_error","param":null,'
@@ -743,12 +749,12 @@ def test_request_done_g0() -> None:
             "decode=77.1tok/s wall=0.81s speculative=off")  # IF §2.1, verbatim
     assert ADAPTER.parse_request_done(line) == {
         "request_id": 1, "finish_reason": "stop_token", "prompt_tokens_server": 25, "completion_tokens_server": 57,
-        "cached_tokens_server": 0, "ttft_s_server": 0.08, "prefill_tok_s_server": 312.5,
-        "decode_tok_s_server": 77.1, "e2e_s_server": 0.81}
+        "decode_tokens_server": 56, "cached_tokens_server": 0, "ttft_s_server": 0.08, "prefill_tok_s_server": 312.5,
+        "decode_tok_s_server": 77.1, "e2e_s_server": 0.81, "spec_backend_server": "none", "acceptance_server": None}
     spec = line.replace("speculative=off", "speculative=mtp 3.40tok/round (79.9%)")  # IF §2.1 speculative clause
     out = ADAPTER.parse_request_done(spec)
     assert out is not None and out["acceptance_server"] == pytest.approx(0.799)
-    assert out["tokens_per_round_server"] == 3.4
+    assert out["tokens_per_round_server"] == 3.4 and out["spec_backend_server"] == "mtp"
 
 
 def test_request_done_g1_with_reuse_and_na_decode() -> None:
@@ -768,8 +774,8 @@ def test_request_done_g2() -> None:
             'duration_ms=9900.000 prefill_tokens_per_second=1008.500 decode_tokens_per_second=71.300')
     assert ADAPTER.parse_request_done(line) == {
         "request_id": 4, "prompt_tokens_server": 8192, "completion_tokens_server": 128, "cached_tokens_server": 0,
-        "prefill_tok_s_server": 1008.5, "decode_tok_s_server": 71.3, "ttft_s_server": 8.1235, "e2e_s_server": 9.9,
-        "prefix_reuse_path": "root"}
+        "decode_tokens_server": 127, "prefill_tok_s_server": 1008.5, "decode_tok_s_server": 71.3,
+        "ttft_s_server": 8.1235, "e2e_s_server": 9.9, "prefix_reuse_path": "root"}
     assert ADAPTER.parse_request_done(line.replace("status=done", "status=submitted")) is None
 
 
@@ -779,7 +785,8 @@ def test_request_done_g3() -> None:
                  "mtp accepted 200/300 (66.7%)")  # IF §2.4, verbatim
     assert ADAPTER.parse_request_done(line) == {
         "request_id": 3, "protocol": "openai-chat", "finish_reason": "stop token", "prompt_tokens_server": 1234,
-        "completion_tokens_server": 256, "cached_tokens_server": 1000, "prefix_reuse_path": "endpoint",
+        "completion_tokens_server": 256, "decode_tokens_server": 255, "cached_tokens_server": 1000,
+        "prefix_reuse_path": "endpoint",
         "ttft_s_server": pytest.approx(0.12), "e2e_s_server": 3.4, "queue_s_server": pytest.approx(0.015),
         "prefill_tok_s_server": 2340.0, "decode_tok_s_server": 71.2, "spec_backend_server": "mtp",
         "accepted_tokens_server": 200, "drafted_tokens_server": 300, "acceptance_server": pytest.approx(2 / 3)}

@@ -106,6 +106,16 @@ class EngineAdapter:
                 return found
         return None
 
+    request_error_codes: ClassVar[frozenset[str]] = frozenset()
+    """Codes of `diagnoses` that are one request answered with an error: the server goes on serving."""
+
+    def describe_log(self, log_text: str, profile: Profile | None = None) -> dict[str, Any]:
+        """What a log says beyond its ledger, throughput lines and diagnoses (`ninferkit diagnose`): `build`
+        (the builds that print such a log), `lines` (how many of each kind), `unread` (lines or parts of
+        lines no rule read), `error_lines` (numbers of the lines that report a failure), `requests` (one
+        row per request); {} for an engine whose adapter reads no more."""
+        return {}
+
     def parse_ledger(self, log_text: str) -> dict[str, Any]:
         """Numbers from the startup log; the last occurrence of each wins (a restarted context)."""
         ledger: dict[str, Any] = {}

@@ -24,7 +24,8 @@ from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings
 from ninferkit.engines.ninfer import logs
 from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup, tensor_parallel_builds
-from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, parse_refusal
+from ninferkit.engines.ninfer.describe import describe
+from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
 from ninferkit.engines.ninfer.docker import docker_files
 from ninferkit.engines.ninfer.flags import argv_flags, check, queue_trap
 from ninferkit.engines.ninfer.options import Serve
@@ -48,6 +49,7 @@ class NInfer(EngineAdapter):
     apis = frozenset({"chat", "messages", "responses"})
     capacity_pool = PoolRule(64, GIB, True, "bf16")  # a paged pool shared by all slots; `auto` keeps 1 GiB free
     diagnoses = DIAGNOSES
+    request_error_codes = REQUEST_ERRORS
 
     # -- the build --------------------------------------------------------------------------------
 
@@ -208,6 +210,11 @@ class NInfer(EngineAdapter):
 
     def parse_request_done(self, line: str) -> dict[str, Any] | None:
         return logs.parse_request_done(line)
+
+    def describe_log(self, log_text: str, profile: Profile | None = None) -> dict[str, Any]:
+        """The log's build is compared with the profile's where the table names one (engine.fork)."""
+        build = lookup(profile.engine.fork, profile.engine.version, profile.engine.build.commit) if profile else None
+        return describe(log_text, build)
 
     # -- Docker -------------------------------------------------------------------------------------
 
