@@ -1,9 +1,12 @@
 """Environment facts for the setup step, and the rules that turn facts into findings with a fix.
 
-Facts come from NVML (pynvml), /proc, nvcc and docker; a machine with no NVIDIA driver is a fact
-("no GPU"), not an error, because the embedded default needs no GPU. The rules are the checks the
-field reports do by hand: open kernel module on Volta, a CUDA 13 toolkit for an sm_70 build, a KV
-dtype the architecture has no kernel for, a power limit other than the profile's, too little disk.
+Facts come from NVML (pynvml), /proc, /sys (the PCI bus), nvcc and docker; a machine with no NVIDIA
+driver is a fact ("no GPU"), not an error, because the embedded default needs no GPU. The rules are
+the checks the field reports do by hand: open kernel module or a driver after R580 on Volta, a card
+on the bus with no driver, a CUDA 13 toolkit for an sm_70 build, a KV dtype the architecture has no
+kernel for, a power limit other than the profile's, too little disk, tensor parallel without two
+NVLinked GPUs, vision without its image budget, `--kv-capacity auto` without room. A finding of
+severity error stops the setup step unless the profile waives its code (`gpu.waive`).
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from ninferkit.artifact.paths import local_dir
-from ninferkit.params.profile import Profile
+from ninferkit.engines import get_adapter
+from ninferkit.engines.ninfer.options import Serve as NInferServe
+from ninferkit.errors import ProfileError
+from ninferkit.params.profile import FindingCode, Profile
 from ninferkit.units import GIB
 
 Severity = Literal["info", "warning", "error"]
@@ -27,9 +33,11 @@ Severity = Literal["info", "warning", "error"]
 @dataclass(frozen=True)
 class Finding:
     severity: Severity
-    code: str
+    code: FindingCode
     message: str
     fix: str = ""
+    waived: bool = False
+    """The profile lists the code in gpu.waive: recorded, but it does not stop the run."""
 
 
 def _run(argv: list[str], timeout: float = 10) -> str | None:
@@ -164,11 +172,36 @@ def disk_facts(where: Path) -> dict[str, Any]:
     return {"path": str(where), "free_bytes": usage.free, "total_bytes": usage.total}
 
 
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+NVIDIA_VENDOR = "0x10de"
+
+
+def pci_gpus(devices: Path = PCI_DEVICES) -> list[dict[str, Any]]:
+    """NVIDIA display and 3D controllers on the PCI bus, with the kernel driver bound to each (None: none).
+
+    What `lspci -n` shows when NVML cannot: a passed-through card with no driver installed is
+    `10de:1db6` on the bus while nvidia-smi "couldn't communicate with the NVIDIA driver" (seed 000 §1.7).
+    """
+    found = []
+    for device in sorted(devices.glob("*")):
+        try:
+            vendor, model, klass = ((device / name).read_text().strip() for name in ("vendor", "device", "class"))
+        except OSError:
+            continue
+        if vendor != NVIDIA_VENDOR or not klass.startswith("0x03"):  # 0x03xxxx: display controllers (not audio)
+            continue
+        driver = device / "driver"
+        found.append({"address": device.name, "id": f"10de:{model.removeprefix('0x')}", "class": klass,
+                      "driver": driver.resolve().name if driver.exists() else None})
+    return found
+
+
 def collect(profile: Profile | None = None) -> dict[str, Any]:
     """Every fact the setup step records; cheap enough to call from the CLI without a notebook."""
     artifact_dir = local_dir(profile) if profile else Path.home()
     return {
         "gpu": gpu_facts(),
+        "pci_gpus": pci_gpus(),
         "kernel_module": kernel_module(),
         "cuda_toolkit": cuda_toolkit(),
         "docker": docker_facts(),
@@ -183,6 +216,40 @@ KV_DTYPES_BY_ARCH = {
     # From the field reports: Volta kernels exist for bf16/int8 KV only; fp8 KV is rejected below SM89.
     "fp8": 89,
 }
+LAST_BRANCH_BEFORE_TURING = 580  # seed 000 §1.1: "R580 是 Maxwell / Pascal / Volta 的最后一条驱动分支"
+TURING = 75  # sm_75: the first architecture the open kernel module and drivers after R580 support
+VISION_BUDGET_FORKS = {"plus1998/NInfer-V100-Duo": "seed 004 §六.5"}
+"""Forks whose --vision needs --vision-max-tokens beside it, or image requests fail silently."""
+AUTO_ESTIMATE_SLACK = GIB // 2
+"""How far free memory less the artifact may sit above what the engine itself finds after loading
+the weights: +0.24 and -0.09 GiB in the two live H200 runs (probe.json's free memory less artifact.json's
+size against the request log's available_after_weights_bytes), so twice the larger is "borderline"."""
+
+
+@dataclass(frozen=True)
+class FixedPart:
+    """NInfer's runtime memory besides the KV pool, as a field report measured it on one GPU architecture."""
+
+    fixed_bytes: int
+    slots: int
+    per_extra_slot_bytes: int
+    source: str
+
+    def at(self, slots: int) -> int:
+        return max(0, self.fixed_bytes + (slots - self.slots) * self.per_extra_slot_bytes)
+
+
+_V100_27B = FixedPart(round(2.75 * GIB), 2, round(0.37 * GIB),
+                      "seed 000 §2.5, V100 with int8 KV and MTP3 at 2 slots: 2.75 GiB + pool x 35,904 B; "
+                      "0.37 GiB a slot more, capacity-model.md §1.7")
+_RTX3090_27B = FixedPart(round(0.553 * GIB), 1, round(0.38 * GIB),
+                         "capacity-model.md §1.8, RTX 3090 with rk8v4 KV and MTP3: 0.553 GiB + 27,719 B x pool, "
+                         "0.38 GiB a slot more")
+NINFER_FIXED_PARTS: dict[tuple[str, str], FixedPart] = {
+    (model, arch): part for model in ("qwen3.6-27b", "qwen3.8-27b")
+    for arch, part in (("sm_70", _V100_27B), ("sm_86", _RTX3090_27B))
+}
+"""(capacity.model, GPU arch) -> the fixed part the reports measured (the 27B only)."""
 
 
 def _arch_number(arch: str | None) -> int | None:
@@ -190,28 +257,85 @@ def _arch_number(arch: str | None) -> int | None:
 
 
 def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Finding]:
+    """Every rule's finding on these facts (as probe.json records them), marked waived where the profile
+    lists its code in gpu.waive."""
+    gpus: list[dict[str, Any]] = facts["gpu"].get("gpus", [])
+    out = _driver_findings(facts, profile, gpus)
+    toolkit = facts["cuda_toolkit"].get("version")
+    wants_sm70 = profile is not None and (profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70")
+    if profile is not None and toolkit and wants_sm70 and int(toolkit.split(".")[0]) >= 13:
+        # ninferkit compiles only llama-server, and only without engine.binary; another engine's binary is
+        # built beforehand (seed 000 §1.2 builds NInfer with CUDA 12.8), maybe on another host
+        builds_here = profile.engine.kind == "llama_server" and profile.engine.binary is None
+        out.append(Finding("error" if builds_here else "warning", "cuda13_for_sm70",
+                           f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)"
+                           + ("" if builds_here else "; fine if the engine binary was built with CUDA 12.8"),
+                           "install the CUDA 12.8 toolkit for the engine build"))
+    if profile is not None:
+        out += _profile_findings(facts, profile, gpus)
+        out += _tensor_parallel_findings(facts, profile, gpus)
+        out += _vision_findings(profile)
+        out += _kv_auto_findings(profile, gpus)
+    waived = set(profile.gpu.waive) if profile is not None else set()
+    return [replace(finding, waived=finding.code in waived) for finding in out]
+
+
+def blocking(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings of a probe result that stop the run: severity error, not waived by the profile."""
+    return [f for f in result["findings"] if f["severity"] == "error" and not f.get("waived")]
+
+
+def _driver_findings(facts: dict[str, Any], profile: Profile | None, gpus: list[dict[str, Any]]) -> list[Finding]:
     out: list[Finding] = []
     gpu = facts["gpu"]
-    gpus = gpu.get("gpus", [])
-    if not gpu.get("available"):
-        severity: Severity = "error" if profile and profile.gpu.required else "info"
+    required = profile is not None and profile.gpu.required
+    undriven = [card for card in facts.get("pci_gpus") or [] if card.get("driver") != "nvidia"]
+    if not gpu.get("available") and undriven:
+        cards = ", ".join(f"{c['id']} at {c['address']} (driver: {c['driver'] or 'none'})" for c in undriven)
+        out.append(Finding("error" if required else "warning", "gpu_without_driver",
+                           f"NVML sees no GPU ({gpu.get('reason', 'none found')}), but the PCI bus has NVIDIA "
+                           f"card(s) no NVIDIA driver drives: {cards}",
+                           "install the proprietary NVIDIA driver (nvidia-driver-580-server for Maxwell, Pascal "
+                           "and Volta; seed 000 §1.7), then: sudo modprobe nvidia && nvidia-smi -L"))
+    elif not gpu.get("available"):
+        severity: Severity = "error" if required else "info"
         out.append(Finding(severity, "no_gpu", f"No NVIDIA GPU: {gpu.get('reason', 'none found')}",
                            "install the proprietary NVIDIA driver (R580 for Volta)" if severity == "error"
                            else "fine for the embedded default, which runs on the CPU"))
+    old = _before_turing(gpus, profile)
     module = facts["kernel_module"]
-    if module.get("flavour") == "open" and any(g["arch"] == "sm_70" for g in gpus):
+    if module.get("flavour") == "open" and old:
         out.append(Finding("error", "open_module_on_volta",
-                           "the open NVIDIA kernel module is loaded; Volta needs the proprietary module (GSP)",
+                           f"the open NVIDIA kernel module is loaded; {old} needs the proprietary module (the open "
+                           "one requires a GPU System Processor, which GPUs before Turing lack)",
                            "purge the *-open driver packages and install the proprietary R580 server driver"))
-    toolkit = facts["cuda_toolkit"].get("version")
-    wants_sm70 = profile is not None and (profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70")
-    if toolkit and wants_sm70 and int(toolkit.split(".")[0]) >= 13:
-        out.append(Finding("error", "cuda13_for_sm70",
-                           f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)",
-                           "install the CUDA 12.8 toolkit for the engine build"))
-    if profile is not None:
-        out.extend(_profile_findings(facts, profile, gpus))
+    version = gpu.get("driver_version") or _version_in(module.get("version_line"))
+    if version and old and int(version.split(".")[0]) > LAST_BRANCH_BEFORE_TURING:
+        out.append(Finding("error", "driver_branch_too_new",
+                           f"driver {version} is branch R{version.split('.')[0]}; R{LAST_BRANCH_BEFORE_TURING} is "
+                           f"the last branch that supports Maxwell, Pascal and Volta, and the box has {old} "
+                           "(seed 000 §1.1)",
+                           "install the R580 proprietary driver: sudo apt-get install nvidia-driver-580-server"))
     return out
+
+
+def _before_turing(gpus: list[dict[str, Any]], profile: Profile | None) -> str | None:
+    """The pre-Turing GPU NVML lists, or, where NVML lists none (a driver that does not drive it), the
+    pre-Turing architecture the profile expects; None when neither."""
+    for g in gpus:
+        number = _arch_number(g.get("arch"))
+        if number is not None and number < TURING:
+            return f"GPU {g['index']} ({g['name']}, {g['arch']})"
+    if gpus or profile is None:
+        return None
+    expected = _arch_number(profile.gpu.arch)
+    return f"the profile's gpu.arch {profile.gpu.arch}" if expected is not None and expected < TURING else None
+
+
+def _version_in(line: str | None) -> str | None:
+    """The driver version in /proc/driver/nvidia/version's first line (NVML may not start without a GPU)."""
+    found = re.search(r"\s(\d{3,}\.\d+(?:\.\d+)?)\s", line or "")
+    return found[1] if found else None
 
 
 def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
@@ -254,6 +378,136 @@ def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[s
     return out
 
 
+def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
+                              gpus: list[dict[str, Any]]) -> list[Finding]:
+    """serve.tensor_parallel needs that many GPUs, each with NVLink (seed 004 §六.1)."""
+    parallel = int(getattr(profile.serve, "tensor_parallel", 1))  # NInfer's and vLLM's serve sections have it
+    if parallel < 2 or not facts["gpu"].get("available"):
+        return []  # no GPU at all: no_gpu or gpu_without_driver says so
+    devices = list(profile.serve.gpu_devices or range(parallel))
+    by_index = {g["index"]: g for g in gpus}
+    if len(devices) < parallel or any(d not in by_index for d in devices):
+        seen = ", ".join(f"{g['index']}: {g['name']}" for g in gpus)
+        return [Finding("error", "tensor_parallel_gpus_missing",
+                        f"serve.tensor_parallel {parallel} splits the model over GPUs {devices}, but NVML sees "
+                        f"{len(gpus)} GPU(s) ({seen})",
+                        f"run on a box with {parallel} GPUs joined by NVLink (seed 004: two V100-SXM2), or use a "
+                        "one-GPU profile")]
+    unlinked = [d for d in devices if not any(link.get("active") for link in by_index[d].get("nvlink") or [])]
+    if not unlinked:
+        return []
+    return [Finding("error", "tensor_parallel_without_nvlink",
+                    f"GPU(s) {unlinked} of {devices} have no active NVLink: tensor parallel {parallel} would "
+                    "all-reduce over PCIe, where its speed collapses (seed 004 §六.1: a V100-PCIe card, or no "
+                    "NVLink between the pair)",
+                    "use GPUs joined by NVLink (V100-SXM2 on an NVLink board), or list "
+                    "tensor_parallel_without_nvlink in gpu.waive to measure the PCIe case on purpose")]
+
+
+def _vision_findings(profile: Profile) -> list[Finding]:
+    serve, fork = profile.serve, profile.engine.fork or ""
+    if not isinstance(serve, NInferServe) or not serve.vision or serve.vision_max_tokens is not None:
+        return []
+    source = VISION_BUDGET_FORKS.get(fork)
+    if source is None:
+        return []
+    return [Finding("error", "vision_without_budget",
+                    f"serve.vision is on without serve.vision_max_tokens on {fork}: its image requests fail "
+                    f"silently ({source}: --vision and --vision-max-tokens must be set together)",
+                    "set serve.vision_max_tokens (the report uses 2048), or serve.vision: false")]
+
+
+@dataclass(frozen=True)
+class AutoRoom:
+    """What `--kv-capacity auto` has to work with on one GPU, and what it needs to start."""
+
+    gpu: dict[str, Any]
+    free_bytes: int
+    """NVML's free memory; its total where the probe recorded no free figure."""
+    artifact_bytes: int
+    pool_tokens: int
+    bytes_per_token: int
+    fixed: FixedPart | None
+    fixed_bytes: int
+    headroom_bytes: int
+
+    @property
+    def available_bytes(self) -> int:
+        """Free memory less the artifact: the engine's free memory after weights, estimated."""
+        return self.free_bytes - self.artifact_bytes
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.pool_tokens * self.bytes_per_token
+
+    @property
+    def need_bytes(self) -> int:
+        """The engine's runtime minimum (smallest legal pool and fixed part) plus auto's headroom."""
+        return self.fixed_bytes + self.kv_bytes + self.headroom_bytes
+
+    def describe(self) -> str:
+        fixed = (f"{self.fixed_bytes / GIB:.2f} GiB fixed ({self.fixed.source})" if self.fixed is not None else
+                 f"a fixed part no report measured on {self.gpu['arch']}, left out, so this is the least it needs")
+        free = "free" if self.gpu.get("memory_free_bytes") else "in all (no free figure recorded)"
+        return (f"GPU {self.gpu['index']} ({self.gpu['name']}) has {self.free_bytes / GIB:.2f} GiB {free}; less the "
+                f"artifact's {self.artifact_bytes / GIB:.2f} GiB that leaves {self.available_bytes / GIB:.2f} GiB, "
+                f"and auto needs the engine's runtime minimum, {self.pool_tokens:,} tokens x "
+                f"{self.bytes_per_token:,} B = {self.kv_bytes / GIB:.2f} GiB of KV pool plus {fixed}, and "
+                f"{self.headroom_bytes / GIB:.2f} GiB of headroom: {self.need_bytes / GIB:.2f} GiB")
+
+
+def auto_room(profile: Profile, gpus: list[dict[str, Any]]) -> AutoRoom | None:
+    """The room `--kv-capacity auto` has on the GPU the profile runs on, from the probe's facts (GPU memory)
+    and the profile (artifact.size_bytes, capacity.model's KV geometry, the engine's pool rule); None when
+    the profile does not ask for auto or a number is missing. Two GPUs (tensor parallel) split weights and
+    pool: not modelled."""
+    serve = profile.serve
+    gpu = _serving_gpu(profile, gpus)
+    size = profile.artifact.size_bytes
+    adapter = get_adapter(profile.engine.kind)
+    rule = adapter.capacity_pool
+    if (serve.kv.capacity != "auto" or gpu is None or size is None or rule.auto_headroom_bytes is None
+            or int(getattr(serve, "tensor_parallel", 1)) > 1):
+        return None
+    try:
+        layout = adapter.kv_layout(profile, None, serve.kv.dtype or rule.default_kv_dtype)
+    except ProfileError:
+        return None  # a KV dtype without a byte layout: the launch's own check names it
+    if layout is None:
+        return None  # no KV geometry (capacity.model): nothing to weigh the pool with
+    part = NINFER_FIXED_PARTS.get(((profile.capacity.model or "").lower(), gpu["arch"]))
+    return AutoRoom(gpu, gpu.get("memory_free_bytes") or gpu["memory_total_bytes"], size,
+                    rule.pool_range(serve.max_concurrency, serve.max_context)[0], layout.runtime_bytes_per_token,
+                    part, part.at(serve.max_concurrency) if part is not None else 0, rule.auto_headroom_bytes)
+
+
+def _kv_auto_findings(profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
+    """`--kv-capacity auto` refuses to start unless the memory left after the weights holds the engine's
+    runtime minimum plus its headroom (capacity-model.md §1.4); the reports met that refusal on a V100
+    (seed 000 §2.5) and a 3090 (seed 003)."""
+    room = auto_room(profile, gpus)
+    if room is None:
+        return []
+    margin = room.available_bytes - room.need_bytes
+    fix = ("set serve.kv.capacity to an explicit pool, as the reports do (a whole number of 64-token pages "
+           "between max_context and max_concurrency x max_context; `ninferkit capacity search` finds the "
+           "largest that starts)")
+    if margin < 0:
+        return [Finding("error", "kv_auto_no_room", f"--kv-capacity auto will refuse to start: {room.describe()}, "
+                        f"short by {-margin / GIB:.2f} GiB", fix)]
+    if margin < AUTO_ESTIMATE_SLACK:
+        return [Finding("warning", "kv_auto_no_room", f"--kv-capacity auto may refuse to start: {room.describe()}, "
+                        f"only {margin / GIB:.2f} GiB to spare, less than this estimate's error allows for (seed "
+                        "003: auto did not start on a 24 GB 3090)", fix)]
+    return []
+
+
+def _serving_gpu(profile: Profile, gpus: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The GPU the engine runs on: the first of serve.gpu_devices, else GPU 0."""
+    index = (profile.serve.gpu_devices or [0])[0]
+    return next((g for g in gpus if g["index"] == index), None)
+
+
 def probe(profile: Profile | None = None) -> dict[str, Any]:
     """Facts plus findings, as written to probe.json."""
     facts = collect(profile)
@@ -277,5 +531,6 @@ def summary(result: dict[str, Any]) -> str:
                  f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
     lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / GIB:.1f} GiB")
     for f in result["findings"]:
-        lines.append(f"[{f['severity']}] {f['code']}: {f['message']}" + (f" -> {f['fix']}" if f["fix"] else ""))
+        waived = ", waived by gpu.waive" if f.get("waived") else ""
+        lines.append(f"[{f['severity']}{waived}] {f['code']}: {f['message']}" + (f" -> {f['fix']}" if f["fix"] else ""))
     return "\n".join(lines)

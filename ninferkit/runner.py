@@ -1,8 +1,10 @@
 """The headless runner: the notebooks in order under papermill, one progress line per step.
 
-A failing step stops the run with an error that names the step and the diagnosis; the server is
-stopped in every case (Ctrl-C and SIGTERM included); the executed notebooks and every file written
-so far stay in the run directory.
+A run whose chosen steps cannot finish with its profile is refused before anything is written
+(ninferkit.preflight). A failing step stops the run with an error that names the step and the
+diagnosis (the setup step fails on a finding of severity error the profile does not waive); the
+server is stopped in every case (Ctrl-C and SIGTERM included); the executed notebooks and every file
+written so far stay in the run directory.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from ninferkit import server
+from ninferkit import preflight, server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
+from ninferkit.params import load_profile
 from ninferkit.runs import Run, open_run, utc_now
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -80,10 +83,14 @@ def run_runbook(
 ) -> RunbookResult:
     """Execute the chosen steps in order; raise StepFailed at the first failing step.
 
-    Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
+    Raises ProfileError, leaving nothing behind, when the profile is invalid or the chosen steps cannot
+    finish with it (ninferkit.preflight). Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
     """
     chosen = list(steps) if steps else list(STEPS)
-    run = open_run(profile, run_dir, list(overrides))  # validates before anything is written
+    # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
+    preflight.check(load_profile(profile, list(overrides)), chosen)
+    run = open_run(profile, run_dir, list(overrides))
+    preflight.record_plan(run.dir, chosen)  # the setup notebook checks the same steps
     result = RunbookResult(run)
     say(f"run directory: {run.dir.path}")
     say(f"profile {run.profile.name} (hash {run.profile_hash})")

@@ -13,19 +13,35 @@ import pandas as pd
 from ninferkit import probe, server
 from ninferkit.artifact import model_path
 from ninferkit.engines import get_adapter
+from ninferkit.errors import NinferkitError
 from ninferkit.runs import Run, write_json_atomic
 
 
 def setup(run: Run) -> dict[str, Any]:
-    """Probe the machine, judge it against the profile, write probe.json."""
+    """Check the run's whole plan, probe the machine, judge it against the profile, write probe.json.
+
+    The first step stops a run that cannot succeed before anything is downloaded or launched: a plan
+    that cannot finish raises ProfileError (nothing probed or written); a finding of severity error
+    that the profile does not waive (gpu.waive) raises NinferkitError with its fix, after probe.json
+    is written, so the record of what the machine is stays.
+    """
+    from ninferkit import preflight  # here: it reads the sweep and capacity packages, which import this module
+
+    preflight.check(run.loaded, preflight.planned_steps(run.dir))
     result = probe.probe(run.profile)
     result["profile_hash"] = run.profile_hash
     write_json_atomic(run.dir.probe, result)
+    stopping = probe.blocking(result)
+    if stopping:
+        raise NinferkitError(f"this machine cannot run profile {run.profile.name}: {len(stopping)} setup finding(s) "
+                             "of severity error (probe.json has every finding):\n"
+                             + "\n".join(f"  - {f['code']}: {f['message']}. Fix: {f['fix']}" for f in stopping)
+                             + "\nTo go on regardless, list the code in the profile's gpu.waive.")
     return result
 
 
 def findings_table(result: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(result["findings"], columns=["severity", "code", "message", "fix"])
+    return pd.DataFrame(result["findings"], columns=["severity", "code", "message", "fix", "waived"])
 
 
 def gpu_table(result: dict[str, Any]) -> pd.DataFrame:

@@ -101,6 +101,22 @@ def test_sigterm_mid_step_stops_the_server(tmp_path: Path, llama_server: Path) -
     assert json.loads(manifest.read_text())["steps"]["sweeps"]["status"] == "interrupted"
 
 
+def test_a_setup_error_stops_the_runner_before_the_launch(tmp_path: Path) -> None:
+    """disk_low is an error on any machine for an artifact of 2**60 bytes: the setup step fails with the
+    finding and its fix, and the launch step never runs (no server.json)."""
+    run_dir = tmp_path / "run"
+    with pytest.raises(StepFailed) as err:
+        run_runbook(LOCAL_CPU, run_dir, ["setup", "launch"],
+                    [f"serve.port={free_port()}", "artifact.size_bytes=1152921504606846976"],
+                    notebooks_dir=_notebooks_with(tmp_path, None), say=lambda line: None)
+    assert err.value.step == "setup"
+    assert "disk_low" in err.value.reason and "free disk space" in err.value.reason
+    assert (run_dir / "probe.json").exists() and not (run_dir / "server.json").exists()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["planned_steps"] == ["setup", "launch"]
+    assert manifest["steps"]["setup"]["status"] == "failed" and "launch" not in manifest["steps"]
+
+
 def test_cli_rejects_a_bad_override_before_any_side_effect(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(LOCAL_CPU), "--run-dir", str(tmp_path / "r"),
                            "-p", "serve.max_concurency=2"], capture_output=True, text=True, cwd=REPO)

@@ -131,6 +131,15 @@ class ArtifactSection(Section):
         return self
 
 
+FindingCode = Literal[
+    "no_gpu", "gpu_without_driver", "open_module_on_volta", "driver_branch_too_new", "cuda13_for_sm70",
+    "kv_dtype_unsupported", "gpu_arch_differs", "power_limit_differs", "gpu_memory_low", "disk_low",
+    "no_nvidia_container_runtime", "tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink",
+    "vision_without_budget", "kv_auto_no_room",
+]
+"""The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
+
+
 class GPUSection(Section):
     required: bool = Field(False, description="fail setup when no NVIDIA GPU is found")
     name: str | None = None
@@ -138,6 +147,9 @@ class GPUSection(Section):
     memory_gib: float | None = Field(None, gt=0)
     power_limit_w: float | None = Field(None, gt=0)
     count: int = Field(1, ge=1, le=16)
+    waive: list[FindingCode] = Field(default_factory=list, description="setup findings of severity error that do "
+                                     "not stop the run, by code (e.g. tensor_parallel_without_nvlink to measure a "
+                                     "PCIe pair on purpose); probe.json still records them")
 
 
 class Profile(Section):
