@@ -31,7 +31,7 @@ def test_fit_text_names_pinned_and_open_terms(capsys: pytest.CaptureFixture[str]
     args = ["capacity", "fit", str(NINFER / "g2_refusal_auto_mtp3.log"), "--profile", str(profile),
             "-p", "serve.max_concurrency=1", "-p", "serve.max_context=262144", "-p", "serve.kv.dtype=int8",
             "-p", "serve.kv.capacity=auto", "-p", "capacity.free_after_weights_bytes=7000000000",
-            "-p", "capacity.contexts=[262144]"]
+            "-p", "capacity.contexts=[262144]", "-p", "capacity.kv_dtypes=[int8]"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "35904 (architecture)" in text

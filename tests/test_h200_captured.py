@@ -453,3 +453,24 @@ def test_a_moved_run_folder_reads_its_recorded_launches_where_they_are_now(tmp_p
     assert published["first_use_bytes"] == [171 * MIB, 183 * MIB]
     failed = sorted(o.kv_tokens for o in rows if o.started and o.out_of_memory)
     assert failed == [951_296, 952_320, 1_712_128, 3_094_528]
+
+
+@pytest.mark.parametrize(("dtype", "memory"), [("q8_0", 1_692_672), ("q4_0", 3_032_320)])
+def test_a_slot_at_the_trained_context_is_the_engines_limit_with_what_memory_would_allow(
+        tmp_path: Path, dtype: str, memory: int) -> None:
+    """The published 1-slot q8_0 and q4_0 answers are llama-server's cap on a slot (the model's trained context,
+    1,048,576), settled by earlier launches. Replayed from the example's recorded launches and its launch step's
+    log, the search says so, with what memory would allow: the figures the example's README gives."""
+    run_dir = tmp_path / "h200-llamacpp"
+    shutil.copytree(EXAMPLE, run_dir, ignore=shutil.ignore_patterns("report", "cache-ram-default"))
+    run = open_run(ROOT / "params" / "h200-llamacpp.yaml", run_dir)
+    own = from_log_file("llama_server", run_dir / "logs" / "server.log", Setting.from_profile(run.profile),
+                        ADAPTER.capacity_pool)
+    assert own is not None
+    launches = [o for o in recorded(run) if o.setting.kv_dtype == dtype]  # the launch step's own is f16
+    result = search(Setting(1, 81_920, dtype, other=("--cache-ram", "0")), ADAPTER.capacity_pool, lambda setting: None,
+                    _refit, [with_served(own, True), *launches], max_launches=1, slot_context_cap=1_048_576)
+    assert result.launches == 0 and result.answer_tokens == 1_048_576 and result.bounded_by == "engine"
+    assert f"memory allows {memory:,}" in (EXAMPLE / "README.md").read_text()
+    assert result.note == (f"1,048,576 tokens: the engine's limit for 1 slot (at most 1,048,576 tokens per slot); "
+                           f"memory would allow ~{memory:,} tokens: raise serve.max_concurrency to use it")

@@ -87,11 +87,24 @@ class FamilyFit:
         low_pool, high_pool = rule.pool_range(concurrency, context)
         if not rule.shared_pool:  # a per-slot pool grows with the per-slot context: `context` does not bound it
             low_pool, high_pool = rule.page_tokens * concurrency, _NO_CAP
+        found = self._largest(concurrency, context, available, rule, high_pool)
+        # below the smallest legal pool the server does not start at all: 0 tokens
+        sure = None if found.low is None else (found.low if found.low >= low_pool else Fraction(0))
+        possible = None if found.high is None else (found.high if found.high >= low_pool else Fraction(0))
+        return Interval(sure, possible)
+
+    def memory_pool(self, concurrency: int, context: int, available: Interval, rule: PoolRule) -> Interval:
+        """The pool memory alone would allow (whole pages), whatever the engine's rule takes: what a search
+        answer at the engine's limit leaves unused. [sure, possible]; None on a side the data leaves open."""
+        return self._largest(concurrency, context, available, rule, _NO_CAP)
+
+    def _largest(self, concurrency: int, context: int, available: Interval, rule: PoolRule, cap: int) -> Interval:
+        """[sure, possible] largest pool up to `cap` with runtime <= available; reaching _NO_CAP is open (None)."""
         c_ref, s_ref = self.reference
 
         def largest(vertex: Vector, budget: Fraction | None) -> Fraction:
             if budget is None:
-                return Fraction(high_pool)
+                return Fraction(cap)
             b = self.fixed_bytes_per_token if self.fixed_bytes_per_token is not None else vertex[3]
             base = vertex[0] + vertex[1] * (concurrency - c_ref)
             if rule.shared_pool:
@@ -101,19 +114,15 @@ class FamilyFit:
                 base -= vertex[2] * s_ref
                 slope = b + vertex[2] / concurrency
             if slope <= 0:
-                return Fraction(high_pool)
+                return Fraction(cap)
             tokens = (budget - base) / slope
             unit = rule.page_tokens * (1 if rule.shared_pool else concurrency)  # per-slot pages on every slot
-            return Fraction(min(high_pool, math.floor(tokens / unit) * unit))
+            return Fraction(min(cap, math.floor(tokens / unit) * unit))
 
         sure = self.polytope.extremes(lambda v: largest(v, available.low)).low
         possible = self.polytope.extremes(lambda v: largest(v, available.high)).high
-        if possible is not None and possible >= _NO_CAP:
-            possible = None  # only the open terms stop it: not pinned
-        # below the smallest legal pool the server does not start at all: 0 tokens
-        sure = None if sure is None else (sure if sure >= low_pool else Fraction(0))
-        possible = None if possible is None else (possible if possible >= low_pool else Fraction(0))
-        return Interval(sure, possible)
+        return Interval(None if sure is not None and sure >= _NO_CAP else sure,  # only the open terms stop it
+                        None if possible is not None and possible >= _NO_CAP else possible)
 
 
 @dataclass(frozen=True)
@@ -298,13 +307,21 @@ def _fit_family(family: tuple[Any, ...], group: Sequence[Observation], b: Fracti
         if joined is None:
             return FamilyFit(family, _family_label(group[0]), reference, tuple(group), Polytope([], []), b)
         merged[coefficients] = joined
-    constraints = [Constraint(coef, value.low, value.high) for coef, value in merged.items()]
     size = 3 if b is not None else 4
+    # a fixed part is never negative, at every setting observed (not only at the reference, which would make
+    # the set depend on which setting was observed most often); with b known it tightens that setting's own row
+    for c, s in sorted(counts):
+        at: Vector = (Fraction(1), Fraction(c - c_ref), Fraction(s - s_ref)) + (Fraction(0),) * (size - 3)
+        previous = merged.get(at)
+        joined = Interval(Fraction(0), None) if previous is None else previous.intersect(Interval(Fraction(0), None))
+        if joined is None:
+            return FamilyFit(family, _family_label(group[0]), reference, tuple(group), Polytope([], []), b)
+        merged[at] = joined
+    constraints = [Constraint(coef, value.low, value.high) for coef, value in merged.items()]
 
     def unit(index: int) -> Vector:
         return tuple(Fraction(1 if i == index else 0) for i in range(size))
 
-    constraints.append(Constraint(unit(0), Fraction(0), None))  # a fixed part is never negative
     if b is None:
         constraints.append(Constraint(unit(3), Fraction(0), None))
     for index, prior in ((1, priors.per_slot_bytes), (2, priors.per_context_token_bytes)):

@@ -2,8 +2,9 @@
 
 Each engine adapter states its rule (`EngineAdapter.capacity_pool`), so the fit, the table and the
 search never branch on engine names. Sources: capacity-model.md §1.4 (NInfer paged pool, 64-token
-pages, auto keeps 1 GiB), §2 (vLLM blocks), §3 (llama.cpp: `-c` is the pool, split evenly over
-`-np` slots).
+pages in [max(L, C), C x L] with L = ceil(max_context / 64), so never below max_context; auto keeps
+1 GiB; at most 8 slots), §2 (vLLM blocks), §3 (llama.cpp: `-c` is the pool, split evenly over `-np`
+slots).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class PoolRule:
     shared_pool: bool
     """True: one pool shared by all slots (a slot may reach S; the pool may be smaller than C x S)."""
     default_kv_dtype: str
+    max_concurrency: int | None = None
+    """The most slots the engine takes whatever the memory (NInfer: 8); None: no such limit."""
 
     def pages(self, tokens: int) -> int:
         return math.ceil(tokens / self.page_tokens)

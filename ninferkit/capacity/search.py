@@ -10,6 +10,10 @@ does not serve, the fit is missing a term and its sure side cannot be trusted, b
 close: the search then steps down from that pool by 1, 2, 4... steps until one serves, and bisects
 what is left (on the H200, plain bisection from the grid's pools had stopped 3% short in 6 launches).
 
+An answer at the engine's own limit (NInfer's C x ceil(S/64) pages, a llama.cpp slot at the model's
+trained context) is not memory's: the result says which bounded it (`bounded_by`) and, from the
+fit, what memory alone would allow (`limits`).
+
 A memory budget (capacity.memory_budget_bytes) stands in for device memory where the engine has no
 limit to find (llama.cpp on a CPU host): a launch "fits" when weights + runtime, as its log
 reports them, stay within the budget. The launches and their logs are real; the limit is the
@@ -25,6 +29,7 @@ from typing import Any
 
 from ninferkit.capacity.fit import CapacityFit
 from ninferkit.capacity.interval import Interval, intersect_all
+from ninferkit.capacity.limits import engine_limit_note, engine_max_pool
 from ninferkit.capacity.observations import Observation, Setting
 from ninferkit.capacity.pool import PoolRule
 
@@ -41,10 +46,14 @@ class SearchResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
     shared_pool: bool = False
+    bounded_by: str | None = None
+    """What set the answer: "engine" (its own pool rule), "memory", or None (not found, or no upper side)."""
+    memory_allows: Interval | None = None
+    """The pool memory alone would allow at this setting, from the fit ([sure, possible] tokens)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The answer with what the server itself reported at it (its KV line's cells), beside the count
-        of launches that found it."""
+        of launches that found it, what bounded it and what memory alone would allow."""
         reported = [step["server_kv_tokens"] for step in self.steps
                     if step["kv_tokens"] == self.answer_tokens and step["fits"]]
         per_slot = (self.setting.context_per_slot if self.shared_pool  # the pool grows, the per-slot cap is fixed
@@ -52,6 +61,9 @@ class SearchResult:
         return {"setting": self.setting.as_dict(), "mode": self.mode, "answer_kv_tokens": self.answer_tokens,
                 "answer_context_per_slot": per_slot, "server_kv_tokens": reported[-1] if reported else None,
                 "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
+                "bounded_by": self.bounded_by,
+                "memory_allows_kv_tokens": None if self.memory_allows is None else [
+                    None if v is None else int(v) for v in (self.memory_allows.low, self.memory_allows.high)],
                 "note": self.note}
 
 
@@ -84,8 +96,27 @@ def search(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observatio
     observed = list(observations)
     budget = None if budget_bytes is None else Interval.exact(budget_bytes)
     if rule.auto_headroom_bytes is not None and budget is None:
-        return _auto_slack(base, rule, launch, refit, observed, max_launches)
-    return _bisect(base, rule, launch, refit, observed, max_launches, budget, slot_context_cap=slot_context_cap)
+        result = _auto_slack(base, rule, launch, refit, observed, max_launches)
+    else:
+        result = _bisect(base, rule, launch, refit, observed, max_launches, budget, slot_context_cap=slot_context_cap)
+    if result.answer_tokens is not None:
+        _bound(result, rule, refit(observed), observed, budget, slot_context_cap)
+    return result
+
+
+def _bound(result: SearchResult, rule: PoolRule, fitted: CapacityFit, observed: list[Observation],
+           budget: Interval | None, slot_context_cap: int | None) -> None:
+    """Say whether the engine's rule set the answer, with what memory alone would allow (from the fit)."""
+    base = result.setting
+    family = fitted.family_for(base.family)
+    available = _available(fitted, observed, budget)
+    if family is not None and family.consistent and available is not None:
+        result.memory_allows = family.memory_pool(base.concurrency, base.context_per_slot, available, rule)
+    top = engine_max_pool(rule, base.concurrency, base.context_per_slot, slot_context_cap)
+    if top is not None and result.answer_tokens is not None and result.answer_tokens >= top:
+        result.bounded_by = "engine"
+        result.note = engine_limit_note(rule, base.concurrency, base.context_per_slot, result.answer_tokens,
+                                        result.memory_allows, slot_context_cap)
 
 
 def _pool_setting(base: Setting, rule: PoolRule, tokens: int) -> Setting:
@@ -141,8 +172,11 @@ def _auto_slack(base: Setting, rule: PoolRule, launch: Callable[[Setting], Obser
     verify = launch(_pool_setting(base, rule, answer))
     fits = None if verify is None else _fits(verify, None)
     _record(result, verify, answer, fits, why + "; verify")
+    if verify is not None:
+        observed.append(verify)
     result.answer_tokens = answer if fits else None
     result.verified = bool(fits)
+    result.bounded_by = "memory" if fits else None  # unless the engine's limit capped it (`_bound`)
     return result
 
 
@@ -156,8 +190,8 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     step = rule.page_tokens * (1 if rule.shared_pool else base.concurrency)
     low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
-        low_pool, high_pool = step, 2**40 if slot_context_cap is None else _snap(slot_context_cap * base.concurrency,
-                                                                                 step)
+        low_pool, high_pool = step, engine_max_pool(rule, base.concurrency, base.context_per_slot,
+                                                    slot_context_cap) or 2**40
     good, bad = _settled(base, rule, observed, budget, result, step)  # largest pool that fit, smallest that did not
     bad_by_model = False
     while result.launches < max_launches:
@@ -182,12 +216,10 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
             break
     result.answer_tokens = good
     result.verified = good is not None
-    if good is not None and good == high_pool and not rule.shared_pool and slot_context_cap is not None:
-        result.note = (f"{good:,} tokens fit: every slot at the engine's cap of {slot_context_cap:,} tokens (the "
-                       "model's trained context); memory is not the limit here")
-    elif good is not None and bad is not None:
+    if good is not None and bad is not None:
         side = "the fit (no launch needed)" if bad_by_model else "a launch"
         result.note = f"{good:,} tokens fit; {bad:,} does not, shown by {side}"
+        result.bounded_by = "memory"
     elif good is None:
         result.note = "no launch fit within the launch budget"
     else:

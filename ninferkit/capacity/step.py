@@ -22,6 +22,7 @@ from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.fit import CapacityFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
+from ninferkit.capacity.limits import engine_limit_note, engine_max_pool
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.capacity.search import SearchResult, budget_after_weights, search
@@ -43,6 +44,15 @@ FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (wh
 def _model_file(profile: Profile) -> Path | None:
     model = planned_path(profile)
     return model if model.exists() else None
+
+
+def _check_concurrencies(profile: Profile, rule: PoolRule) -> None:
+    """Refuse a grid with more slots than the engine takes (NInfer: 8), before any launch or table."""
+    at_most = rule.max_concurrency
+    over = [c for c in profile.capacity.concurrencies if at_most is not None and c > at_most]
+    if over:
+        raise ProfileError(f"capacity.concurrencies: {over}: {profile.engine.kind} takes at most {at_most} slots "
+                           f"(allowed: 1..{at_most})")
 
 
 def _check_dtypes(profile: Profile, adapter: EngineAdapter, dtypes: Sequence[str | None]) -> None:
@@ -109,9 +119,12 @@ def summarize(profile: Profile, observations: Sequence[Observation],
         family = max(result.families.values(), key=lambda f: len(f.observations))
     slope = result.slopes.get(family.family[0] if family else dtype)
     fixed = family.fixed(*family.reference) if family is not None and family.consistent else None
-    max_pool = None
+    max_pool = memory_pool = None
     if family is not None and family.consistent and room is not None:
         max_pool = family.max_pool(base.concurrency, base.context_per_slot, room, rule)
+        memory_pool = family.memory_pool(base.concurrency, base.context_per_slot, room, rule)
+    top = engine_max_pool(rule, base.concurrency, base.context_per_slot)
+    engine_bound = max_pool is not None and max_pool.low is not None and top is not None and max_pool.low >= top
     dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [dtype]
     reference_family = family.family if family is not None else base.family
     cells = cells_from(profile.capacity.concurrencies, profile.capacity.contexts, dtypes)
@@ -143,6 +156,10 @@ def summarize(profile: Profile, observations: Sequence[Observation],
         "max_kv_tokens": None if max_pool is None or max_pool.low is None else int(max_pool.low),
         "max_kv_tokens_interval": None if max_pool is None else [None if v is None else int(v)
                                                                   for v in (max_pool.low, max_pool.high)],
+        "max_kv_tokens_bounded_by": None if max_pool is None or max_pool.low is None
+        else "engine" if engine_bound else "memory",
+        "max_kv_tokens_note": engine_limit_note(rule, base.concurrency, base.context_per_slot, top, memory_pool)
+        if engine_bound and top is not None else None,
         "observations": [o.as_dict() for o in observations],
         "decision_table": table,
         "searches": [found.as_dict() for found in searches],
@@ -167,6 +184,7 @@ def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
     """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
     prints them, override the profile's; otherwise the profile's serve settings are assumed."""
     rule = get_adapter(profile.engine.kind).capacity_pool
+    _check_concurrencies(profile, rule)
     base = Setting.from_profile(profile)
     observations = []
     for log in logs:
@@ -190,6 +208,7 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
     seen = {(o.setting.concurrency, o.setting.context_per_slot, o.setting.kv_dtype) for o in observations}
     base = Setting.from_profile(profile)
     grid_dtypes: list[str | None] = list(profile.capacity.kv_dtypes) or [base.kv_dtype]
+    _check_concurrencies(profile, adapter.capacity_pool)
     _check_dtypes(profile, adapter, grid_dtypes)
     if profile.capacity.fit_launches:
         for dtype in grid_dtypes:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ninferkit.capacity.fit import CapacityFit, FamilyFit
 from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.limits import engine_max_pool, memory_amount
 from ninferkit.capacity.pool import PoolRule
 from ninferkit.units import GIB
 
@@ -93,9 +94,20 @@ def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], refer
                     full = min(cell.concurrency, int(pool.low) // cell.context_per_slot)
                     row["full_length_requests"] = full
                     row["verdict"] += f"; pool up to {int(pool.low):,} tokens = {full} full-length request(s)"
+                    row["verdict"] += _engine_limit(fam, rule, cell, int(pool.low), room)
                 if rule.auto_headroom_bytes is not None:
                     row["auto"] = auto_outcome(fam, rule, cell, available)
     return rows
+
+
+def _engine_limit(fam: FamilyFit, rule: PoolRule, cell: Cell, pool: int, room: Interval) -> str:
+    """", the engine's limit (memory would allow ...)" where the engine's rule, not memory, caps the pool."""
+    top = engine_max_pool(rule, cell.concurrency, cell.context_per_slot)
+    if top is None or pool < top:
+        return ""
+    amount = memory_amount(fam.memory_pool(cell.concurrency, cell.context_per_slot, room, rule), top)
+    return ", the engine's limit (pool ≤ max_context × max_concurrency" + (
+        f"; memory would allow {amount})" if amount else ")")
 
 
 def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any]:

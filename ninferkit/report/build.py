@@ -239,12 +239,12 @@ def _acceptance(run: RunData) -> Section:
                                    f"{number(run.server.get('ready_s'))} s.")]
     blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
                   else Paragraph("The server recorded no acceptance checks."))
-    ledger = run.server.get("ledger") or {}
-    if ledger:
+    if run.ledger:
         blocks.append(Table(("startup ledger", "value"),
                             tuple((key, gib(value) if key.endswith("_bytes") else number(value))
-                                  for key, value in sorted(ledger.items())),
-                            "Numbers the server printed while starting (memory in MiB/GiB)."))
+                                  for key, value in sorted(run.ledger.items())),
+                            f"Numbers the server printed while starting (memory in MiB/GiB), read from "
+                            f"{run.ledger_source}."))
     return Section("Acceptance checks", blocks)
 
 
@@ -344,6 +344,8 @@ def _capacity(run: RunData) -> Section:
         ("largest KV pool, tokens", _value("max_kv_tokens", capacity.get("max_kv_tokens"))),
         ("largest KV pool, tokens (interval)",
          _value("max_kv_tokens_interval", capacity.get("max_kv_tokens_interval"))),
+        ("largest KV pool, bounded by", _value("max_kv_tokens_note", capacity.get("max_kv_tokens_note")
+                                               or capacity.get("max_kv_tokens_bounded_by"))),
         ("terms pinned", ", ".join(map(str, capacity.get("terms_pinned") or [])) or "—"),
         ("terms not pinned", ", ".join(map(str, capacity.get("terms_unpinned") or [])) or "—"),
         ("observations", number(len(capacity.get("observations") or []))),
@@ -352,12 +354,13 @@ def _capacity(run: RunData) -> Section:
     searches = capacity.get("searches") or []
     if searches:
         columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
-                   "verified_by_request", "launches")
+                   "verified_by_request", "launches", "bounded_by", "note")
         blocks.append(Table(columns, tuple(
             tuple(_value(c, found["setting"][c] if c in ("kv_dtype", "concurrency") else found.get(c)) for c in columns)
             for found in searches),
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
-            "the cells the server's own KV line reported at it, and the launches each search took."))
+            "the cells the server's own KV line reported at it, the launches each search took, and what set the "
+            "answer: memory, or the engine's own rule (then with what memory alone would allow)."))
     decisions = capacity.get("decision_table") or []
     if decisions:
         columns = tuple(sorted({key for row in decisions for key in row}, key=_decision_order))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
 from ninferkit.runs import RunDir, read_json, read_jsonl
@@ -50,6 +51,10 @@ class RunData:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     capacity: dict[str, Any] = field(default_factory=dict)
     server_log: str | None = None
+    ledger: dict[str, Any] = field(default_factory=dict)
+    """The launch step's startup ledger: what this ninferkit reads in logs/server.log (the log is the record,
+    so an old run shows what a newer parser finds in it), else what server.json recorded."""
+    ledger_source: str = "server.json"
     llama_bench: dict[str, Any] = field(default_factory=dict)
     """benchmarks/bench_llama_bench.py's llama_bench.json, where that benchmark ran on this run."""
     missing: list[str] = field(default_factory=list)
@@ -129,7 +134,21 @@ def load_run(path: str | Path) -> RunData:
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:
         data.missing.append("logs/server.log")
+    data.ledger, data.ledger_source = _ledger(data)
     return data
+
+
+def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
+    """(ledger, where it was read): the engine adapter's reading of the server log, else server.json's."""
+    recorded: dict[str, Any] = data.server.get("ledger") or {}
+    engine = data.server.get("engine") or (data.profile.get("engine") or {}).get("kind")
+    if data.server_log is None or not engine:
+        return recorded, "server.json"
+    try:
+        adapter = get_adapter(str(engine))
+    except NinferkitError:
+        return recorded, "server.json"
+    return adapter.parse_ledger(data.server_log), "logs/server.log"
 
 
 def _latest_cells(ledger: Path, profile_hash: str | None) -> dict[str, dict[str, Any]]:

@@ -1,10 +1,10 @@
 """The headline numbers of a run, each recomputed from the raw rows it summarises.
 
 One function, :func:`headline`, computes every number of the write-up's headline table, so a test
-can recompute the same values from requests.jsonl (and capacity.json/server.json for memory) and
+can recompute the same values from requests.jsonl (and capacity.json and the server log for memory) and
 check the published table against them. Decode, prefill and TTFT come from the context sweep (one
 request at a time, cache defeated); concurrency from the concurrency sweep; memory from the server's
-startup ledger and the capacity fit.
+startup ledger (`memory`: weights, the KV pool and its bytes) and the capacity fit.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.report.data import RunData, load_run
+from ninferkit.report.memory import kv_pool
 from ninferkit.units import GIB
 
 
@@ -129,13 +130,24 @@ def _concurrency(run: RunData) -> HeadlineRow:
 
 
 def _memory(run: RunData) -> list[HeadlineRow]:
-    rows = []
-    kv_bytes = (run.server.get("ledger") or {}).get("kv_cache_bytes")
+    weights = run.ledger.get("weights_bytes")
+    rows = [HeadlineRow(
+        "Memory: weights (server ledger)", "GiB", weights / GIB if weights is not None else None, None, None,
+        "startup log" if weights is not None else "no data: the startup log states no weights size",
+        f"{run.ledger_source} weights_bytes", 1 if weights is not None else 0)]
+    pool = kv_pool(run)
+    tokens = None if pool is None else pool.tokens
+    no_pool = "no data: the startup log states no KV pool"
     rows.append(HeadlineRow(
-        "Memory: KV cache at startup (server ledger)", "GiB",
-        kv_bytes / GIB if kv_bytes is not None else None, None, None,
-        "startup log" if kv_bytes is not None else "no data: server.json has no kv_cache_bytes",
-        "server.json ledger.kv_cache_bytes", 1 if kv_bytes is not None else 0))
+        "Memory: KV pool at startup (server ledger)", "tokens", tokens, None, None,
+        no_pool if pool is None or tokens is None else pool.pages or "startup log",
+        f"{run.ledger_source} kv_tokens" + (", kv_pages" if pool is not None and pool.pages else ""),
+        0 if tokens is None else 1))
+    kv_bytes = None if pool is None else pool.bytes
+    rows.append(HeadlineRow(
+        "Memory: KV cache at startup (server ledger)", "GiB", kv_bytes / GIB if kv_bytes is not None else None,
+        None, None, no_pool if pool is None else pool.how,
+        f"{run.ledger_source} kv_cache_bytes" if pool is None else pool.source, 0 if kv_bytes is None else 1))
     capacity = run.capacity
     max_kv = capacity.get("max_kv_tokens")
     free = capacity.get("free_after_weights_bytes") or [None, None]
@@ -144,7 +156,8 @@ def _memory(run: RunData) -> list[HeadlineRow]:
     interval = capacity.get("max_kv_tokens_interval") or [None, None]
     rows.append(HeadlineRow(
         "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
-        "capacity fit" if max_kv is not None else "no data: no capacity.json (04_capacity_fit)",
+        (capacity.get("max_kv_tokens_note") or "capacity fit") if max_kv is not None
+        else "no data: no capacity.json (04_capacity_fit)",
         "capacity.json max_kv_tokens", 1 if max_kv is not None else 0))
     rows.append(HeadlineRow(
         "Memory: free after weights (capacity fit)", "GiB", high, low, high,

@@ -197,6 +197,13 @@ class NInfer(EngineAdapter):
         """The request APIs this profile's build serves (G0 builds have no Responses API)."""
         return self.build(profile).apis
 
+    def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
+        """The build's `request_fields` (builds.py), `tools` (every generation's chat schema, IF §4) and
+        `previous_response_id` where the build serves the Responses API (IF §4, G1+)."""
+        build = self.build(profile)
+        continued = {"previous_response_id"} if "responses" in build.apis else set()
+        return build.request_fields | {"tools"} | continued
+
     # -- logs ----------------------------------------------------------------------------------------
 
     def parse_ledger(self, log_text: str) -> dict[str, Any]:

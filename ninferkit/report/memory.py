@@ -1,0 +1,86 @@
+"""The server's memory books as the write-up states them: weights, the KV pool, and the pool's bytes.
+
+Engines print their KV pool differently: llama.cpp and vLLM print its bytes; NInfer prints tokens and
+pages (`KV capacity … resolved=131072 tokens pages=2048/2048`), so its bytes are pages x page tokens x
+the bytes per token of the model's KV layout, which the capacity step recorded in capacity.json
+(seed 000 §2.5: 35,904 B/token for int8 KV with MTP on the 27B). Where no layout is known the pool is
+still shown, in tokens and pages, with the reason it has no byte size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ninferkit.engines import get_adapter
+from ninferkit.errors import NinferkitError
+from ninferkit.report.data import RunData
+
+LAYOUT_SOURCES = ("architecture", "KV payload lines")
+"""capacity.json's bytes_per_token_source values that mean the KV cache's own bytes per token (a fitted slope
+is only a bound, and an "architecture (… compute buffer)" one includes more than the cache)."""
+
+
+@dataclass(frozen=True)
+class KVPool:
+    """The pool the launch step's server allocated, and its bytes where they are known."""
+
+    tokens: int | None
+    pages: str | None
+    """"2,048 of 2,048 pages of 64 tokens" where the engine counts pages, else None."""
+    bytes: int | None
+    how: str
+    """How the bytes were had (printed, or pages x layout), or why there are none."""
+    source: str
+
+
+def kv_pool(run: RunData) -> KVPool | None:
+    """The KV pool of the launch step's ledger (None: the ledger states no pool)."""
+    ledger, where = run.ledger, run.ledger_source
+    tokens, printed, pages = ledger.get("kv_tokens"), ledger.get("kv_cache_bytes"), ledger.get("kv_pages")
+    page_tokens = _page_tokens(run)
+    pages_text = None
+    if pages is not None and page_tokens is not None:
+        of = f" of {ledger['kv_max_pages']:,}" if ledger.get("kv_max_pages") is not None else ""
+        pages_text = f"{pages:,}{of} pages of {page_tokens} tokens"
+    if printed is not None:
+        return KVPool(tokens, pages_text, int(printed), "startup log", f"{where} kv_cache_bytes")
+    if tokens is None:
+        return None
+    per_token, why = layout_bytes_per_token(run)
+    if per_token is None:
+        return KVPool(tokens, pages_text, None, why, f"{where} kv_tokens; capacity.json bytes_per_token")
+    if pages is not None and page_tokens is not None:
+        cells, words, read = pages * page_tokens, f"{pages:,} pages x {page_tokens} tokens", "kv_pages"
+    else:
+        cells, words, read = int(tokens), f"{tokens:,} tokens", "kv_tokens"
+    return KVPool(tokens, pages_text, cells * per_token, f"{words} x {per_token:,} B/token ({why})",
+                  f"{where} {read} x capacity.json bytes_per_token")
+
+
+def layout_bytes_per_token(run: RunData) -> tuple[int | None, str]:
+    """(the KV cache's bytes per token, where from) of the run's model at its profile's KV dtype, from
+    capacity.json; (None, why not) when the capacity step did not know the layout."""
+    capacity = run.capacity
+    if not capacity:
+        return None, "no bytes: no capacity.json (04_capacity_fit), which records the model's KV layout"
+    value, source = capacity.get("bytes_per_token"), capacity.get("bytes_per_token_source")
+    if isinstance(value, int) and source in LAYOUT_SOURCES:
+        return value, str(capacity.get("architecture") or source)
+    fitted = "" if value is None else f"; the capacity fit bounds bytes per pool token only to {_bytes(value)}"
+    unset = " capacity.model is null, so" if (run.profile.get("capacity") or {}).get("model", "") is None else ""
+    return None, f"no bytes:{unset} the model's KV layout is unknown{fitted}"
+
+
+def _bytes(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join("?" if v is None else f"{v:,}" for v in value) + "] B"
+    return f"{value:,} B"
+
+
+def _page_tokens(run: RunData) -> int | None:
+    engine = run.server.get("engine") or (run.profile.get("engine") or {}).get("kind")
+    try:
+        return get_adapter(str(engine)).capacity_pool.page_tokens if engine else None
+    except NinferkitError:
+        return None

@@ -1,0 +1,78 @@
+"""The write-up of two real NInfer runs: the KV pool and the weights from the engine's own ledger lines.
+
+Data: tests/data/ninfer_live/ (its README.md): whole `ninferkit run`s of the G1 fork
+ziworkslab/ninfer-3090-ubuntu on an H200. g1-h200/run/ names no model layout (capacity.model null);
+g1-h200-v100flags/ names qwen3.6-27b with int8 KV and MTP. Both folders lack their Parquet tables and
+their report. NInfer prints its pool in tokens and pages, not bytes
+(`KV capacity explicit resolved=131072 tokens pages=2048/2048 …`), and its weights on its
+`load … weights` progress lines. Each folder is copied to tmp_path and its report written there.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ninferkit.report import write_report
+from ninferkit.report.fmt import number
+
+from .test_report import markdown_table
+
+LIVE = Path(__file__).parent / "data" / "ninfer_live"
+GIB = 2**30
+
+
+def written(run: Path, where: Path) -> tuple[dict[str, dict[str, str]], str]:
+    """(headline rows by metric, index.md) of the report written on a copy of `run`."""
+    copy = where / run.name
+    shutil.copytree(run, copy)
+    assert not (copy / "report").exists() and not list(copy.glob("tables/*.parquet"))  # as captured
+    report = write_report(copy)
+    text = report.markdown.read_text()
+    assert set(report.files) == {"markdown", "html"} and "*tables/context.csv" in text
+    return {row["metric"]: row for row in markdown_table(text, "Headline")}, text
+
+
+def log_figures(run: Path) -> tuple[float, int, int]:
+    """(weights GiB, pool tokens, pages) as the server printed them, read here with plain patterns."""
+    log = (run / "logs" / "server.log").read_text()
+    (weights,) = set(re.findall(r"load\s+weights\s+100\.00%\s+([\d.]+) GiB /", log))
+    (tokens, pages), = set(re.findall(r"KV capacity \w+ resolved=(\d+) tokens pages=(\d+)/\d+", log))
+    return float(weights), int(tokens), int(pages)
+
+
+@pytest.mark.parametrize("name", ["g1-h200/run", "g1-h200-v100flags"])
+def test_weights_and_pool_come_from_the_ledger_lines(tmp_path: Path, name: str) -> None:
+    rows, _ = written(LIVE / name, tmp_path)
+    weights, tokens, pages = log_figures(LIVE / name)
+    assert rows["Memory: weights (server ledger)"]["best"] == number(weights)
+    assert rows["Memory: weights (server ledger)"]["source"] == "logs/server.log weights_bytes"
+    pool = rows["Memory: KV pool at startup (server ledger)"]
+    assert pool["best"] == number(tokens) and pool["where"] == f"{pages:,} of {pages:,} pages of 64 tokens"
+    assert not any(row["where"].startswith("no data") for metric, row in rows.items() if metric.startswith("Memory"))
+
+
+def test_the_pool_in_bytes_from_the_models_layout(tmp_path: Path) -> None:
+    """qwen3.6-27b, int8 KV with MTP: 16 full-attention layers + 1 MTP layer x 4 KV heads x (264 + 264) B
+    = 35,904 B per token (seed 000 §2.5 fits its V100 failures to the same 35,904 B)."""
+    rows, text = written(LIVE / "g1-h200-v100flags", tmp_path)
+    _, tokens, pages = log_figures(LIVE / "g1-h200-v100flags")
+    assert pages * 64 == tokens == 262_144
+    kv = rows["Memory: KV cache at startup (server ledger)"]
+    assert kv["best"] == number(pages * 64 * 35_904 / GIB) == "8.77"
+    assert kv["where"].startswith("4,096 pages x 64 tokens x 35,904 B/token (16 full-attention layers x 4 KV heads")
+    assert kv["source"] == "logs/server.log kv_pages x capacity.json bytes_per_token"
+
+
+def test_without_the_models_layout_the_pool_stays_in_tokens_and_says_why(tmp_path: Path) -> None:
+    rows, text = written(LIVE / "g1-h200" / "run", tmp_path)
+    kv = rows["Memory: KV cache at startup (server ledger)"]
+    assert kv["best"] == "—" and kv["samples"] == "0"
+    assert kv["where"].startswith("no bytes: capacity.model is null, so the model's KV layout is unknown; the "
+                                  "capacity fit bounds bytes per pool token only to [0, ")
+    assert rows["Memory: KV pool at startup (server ledger)"]["best"] == "131,072"
+    # the startup ledger of the acceptance section is read from the log too
+    assert "| kv_pages | 2,048 |" in text and "| weights_bytes | 15.67 GiB |" in text
