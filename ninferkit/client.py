@@ -7,8 +7,8 @@ parsed into the same :class:`RequestResult`. Times are `time.monotonic()` second
 What this client measures, and how (the peer tools each get one of these wrong,
 reference/peer-benchmark-tools.md section 0):
 
-- `t_first_token` is the first event that carries non-empty generated text (content or reasoning);
-  a role-only first chunk does not count.
+- `t_first_token` is the first event that carries non-empty generated text (content, reasoning or
+  tool-call arguments); a role-only first chunk does not count.
 - Token counts come from the server's usage; this client never counts stream chunks, because under
   speculative decoding one chunk carries several tokens.
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
@@ -16,6 +16,10 @@ reference/peer-benchmark-tools.md section 0):
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
 - A failed request is a row with status "errored", HTTP status and body, never an exception.
+- A body carries only what its protocol takes: the Responses API has no `seed` and refuses
+  `max_output_tokens` below 16, the Messages API has no `seed` (live NInfer capture: `unknown parameter:
+  seed`, `max_output_tokens must be at least 16`); engine extensions come in `extra`, from the sweeps,
+  which ask the engine adapter which ones the engine reads.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ Api = Literal["chat", "messages", "responses"]
 API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
                              "responses": "/v1/responses"}
 ERROR_BODY_CHARS = 2000
+RESPONSES_MIN_OUTPUT_TOKENS = 16
+"""The Responses API's floor for max_output_tokens (NInfer G1: `max_output_tokens must be at least 16`)."""
+SEED_APIS = frozenset({"chat"})
+"""APIs whose protocol has a `seed` field (the Messages and Responses APIs have none)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +52,10 @@ class RequestSpec:
     """What to send: the conversation, the output length and sampling, in API-neutral form.
 
     `messages` are `{"role", "content"}` dicts; content may be a string or a list of content blocks
-    (Anthropic `cache_control` blocks pass through to the Messages API unchanged). `extra` is merged
-    into the body last (output pinning, `previous_response_id`, engine extensions).
+    (Anthropic `cache_control` blocks pass through to the Messages API unchanged); chat messages may
+    carry `tool_calls` and `tool` turns. `tools` are Chat Completions function definitions (the chat
+    API only). `seed` is sent only where the protocol has one (SEED_APIS). `extra` is merged into the
+    body last (output pinning, `previous_response_id`, engine extensions such as `reasoning_effort`).
     """
 
     api: Api
@@ -53,6 +63,7 @@ class RequestSpec:
     max_tokens: int
     temperature: float = 0.0
     seed: int | None = 0
+    tools: list[dict[str, Any]] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -79,6 +90,7 @@ class RequestResult:
     temperature: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
+    reasoning_effort: str | None = None
     server: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -118,23 +130,51 @@ SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_serve
 
 
 def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
-    """The JSON body for the spec's API, streaming with usage."""
+    """The JSON body for the spec's API, streaming with usage, with only the fields that API takes.
+
+    Raises ValueError for a spec its protocol refuses (a Responses request below 16 output tokens,
+    tools outside the chat API): the sweep plan raises such sizes with a note, so none is sent.
+    """
+    if spec.api not in API_PATHS:
+        raise ValueError(f"api = {spec.api!r}; allowed: {', '.join(API_PATHS)}")
+    if spec.tools and spec.api != "chat":
+        raise ValueError(f"tools are sent on the chat API only, not {spec.api!r}")
     body: dict[str, Any] = {"model": model_id, "stream": True, "temperature": spec.temperature}
-    if spec.seed is not None:
+    if spec.seed is not None and spec.api in SEED_APIS:
         body["seed"] = spec.seed
     if spec.api == "chat":
         body.update(messages=spec.messages, max_tokens=spec.max_tokens, stream_options={"include_usage": True})
+        if spec.tools:
+            body["tools"] = spec.tools
     elif spec.api == "messages":
         system = [m["content"] for m in spec.messages if m["role"] == "system"]
         if system:
             body["system"] = system[0]
         body.update(messages=[m for m in spec.messages if m["role"] != "system"], max_tokens=spec.max_tokens)
-    elif spec.api == "responses":
-        body.update(input=spec.messages, max_output_tokens=spec.max_tokens)
     else:
-        raise ValueError(f"api = {spec.api!r}; allowed: {', '.join(API_PATHS)}")
+        if spec.max_tokens < RESPONSES_MIN_OUTPUT_TOKENS:
+            raise ValueError(f"max_output_tokens = {spec.max_tokens}: the Responses API takes at least "
+                             f"{RESPONSES_MIN_OUTPUT_TOKENS}")
+        body.update(input=spec.messages, max_output_tokens=spec.max_tokens)
     body.update(spec.extra)
     return body
+
+
+def error_summary(body: str | None) -> str:
+    """A server's error body as one line, `code: message (param p)`, read from the OpenAI shape
+    (`{"error": {"code", "message", "param"}}`, NInfer and llama-server) or the Anthropic one
+    (`{"type": "error", "error": {"type", "message"}}`); any other text is returned as it is."""
+    text = (body or "").strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text[:300]
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(error, dict) or not error.get("message"):
+        return text[:300]
+    code = error.get("code") if error.get("code") is not None else error.get("type")
+    summary = f"{code}: {error['message']}" if code is not None else str(error["message"])
+    return summary + (f" (param {error['param']})" if error.get("param") else "")
 
 
 class StreamingClient:
@@ -173,9 +213,9 @@ class StreamingClient:
 
     async def send(self, spec: RequestSpec) -> RequestResult:
         """Stream one request; every failure becomes a row with status "errored"."""
-        result = RequestResult(api=spec.api, temperature=spec.temperature, seed=spec.seed,
-                               max_tokens=spec.max_tokens)
         body = request_body(spec, self.model_id)
+        result = RequestResult(api=spec.api, temperature=spec.temperature, seed=body.get("seed"),
+                               max_tokens=spec.max_tokens, reasoning_effort=body.get("reasoning_effort"))
         parser = _PARSERS[spec.api](result, self.adapter)
         result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         result.t_send = time.monotonic()
@@ -275,7 +315,7 @@ class _ChatParser(_StreamParser):
     def event(self, event: dict[str, Any], now: float) -> None:
         for choice in event.get("choices") or ():
             delta = choice.get("delta") or {}
-            if delta.get("content") or delta.get("reasoning_content"):
+            if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
                 self.token(now)
             if choice.get("finish_reason"):
                 self.result.finish_reason = choice["finish_reason"]
@@ -297,7 +337,7 @@ class _MessagesParser(_StreamParser):
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
-            if delta.get("text") or delta.get("thinking"):
+            if delta.get("text") or delta.get("thinking") or delta.get("partial_json"):
                 self.token(now)
         elif kind == "message_start":
             message = event.get("message") or {}
@@ -322,7 +362,8 @@ class _MessagesParser(_StreamParser):
 class _ResponsesParser(_StreamParser):
     def event(self, event: dict[str, Any], now: float) -> None:
         kind = event.get("type")
-        if kind in ("response.output_text.delta", "response.reasoning_text.delta"):
+        if kind in ("response.output_text.delta", "response.reasoning_text.delta",
+                    "response.function_call_arguments.delta"):
             if event.get("delta"):
                 self.token(now)
         elif kind in ("response.completed", "response.incomplete", "response.failed"):

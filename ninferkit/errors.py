@@ -13,6 +13,7 @@ the runner) can catch at the layer it cares about. Each message ends with the ne
     |   +-- ReadinessTimeout    the process lived but never became ready
     |   +-- ServerExited        the process died after it was ready
     +-- RequestFailed           one HTTP request to the server failed
+    +-- SweepFailed             sweep cells measured nothing, or the server refused our credentials
     +-- StepFailed              a runbook step (notebook) failed; names the step and the diagnosis
 """
 
@@ -96,6 +97,11 @@ class ServerExited(ServerError):
 
 class RequestFailed(NinferkitError):
     """One HTTP request to the server failed (transport error or HTTP error status)."""
+
+
+class SweepFailed(NinferkitError):
+    """The sweeps ended with cells that measured nothing (each with the server's answer and a diagnosis;
+    a rerun retries them), or stopped because the server refused the requests' credentials."""
 
 
 class StepFailed(NinferkitError):

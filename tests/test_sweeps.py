@@ -18,8 +18,9 @@ import pytest
 
 from ninferkit import server, steps
 from ninferkit.cli import main as cli_main
+from ninferkit.embedded import llama_cpp_source
 from ninferkit.engines.base import EngineAdapter
-from ninferkit.errors import ProfileError, ServerExited
+from ninferkit.errors import ProfileError, ServerExited, SweepFailed
 from ninferkit.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.sweeps import plan, sweeps_step
 from ninferkit.sweeps.plan import build_plan, ledger_path
@@ -60,6 +61,9 @@ def test_context_sweep(sweep_run: Run) -> None:
     table = sweeps_step(sweep_run, only="context", progress=False)["context"]
     assert list(table["target_prompt_tokens"]) == [64, 128]
     assert list(table["n_ok"]) == [2, 2] and set(table["status"]) == {"done"}
+    assert set(table["reasoning_effort"]) == {"none"}  # llama-server reads it; the rows say it was sent
+    assert table["decode_tok_s_engine_peak"].isna().all()  # llama-server prints no throughput lines, and says so
+    assert set(table["engine_decode_note"]) == {"llama_server printed no throughput line while the sweeps ran"}
     assert list(table["prompt_content_tokens_median"]) == [64, 128]  # achieved, by the server's count
     assert (table["prefill_tok_s_server_median"] > 0).all() and (table["decode_tok_s_server_median"] > 0).all()
     rows = rows_of(sweep_run, "context")
@@ -107,11 +111,21 @@ def test_prefix_reuse_sweep(sweep_run: Run) -> None:
     assert table.loc["cold", "cached_share_median"] < 0.2  # only the chat template's header is shared
     assert table.loc["identical_resend", "cached_share_median"] > 0.9
     assert table.loc["session_marker_changed", "cached_share_median"] < 0.2
+    # what llama-server does not read is planned as skipped, with the field named, and nothing is sent
+    for scenario, field in (("prompt_cache_breakpoint", "prompt_cache_breakpoint"),
+                            ("anthropic_cache_control", "cache_control"),
+                            ("responses_previous_response_id", "previous_response_id")):
+        assert table.loc[scenario, "status"] == "skipped"
+        assert f"llama_server does not read the request field {field} (as its /props says)" in \
+            table.loc[scenario, "reason"]
     assert table.loc["anthropic_cache_control", "api"] == "messages"
-    refused = table.loc["responses_previous_response_id"]
-    assert refused["status"] == "skipped" and "previous_response_id" in refused["reason"]
+    responses = table.loc["responses_previous_response_id"]
+    assert "output_tokens 4 raised to 16" in responses["notes"]  # SMALL asks 4
+    assert {r["cell"]["scenario"] for r in rows_of(sweep_run, "prefix_reuse")} == \
+        {"cold", "identical_resend", "max_tokens_changed", "sentence_appended", "session_marker_changed"}
     seeds = [r for r in rows_of(sweep_run, "prefix_reuse") if r.get("prefix_role") == "seed"]
     assert seeds and all(r["status"] == "ok" for r in seeds)
+    assert set(table["reasoning_effort"].dropna()) == {"none"}  # seed 000 §2: reasoning_effort none
 
 
 def test_a_size_over_the_context_fails_before_anything_is_sent(tmp_path: Path) -> None:
@@ -130,8 +144,11 @@ def test_scenarios_an_engine_cannot_serve_are_planned_as_skipped(sweep_run: Run)
 
     cells = build_plan(sweep_run.profile, ChatOnly(), ["prefix_reuse"], explicit=True)
     skipped = {c.params["scenario"]: c.skip for c in cells if c.skip}
-    assert set(skipped) == {"anthropic_cache_control", "responses_previous_response_id"}
+    assert set(skipped) == {"prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"}
     assert "does not serve the messages API" in skipped["anthropic_cache_control"]
+    assert "chat_only does not read the request field prompt_cache_breakpoint" in skipped["prompt_cache_breakpoint"]
+    assert all("reasoning_effort 'none' not sent: chat_only does not read it" in c.notes for c in cells
+               if c.params["api"] == "chat")
 
 
 def test_max_errors_is_a_named_rule() -> None:
@@ -237,3 +254,85 @@ def test_ab_without_a_baseline_is_a_clear_error(tmp_path: Path) -> None:
     run = open_small(tmp_path)
     with pytest.raises(ProfileError, match="sweeps.ab.baseline_run_dir is not set"):
         plan(run, "ab")
+
+
+def test_a_cell_the_server_refuses_fails_is_retried_and_fails_the_sweep(tmp_path: Path, llama_server: Path) -> None:
+    """A slot of 256 tokens: a 252-token prompt fits the plan's count (252 + 4 output) but not the server's,
+    whose chat template adds its own tokens, so llama-server refuses every request of that cell."""
+    run = open_small(tmp_path, "serve.max_context=256", "sweeps.context.targets=[32, 252]")
+    steps.launch(run, progress=False)
+    try:
+        with pytest.raises(SweepFailed, match=r"1 of 2 cells measured nothing") as first:
+            sweeps_step(run, only="context", progress=False)
+        sent_before = collections.Counter(r["cell"]["target_prompt_tokens"] for r in read_jsonl(run.dir.requests))
+        with pytest.raises(SweepFailed):
+            sweeps_step(run, only="context", progress=False)  # the failed cell is run again; the done one is not
+        sent_after = collections.Counter(r["cell"]["target_prompt_tokens"] for r in read_jsonl(run.dir.requests))
+    finally:
+        server.stop(run.dir)
+    assert "exceeds the available context size (256 tokens)" in str(first.value)
+    assert sent_after[32] == sent_before[32] == 3 and sent_after[252] == 2 * sent_before[252] == 6
+    table = pd.read_csv(run.dir.path / "tables" / "context.csv").set_index("target_prompt_tokens")
+    assert table.loc[32, "status"] == "done" and table.loc[252, "status"] == "failed"
+    assert table.loc[252, "n_ok"] == 0 and "exceeds the available context size" in table.loc[252, "reason"]
+    assert read_json(run.dir.manifest)["steps"]["sweeps"]["cells_failed"] == 1
+
+
+def test_a_refused_key_stops_the_sweep_and_the_command_fails(tmp_path: Path, llama_server: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The server starts with one key; the sweep sends another: the first cell fails with the diagnosis,
+    no other cell is tried, and `ninferkit sweep` exits 1."""
+    overrides = [f"serve.port={free_port()}", *SMALL, "serve.api_key_env=NINFERKIT_TEST_KEY"]
+    monkeypatch.setenv("NINFERKIT_TEST_KEY", "the-key-the-server-has")
+    run = open_run(LOCAL_CPU, tmp_path, overrides)
+    steps.launch(run, progress=False)
+    monkeypatch.setenv("NINFERKIT_TEST_KEY", "another-key")
+    try:
+        code = cli_main(["sweep", str(LOCAL_CPU), "--run-dir", str(tmp_path), "--only", "context,tasks",
+                         *[x for item in overrides for x in ("-p", item)]])
+    finally:
+        server.stop(run.dir)
+    err = capsys.readouterr().err
+    assert code == 1 and "failed and the sweep stopped" in err and "HTTP 401" in err
+    assert "Fix: export NINFERKIT_TEST_KEY with the key the server was started with" in err
+    ledger = list(read_jsonl(ledger_path(run.dir)))
+    assert [entry["status"] for entry in ledger] == ["failed"]  # 4 cells planned, the first one tried
+    assert ledger[0]["diagnosis"]["code"] == "access_refused"
+    written = "".join(f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file())
+    assert "another-key" not in written + err and "the-key-the-server-has" not in written + err
+
+
+def test_reasoning_at_xhigh_and_the_agent_task_only_where_the_template_renders_tools(
+        tmp_path: Path, llama_server: Path) -> None:
+    """The embedded model's chat template (the Qwen2 vocab's) drops tools, so the agent task is skipped
+    with /props as the reason; llama.cpp's own Qwen3 template (models/templates/Qwen-Qwen3-0.6B.jinja in the
+    pinned source) renders them, and the agent task runs with its tool definitions in the prompt. On the
+    same server a Responses context cell asking 4 output tokens is sent 16, without a seed."""
+    plain = open_small(tmp_path / "plain", "sweeps.tasks.tasks=[reasoning, agent]")
+    template = llama_cpp_source() / "models" / "templates" / "Qwen-Qwen3-0.6B.jinja"
+    tools = open_small(tmp_path / "tools", "sweeps.tasks.tasks=[agent]", "sweeps.context.api=responses",
+                       "sweeps.context.targets=[64]", f"serve.extra_args=[--chat-template-file, '{template}']")
+    tables = {}
+    for name, run in (("plain", plain), ("tools", tools)):
+        steps.launch(run, progress=False)
+        try:
+            tables[name] = sweeps_step(run, only="tasks" if name == "plain" else "context,tasks", progress=False)
+        finally:
+            server.stop(run.dir)
+    plain_tasks = tables["plain"]["tasks"].set_index("task")
+    reasoning = plain_tasks.loc["reasoning"]
+    assert reasoning["status"] == "done" and reasoning["reasoning_effort"] == "xhigh"
+    assert plain_tasks.loc["agent", "status"] == "skipped"
+    assert "does not read the request field tools (as its /props says)" in plain_tasks.loc["agent", "reason"]
+    agent = tables["tools"]["tasks"].iloc[0]
+    assert agent["status"] == "done" and agent["n_ok"] == 1 and agent["completion_tokens_median"] == 4
+    # the four tool definitions and the template's tool instructions are in the prompt the server counted
+    assert agent["prompt_tokens_median"] > agent["prompt_content_tokens_median"] + 200
+    row = next(r for r in read_jsonl(tools.dir.requests) if r["sweep"] == "tasks" and not r["warmup"])
+    assert row["reasoning_effort"] == "none" and row["finish_reason"] == "length"
+    context = tables["tools"]["context"].iloc[0]
+    assert context["status"] == "done" and context["completion_tokens_median"] == 16
+    assert "output_tokens 4 raised to 16" in context["notes"] and "seed not sent" in context["notes"]
+    assert all(r["seed"] is None and r["max_tokens"] == 16 for r in read_jsonl(tools.dir.requests)
+               if r["sweep"] == "context")

@@ -169,6 +169,21 @@ class EngineAdapter:
         """Extra request fields that make the server generate exactly max_tokens (no early stop)."""
         return {}
 
+    def served_apis(self, profile: Profile) -> frozenset[str]:
+        """The request APIs this profile's engine build serves (`apis` unless the build says otherwise)."""
+        return self.apis
+
+    request_extensions_path: ClassVar[str | None] = None
+    """Where the running server says what its model reads (llama-server: /props); None: the profile says it all."""
+
+    def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
+        """The request fields beyond every engine's core that this engine, build and model read, of
+        `reasoning_effort`, `tools`, `prompt_cache_breakpoint` (chat content parts), `cache_control`
+        (Messages blocks) and `previous_response_id`. The sweeps send such a field, and run the cell that
+        measures it, only where it is read: an engine refuses or ignores the others. `served` is the JSON
+        of `request_extensions_path` when the server answered it."""
+        return frozenset()
+
     def parse_throughput(self, line: str) -> dict[str, Any] | None:
         """A periodic throughput line as numbers, or None when the line is not one."""
         return None

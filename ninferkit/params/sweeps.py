@@ -14,13 +14,14 @@ from ninferkit.params.base import Section
 
 Api = Literal["chat", "messages", "responses"]
 TaskName = Literal["coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",
-                   "chit_chat", "fiction"]
+                   "chit_chat", "fiction", "agent"]
 Scenario = Literal["cold", "identical_resend", "max_tokens_changed", "sentence_appended", "session_marker_changed",
-                   "anthropic_cache_control", "responses_previous_response_id"]
+                   "prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 ALL_TASKS: list[TaskName] = ["coding", "json_extraction", "summarization", "translation", "reasoning",
-                             "bug_root_cause", "chit_chat", "fiction"]
+                             "bug_root_cause", "chit_chat", "fiction", "agent"]
 ALL_SCENARIOS: list[Scenario] = ["cold", "identical_resend", "max_tokens_changed", "sentence_appended",
-                                 "session_marker_changed", "anthropic_cache_control",
+                                 "session_marker_changed", "prompt_cache_breakpoint", "anthropic_cache_control",
                                  "responses_previous_response_id"]
 
 
@@ -87,7 +88,11 @@ class SweepsSection(Section):
     prefix_reuse: PrefixReuseSweep = PrefixReuseSweep()
     ab: ABSweep = ABSweep()
     temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")
-    seed: int | None = 0
+    seed: int | None = Field(0, description="sent on the chat API (the Messages and Responses APIs have no seed)")
+    reasoning_effort: ReasoningEffort | None = Field(
+        "none", description="sent as reasoning_effort on the chat API to engines that read it (seed 000 §2: "
+        "'reasoning_effort: none' unless noted); a task that names its own keeps it (reasoning: xhigh); "
+        "null: never sent")
     max_errors_per_cell: int = Field(3, ge=1, description="stop rule: a cell with this many errors fails")
     request_timeout_s: float = Field(900.0, gt=0)
     telemetry: bool = Field(True, description="sample NVML, the engine log and /metrics while sweeping")

@@ -2,9 +2,11 @@
 
 `sweeps_step(run)` finds the run's server, writes the plan, runs every cell that has no result yet
 (with telemetry sampling in the background), and returns the tables it saved under
-`run_dir/tables/`. Rerunning it continues where it stopped; a server that dies mid-sweep fails its
-cell with the diagnosis from the server log, and the step raises ServerExited after saving the
-tables of what finished.
+`run_dir/tables/`. Rerunning it continues where it stopped, and runs failed cells again. A server
+that dies mid-sweep fails its cell with the diagnosis from the server log, and the step raises
+ServerExited after saving the tables of what finished; cells that measured nothing make it raise
+SweepFailed (after saving the tables), and so does a server that refuses the requests' credentials,
+at the first refusal.
 
     tables = sweeps_step(run, only="context,prefix_reuse")
     tables["context"]
@@ -17,12 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 from tqdm.auto import tqdm
 
 from ninferkit import server, steps
 from ninferkit.engines import get_adapter
-from ninferkit.errors import ProfileError, ServerError, ServerExited
+from ninferkit.engines.base import EngineAdapter
+from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
@@ -40,17 +44,21 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
 
     `only`: "context,tasks" or a list; None runs every enabled kind. Returns the tables by name.
     Raises ProfileError (bad sizes or names, before anything is sent), ServerError when no server
-    is running, ServerExited when it dies mid-sweep (finished cells and their rows are kept).
+    is running, ServerExited when it dies mid-sweep (finished cells and their rows are kept),
+    SweepFailed when cells measured nothing or the server refused the credentials (tables saved).
     """
     kinds = parse_only(only)
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
-    cells, baseline = _checked_plan(run, kinds, explicit=only is not None)
+    explicit = only is not None
+    _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
     record = server.ensure_running(run.dir)
+    headers = server.auth_headers(profile)
+    served = _served(adapter, record["url"], headers)
+    cells, baseline = _checked_plan(run, kinds, explicit, served)
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     pending = [cell for cell in cells if outcomes.get(cell.cell_id, {}).get("status") not in FINISHED]
-    headers = server.auth_headers(profile)
     log_path = Path(record["log"]) if record.get("log") else None
     rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
     telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
@@ -61,7 +69,7 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
                            profile.sweeps.request_timeout_s, log_path)
         try:
             _run_cells(ctx, pending, telemetry if profile.sweeps.telemetry else None, progress)
-        except ServerExited:
+        except (ServerExited, SweepFailed):
             record_log_truth(run, adapter)
             save_tables(run.dir, build_tables(run, kinds))
             raise
@@ -71,14 +79,34 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
         tables["ab"] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
     done = latest_outcomes(run.dir, run.profile_hash)
-    run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending),
-                        cells_failed=sum(1 for c in cells if done.get(c.cell_id, {}).get("status") == "failed"),
+    failed = [cell for cell in cells if done.get(cell.cell_id, {}).get("status") == "failed"]
+    run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
                         telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+    if failed:
+        raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
+                          "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].get('reason')}" for c in failed))
     return tables
+
+
+def _served(adapter: EngineAdapter, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    """What the running server says at the adapter's `request_extensions_path` (None when it has none or
+    does not answer: the adapter then reads what the profile alone says)."""
+    path = adapter.request_extensions_path
+    if path is None:
+        return None
+    try:
+        response = httpx.get(url + path, headers=headers, timeout=30.0)
+        response.raise_for_status()
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
     """The cells `sweeps_step` would run, checked against the profile; sends nothing, writes nothing.
+    A skip that depends on what the running server says (llama-server's /props: does its model's chat
+    template render tools?) is decided when the sweep runs; here the profile alone decides.
 
     Raises ProfileError for an unknown kind, a size over the served context, or an A/B without
     its baseline run.
@@ -86,8 +114,9 @@ def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
     return _checked_plan(run, parse_only(only), explicit=only is not None)[0]
 
 
-def _checked_plan(run: Run, kinds: list[str], explicit: bool) -> tuple[list[Cell], RunDir | None]:
-    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=explicit)
+def _checked_plan(run: Run, kinds: list[str], explicit: bool,
+                  served: dict[str, Any] | None = None) -> tuple[list[Cell], RunDir | None]:
+    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=explicit, served=served)
     return cells, _ab_baseline(run, kinds, explicit)
 
 

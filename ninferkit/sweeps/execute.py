@@ -1,8 +1,11 @@
 """Running one cell: build its prompts, send its requests, append one row per finished request.
 
 Every row is appended to `requests.jsonl` and flushed the moment its request ends. A cell ends as
-`done`, `failed` (a stop rule fired, or the server died: then with the diagnosis from its log) or
-`skipped` (the engine cannot serve it); the outcome is appended to `sweeps/cells.jsonl`. Rows carry
+`done` (at least one measured request succeeded: a cell is done only when it measured something),
+`failed` (none did, a stop rule fired, or the server died; with the server's answer and the adapter's
+diagnosis of it, or of its log) or `skipped` (planned so: the engine cannot serve it); the outcome is
+appended to `sweeps/cells.jsonl`. A 401 or 403 fails the cell and stops the sweep (SweepFailed): every
+other cell would be refused the same way. Rows carry
 the cell's `attempt`, so the tables use only the attempt that finished, and a retried cell never
 counts twice while nothing written is ever deleted. After a cell's requests end, and before its
 outcome is recorded, the engine's own per-request record is joined to its rows (truth.py).
@@ -19,17 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ninferkit import server
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.engines.base import EngineAdapter
-from ninferkit.errors import Diagnosis, RequestFailed, ServerExited
+from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell, ledger_path
 from ninferkit.sweeps.rules import CellTally, StopRule
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth
-from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_prompt, user_messages
+from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_request, user_messages
 
 APPENDED_SENTENCE = " The board will publish its next record in the spring."
+ACCESS_REFUSED = (401, 403)
 
 
 @dataclass
@@ -57,6 +63,14 @@ class SweepContext:
 
 class CellStopped(Exception):
     """A stop rule fired inside a cell (internal: becomes a failed cell, never leaves this module)."""
+
+
+class AccessRefused(CellStopped):
+    """The server refused a request's credentials (internal: fails the cell, then stops the sweep)."""
+
+    def __init__(self, http_status: int, body: str | None) -> None:
+        self.body = body
+        super().__init__(f"the server refused the request's credentials: {_answer(http_status, body)}")
 
 
 @dataclass
@@ -87,6 +101,8 @@ class Recorder:
             self.measured.add(result.status, result.error, result.http_status)
         if result.status == "errored" and result.http_status is None:
             server.ensure_running(self.ctx.run.dir)  # raises ServerExited when the server died
+        if result.http_status is not None and result.http_status in ACCESS_REFUSED:
+            raise AccessRefused(result.http_status, result.error)
         for rule in self.ctx.rules:
             reason = rule.check(self.tally)
             if reason:
@@ -95,7 +111,8 @@ class Recorder:
 
 
 def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
-    """Run one cell to its outcome and append it to the ledger; ServerExited is re-raised after that."""
+    """Run one cell to its outcome and append it to the ledger; ServerExited is re-raised after that, and a
+    refused credential becomes SweepFailed."""
     attempt = uuid.uuid4().hex[:8]
     if cell.skip:
         outcome = CellOutcome(cell.cell_id, "skipped", attempt, cell.skip)
@@ -105,11 +122,21 @@ def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
     try:
         try:
             _run_async(RUNNERS[cell.sweep](ctx, cell, record))
-        except RequestFailed as failed:  # the tokenizer could not be reached: is the server gone?
-            server.ensure_running(ctx.run.dir)
+        except RequestFailed as failed:  # the tokenizer could not be reached or was refused
+            answer = failed.__cause__.response if isinstance(failed.__cause__, httpx.HTTPStatusError) else None
+            if answer is not None and answer.status_code in ACCESS_REFUSED:
+                raise AccessRefused(answer.status_code, answer.text) from failed
+            server.ensure_running(ctx.run.dir)  # is the server gone?
             raise CellStopped(str(failed)) from failed
+    except AccessRefused as refused:
+        outcome = _failed(ctx, record, str(refused), _access_diagnosis(ctx, refused.body))
+        record_log_truth(ctx.run, ctx.adapter)
+        _append_outcome(ctx, cell, outcome)
+        fix = (outcome.diagnosis or {}).get("fix")
+        raise SweepFailed(f"cell {cell.label} failed and the sweep stopped (every other cell would be refused "
+                          f"the same way): {refused}" + (f". Fix: {fix}" if fix else "")) from None
     except CellStopped as stopped:
-        outcome = CellOutcome(cell.cell_id, "failed", attempt, str(stopped), tally=record.tally)
+        outcome = _failed(ctx, record, str(stopped))
     except ServerExited as exc:
         diagnosis = _diagnose(ctx)
         exc.diagnosis = exc.diagnosis or diagnosis
@@ -120,21 +147,50 @@ def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
         _append_outcome(ctx, cell, outcome)
         raise
     else:
-        refusal = _refused(record.measured)
-        status = "skipped" if refusal else "done"
-        outcome = CellOutcome(cell.cell_id, status, attempt, refusal, tally=record.tally)
+        outcome = ended_outcome(ctx, record)
     record_log_truth(ctx.run, ctx.adapter)  # before the outcome: a done cell has its truth
     _append_outcome(ctx, cell, outcome)
     return outcome
 
 
-def _refused(measured: CellTally) -> str | None:
-    """The server's answer when it refused every measured request as a client error (4xx): the
-    scenario is one this engine does not serve, reported as skipped with the server's own words."""
-    statuses = measured.http_statuses
-    if measured.ok or not measured.errored or not statuses or not all(400 <= s < 500 for s in statuses):
-        return None
-    return f"the server refused it (HTTP {statuses[-1]}): {measured.last_error}"
+def ended_outcome(ctx: SweepContext, record: Recorder) -> CellOutcome:
+    """The outcome of a cell whose requests all ended: done when a measured request (not a warm-up, not a
+    cache seed) succeeded, else failed with the server's last answer and the adapter's diagnosis of it."""
+    if record.measured.ok:
+        return CellOutcome(record.cell.cell_id, "done", record.attempt, tally=record.tally)
+    return _failed(ctx, record, _nothing_measured(record.measured, record.tally))
+
+
+def _failed(ctx: SweepContext, record: Recorder, reason: str, diagnosis: Diagnosis | None = None) -> CellOutcome:
+    """A failed outcome, with the adapter's diagnosis of the server's last answer when none is given."""
+    error = record.tally.last_error
+    diagnosis = diagnosis or (ctx.adapter.diagnose(error) if error else None)
+    return CellOutcome(record.cell.cell_id, "failed", record.attempt, reason,
+                       diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally)
+
+
+def _nothing_measured(measured: CellTally, tally: CellTally) -> str:
+    """Why a cell whose requests all ended measured nothing: what was sent, and the server's last answer."""
+    statuses = tally.http_statuses
+    answer = _answer(statuses[-1] if statuses else None, tally.last_error) if tally.last_error else "no answer"
+    return (f"no measured request succeeded ({measured.sent} measured of {tally.sent} sent: {tally.errored} errored, "
+            f"{tally.incomplete} incomplete); the server answered {answer}")
+
+
+def _answer(http_status: int | None, error: str | None) -> str:
+    return (f"HTTP {http_status}: " if http_status is not None else "") + error_summary(error)
+
+
+def _access_diagnosis(ctx: SweepContext, body: str | None) -> Diagnosis:
+    """The adapter's diagnosis of a 401/403 answer, or the HTTP meaning of one: no engine serves a client
+    whose key it refuses, so the fix is the key."""
+    found = ctx.adapter.diagnose(body or "")
+    if found is not None:
+        return found
+    variable = ctx.run.profile.serve.api_key_env
+    fix = (f"export {variable} with the key the server was started with" if variable else
+           "set serve.api_key_env to the name of the variable that holds the server's key, and export it")
+    return Diagnosis("access_refused", "the server refused the request's API key", fix, error_summary(body))
 
 
 def _diagnose(ctx: SweepContext) -> Diagnosis | None:
@@ -148,6 +204,7 @@ def _append_outcome(ctx: SweepContext, cell: Cell, outcome: CellOutcome) -> None
     append_jsonl(ledger_path(ctx.run.dir), {
         "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params, "status": outcome.status,
         "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
+        "notes": list(cell.notes), "request_fields": cell.request,
         "profile_hash": ctx.run.profile_hash, "finished_utc": utc_now(),
         "requests_sent": tally.sent, "requests_ok": tally.ok, "requests_errored": tally.errored,
         "requests_incomplete": tally.incomplete,
@@ -170,11 +227,14 @@ async def _as_coroutine(awaitable: Awaitable[None]) -> None:
 
 
 def _spec(ctx: SweepContext, cell: Cell, messages: list[dict[str, Any]], max_tokens: int | None = None,
-          api: str | None = None, **extra: Any) -> RequestSpec:
+          api: str | None = None, tools: list[dict[str, Any]] | None = None, **extra: Any) -> RequestSpec:
+    """A request of the cell: its sampling, the engine extensions the plan chose (cell.request), output
+    pinning where asked, then what this request adds."""
     params = cell.params
     pin = ctx.adapter.output_pin_fields() if params.get("pin_output") else {}
     return RequestSpec(api or params["api"], messages, max_tokens or params["output_tokens"],  # type: ignore[arg-type]
-                       temperature=params["temperature"], seed=params["seed"], extra={**pin, **extra})
+                       temperature=params["temperature"], seed=params["seed"], tools=tools,
+                       extra={**cell.request, **pin, **extra})
 
 
 async def _context(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
@@ -192,10 +252,10 @@ async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
     task = load_task(params["task"])
     async with ctx.client() as client:
         for index in range(params["warmup"] + params["repetitions"]):
-            prompt = task_prompt(ctx.tokenizer, task, params["context_depth"])
-            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+            request = task_request(ctx.tokenizer, task, params["context_depth"])
+            result = await client.send(_spec(ctx, cell, request.messages, tools=request.tools))
             record(result, index - params["warmup"], index < params["warmup"],
-                   prompt_content_tokens=prompt.content_tokens)
+                   prompt_content_tokens=request.prompt.content_tokens)
 
 
 async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
@@ -293,11 +353,28 @@ async def _session_marker(ctx: SweepContext, cell: Cell, client: StreamingClient
 
 async def _cache_control(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
                          repetition: int) -> None:
+    """Seed 000 §2.6: a Messages request writes the document behind a `cache_control` breakpoint, then
+    the same blocks with a sentence appended read it."""
     text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    blocks = [{"role": "user", "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]}]
-    spec = _spec(ctx, cell, blocks, api="messages")
-    await _send_pair(ctx, cell, client, record, repetition, spec, spec,
-                     "the same Messages request with a cache_control breakpoint")
+    written = {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
+    seed = [{"role": "user", "content": [written]}]
+    measured = [{"role": "user", "content": [written, {"type": "text", "text": APPENDED_SENTENCE}]}]
+    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, seed, api="messages"),
+                     _spec(ctx, cell, measured, api="messages"),
+                     "a Messages request writing the document behind a cache_control breakpoint")
+
+
+async def _cache_breakpoint(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
+                            repetition: int) -> None:
+    """Seed 000 §2.6 ('显式 prompt_cache_breakpoint 写入后再追加读取'): a chat request writes the document
+    behind an explicit breakpoint (IF §4: content part `prompt_cache_breakpoint: {"mode": "explicit"}`),
+    then the same parts with a sentence appended read it."""
+    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
+    written = {"type": "text", "text": text, "prompt_cache_breakpoint": {"mode": "explicit"}}
+    seed = [{"role": "user", "content": [written]}]
+    measured = [{"role": "user", "content": [written, {"type": "text", "text": APPENDED_SENTENCE}]}]
+    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, seed), _spec(ctx, cell, measured),
+                     "a chat request writing the document behind an explicit prompt_cache_breakpoint")
 
 
 async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
@@ -316,7 +393,8 @@ async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingCli
 SCENARIOS: dict[str, ScenarioRun] = {
     "cold": _cold, "identical_resend": _identical, "max_tokens_changed": _max_tokens_changed,
     "sentence_appended": _sentence_appended, "session_marker_changed": _session_marker,
-    "anthropic_cache_control": _cache_control, "responses_previous_response_id": _previous_response,
+    "prompt_cache_breakpoint": _cache_breakpoint, "anthropic_cache_control": _cache_control,
+    "responses_previous_response_id": _previous_response,
 }
 RUNNERS: dict[str, Callable[[SweepContext, Cell, Recorder], Awaitable[None]]] = {
     "context": _context, "tasks": _tasks, "concurrency": _concurrency, "prefix_reuse": _prefix_reuse,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ninferkit.client import error_summary
+
 
 @dataclass
 class CellTally:
@@ -48,7 +50,8 @@ class MaxErrors:
     def check(self, tally: CellTally) -> str | None:
         failed = tally.errored + tally.incomplete
         if failed >= self.limit:
-            return f"max_errors: {failed} failed requests (limit {self.limit}); last error: {tally.last_error}"
+            return (f"max_errors: {failed} failed requests (limit {self.limit}); last error: "
+                    f"{error_summary(tally.last_error)}")
         return None
 
     def __str__(self) -> str:

@@ -1,9 +1,13 @@
 """The sweep tables, shaped like the field reports' tables, computed only from files in the run dir.
 
 Each table has one row per cell: the cell's parameters, then each metric as median with min and
-max over the repetitions (warm-up excluded), then the cell's status, then the GPU conditions during
-the cell (median and max power and SM clock, throttled or not) when telemetry has GPU samples.
-Only the attempt that finished a cell counts; a failed cell shows what its last attempt finished.
+max over the repetitions (warm-up excluded), then the cell's status (with the reason, the diagnosis of
+a failure and the plan's notes on what was sent differently from what was asked), the
+`reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
+mean of its throughput lines: seed 004's "5 秒峰值" beside "平均 decode", seed 000 §2.4(b)'s "引擎 5 s
+窗口口径"), then the GPU conditions during the cell (median and max power and SM clock, throttled or not)
+when telemetry has GPU samples. Only the attempt that finished a cell counts; a failed cell shows what
+its last attempt finished.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import pandas as pd
 from ninferkit.runs import Run, RunDir, read_jsonl
 from ninferkit.sweeps.plan import ledger_path
 from ninferkit.sweeps.truth import rows_with_server_truth
-from ninferkit.telemetry import window_summary
+from ninferkit.telemetry import LOG_POLL_S, window_summary
 
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
-MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "prompt_s_server",
-          "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
+MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
+          "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
           "accepted_tokens_server")
 KEYS = {
     "context": ("target_prompt_tokens", "api"),
@@ -51,7 +55,7 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
     """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry."""
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     rows = counted_rows(run.dir, outcomes)
-    telemetry = list(read_jsonl(run.dir.telemetry))
+    telemetry = list(read_jsonl(run.dir.telemetry)) if run.dir.telemetry.exists() else None
     tables = {}
     for kind in kinds or KEYS:
         if kind in KEYS:
@@ -60,18 +64,25 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
 
 
 def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[str, Any]],
-                telemetry: list[dict[str, Any]]) -> pd.DataFrame:
+                telemetry: list[dict[str, Any]] | None) -> pd.DataFrame:
+    """One table; `telemetry` is telemetry.jsonl's rows, None when the run has none."""
     records = []
+    engine_lines = [r for r in telemetry or () if r.get("source") == "engine_log"]
     for cell_id, outcome in outcomes.items():
         if outcome["sweep"] != kind:
             continue
         cell_rows = rows[rows["cell_id"] == cell_id] if len(rows) else rows
         record = {key: _param(outcome["cell"], key) for key in KEYS[kind]}
         record.update(_cell_metrics(kind, cell_rows))
-        record.update(status=outcome["status"], reason=outcome.get("reason"), cell_id=cell_id)
-        record.update(_telemetry(cell_rows, telemetry))
+        diagnosis = outcome.get("diagnosis") or {}
+        record.update(status=outcome["status"], reason=outcome.get("reason"),
+                      diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
+                      notes="; ".join(outcome.get("notes") or ()) or None,
+                      reasoning_effort=_sent(_measured(kind, cell_rows), "reasoning_effort"), cell_id=cell_id)
+        record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
+        record.update(_telemetry(cell_rows, telemetry or []))
         if kind == "concurrency":
-            record.update(_engine_lines(cell_rows, telemetry))
+            record.update(_engine_lines(cell_rows, telemetry or []))
         records.append(record)
     table = pd.DataFrame(records)
     if len(table):
@@ -181,12 +192,65 @@ def _prefix(measured: pd.DataFrame, ok: pd.DataFrame) -> dict[str, Any]:
             "server_answer_when_failed": answer}
 
 
+def _sent(measured: pd.DataFrame, name: str) -> str | None:
+    """The value(s) of a request field the cell's measured requests carried (None: not sent)."""
+    if name not in measured:
+        return None
+    values = sorted({str(v) for v in measured[name].dropna()})
+    return ", ".join(values) or None
+
+
+def _window(cell_rows: pd.DataFrame) -> tuple[float, float]:
+    """The cell's span on the telemetry clock: first send to last end."""
+    return float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
+
+
+def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
+                   telemetry_found: bool) -> dict[str, Any]:
+    """The engine's own decode rate during the cell, from its periodic throughput lines (telemetry rows
+    of source engine_log): the peak window (seed 004's "5 秒峰值"), the mean over the windows that decoded
+    (committed decode tokens over their time: "平均 decode" in the same windows), the window length and
+    how many windows counted. A window counts when it lies inside the cell, give or take the
+    LOG_POLL_S a line waits before telemetry reads it; a window with no decode (prefill only) is left out.
+    `engine_decode_note` says why the columns are empty."""
+    out: dict[str, Any] = {"decode_tok_s_engine_peak": None, "decode_tok_s_engine_mean": None,
+                           "engine_window_s": None, "engine_windows": 0, "engine_decode_note": None}
+    if not telemetry_found:
+        out["engine_decode_note"] = "the run has no telemetry.jsonl (sweeps.telemetry was off)"
+        return out
+    if not engine_lines:
+        engine = _sent(cell_rows, "engine") or "the engine"
+        out["engine_decode_note"] = f"{engine} printed no throughput line while the sweeps ran"
+        return out
+    if not len(cell_rows):
+        out["engine_decode_note"] = "no request of this cell was recorded"
+        return out
+    start, end = _window(cell_rows)
+    inside = [r for r in engine_lines if r.get("interval_s") and r.get("decode_tok_s") is not None
+              and r["t_mono"] - r["interval_s"] >= start - LOG_POLL_S and r["t_mono"] - LOG_POLL_S <= end]
+    decoding = [r for r in inside if r["decode_tok_s"] > 0]
+    lengths = [float(r["interval_s"]) for r in engine_lines if r.get("interval_s")]
+    window = float(pd.Series(lengths).median()) if lengths else None
+    if not decoding:
+        out["engine_window_s"] = window
+        length = f"{window:g} s " if window else ""
+        out["engine_decode_note"] = (f"no whole {length}engine window inside this cell ({end - start:.1f} s long)"
+                                     if not inside else f"the engine decoded in none of the {len(inside)} whole "
+                                     "windows inside this cell (prefill only)")
+        return out
+    seconds = sum(float(r["interval_s"]) for r in decoding)
+    out.update(decode_tok_s_engine_peak=max(float(r["decode_tok_s"]) for r in decoding),
+               decode_tok_s_engine_mean=sum(float(r["decode_tok_s"]) * float(r["interval_s"]) for r in decoding)
+               / seconds,
+               engine_window_s=float(pd.Series([float(r["interval_s"]) for r in decoding]).median()),
+               engine_windows=len(decoding))
+    return out
+
+
 def _telemetry(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
     if not len(cell_rows):
         return window_summary([], 0.0, 0.0)
-    start = float(cell_rows["t_send"].min())
-    end = float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
-    return window_summary(telemetry, start, end)
+    return window_summary(telemetry, *_window(cell_rows))
 
 
 def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
@@ -194,7 +258,7 @@ def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> d
     as the engine reports it); nothing for an engine that prints no such lines."""
     if not len(cell_rows):
         return {}
-    start, end = float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
+    start, end = _window(cell_rows)
     lines = pd.DataFrame([r for r in telemetry if r.get("source") == "engine_log" and start <= r["t_mono"] <= end])
     numeric = lines.drop(columns=["t_mono"], errors="ignore").select_dtypes("number") if len(lines) else lines
     return {f"engine_log_{name}_median": numeric[name].median() for name in numeric.columns}
