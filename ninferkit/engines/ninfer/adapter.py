@@ -27,7 +27,7 @@ from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, l
 from ninferkit.engines.ninfer.describe import describe
 from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
 from ninferkit.engines.ninfer.docker import docker_files
-from ninferkit.engines.ninfer.flags import argv_flags, check, queue_trap
+from ninferkit.engines.ninfer.flags import MAX_CONCURRENCY, PAGE_TOKENS, argv_flags, check, queue_trap
 from ninferkit.engines.ninfer.options import Serve
 from ninferkit.engines.ninfer.request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
@@ -47,7 +47,8 @@ class NInfer(EngineAdapter):
     kind = "ninfer"
     default_binary = "ninfer-serve"
     apis = frozenset({"chat", "messages", "responses"})
-    capacity_pool = PoolRule(64, GIB, True, "bf16")  # a paged pool shared by all slots; `auto` keeps 1 GiB free
+    # a paged pool shared by all slots, at most 8 of them; `auto` keeps 1 GiB free
+    capacity_pool = PoolRule(PAGE_TOKENS, GIB, True, "bf16", MAX_CONCURRENCY)
     diagnoses = DIAGNOSES
     request_error_codes = REQUEST_ERRORS
 
