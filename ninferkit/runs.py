@@ -200,10 +200,14 @@ def _write_manifest(run: Run) -> None:
 
 
 def package_versions() -> dict[str, str | None]:
+    """Versions of the packages results depend on; ninferkit's own from its source, which is right also
+    when it runs from a checkout that was never pip-installed (the GPU boxes' PYTHONPATH runs)."""
+    from ninferkit import __version__
+
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
-            versions[name] = metadata.version(name)
+            versions[name] = __version__ if name == "ninferkit" else metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions

@@ -12,12 +12,14 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ninferkit.errors import NinferkitError, ProfileError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ninferkit", description="A reproducible LLM-serving runbook.")
+    parser.add_argument("--version", action=_Version, help="the package version and the checkout's commit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -25,6 +27,32 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{__name__}.{info.name}")
         module.add_parser(subparsers).set_defaults(handler=module.main)
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked (it runs git)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def version_line() -> str:
+    """'ninferkit 0.1.0 (git 176ae66)': the package version and the checkout's commit, as results record them."""
+    from pathlib import Path
+
+    from ninferkit import __version__
+    from ninferkit.runs import git_state
+
+    state = git_state(Path(__file__).resolve().parent.parent.parent)
+    if state["commit"] is None:
+        return f"ninferkit {__version__} (not a git checkout)"
+    dirty = ", uncommitted changes" if state["dirty"] else ""
+    return f"ninferkit {__version__} (git {state['commit'][:7]}{dirty})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
