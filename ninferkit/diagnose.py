@@ -9,6 +9,7 @@ answered with an error (HTTP 4xx/5xx) is listed but does not make the start unhe
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import DiagnosisRule, EngineAdapter
 from ninferkit.params.profile import Profile
-from ninferkit.units import GIB
+from ninferkit.units import GIB, MIB
 
 
 def every_diagnosis(rules: Sequence[DiagnosisRule], log_text: str) -> list[dict[str, Any]]:
@@ -25,7 +26,7 @@ def every_diagnosis(rules: Sequence[DiagnosisRule], log_text: str) -> list[dict[
     A line belongs to the first rule (in the table's order) that matches it, as `adapter.diagnose`
     would have chosen, so a specific rule is not repeated by the general one behind it.
     """
-    starts = [0] + [i + 1 for i, char in enumerate(log_text) if char == "\n"]
+    starts = [0] + [found.end() for found in re.finditer("\n", log_text)]
     claimed: dict[int, tuple[int, Any]] = {}
     for index, rule in enumerate(rules):
         for found in rule.pattern.finditer(log_text):
@@ -101,6 +102,8 @@ def diagnose_log(log_text: str, adapter: EngineAdapter, profile: Profile | None 
         verdict = f"failed: {failures[0]['code']}"
     elif started:
         verdict = f"healthy start (listening on {ledger['listen_url']})"
+    elif facts and set(facts["lines"]) <= {"other"}:
+        verdict = f"no line of this log is {adapter.kind}'s (another engine's log is read with --profile)"
     else:
         verdict = "no start: the log ends before the server said it listens, and names no failure"
     throughput = [row for line in lines if (row := adapter.parse_throughput(line)) is not None]
@@ -121,8 +124,8 @@ def diagnose(log_text: str, profile: Profile | None = None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 def _show(key: str, value: Any) -> str:
-    if key.endswith("_bytes") and isinstance(value, int) and abs(value) >= 1024**2:
-        return f"{value / GIB:.2f} GiB"
+    if key.endswith("_bytes") and isinstance(value, int) and abs(value) >= MIB:
+        return f"{value / GIB:.2f} GiB" if abs(value) >= GIB else f"{value / MIB:.2f} MiB"
     return str(value)
 
 
@@ -163,21 +166,25 @@ def _requests_text(rows: Sequence[Mapping[str, Any]] | None) -> list[str]:
         return ["requests: none in the log"]
     done = sum(1 for row in rows if row["status"] == "ok")
     errored = sum(1 for row in rows if row["status"] == "errored")
-    out = [f"requests: {len(rows)} ({done} done, {errored} with an error, {len(rows) - done - errored} unfinished)",
-           "  " + "  ".join(title for _, title in _REQUEST_COLUMNS)]
+    table = [[title for _, title in _REQUEST_COLUMNS]]
     for row in rows:
         cells = ["-" if row.get(key) is None else str(row[key]) for key, _ in _REQUEST_COLUMNS]
         if row.get("error"):
             cells[-1] = f"error: {row['error']}"
-        out.append("  " + "  ".join(cells))
-    return out
+        table.append(cells)
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(_REQUEST_COLUMNS) - 1)]
+    return [f"requests: {len(rows)} ({done} done, {errored} with an error, {len(rows) - done - errored} unfinished)",
+            *("  " + "  ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)), cells[-1]])
+              for cells in table)]
 
 
 def summary_text(report: Mapping[str, Any]) -> str:
     """The report as a reader wants it on a terminal: verdict first, then the evidence."""
     out = [f"verdict: {report['verdict']}", f"engine: {report['engine']}"]
     build = report.get("build")
-    if build:
+    if build and not build["evidence"]:
+        out.append("build: the log does not tell")
+    elif build:
         out.append(f"build: {', '.join(build['builds']) or 'none of the table'} ({'; '.join(build['evidence'])})")
         if "profile_build" in build:
             verdict = "matches the log" if build["profile_build_matches"] else "does NOT match the log"

@@ -139,6 +139,9 @@ def test_a_llama_server_log_through_its_profile(capsys: pytest.CaptureFixture[st
     assert code == 0 and "engine: llama_server" in out and "n_ctx_per_slot 81920" in out
     code, out, _ = _run(capsys, LLAMA / "q8_0-head80-refused.log", "--profile", profile)
     assert code == 1 and "verdict: failed: cache_type_head_size" in out
+    code, out, _ = _run(capsys, LLAMA / "launch-c81920-np8-f16.log")  # without the profile: read as NInfer's
+    assert code == 1 and "verdict: no line of this log is ninfer's (another engine's log is read with --profile)" in out
+    assert "build: the log does not tell" in out
 
 
 def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

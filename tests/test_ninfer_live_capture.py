@@ -18,7 +18,7 @@ import pytest
 
 from ninferkit.diagnose import diagnose_log
 from ninferkit.engines import get_adapter
-from ninferkit.engines.ninfer.logs import parse_ledger, parse_throughput, read_log, request_rows
+from ninferkit.engines.ninfer.logs import parse_ledger, parse_throughput, read_log, requests_from_lines
 from ninferkit.engines.ninfer.request_log import ledger_from_events, read_events
 from ninferkit.engines.ninfer.request_log import request_rows as log_request_rows
 
@@ -127,7 +127,7 @@ def test_request_lines_match_the_request_log(path: Path) -> None:
     _, events = _instance(path)
     exact = {row["request_id"]: row for row in log_request_rows(events)}
     by_id = {e["request"]["request_id"]: e for e in events if e["event"] in ("request_done", "request_error")}
-    rows = request_rows(read_log(path.read_text()))
+    rows = requests_from_lines(read_log(path.read_text()))
     assert sorted(row["request_id"] for row in rows) == sorted(exact) and {row["server"] for row in rows} == {1}
     for row in rows:
         assert "unread" not in row and row["started_at"] and row["ended_at"]

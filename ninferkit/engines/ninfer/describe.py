@@ -21,7 +21,7 @@ from ninferkit.engines.ninfer.builds import (
     detect_build,
     log_format_of,
 )
-from ninferkit.engines.ninfer.logs import Line, read_log, request_rows
+from ninferkit.engines.ninfer.logs import Line, read_log, requests_from_lines
 
 
 def _log_format(log_text: str, lines: list[Line]) -> tuple[LogFormat | None, str | None]:
@@ -89,7 +89,7 @@ def _differences(build: Build, found: dict[str, Any]) -> list[str]:
 def describe(log_text: str, build: Build | None = None) -> dict[str, Any]:
     """build: the matching table builds (and, given the profile's build, whether it is one of them and how
     it differs); lines: how many of each kind; unread: every line or part of one no rule read; error_lines:
-    the numbers of the lines that report a failure; requests: one row per request (logs.request_rows)."""
+    the numbers of the lines that report a failure; requests: one row per request (logs.requests_from_lines)."""
     lines = read_log(log_text)
     found = matching_builds(log_text, lines)
     if build is not None:
@@ -101,5 +101,5 @@ def describe(log_text: str, build: Build | None = None) -> dict[str, Any]:
         "unread": [{"line": line.number, "text": line.text, "unread": list(line.unread)}
                    for line in lines if line.unread],
         "error_lines": [line.number for line in lines if line.kind == "error"],
-        "requests": request_rows(lines),
+        "requests": requests_from_lines(lines),
     }

@@ -175,7 +175,7 @@ def _servers(lines: list[Line]) -> Iterator[tuple[int, Line]]:
         yield server, line
 
 
-def request_rows(lines: list[Line]) -> list[dict[str, Any]]:
+def requests_from_lines(lines: list[Line]) -> list[dict[str, Any]]:
     """One row per request the log shows, in the order they appeared: its submitted line's fields
     (protocol, stream, max_tokens, ...), then its done line's server numbers (the names of
     request_log.request_rows, rounded as printed) or its error. `status` is ok, errored, or None for a
