@@ -253,6 +253,7 @@ def test_ledger_tolerates_short_and_extended_lines() -> None:
     assert (ledger["kv_pages"], ledger["kv_max_pages"]) == (1024, 2048)
     assert ledger["runtime_bytes"] == round(2.5 * GIB) and ledger["free_after_startup_bytes"] == round(3.4 * GIB)
     assert "ready_s" not in ledger
+    assert ledger["unread"] == ["lanes 2 (line 2)"]  # the unknown segment is listed, not dropped
 
 
 def test_ledger_g1_derives_slack_when_missing() -> None:
