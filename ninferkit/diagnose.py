@@ -88,7 +88,7 @@ def diagnose_log(log_text: str, adapter: EngineAdapter, profile: Profile | None 
     facts = adapter.describe_log(log_text, profile)
     diagnoses = every_diagnosis(adapter.diagnoses, log_text)
     covered = {number for entry in diagnoses for number in entry["lines"]}
-    lines = log_text.splitlines()
+    lines = log_text.split("\n")  # numbered as every_diagnosis numbers them
     for number in facts.get("error_lines", []):
         if number not in covered:
             diagnoses.append({"code": "unrecognized_error", "evidence": lines[number - 1].strip(), "lines": [number],

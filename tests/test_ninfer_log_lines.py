@@ -135,3 +135,15 @@ def test_g0_bind_failure_and_warmup() -> None:
     assert warmup.kind == "error"
     found = ADAPTER.diagnose(warmup.text)
     assert found is not None and found.code == "warmup_failed" and "(continuing): CUDA error" in found.cause
+
+
+def test_progress_rewritten_in_place_reads_as_its_last_state() -> None:
+    # IF §2.2: on a TTY the load progress lines are rewritten with `\r`; the two lines are the live
+    # capture's (ninfer_live/g1-h200/run/logs/server.log lines 2-3), joined as a terminal would get them.
+    log = ("[2026-12-01 14:21:28.434] [info] ninfer-serve: load        weights                      0.00%           "
+           "0 B /      15.67 GiB     0.000 s\r[2026-12-01 14:21:36.713] [info] ninfer-serve: load        weights      "
+           "              100.00%     15.67 GiB /      15.67 GiB     8.279 s\n"
+           "[2026-12-01 14:21:37.397] [info] ninfer-serve: model loaded in 10.713 s\n")
+    lines = read_log(log)
+    assert [(line.number, line.kind, line.unread) for line in lines] == [(1, "startup", ()), (2, "startup", ())]
+    assert lines[0].values["weights_load_s"] == 8.279 and lines[1].values == {"ready_s": 10.713}

@@ -90,12 +90,22 @@ def read_line(text: str, number: int = 0) -> Line:
     return Line(number, text, fmt, level, timestamp, msg, None, found.kind, found.values, found.unread)
 
 
+def log_lines(log_text: str) -> list[str]:
+    """The lines of a log as a terminal showed them, numbered as an editor numbers them (from 1, at each
+    newline): a progress line rewritten in place with carriage returns (G1 on a TTY, IF §2.2) is its last
+    state."""
+    lines = log_text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r").rpartition("\r")[2] for line in lines]
+
+
 def read_log(log_text: str) -> list[Line]:
     """Every line of a log as read. The usage text NInfer prints after a refused command line (G0/G1,
     IF §3.1) is `usage`: its first line and the indented lines that follow it."""
     lines: list[Line] = []
     in_usage = False
-    for number, text in enumerate(log_text.splitlines(), 1):
+    for number, text in enumerate(log_lines(log_text), 1):
         line = read_line(text, number)
         if in_usage and line.kind == "other" and text[:1].isspace() and text.strip():
             line = Line(number, text, None, None, None, line.message, None, "usage", {}, ())
