@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.docker import container_name, docker_argv
 from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError, ServerExited, ServerStartError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
@@ -99,7 +100,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         "argv": adapter.redact(argv),
         "pid": process.pid,
         "pgid": process.pid,
-        "container": _container_name(profile) if profile.serve.docker else None,
+        "container": container_name(profile) if profile.serve.docker else None,
         "url": url,
         "log": str(log_path),
         "started": utc_now(),
@@ -261,45 +262,6 @@ def planned_argv(profile: Profile) -> list[str]:
     adapter = get_adapter(profile.engine.kind)
     binary = Path(profile.engine.binary or adapter.default_binary)
     return adapter.redact(command(profile, adapter, planned_path(profile), binary))
-
-
-def _container_name(profile: Profile) -> str:
-    return f"ninferkit-{profile.name}-{profile.serve.port}"
-
-
-def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> list[str]:
-    """`docker run` for the engine: GPUs selected, the model folder mounted read-only, one port.
-
-    Inside the container the selected GPUs are numbered from 0, so the engine's own device
-    options are renumbered. The entrypoint is engine.binary as a path inside the image (or the
-    adapter's default name, found on the image's PATH). Secrets pass by variable name
-    (`-e NAME`), never by value; the adapter adds its own mounts (NInfer: the request log's folder).
-    """
-    image = profile.engine.docker_image
-    if not image:
-        raise NinferkitError("serve.docker is true but engine.docker_image is not set; name the image to run")
-    serve = profile.serve
-    devices = serve.gpu_devices
-    if devices is None:
-        gpus = "all"
-    elif len(devices) == 1:
-        gpus = f"device={devices[0]}"
-    else:  # docker reads --gpus as CSV: a device list needs its own quotes
-        gpus = '"device=' + ",".join(str(d) for d in devices) + '"'
-    port = serve.port
-    inside = serve.container_port or port
-    publish_host = "127.0.0.1" if serve.host in ("127.0.0.1", "localhost") else serve.host
-    binary = profile.engine.binary or adapter.default_binary
-    argv = ["docker", "run", "--rm", "--name", _container_name(profile), "--gpus", gpus,
-            "-p", f"{publish_host}:{port}:{inside}", "-v", f"{model_path.parent}:/models:ro"]
-    mounts, inner = adapter.docker_mounts(profile)
-    argv += mounts
-    inner.update(host="0.0.0.0", port=inside, gpu_devices=None if devices is None else list(range(len(devices))))
-    for name in sorted({*([serve.api_key_env] if serve.api_key_env else []), *adapter.env(profile)}):
-        argv += ["-e", name]
-    inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})
-    engine_argv = adapter.argv(inner_profile, Path("/models") / model_path.name, Path(binary))
-    return argv + ["--entrypoint", engine_argv[0], image, *engine_argv[1:]]
 
 
 def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:

@@ -635,10 +635,10 @@ def test_docker_files() -> None:
             "gpu": {"name": "NVIDIA GeForce RTX 5090", "power_limit_w": 450}, "serve": {"gpu_devices": [1]}}
     files = ADAPTER.docker_files(validate_profile(data))
     assert "FROM nvidia/cuda:13.1.0-runtime-ubuntu24.04" in files["Dockerfile"]
-    assert "RUN rm -rf /usr/local/cuda/compat" in files["Dockerfile"]
-    unit = files["ninferkit-power-limit.service"]
-    assert "Type=oneshot" in unit and "ExecStart=/usr/bin/nvidia-smi -i 1 -pl 450" in unit
-    assert "WantedBy=multi-user.target" in unit
+    assert "RUN rm -rf /usr/local/cuda-13.1/compat /usr/local/cuda/compat" in files["Dockerfile"]
+    unit = files["nvidia-powerlimit.service"]
+    assert "Type=oneshot" in unit and "ExecStart=/usr/local/bin/nvidia-powerlimit.sh 450" in unit
+    assert "WantedBy=multi-user.target" in unit and 'nvidia-smi -i 1 -pl "${1:-450}"' in files["nvidia-powerlimit.sh"]
 
 
 def test_docker_argv_renumbers_devices_and_mounts(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def profile(arch: str | None = "sm_70", **serve: Any) -> Profile:
 
 
 def argv_of(p: Profile) -> list[str]:
-    return ADAPTER.argv(p, Path("/models/ckpt"), Path("vllm"))
+    return ADAPTER.argv(p, Path("/models/ckpt"), Path("python3"))
 
 
 STARTUP_LOG = "\n".join([
@@ -131,10 +131,11 @@ def test_refusal_free_memory() -> None:
 
 
 def test_argv_every_option() -> None:
-    p = profile(max_concurrency=4, gpu_memory_utilization=0.9, swap_space_gib=4, weights_dtype="float16",
+    p = profile(max_num_seqs=4, gpu_memory_utilization=0.9, swap_space_gib=4, weights_dtype="float16",
                 kv={"dtype": "fp8"}, prefill_chunk=2048, tensor_parallel=2, gpu_devices=[0, 1],
                 extra_args=["--enforce-eager"], model_id="qwen3.8-27b", trust_remote_code=True)
-    assert argv_of(p) == ["vllm", "serve", "/models/ckpt", "--host", "127.0.0.1", "--port", "8088",
+    assert argv_of(p) == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/ckpt",
+                          "--host", "127.0.0.1", "--port", "8088",
                           "--served-model-name", "qwen3.8-27b", "--max-model-len", "8192", "--max-num-seqs", "4",
                           "--gpu-memory-utilization", "0.9", "--swap-space", "4", "--dtype", "float16",
                           "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "2048",
@@ -211,4 +212,4 @@ def test_docker_files_pin_the_image() -> None:
             "gpu": {"power_limit_w": 250}}
     files = ADAPTER.docker_files(validate_profile(data))
     assert "FROM vllm/vllm-openai:v0.11.0" in files["Dockerfile"]
-    assert "ExecStart=/usr/bin/nvidia-smi -pl 250" in files["ninferkit-power-limit.service"]
+    assert "ExecStart=/usr/local/bin/nvidia-powerlimit.sh 250" in files["nvidia-powerlimit.service"]

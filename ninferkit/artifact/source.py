@@ -51,6 +51,10 @@ class ArtifactSource:
         """URL of another file of the same revision (v3 continuation parts)."""
         return self.url.rsplit("/", 1)[0] + "/" + quote(name)
 
+    def file_url(self, path: str) -> str:
+        """URL of one file of a checkpoint folder, whose `url` is the revision's resolve prefix."""
+        return f"{self.url}/{quote(path)}"
+
 
 def resolve_source(artifact: ArtifactSection, environ: Mapping[str, str] = os.environ) -> ArtifactSource:
     """The URL to fetch for a hub or URL artifact; raise ArtifactError for a generated one."""
@@ -58,9 +62,11 @@ def resolve_source(artifact: ArtifactSection, environ: Mapping[str, str] = os.en
         found = _RESOLVE.search(artifact.url)
         return ArtifactSource(artifact.url, "url", revision=found[1] if found else None)
     if artifact.repo is None or artifact.revision is None or artifact.filename is None:
-        raise ArtifactError("this artifact is generated locally; there is nothing to download")
+        raise ArtifactError("this artifact is generated or already local; there is nothing to download")
     endpoint = (artifact.endpoint or environ.get("HF_ENDPOINT") or PUBLIC_HUB).rstrip("/")
-    url = f"{endpoint}/{artifact.repo}/resolve/{quote(artifact.revision, safe='')}/{quote(artifact.filename)}"
+    url = f"{endpoint}/{artifact.repo}/resolve/{quote(artifact.revision, safe='')}"
+    if not artifact.files:  # one file; a folder's files are at the repo's root (file_url), filename names it here
+        url += f"/{quote(artifact.filename)}"
     return ArtifactSource(url, "hub", artifact.repo, artifact.revision, artifact.filename, endpoint)
 
 

@@ -29,6 +29,7 @@ from ninferkit.params.sweeps import SweepsSection
 EngineKind = Literal["ninfer", "llama_server", "vllm"]
 Sha256Hex = str
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
 
 def _check_sha256(value: str | None) -> str | None:
@@ -42,6 +43,9 @@ class BuildSection(Section):
 
     source: str | None = Field(None, description="repo URL, tarball URL or 'pypi:NAME==VERSION'")
     commit: str | None = None
+    tarball: str | None = Field(None, description="the release tarball the binaries come from: a URL (downloaded, "
+                                "resuming), a path, or a bare file name looked up in the cache's engines/ folder; "
+                                "the verify step checks it against tarball_sha256")
     tarball_sha256: Sha256Hex | None = None
     backend: Literal["cpu", "cuda"] = "cpu"
     cuda_arch: str | None = Field(None, pattern=r"^\d{2,3}[a-z]?$", description="e.g. '70', '86', '90'")
@@ -57,6 +61,23 @@ class BuildSection(Section):
         return value
 
 
+class ImageSection(Section):
+    """What the generated Dockerfile adds to the CUDA runtime base: the libraries the binary links against."""
+
+    apt_mirror: str | None = Field(None, pattern=r"^https?://[^\s'\\]+$",
+                                   description="Ubuntu archive mirror the image's apt sources point at; null: the "
+                                   "base image's own sources")
+    apt_packages: list[str] = Field(default_factory=list, description="Debian packages installed into the image")
+
+    @field_validator("apt_packages")
+    @classmethod
+    def _package_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not _PACKAGE.match(name)]
+        if bad:
+            raise ValueError(f"not Debian package names: {bad}")
+        return value
+
+
 class EngineSection(Section):
     kind: EngineKind
     binary: str | None = Field(None, description="path, or a name looked up on PATH")
@@ -67,6 +88,7 @@ class EngineSection(Section):
                                      description="CUDA runtime of the Docker base image, e.g. 12.8.0")
     version: str | None = None
     build: BuildSection = BuildSection()
+    image: ImageSection = ImageSection()
 
 
 class GeneratedModel(Section):
@@ -93,8 +115,18 @@ class GeneratedModel(Section):
         return self
 
 
+class FilePin(Section):
+    """One file of a checkpoint folder: its pinned size and sha256 (null: recorded, not checked)."""
+
+    size_bytes: int | None = Field(None, ge=0)
+    sha256: Sha256Hex | None = None
+
+    _sha = field_validator("sha256")(_check_sha256)
+
+
 class ArtifactSection(Section):
-    """The model file: pinned on a hub (repo + revision + filename), a direct URL, or generated."""
+    """The model: a file or a checkpoint folder pinned on a hub (repo + revision + filename), a direct URL,
+    generated, or (filename alone) one already in local_dir that ninferkit cannot fetch."""
 
     repo: str | None = None
     revision: str | None = Field(None, description="a commit hash; a branch only with allow_branch")
@@ -109,8 +141,19 @@ class ArtifactSection(Section):
         default_factory=dict, description="container version -> hub revision carrying it (pin advice)")
     local_dir: str | None = Field(None, description="default: the models folder of the ninferkit cache")
     generate: GeneratedModel | None = None
+    files: dict[str, FilePin] = Field(
+        default_factory=dict, description="a checkpoint folder (filename names it): path inside it -> pinned size "
+        "and sha256; each is fetched from the revision's resolve URL")
 
     _sha = field_validator("sha256")(_check_sha256)
+
+    @field_validator("files")
+    @classmethod
+    def _relative_paths(cls, value: dict[str, FilePin]) -> dict[str, FilePin]:
+        bad = [name for name in value if name.startswith("/") or ".." in name.split("/") or not name.strip("/")]
+        if bad:
+            raise ValueError(f"keys are paths inside the folder (no leading /, no ..); got {bad}")
+        return value
 
     @field_validator("container_revisions")
     @classmethod
@@ -122,12 +165,22 @@ class ArtifactSection(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> ArtifactSection:
-        hub = self.repo is not None or self.filename is not None
-        sources = sum([hub, self.url is not None, self.generate is not None])
+        hub = self.repo is not None or self.revision is not None
+        local = self.filename is not None and not hub
+        sources = sum([hub or local, self.url is not None, self.generate is not None])
         if sources != 1:
-            raise ValueError("give exactly one source: repo + revision + filename, url, or generate")
+            raise ValueError("give exactly one source: repo + revision + filename, url, generate, or filename alone "
+                             "(already in local_dir)")
         if hub and not (self.repo and self.revision and self.filename):
             raise ValueError("a hub artifact needs repo, revision and filename")
+        if local and self.local_dir is None:
+            raise ValueError("an artifact with no source to fetch it from (filename alone) needs local_dir: where it "
+                             "already lies")
+        if self.files and (self.url is not None or self.generate is not None):
+            raise ValueError("files pins a checkpoint folder on a hub or in local_dir, not a url or generated model")
+        if self.files and (self.sha256 is not None or self.size_bytes is not None):
+            raise ValueError("a checkpoint folder is pinned file by file (artifact.files); sha256 and size_bytes "
+                             "are for a single file")
         return self
 
 

@@ -42,6 +42,8 @@ class ServeSection(Section):
     prefill_chunk: int | None = Field(None, ge=1, le=1_048_576)
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     docker: bool = False
+    docker_env: dict[str, str] = Field(default_factory=dict, description="settings passed into the container "
+                                       "(-e NAME=value); never a key: api_key_env passes that by name")
     gpu_devices: list[int] | None = None
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(300.0, gt=0, le=86_400)
@@ -51,6 +53,14 @@ class ServeSection(Section):
     def _env_name(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
             raise ValueError("must be an environment variable NAME (e.g. NINFER_API_KEY), never the key")
+        return value
+
+    @field_validator("docker_env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"keys are environment variable names (e.g. NVIDIA_VISIBLE_DEVICES); got {bad}")
         return value
 
     def speculation(self) -> tuple[str | None, int | None]:
