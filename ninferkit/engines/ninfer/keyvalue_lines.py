@@ -151,8 +151,13 @@ def _request(pairs: dict[str, str], unread: list[str]) -> Read:
     return Read(kind, out, tuple(unread + unread_pairs(pairs, _REQUEST_KNOWN)))
 
 
+_HEADS = ("throughput interval_ms=", "request id=", "startup phase=", "engine ", "server status=")
+
+
 def read(msg: str) -> Read | None:
     """A G2 message as read, or None when it is none of this format's lines."""
+    if not msg.startswith(_HEADS):
+        return None
     pairs, words = key_values(msg)
     first = re.search(r"[\w.-]+=", msg)
     unread = words[len(msg[:first.start()].split()) if first else len(words):]  # words after the line's name

@@ -144,7 +144,10 @@ def parse_ledger(log_text: str) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     unread: list[str] = []
-    for line in read_log(log_text):
+    for number, text in enumerate(log_lines(log_text), 1):
+        if any(mark in text for mark in _NOT_LEDGER):
+            continue
+        line = read_line(text, number)
         if line.kind == "startup":
             out.update(line.values)
             unread += [f"{part} (line {line.number})" for part in line.unread]
@@ -157,11 +160,18 @@ def parse_ledger(log_text: str) -> dict[str, Any]:
 # Throughput and per-request lines
 # ---------------------------------------------------------------------------------------------
 
+_NOT_LEDGER = ("[req ", "req#", "request id=", "throughput")
+"""Marks of the lines that carry no ledger value (per-request and throughput lines), which a long log
+is mostly made of: parse_ledger does not read them."""
+
+
 def parse_throughput(line: str) -> dict[str, Any] | None:
     """A periodic throughput line as numbers: interval_s, prefill_tok_s, decode_tok_s, prefill_tokens,
     decode_tokens, running, prefilling, decode_ready, waiting, batch, host_pct, host_s (where printed);
     `unread` lists the segments no rule placed. A value the line does not give is absent or None,
     never 0; 0 only where the engine omits a clause because it is zero (IF §2.4)."""
+    if "throughput" not in line:  # every format's throughput line says so; the rest need no reading
+        return None
     read = read_line(line)
     return _with_unread(read) if read.kind == "throughput" else None
 
@@ -172,6 +182,8 @@ def parse_request_done(line: str) -> dict[str, Any] | None:
     stderr values are rounded (ttft in ms, rates to 0.1 tok/s); prefer the request log
     (request_log.request_rows). Queue time only in pipe lines (printed when >= 10 ms).
     """
+    if "done" not in line:  # `[req N] done`, `req#N done`, `status=done`
+        return None
     read = read_line(line)
     return _with_unread(read) if read.kind == "request_done" else None
 
