@@ -264,9 +264,9 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
     toolkit = facts["cuda_toolkit"].get("version")
     wants_sm70 = profile is not None and (profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70")
     if profile is not None and toolkit and wants_sm70 and int(toolkit.split(".")[0]) >= 13:
-        # ninferkit compiles only llama-server, and only without engine.binary; another engine's binary is
+        # ninferkit compiles an engine only when no engine.binary is given (llama-server); a given binary was
         # built beforehand (seed 000 §1.2 builds NInfer with CUDA 12.8), maybe on another host
-        builds_here = profile.engine.kind == "llama_server" and profile.engine.binary is None
+        builds_here = profile.engine.binary is None and not profile.serve.docker
         out.append(Finding("error" if builds_here else "warning", "cuda13_for_sm70",
                            f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)"
                            + ("" if builds_here else "; fine if the engine binary was built with CUDA 12.8"),

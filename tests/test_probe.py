@@ -88,7 +88,7 @@ def test_field_report_rules_fire_on_a_misconfigured_volta_box() -> None:
     ]).profile
     found = _codes(_volta_facts(), profile)
     assert found["open_module_on_volta"].severity == "error"
-    assert found["cuda13_for_sm70"].severity == "error"
+    assert found["cuda13_for_sm70"].severity == "warning"  # in Docker the image brings a binary built elsewhere
     assert found["kv_dtype_unsupported"].severity == "error"
     assert "nvidia-smi -pl 200" in found["power_limit_differs"].fix
     assert found["disk_low"].severity == "error"
@@ -116,6 +116,7 @@ def test_a_waived_error_is_recorded_but_does_not_stop_the_run() -> None:
     profile = load_profile(LOCAL_CPU, ["gpu.arch=sm_70", "gpu.waive=[open_module_on_volta]"]).profile
     found = _codes(facts, profile)
     assert found["open_module_on_volta"].waived and found["open_module_on_volta"].severity == "error"
+    assert found["cuda13_for_sm70"].severity == "error"  # llama-server is built here, with this toolkit
     assert not found["cuda13_for_sm70"].waived
     result = {"facts": facts, "findings": [asdict(f) for f in found.values()]}
     assert [f["code"] for f in probe.blocking(result)] == ["cuda13_for_sm70"]
