@@ -56,7 +56,8 @@ def test_the_live_g1_build_gets_the_responses_floor_and_no_field_it_does_not_rea
     reasoning_effort (it answered 200 to the probe's chat_reasoning_none) but neither cache_control nor
     prompt_cache_breakpoint (IF §4: G2/G3 fields)."""
     assert PROBE["chat_reasoning_none"][0] == 200
-    cells = planned(tmp_path, "ninfer-rtx3090-groupwise.yaml", *LIVE_G1, "sweeps.prefix_reuse.output_tokens=8")
+    cells = planned(tmp_path, "ninfer-rtx3090-groupwise.yaml", *LIVE_G1, "sweeps.prefix_reuse.output_tokens=8",
+                    "sweeps.tasks.tasks=[reasoning, agent]", "sweeps.tasks.depths=[8192]", "sweeps.tasks.output_tokens=null")
     responses = cells["responses_previous_response_id"]
     assert responses.skip is None and responses.params["output_tokens"] == 16
     assert "output_tokens 8 raised to 16" in responses.notes[0] and "seed not sent" in responses.notes[1]
@@ -85,6 +86,20 @@ def test_vllm_is_sent_no_extension_and_skips_the_agent_task(tmp_path: Path) -> N
     assert "does not read the request field tools" in str(cells["agent@1024"].skip)
     assert cells["coding@1024"].request == {}
     assert "reasoning_effort 'none' not sent: vllm does not read it" in cells["coding@1024"].notes
+
+
+def test_a_build_outside_the_table_is_planned_from_its_own_help(tmp_path: Path) -> None:
+    """No engine.fork: the build is what its --help says (the capture's help.txt, printed by a stand-in
+    for the binary): it serves the Responses API, so previous_response_id is planned; its help names no
+    request field, so reasoning_effort is not sent and the notes say so."""
+    binary = tmp_path / "ninfer-serve"
+    binary.write_text(f"#!/bin/sh\ncat '{LIVE / 'g1-h200' / 'help.txt'}'\n")
+    binary.chmod(0o755)
+    cells = planned(tmp_path / "run", "ninfer-rtx3090-groupwise.yaml", "engine.fork=null", "engine.version=null",
+                    f"engine.binary={binary}")
+    assert cells["responses_previous_response_id"].skip is None
+    assert cells["cold"].request == {}
+    assert "reasoning_effort 'none' not sent: ninfer does not read it" in cells["cold"].notes
 
 
 def test_a_cells_id_is_what_was_asked_whatever_the_engine_is_sent(tmp_path: Path) -> None:

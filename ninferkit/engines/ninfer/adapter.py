@@ -70,6 +70,10 @@ class NInfer(EngineAdapter):
                            f"one of {', '.join(known_builds())}, or engine.binary to the build (ninferkit reads "
                            "its --help)")
 
+    def _profile_build(self, profile: Profile) -> Build:
+        """The build from the table, else from the --help of engine.binary (a fork the table does not know)."""
+        return self.build(profile, Path(profile.engine.binary) if profile.engine.binary else None)
+
     def binary(self, profile: Profile) -> Path:
         if not profile.engine.binary:
             raise ProfileError("engine.binary is not set: ninferkit does not build NInfer; set it to the path of "
@@ -196,12 +200,12 @@ class NInfer(EngineAdapter):
 
     def served_apis(self, profile: Profile) -> frozenset[str]:
         """The request APIs this profile's build serves (G0 builds have no Responses API)."""
-        return self.build(profile).apis
+        return self._profile_build(profile).apis
 
     def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
         """The build's `request_fields` (builds.py), `tools` (every generation's chat schema, IF §4) and
         `previous_response_id` where the build serves the Responses API (IF §4, G1+)."""
-        build = self.build(profile)
+        build = self._profile_build(profile)
         continued = {"previous_response_id"} if "responses" in build.apis else set()
         return build.request_fields | {"tools"} | continued
 
