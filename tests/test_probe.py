@@ -159,6 +159,19 @@ def test_a_card_the_nvidia_driver_drives_is_not_called_driverless() -> None:
     assert set(_codes(facts, None)) == {"no_gpu"}
 
 
+def test_a_recorded_h200_on_the_bus_is_driven_by_nvidia() -> None:
+    """tests/data/probe_h200/facts.json: the probe run on a real H200 box; its card on the PCI bus is bound
+    to the nvidia driver, so no rule calls it driverless, even where NVML itself is missing."""
+    facts = json.loads((Path(__file__).resolve().parent / "data" / "probe_h200" / "facts.json").read_text())
+    assert facts["pci_gpus"] == [{"address": "0000:00:06.0", "class": "0x030200", "driver": "nvidia",
+                                  "id": "10de:2335"}]
+    assert "gpu_without_driver" not in _codes(facts, load_profile(LOCAL_CPU, ["gpu.required=true"]).profile)
+    facts["gpu"] = {"available": False, "gpus": [], "reason": "pynvml is not installed"}
+    assert set(_codes(facts, None)) == {"no_gpu"}
+    facts["pci_gpus"][0]["driver"] = None
+    assert "10de:2335 at 0000:00:06.0 (driver: none)" in _codes(facts, None)["gpu_without_driver"].message
+
+
 def test_the_pci_bus_is_read_from_sysfs(tmp_path: Path) -> None:
     """The layout of /sys/bus/pci/devices: one folder per function, vendor/device/class files, a driver link."""
     def device(address: str, vendor: str, model: str, klass: str, driver: str | None) -> None:
