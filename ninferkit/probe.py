@@ -261,17 +261,8 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
     lists its code in gpu.waive."""
     gpus: list[dict[str, Any]] = facts["gpu"].get("gpus", [])
     out = _driver_findings(facts, profile, gpus)
-    toolkit = facts["cuda_toolkit"].get("version")
-    wants_sm70 = profile is not None and (profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70")
-    if profile is not None and toolkit and wants_sm70 and int(toolkit.split(".")[0]) >= 13:
-        # ninferkit compiles an engine only when no engine.binary is given (llama-server); a given binary was
-        # built beforehand (seed 000 §1.2 builds NInfer with CUDA 12.8), maybe on another host
-        builds_here = profile.engine.binary is None and not profile.serve.docker
-        out.append(Finding("error" if builds_here else "warning", "cuda13_for_sm70",
-                           f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)"
-                           + ("" if builds_here else "; fine if the engine binary was built with CUDA 12.8"),
-                           "install the CUDA 12.8 toolkit for the engine build"))
     if profile is not None:
+        out += _toolkit_findings(facts, profile)
         out += _profile_findings(facts, profile, gpus)
         out += _tensor_parallel_findings(facts, profile, gpus)
         out += _vision_findings(profile)
@@ -336,6 +327,20 @@ def _version_in(line: str | None) -> str | None:
     """The driver version in /proc/driver/nvidia/version's first line (NVML may not start without a GPU)."""
     found = re.search(r"\s(\d{3,}\.\d+(?:\.\d+)?)\s", line or "")
     return found[1] if found else None
+
+
+def _toolkit_findings(facts: dict[str, Any], profile: Profile) -> list[Finding]:
+    toolkit = facts["cuda_toolkit"].get("version")
+    wants_sm70 = profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70"
+    if not toolkit or not wants_sm70 or int(toolkit.split(".")[0]) < 13:
+        return []
+    # ninferkit compiles an engine only when no engine.binary is given (llama-server); a given binary was
+    # built beforehand (seed 000 §1.2 builds NInfer with CUDA 12.8), maybe on another host
+    builds_here = profile.engine.binary is None and not profile.serve.docker
+    return [Finding("error" if builds_here else "warning", "cuda13_for_sm70",
+                    f"CUDA {toolkit} cannot compile for sm_70 (Volta support was removed in CUDA 13)"
+                    + ("" if builds_here else "; fine if the engine binary was built with CUDA 12.8"),
+                    "install the CUDA 12.8 toolkit for the engine build")]
 
 
 def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
