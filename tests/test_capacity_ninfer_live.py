@@ -89,8 +89,8 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
         assert 1_500_000 < memory and searches[slots]["memory_allows_kv_tokens"] == [memory, None]
         assert searches[slots]["note"] == (
             f"{ledger['kv_tokens']:,} tokens: the engine's limit for {slots} slot{'s' if slots > 1 else ''} of 32,768 "
-            f"(pool ≤ max_context × max_concurrency); memory would allow at least {memory:,} tokens: raise "
-            "serve.max_context or serve.max_concurrency (up to 8) to use it")
+            f"(pool ≤ max_context × max_concurrency); memory is not the limit here: it would allow at least {memory:,} "
+            "tokens; raise serve.max_context or serve.max_concurrency (up to 8) to use it")
     # the same words for the profile's own setting (1 slot), and in the decision table
     assert summary["max_kv_tokens_bounded_by"] == "engine"
     assert summary["max_kv_tokens_note"] == searches[1]["note"]
@@ -121,8 +121,9 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
                                     / 35_904 / 64) * 64
     assert found["memory_allows_kv_tokens"] == [sure, possible] and possible - sure < 1_024  # +-0.005 GiB twice
     assert found["bounded_by"] == "engine" and found["note"] == (
-        f"262,144 tokens: the engine's limit for 2 slots of 131,072 (pool ≤ max_context × max_concurrency); memory "
-        f"would allow ~{sure:,} tokens: raise serve.max_context or serve.max_concurrency (up to 8) to use it")
+        f"262,144 tokens: the engine's limit for 2 slots of 131,072 (pool ≤ max_context × max_concurrency); memory is "
+        f"not the limit here: it would allow ~{sure:,} tokens; raise serve.max_context or serve.max_concurrency (up to "
+        "8) to use it")
 
 
 def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path: Path) -> None:

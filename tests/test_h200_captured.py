@@ -472,5 +472,6 @@ def test_a_slot_at_the_trained_context_is_the_engines_limit_with_what_memory_wou
                     _refit, [with_served(own, True), *launches], max_launches=1, slot_context_cap=1_048_576)
     assert result.launches == 0 and result.answer_tokens == 1_048_576 and result.bounded_by == "engine"
     assert f"memory allows {memory:,}" in (EXAMPLE / "README.md").read_text()
-    assert result.note == (f"1,048,576 tokens: the engine's limit for 1 slot (at most 1,048,576 tokens per slot); "
-                           f"memory would allow ~{memory:,} tokens: raise serve.max_concurrency to use it")
+    assert result.note == ("1,048,576 tokens: the engine's limit for 1 slot (at most 1,048,576 tokens per slot); "
+                           f"memory is not the limit here: it would allow ~{memory:,} tokens; raise "
+                           "serve.max_concurrency to use it")

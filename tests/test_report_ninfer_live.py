@@ -18,6 +18,8 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.fmt import number
+from ninferkit.runs import RunDir, read_json, read_jsonl
+from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 
 from .test_report import markdown_table
 
@@ -76,3 +78,35 @@ def test_without_the_models_layout_the_pool_stays_in_tokens_and_says_why(tmp_pat
     assert rows["Memory: KV pool at startup (server ledger)"]["best"] == "131,072"
     # the startup ledger of the acceptance section is read from the log too
     assert "| kv_pages | 2,048 |" in text and "| weights_bytes | 15.67 GiB |" in text
+
+
+def table_after(text: str, caption: str) -> list[dict[str, str]]:
+    """The pipe table that follows the caption line starting with `caption`, as dicts."""
+    lines = text.split(f"\n{caption}", 1)[1].split("\n\n", 2)[1].splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True)) for line in lines[2:]]
+
+
+def test_the_engines_decode_peak_beside_its_mean(tmp_path: Path) -> None:
+    """The V100 flags' run logged throughput every 5 s (--log-stats-interval-ms 5000): seed 004's "5-second
+    peak" beside the average. Its tables/ predate those columns, so they are built again here by the sweeps
+    step's own table code from the run's requests, ledger and telemetry, then the write-up is regenerated."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(LIVE / "g1-h200-v100flags", run_dir)
+    folder = RunDir(run_dir)
+    outcomes = latest_outcomes(folder, read_json(folder.manifest)["profile_hash"])
+    rows, telemetry = counted_rows(folder, outcomes), list(read_jsonl(folder.telemetry))
+    save_tables(folder, {kind: sweep_table(kind, rows, outcomes, telemetry) for kind in ("context", "concurrency")})
+    text = write_report(run_dir).markdown.read_text()
+    printed = {float(rate) for rate in re.findall(r" decode=([\d.]+)tok/s running=", (run_dir / "logs" / "server.log")
+                                                  .read_text())}
+    for name in ("context", "concurrency"):
+        caption = f"*tables/{name}.csv"
+        assert "decode_tok_s_engine_peak is the engine's best 5 s throughput window during the cell" in \
+            text.split(f"\n{caption}", 1)[1].split("\n", 1)[0]
+        table = table_after(text, caption)
+        columns = list(table[0])
+        at = columns.index("decode_tok_s_server_max")
+        assert columns[at + 1:at + 3] == ["decode_tok_s_engine_mean", "decode_tok_s_engine_peak"]
+        peaks = [row["decode_tok_s_engine_peak"] for row in table if row["decode_tok_s_engine_peak"] != "—"]
+        assert peaks and all(any(peak == number(rate) for rate in printed) for peak in peaks)  # a window it printed

@@ -30,8 +30,8 @@ def engine_max_pool(rule: PoolRule, concurrency: int, context: int, slot_context
 def engine_limit_note(rule: PoolRule, concurrency: int, context: int, tokens: int, memory: Interval | None,
                       slot_context_cap: int | None = None) -> str:
     """Words for a pool the engine's rule set, e.g. "32,768 tokens: the engine's limit for 1 slot of
-    32,768 (pool ≤ max_context × max_concurrency); memory would allow at least 1,508,480 tokens: raise
-    serve.max_context or serve.max_concurrency (up to 8) to use it".
+    32,768 (pool ≤ max_context × max_concurrency); memory is not the limit here: it would allow at least
+    1,585,792 tokens; raise serve.max_context or serve.max_concurrency (up to 8) to use it".
 
     `memory` is the pool memory alone would allow ([sure, possible], `FamilyFit.memory_pool`); the
     sure side is quoted, as "~N" when the data bounds both sides (they differ by the rounding of the
@@ -51,8 +51,8 @@ def engine_limit_note(rule: PoolRule, concurrency: int, context: int, tokens: in
         raise_what = "serve.max_concurrency"
     amount = memory_amount(memory, tokens)
     if amount is None:
-        return f"{head}; what memory would allow beyond it is not pinned by the data"
-    return f"{head}; memory would allow {amount}: raise {raise_what} to use it"
+        return f"{head}; memory is not the limit here (how much more it would allow is not pinned by the data)"
+    return f"{head}; memory is not the limit here: it would allow {amount}; raise {raise_what} to use it"
 
 
 def memory_amount(memory: Interval | None, above: int) -> str | None:
