@@ -233,7 +233,8 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
                                 adapter.slot_context_cap(profile, _model_file(profile)))
                 observations = _all(run, own)
                 searches.append(answer)
-                say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens")
+                say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens"
+                    + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
     summary = summarize(profile, observations, searches)
     summary["profile_hash"] = run.profile_hash
     write_json_atomic(run.dir.capacity, summary)
@@ -280,14 +281,16 @@ def terms_frame(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def searches_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """One row per search: the largest pool that started and served, per-slot context, launches."""
+    """One row per search: the largest pool that started and served, per-slot context, launches, and what
+    bounded it (memory, or the engine's own rule; capacity.json files older than that column have none)."""
     rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"],
              "answer_kv_tokens": found["answer_kv_tokens"], "answer_context_per_slot": found["answer_context_per_slot"],
              "server_kv_tokens": found["server_kv_tokens"], "verified_by_request": found["verified_by_request"],
-             "launches": found["launches"], "mode": found["mode"], "note": found["note"]}
+             "launches": found["launches"], "mode": found["mode"], "bounded_by": found.get("bounded_by"),
+             "note": found["note"]}
             for found in summary.get("searches") or []]
     columns = ["kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
-               "verified_by_request", "launches", "mode", "note"]
+               "verified_by_request", "launches", "mode", "bounded_by", "note"]
     return pd.DataFrame(rows, columns=columns)
 
 
