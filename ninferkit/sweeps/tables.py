@@ -215,15 +215,14 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
     `engine_decode_note` says why the columns are empty."""
     out: dict[str, Any] = {"decode_tok_s_engine_peak": None, "decode_tok_s_engine_mean": None,
                            "engine_window_s": None, "engine_windows": 0, "engine_decode_note": None}
+    if not len(cell_rows):
+        out["engine_decode_note"] = "no request of this cell was recorded"
+        return out
     if not telemetry_found:
         out["engine_decode_note"] = "the run has no telemetry.jsonl (sweeps.telemetry was off)"
         return out
     if not engine_lines:
-        engine = _sent(cell_rows, "engine") or "the engine"
-        out["engine_decode_note"] = f"{engine} printed no throughput line while the sweeps ran"
-        return out
-    if not len(cell_rows):
-        out["engine_decode_note"] = "no request of this cell was recorded"
+        out["engine_decode_note"] = f"{_sent(cell_rows, 'engine')} printed no throughput line while the sweeps ran"
         return out
     start, end = _window(cell_rows)
     inside = [r for r in engine_lines if r.get("interval_s") and r.get("decode_tok_s") is not None
