@@ -210,10 +210,8 @@ class LlamaServer(EngineAdapter):
         takes `tools` from any template, but one without tool support drops the definitions and the calls
         from the prompt). It refuses `previous_response_id` ("llama.cpp does not support
         'previous_response_id'") and reads neither `cache_control` nor `prompt_cache_breakpoint`."""
-        caps = (served or {}).get("chat_template_caps")
-        renders_tools = caps.get("supports_tools") if isinstance(caps, Mapping) else \
-            bool(caps and _SUPPORTS_TOOLS.search(str(caps)))
-        return frozenset({"reasoning_effort", *(["tools"] if renders_tools else [])})
+        caps = str((served or {}).get("chat_template_caps") or "")  # printed as a Python dict
+        return frozenset({"reasoning_effort", *(["tools"] if _SUPPORTS_TOOLS.search(caps) else [])})
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
@@ -247,7 +245,7 @@ class LlamaServer(EngineAdapter):
                 "measure without it (prefix reuse inside a slot still works).")
 
 
-_SUPPORTS_TOOLS = re.compile(r"['\"]supports_tools['\"]\s*:\s*(?:True|true)")  # /props prints the caps as a Python dict
+_SUPPORTS_TOOLS = re.compile(r"['\"]supports_tools['\"]\s*:\s*(?:True|true)")
 _MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
 _CONTEXT_START = re.compile(r"llama_context: constructing llama_context")
 _MODEL_BUFFER = re.compile(r"load_tensors:\s+(?P<dev>\S+) model buffer size\s*=\s*(?P<v>[\d.]+) MiB")
