@@ -223,6 +223,27 @@ def test_ninfer_launch_flags_map_to_profile_keys_and_their_comments() -> None:
     assert "request_queue_timeout" in (flags["--pending-timeout-ms"].reason or "")
 
 
+def test_ninfer_flags_whose_names_differ_from_their_fields_come_from_the_flag_table() -> None:
+    # --tp, --devices, --vision-max-tokens: no profile key is named after them, and the values (2, "0,1",
+    # 2048) prove nothing by themselves; the engine's flag table says where each comes from.
+    import warnings
+
+    from ninferkit.params import load_profile
+    from ninferkit.server import planned_argv
+
+    source = REPO / "params" / "ninfer-2xv100-sxm2-tp2.yaml"
+    loaded = load_profile(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the report's own 30 s queue-timeout trap, asserted elsewhere
+        argv = planned_argv(loaded.profile)
+    run = RunData(RunDir(Path("unused")), server={"argv": argv, "engine": "ninfer"},
+                  manifest={"profile": loaded.profile.model_dump(mode="json"), "profile_source": str(source)})
+    flags = {flag.flag: flag for flag in launch_flags(run)}
+    assert flags["--tp"].key == "serve.tensor_parallel" and flags["--devices"].key == "serve.gpu_devices"
+    assert flags["--vision-max-tokens"].key == "serve.vision_max_tokens"
+    assert flags["--vision-max-tokens"].reason == loaded.comments["serve.vision_max_tokens"]
+
+
 def test_decode_falls_back_to_the_client_figure_when_the_engine_reports_none(tmp_path: Path) -> None:
     # The recorded rows with the server's decode field removed, as an engine without per-request
     # accounting (vLLM) writes them: the headline says it is the client's figure.

@@ -86,6 +86,11 @@ class EngineAdapter:
         """Files for a Docker deployment (name -> text), written to run_dir/docker/ by the launch step."""
         return {}
 
+    def profile_field_of(self, flag: str) -> str | None:
+        """The profile field a command-line flag of this engine comes from (the write-up's recipe);
+        None when the engine keeps no flag table (the recipe then matches by name or value)."""
+        return None
+
     def docker_mounts(self, profile: Profile) -> tuple[list[str], dict[str, Any]]:
         """(extra `docker run` arguments, serve fields as the engine sees them inside the container) for
         files the engine writes outside the model folder."""

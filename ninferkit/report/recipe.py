@@ -1,8 +1,9 @@
 """The pinned recipe: engine build, artifact, container and launch flags with the reason for each.
 
 Reasons are the comments operators write beside profile keys (``max_context: 131072  # why``). A
-flag is tied to the profile key it came from by name first (``--kv-dtype`` and ``serve.kv.dtype``),
-then by value when exactly one serve/engine key holds that value.
+flag is tied to the profile key it came from by the engine's own flag table where it has one (NInfer:
+``ninferkit.engines.ninfer.flags``), else by name (``-ctk`` has none, ``--kv-dtype`` and
+``serve.kv.dtype`` match), else by value when exactly one serve/engine key holds that value.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ninferkit.engines import KINDS, get_adapter
 from ninferkit.params.load import yaml_comments
 from ninferkit.report.data import RunData
 
@@ -82,13 +84,16 @@ def launch_flags(run: RunData) -> list[Flag]:
     leaves = [(path, value) for section in ("serve", "engine")
               for path, value in _leaves(profile.get(section) or {}, section)]
     extra = set((profile.get("serve") or {}).get("extra_args") or [])
+    engine = run.server.get("engine") or (profile.get("engine") or {}).get("kind")
+    adapter = get_adapter(str(engine)) if engine in KINDS else None
     _, pairs = split_argv(list(run.server.get("argv") or []))
     flags = []
     for flag, value in pairs:
         if flag == POSITIONAL:
             flags.append(Flag(flag, value, None, None))
             continue
-        key = "serve.extra_args" if flag in extra else _key_for(flag, value, leaves)
+        from_table = adapter.profile_field_of(flag) if adapter is not None else None
+        key = "serve.extra_args" if flag in extra else from_table or _key_for(flag, value, leaves)
         flags.append(Flag(flag, value, key, comments.get(key) if key else None))
     return flags
 

@@ -27,7 +27,7 @@ from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, l
 from ninferkit.engines.ninfer.describe import describe
 from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
 from ninferkit.engines.ninfer.docker import docker_files
-from ninferkit.engines.ninfer.flags import MAX_CONCURRENCY, PAGE_TOKENS, argv_flags, check, queue_trap
+from ninferkit.engines.ninfer.flags import MAX_CONCURRENCY, PAGE_TOKENS, argv_flags, check, field_of, queue_trap
 from ninferkit.engines.ninfer.options import Serve
 from ninferkit.engines.ninfer.request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
@@ -119,6 +119,9 @@ class NInfer(EngineAdapter):
             else:
                 argv += [spelling, str(value)]
         return argv + list(profile.serve.extra_args)
+
+    def profile_field_of(self, flag: str) -> str | None:
+        return field_of(flag)
 
     # -- readiness, models, what the build reads and serves ----------------------------------------
 
