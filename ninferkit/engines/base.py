@@ -221,10 +221,12 @@ class EngineAdapter:
         None while the counters do not yet show the request as finished (the caller reads again)."""
         return {}
 
-    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
+                         server_log: Path | None = None) -> list[dict[str, Any]] | None:
         """Server-side fields per client row (same order; {} where none) from the engine's own
-        per-request record outside the responses, read after the requests ended; None when the engine
-        (or this profile) keeps no such record. `rows` are all requests.jsonl rows of the run."""
+        per-request record outside the responses (its request log, or the server log's per-request
+        lines), read after the requests ended; None when the engine (or this profile) keeps no such
+        record. `rows` are all requests.jsonl rows of the run."""
         return None
 
     def redact(self, argv: list[str]) -> list[str]:

@@ -111,7 +111,7 @@ def record_log_truth(run: Run, adapter: EngineAdapter) -> int:
     rows = [row for row in read_jsonl(run.dir.requests) if row.get("profile_hash") == run.profile_hash]
     if not any(row.get("request_uid") for row in rows):
         return 0
-    found = adapter.server_log_truth(run.profile, rows)
+    found = adapter.server_log_truth(run.profile, rows, run.dir.server_log)
     if found is None:
         return 0
     written = _latest_truth(run.dir)

@@ -29,7 +29,13 @@ from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_
 from ninferkit.engines.ninfer.docker import docker_files
 from ninferkit.engines.ninfer.flags import MAX_CONCURRENCY, PAGE_TOKENS, argv_flags, check, field_of, queue_trap
 from ninferkit.engines.ninfer.options import Serve
-from ninferkit.engines.ninfer.request_log import JOIN_FIELDS, join_client_rows, read_events, request_rows
+from ninferkit.engines.ninfer.request_log import (
+    JOIN_FIELDS,
+    join_client_rows,
+    read_events,
+    request_rows,
+    with_log_clock,
+)
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
@@ -165,20 +171,29 @@ class NInfer(EngineAdapter):
             out.update(from_timings)
         return out
 
-    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
-        """The `--request-log-jsonl` record (unrounded timings, queue wait, speculative counters) of each
-        client row, joined by start time and token counts (ninfer_request_log.join_client_rows);
-        None when the profile sets no serve.request_log_jsonl. A log that cannot be read gives every
-        row a `server_note` saying why, never an error: the client rows stand on their own."""
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
+                         server_log: Path | None = None) -> list[dict[str, Any]] | None:
+        """The engine's own record of each client row: the `--request-log-jsonl` file (unrounded timings,
+        queue wait, speculative counters) when the profile sets one, else the per-request `done` lines of
+        the server log (rounded as printed: ms, 0.1 tok/s), joined by start time and token counts
+        (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
+        every row a `server_note` saying why, never an error: the client rows stand on their own."""
         serve = ninfer_serve(profile)
-        if serve.request_log_jsonl is None:
+        if serve.request_log_jsonl is not None:
+            path = Path(serve.request_log_jsonl).expanduser()
+            source, what = "request_log", f"request log {path} (serve.request_log_jsonl)"
+        elif server_log is not None and server_log.is_file():
+            path, source, what = server_log, "server_log", f"server log {server_log}"
+        else:
             return None
-        path = Path(serve.request_log_jsonl).expanduser()
         try:
-            server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended ones
+            if source == "request_log":
+                server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended
+            else:
+                logged = logs.requests_from_lines(logs.read_log(path.read_text(errors="replace")))
+                server_rows = with_log_clock([row for row in logged if row.get("status")], rows)
         except (OSError, NinferkitError) as exc:
-            note = f"request log {path} (serve.request_log_jsonl) not read: {exc}"
-            return [{"server_note": note} for _ in rows]
+            return [{"server_note": f"{what} not read: {exc}"} for _ in rows]
         out = []
         for joined in join_client_rows(rows, server_rows):
             if joined["server_join"] is None:
@@ -186,7 +201,7 @@ class NInfer(EngineAdapter):
                             "(start time within 5 s, same token counts and outcome)"})
                 continue
             fields = {name: joined.get(name) for name in (*LOG_FIELDS, *JOIN_FIELDS)}
-            out.append({"server_source": "request_log", **fields})
+            out.append({"server_source": source, **fields})
         return out
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,46 @@ def join_client_rows(client_rows: Sequence[Mapping[str, Any]], server_rows: Sequ
                     "counts); paired in start order")
         _fill(out[index], partner, "time_order" if note else "time", note)
     return out
+
+
+def with_log_clock(log_rows: Sequence[Mapping[str, Any]], client_rows: Sequence[Mapping[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    """Rows read from stderr request lines (logs.requests_from_lines) with `started_unix_ms`, so they join
+    like request-log rows.
+
+    stderr stamps the server's local wall time without a zone ('2026-12-01 14:21:42.640'), and a
+    container's zone need not be the host's. A zone is a whole number of quarter hours, and a request is
+    logged within moments of being sent: so the zone is the quarter-hour offset that most client/server
+    start pairs lie just after (a pair of two different requests lands that close by chance ~0.6% of
+    the time), taken from the rows themselves.
+    """
+    naive = [(row, _naive_ms(row.get("started_at"))) for row in log_rows]
+    client = sorted(_unix_ms(str(row["started_utc"])) for row in client_rows if row.get("started_utc"))
+    votes: dict[int, int] = {}
+    for _, server_ms in naive:
+        if server_ms is None:
+            continue
+        for client_ms in client[bisect_left(client, server_ms - 15 * 3600_000):
+                                bisect_right(client, server_ms + 15 * 3600_000)]:
+            quarters = round((server_ms - client_ms) / QUARTER_HOUR_MS)
+            after_send_ms = server_ms - client_ms - quarters * QUARTER_HOUR_MS
+            if -250 <= after_send_ms <= 5000:
+                votes[quarters] = votes.get(quarters, 0) + 1
+    zone_ms = max(votes, key=lambda q: votes[q]) * QUARTER_HOUR_MS if votes else 0
+    return [{**row, "started_unix_ms": None if ms is None else ms - zone_ms} for row, ms in naive]
+
+
+QUARTER_HOUR_MS = 900_000
+
+
+def _naive_ms(stamp: object) -> float | None:
+    """'YYYY-MM-DD HH:MM:SS.mmm' as if it were UTC (the zone is found by with_log_clock)."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp() * 1000
+    except ValueError:
+        return None
 
 
 CLOCK_SLACK_S = 0.005  # both sides stamp the same clock in whole ms; a request is logged after it was sent
