@@ -17,6 +17,7 @@ from typing import Any
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import DiagnosisRule, EngineAdapter
 from ninferkit.params.profile import Profile
+from ninferkit.telemetry import engine_rates
 from ninferkit.units import GIB, MIB
 
 
@@ -64,17 +65,11 @@ def throughput_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
                            "intervals_s": sorted({r["interval_s"] for r in rows if r.get("interval_s") is not None}),
                            "lines_with_unread_parts": sum(1 for r in rows if r.get("unread"))}
     for kind in ("decode", "prefill"):
-        rate_key, tokens_key = f"{kind}_tok_s", f"{kind}_tokens"
-        usable = [r for r in rows if r.get(rate_key) is not None and r.get("interval_s")]
-        active = [r for r in usable if r[rate_key] > 0]
-        tokens = sum(r[tokens_key] if r.get(tokens_key) is not None else r[rate_key] * r["interval_s"]
-                     for r in active)
-        seconds = sum(r["interval_s"] for r in active)
-        peak = max(active, key=lambda r: r[rate_key], default=None)
-        out[kind] = {"active_lines": len(active), "not_read": len(rows) - len(usable), "tokens": round(tokens),
-                     "seconds": round(seconds, 3), "average_tok_s": round(tokens / seconds, 1) if seconds else None,
-                     "peak_tok_s": peak[rate_key] if peak else None,
-                     "peak_interval_s": peak["interval_s"] if peak else None}
+        rates = engine_rates(rows, kind)
+        out[kind] = {"active_lines": rates["windows"], "not_read": rates["not_read"], "tokens": round(rates["tokens"]),
+                     "seconds": round(rates["seconds"], 3),
+                     "average_tok_s": None if rates["mean_tok_s"] is None else round(rates["mean_tok_s"], 1),
+                     "peak_tok_s": rates["peak_tok_s"], "peak_interval_s": rates["peak_interval_s"]}
     return out
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 from ninferkit.runs import Run, RunDir, read_jsonl
 from ninferkit.sweeps.plan import ledger_path
 from ninferkit.sweeps.truth import rows_with_server_truth
-from ninferkit.telemetry import LOG_POLL_S, window_summary
+from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
@@ -227,22 +227,19 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
     start, end = _window(cell_rows)
     inside = [r for r in engine_lines if r.get("interval_s") and r.get("decode_tok_s") is not None
               and r["t_mono"] - r["interval_s"] >= start - LOG_POLL_S and r["t_mono"] - LOG_POLL_S <= end]
-    decoding = [r for r in inside if r["decode_tok_s"] > 0]
+    rates = engine_rates(inside, "decode")
     lengths = [float(r["interval_s"]) for r in engine_lines if r.get("interval_s")]
     window = float(pd.Series(lengths).median()) if lengths else None
-    if not decoding:
+    if not rates["windows"]:
         out["engine_window_s"] = window
         length = f"{window:g} s " if window else ""
         out["engine_decode_note"] = (f"no whole {length}engine window inside this cell ({end - start:.1f} s long)"
                                      if not inside else f"the engine decoded in none of the {len(inside)} whole "
                                      "windows inside this cell (prefill only)")
         return out
-    seconds = sum(float(r["interval_s"]) for r in decoding)
-    out.update(decode_tok_s_engine_peak=max(float(r["decode_tok_s"]) for r in decoding),
-               decode_tok_s_engine_mean=sum(float(r["decode_tok_s"]) * float(r["interval_s"]) for r in decoding)
-               / seconds,
-               engine_window_s=float(pd.Series([float(r["interval_s"]) for r in decoding]).median()),
-               engine_windows=len(decoding))
+    decoding = [float(r["interval_s"]) for r in inside if r["decode_tok_s"] > 0]
+    out.update(decode_tok_s_engine_peak=rates["peak_tok_s"], decode_tok_s_engine_mean=rates["mean_tok_s"],
+               engine_window_s=float(pd.Series(decoding).median()), engine_windows=rates["windows"])
     return out
 
 
