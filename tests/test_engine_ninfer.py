@@ -469,7 +469,8 @@ def test_refusal_last_one_wins() -> None:
     ({"prefill_chunk": 1000}, "multiple of 128"),
     ({"max_context": 300000, "kv": {"capacity": 300000}}, "native context"),
     ({"fork": "plus1998/NInfer-V100-Duo", "vision_max_tokens": 2048}, "needs serve.vision: true"),
-    ({"tensor_parallel": 2, "gpu_devices": [0, 1]}, "runs on one GPU; builds with tensor parallel: "),
+    ({"tensor_parallel": 2, "gpu_devices": [0, 1]}, "needs --tp, which geoffwatts/ninfer-v100 does not have; builds that "
+     "have it: ValerioDolci/ninfer-tp2, plus1998/NInfer-V100-Duo@19bf15b"),
     ({"fork": "plus1998/NInfer-V100-Duo", "tensor_parallel": 2, "gpu_devices": [0]}, "two device indices"),
     ({"fork": "ValerioDolci/ninfer-tp2", "tensor_parallel": 2, "gpu_devices": [0, 1], "arch": "sm_120",
       "kv": {"dtype": "k8v4"}}, "serve.kv.dtype = 'k8v4'"),
@@ -558,7 +559,7 @@ def test_a_build_outside_the_table_is_read_from_its_help(tmp_path: Path) -> None
     fake.chmod(0o755)
     data = {"name": "t", "engine": {"kind": "ninfer", "binary": str(fake)},
             "artifact": {"url": "https://example.invalid/m.ninfer"}}
-    build = ADAPTER.build(validate_profile(data), fake)
+    build = ADAPTER.build(validate_profile(data))
     assert build.name == "detected from --help" and build.options == BUILDS["ziworkslab/ninfer-3090-ubuntu"].options
 
 

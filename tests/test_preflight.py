@@ -126,7 +126,7 @@ def test_the_embedded_default_and_the_sweep_fixed_profile_pass(hub: RangeServer,
 
 def test_the_capacity_grid_is_checked_with_the_engines_own_pool_rule(hub: RangeServer, tmp_path: Path) -> None:
     """With fit launches every grid point is launched with the profile's pool (262,144 tokens): a legal NInfer
-    pool is a whole number of 64-token pages in [max(L, C), C x L] (flags.pool_range), and 1..8 slots."""
+    pool is a whole number of 64-token pages in [max(L, C), C x L] (flags.POOL), and 1..8 slots."""
     grid = "capacity: {model: qwen3.8-27b, concurrencies: [1, 2, 9], contexts: [4096, 131072], fit_launches: true}"
     found = preflight.problems(load_profile(_v100_like(hub, tmp_path, "[2048]", grid)).profile, ["capacity"])
     where = "(capacity.concurrencies x capacity.contexts x capacity.kv_dtypes)"

@@ -32,7 +32,7 @@ from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.interval import Interval, hull, intersect_all
 from ninferkit.capacity.observations import Observation
 from ninferkit.capacity.polytope import Constraint, Polytope, Vector
-from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines.pool import PoolRule
 from ninferkit.units import GIB
 
 _NO_CAP = 2**40

@@ -17,8 +17,8 @@ from typing import Any
 from ninferkit import server, steps
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_log, from_log_file, with_served
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import get_adapter
+from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ServerError
 from ninferkit.runs import Run, append_jsonl, open_run, read_jsonl
 

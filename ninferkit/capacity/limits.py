@@ -12,19 +12,18 @@ setting to raise to use it.
 from __future__ import annotations
 
 from ninferkit.capacity.interval import Interval
-from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines.pool import PoolRule, snap_down
 
 
 def engine_max_pool(rule: PoolRule, concurrency: int, context: int, slot_context_cap: int | None = None) -> int | None:
     """The largest pool the engine's own rule takes at `concurrency` slots of `context` tokens: a shared
     pool's C x ceil(S / P) pages; a per-slot pool's cap on every slot (whole steps of C pages); None
     where only memory bounds it."""
-    if rule.shared_pool:
+    if rule.capped_by_slots:
         return rule.pool_range(concurrency, context)[1]
-    if slot_context_cap is None:
+    if rule.shared_pool or slot_context_cap is None:
         return None
-    step = rule.page_tokens * concurrency
-    return max(step, slot_context_cap * concurrency // step * step)
+    return snap_down(slot_context_cap * concurrency, rule.page_tokens * concurrency)
 
 
 def engine_limit_note(rule: PoolRule, concurrency: int, context: int, tokens: int, memory: Interval | None,
@@ -38,7 +37,7 @@ def engine_limit_note(rule: PoolRule, concurrency: int, context: int, tokens: in
     printed memory figures) and "at least N" when the possible side is open.
     """
     slots = f"{concurrency} slot{'s' if concurrency != 1 else ''}"
-    if rule.shared_pool:
+    if rule.capped_by_slots:
         head = (f"{tokens:,} tokens: the engine's limit for {slots} of {context:,} "
                 "(pool ≤ max_context × max_concurrency)")
         at_most = rule.max_concurrency

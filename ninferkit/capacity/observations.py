@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.interval import Interval
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
+from ninferkit.engines.pool import PoolRule
 from ninferkit.params.profile import Profile
 
 

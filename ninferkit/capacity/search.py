@@ -31,7 +31,7 @@ from ninferkit.capacity.fit import CapacityFit
 from ninferkit.capacity.interval import Interval, intersect_all
 from ninferkit.capacity.limits import engine_limit_note, engine_max_pool
 from ninferkit.capacity.observations import Observation, Setting
-from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines.pool import PoolRule, snap_down
 
 Refit = Callable[[list[Observation]], CapacityFit]
 
@@ -250,7 +250,7 @@ def _settled(base: Setting, rule: PoolRule, observed: list[Observation], budget:
         if obs is not None:
             _record(result, obs, obs.kv_tokens, fits, "an earlier launch at this setting", settled=True)
     # in whole steps, as the search's own candidates are: down for what fit, up for what did not
-    return (None if good is None else _snap(good.kv_tokens, step),
+    return (None if good is None else snap_down(good.kv_tokens, step),
             None if bad is None else -(-bad.kv_tokens // step) * step)
 
 
@@ -284,7 +284,7 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
     if family is not None and family.consistent and available is not None:
         prediction = family.max_pool(base.concurrency, base.context_per_slot, available, rule)
     if prediction is not None and prediction.low is not None and prediction.low > 0:
-        sure = _snap(int(prediction.low), step)
+        sure = snap_down(int(prediction.low), step)
         if bad is None and lo < high_pool <= sure:
             return high_pool, "the largest pool the engine takes (the fit says memory allows more)", False
         if lo < sure < hi:
@@ -292,32 +292,28 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
         refuted = sum(1 for pool in misses if pool <= sure)
         if bad is not None and sure >= hi and refuted:
             # a launch at or below the sure answer did not serve: step down from it, doubling the stride
-            below = max(hi - step * 2 ** (refuted - 1), _snap((lo + hi) // 2, step))
+            below = max(hi - step * 2 ** (refuted - 1), snap_down((lo + hi) // 2, step))
             if lo < below < hi:
                 return below, f"{(hi - below) // step} step(s) below a pool the fit said fits, which did not", False
-        possible = None if prediction.high is None else _snap(int(prediction.high), step)
+        possible = None if prediction.high is None else snap_down(int(prediction.high), step)
         if possible is not None and possible <= lo:
             # the fit says nothing above the largest pool that fit can fit: no launch needed for it
             return (lo + step, "the fit: one page more cannot fit", True) if lo + step < hi else None
         if possible is not None:
-            middle = _snap((lo + min(hi, possible + step)) // 2, step)
+            middle = snap_down((lo + min(hi, possible + step)) // 2, step)
             if lo < middle < hi:
                 return middle, "bisection inside the fit's interval", False
     if good is None and bad is None:
         # a per-slot pool starts at the setting's own context (what the profile serves), not at a few
         # pages, where an engine's compute buffer can follow another line than at real sizes
         first = base.context_per_slot * base.concurrency if not rule.shared_pool else 4 * low_pool
-        return _snap(min(high_pool, first), step), "no prediction yet: a first probe", False
+        return snap_down(min(high_pool, first), step), "no prediction yet: a first probe", False
     if bad is None:
-        return min(high_pool, _snap(2 * lo, step)), "doubling: nothing refused yet", False
+        return min(high_pool, snap_down(2 * lo, step)), "doubling: nothing refused yet", False
     if good is None:
-        half = _snap(hi // 2, step)
+        half = snap_down(hi // 2, step)
         return (half, "halving: nothing fit yet", False) if half > low_pool - step else None
-    return _snap((lo + hi) // 2, step), "bisection", False
-
-
-def _snap(tokens: int, step: int) -> int:
-    return max(step, tokens // step * step)
+    return snap_down((lo + hi) // 2, step), "bisection", False
 
 
 def budget_after_weights(budget: Interval, observations: Sequence[Observation]) -> Interval | None:

@@ -24,11 +24,11 @@ from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.limits import engine_limit_note, engine_max_pool
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from, decision_table
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic

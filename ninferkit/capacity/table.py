@@ -20,7 +20,7 @@ from typing import Any
 from ninferkit.capacity.fit import CapacityFit, FamilyFit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.limits import engine_max_pool, memory_amount
-from ninferkit.capacity.pool import PoolRule
+from ninferkit.engines.pool import PoolRule
 from ninferkit.units import GIB
 
 

@@ -20,7 +20,7 @@ from ninferkit.units import MIB
 
 if TYPE_CHECKING:  # the capacity package reads adapters; importing it here at run time would be a cycle
     from ninferkit.capacity.architecture import KVLayout
-    from ninferkit.capacity.pool import PoolRule
+    from ninferkit.engines.pool import PoolRule
 
 
 OUT_OF_MEMORY_AT_FIRST_USE = "out_of_memory_at_first_use"

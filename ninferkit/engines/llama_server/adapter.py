@@ -21,7 +21,6 @@ from ninferkit.capacity.architecture import (
     llama_cpp_kv_layout,
     quantized_cache_type,
 )
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.embedded import llama_server_binary
 from ninferkit.engines.base import (
     OUT_OF_MEMORY_AT_FIRST_USE,
@@ -34,6 +33,7 @@ from ninferkit.engines.base import (
     text,
 )
 from ninferkit.engines.llama_server.options import Serve
+from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB

@@ -10,8 +10,8 @@ reasoning tokens on later builds) and, on G3 builds, llama.cpp-style `timings`.
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
 import subprocess
 import warnings
@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings
 from ninferkit.engines.ninfer import logs
-from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup, tensor_parallel_builds
+from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup
 from ninferkit.engines.ninfer.describe import describe
 from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
 from ninferkit.engines.ninfer.docker import docker_files
-from ninferkit.engines.ninfer.flags import MAX_CONCURRENCY, PAGE_TOKENS, argv_flags, check, field_of, queue_trap
+from ninferkit.engines.ninfer.flags import POOL, argv_flags, check, field_of, queue_trap
 from ninferkit.engines.ninfer.options import Serve
 from ninferkit.engines.ninfer.request_log import (
     JOIN_FIELDS,
@@ -39,7 +38,6 @@ from ninferkit.engines.ninfer.request_log import (
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
-from ninferkit.units import GIB
 
 
 def ninfer_serve(profile: Profile) -> Serve:
@@ -53,32 +51,28 @@ class NInfer(EngineAdapter):
     kind = "ninfer"
     default_binary = "ninfer-serve"
     apis = frozenset({"chat", "messages", "responses"})
-    # a paged pool shared by all slots, at most 8 of them; `auto` keeps 1 GiB free
-    capacity_pool = PoolRule(PAGE_TOKENS, GIB, True, "bf16", MAX_CONCURRENCY)
+    capacity_pool = POOL
     diagnoses = DIAGNOSES
     request_error_codes = REQUEST_ERRORS
 
     # -- the build --------------------------------------------------------------------------------
 
-    def build(self, profile: Profile, binary: Path | None = None) -> Build:
+    def build(self, profile: Profile) -> Build:
         """The profile's build from the table (engine.fork, engine.version, engine.build.commit), else the one
-        the binary describes in its `--help`. Raises ProfileError when neither is at hand."""
+        engine.binary describes in its `--help` (read once per binary). Raises ProfileError when neither is
+        at hand."""
         engine = profile.engine
         found = lookup(engine.fork, engine.version, engine.build.commit)
         if found is not None:
             return found
-        if binary is not None and shutil.which(str(binary)):
-            result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-            return detect_build(result.stdout + result.stderr)
+        binary = shutil.which(engine.binary) if engine.binary else None
+        if binary is not None:
+            return _described_by_help(binary, Path(binary).stat().st_mtime_ns)
         named = f"engine.fork = {engine.fork!r} is not in the NInfer build table" if engine.fork else \
             "engine.fork is not set"
         raise ProfileError(f"{named} and no ninfer-serve binary is at hand to describe itself; set engine.fork to "
                            f"one of {', '.join(known_builds())}, or engine.binary to the build (ninferkit reads "
                            "its --help)")
-
-    def _profile_build(self, profile: Profile) -> Build:
-        """The build from the table, else from the --help of engine.binary (a fork the table does not know)."""
-        return self.build(profile, Path(profile.engine.binary) if profile.engine.binary else None)
 
     def binary(self, profile: Profile) -> Path:
         if not profile.engine.binary:
@@ -100,9 +94,6 @@ class NInfer(EngineAdapter):
         build = build or self.build(profile)
         serve = ninfer_serve(profile)
         problems = check(serve, build, profile.gpu.arch)
-        if serve.tensor_parallel > 1 and not build.tensor_parallel:
-            problems.append(f"serve.tensor_parallel = {serve.tensor_parallel}: {build.name} runs on one GPU; "
-                            f"builds with tensor parallel: {', '.join(tensor_parallel_builds())}")
         if problems:
             raise ProfileError(f"profile {profile.name} does not fit NInfer build {build.name}:\n"
                                + "\n".join(f"  - {problem}" for problem in problems))
@@ -110,20 +101,12 @@ class NInfer(EngineAdapter):
         return [] if trap is None else [trap]
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
-        build = self.build(profile, binary)
+        build = self.build(profile)
         for warning in self.validate(profile, build):
             warnings.warn(warning, UserWarning, stacklevel=2)
         argv = [str(binary), str(model_path)]
-        for row, spelling, value in argv_flags(ninfer_serve(profile), build):
-            if value is True:
-                argv.append(spelling)
-            elif row.secret:
-                # NInfer reads its key only from argv: redact() hides it in every record.
-                argv += [spelling, os.environ.get(str(value)) or f"${{{value}}}"]
-            elif row.field == "serve.request_log_jsonl":
-                argv += [spelling, str(Path(str(value)).expanduser())]
-            else:
-                argv += [spelling, str(value)]
+        for _, spelling, value in argv_flags(ninfer_serve(profile), build):
+            argv += [spelling] if value is True else [spelling, str(value)]
         return argv + list(profile.serve.extra_args)
 
     def profile_field_of(self, flag: str) -> str | None:
@@ -218,12 +201,12 @@ class NInfer(EngineAdapter):
 
     def served_apis(self, profile: Profile) -> frozenset[str]:
         """The request APIs this profile's build serves (G0 builds have no Responses API)."""
-        return self._profile_build(profile).apis
+        return self.build(profile).apis
 
     def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
         """The build's `request_fields` (builds.py), `tools` (every generation's chat schema, IF §4) and
         `previous_response_id` where the build serves the Responses API (IF §4, G1+)."""
-        build = self._profile_build(profile)
+        build = self.build(profile)
         continued = {"previous_response_id"} if "responses" in build.apis else set()
         return build.request_fields | {"tools"} | continued
 
@@ -261,3 +244,10 @@ class NInfer(EngineAdapter):
 
 
 Adapter = NInfer
+
+
+@functools.lru_cache(maxsize=8)
+def _described_by_help(binary: str, mtime_ns: int) -> Build:
+    """The build a binary describes in its `--help` (cached per file version: plans ask many times)."""
+    result = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+    return detect_build(result.stdout + result.stderr)

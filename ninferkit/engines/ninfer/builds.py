@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ninferkit.errors import ProfileError
@@ -76,12 +76,13 @@ class Build:
     source: str
     arch_kv: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """KV dtypes that run on an architecture, where fewer than the parser accepts (Volta has no fp8 kernels)."""
-    tensor_parallel: bool = False
-    models_report_context: bool = False
-    """/v1/models carries max_model_len (the live G1 build's does not)."""
-    max_context: int = 262_144
     request_fields: frozenset[str] = frozenset()
     """Request extensions beyond the core API that the build reads (reasoning_effort, prompt_cache_breakpoint, ...)."""
+
+    @property
+    def tensor_parallel(self) -> bool:
+        """Splits one model over two GPUs (`--tp 2 --devices A,B`)."""
+        return "--tp" in self.options
 
     @property
     def paged_pool(self) -> bool:
@@ -92,14 +93,6 @@ class Build:
         if arch is not None and arch in self.arch_kv:
             return tuple(d for d in self.kv_dtypes if d in self.arch_kv[arch])
         return self.kv_dtypes
-
-    def describe(self) -> dict[str, object]:
-        """The traits as plain data (server.json, `ninferkit diagnose`, docs)."""
-        return {"name": self.name, "interface": self.interface, "log_format": self.log_format,
-                "containers": sorted(self.containers) if self.containers is not None else None,
-                "kv_dtypes": list(self.kv_dtypes), "spec": {k: list(v) for k, v in self.spec_draft.items()},
-                "apis": sorted(self.apis), "request_log_schema": self.request_log_schema,
-                "tensor_parallel": self.tensor_parallel, "options": sorted(self.options), "source": self.source}
 
 
 _VOLTA = {"sm_70": BASE_KV}
@@ -120,7 +113,7 @@ BUILDS: dict[str, Build] = {b.name: b for b in (
           request_fields=frozenset({"reasoning_effort"})),
     Build("mylordmonkeyman/ninfer-v100", "G2", "keyvalue", frozenset({2}),
           G1_SET | CONTEXT_CACHE_OPTIONS | G2_OPTIONS, WIDE_KV, WITH_DFLASH2, ALL_APIS, 19,
-          "IF §0 G2, §1.3, §2.3, §8 (its V100 qualification ran fp8 KV)", models_report_context=True,
+          "IF §0 G2, §1.3, §2.3, §8 (its V100 qualification ran fp8 KV)",
           request_fields=_G2_FIELDS),
     Build("hamawang/ninfer-v100-20260916@f17d37f", "G3", "pipe", frozenset({2}), G1_SET | {"--log-level"},
           BASE_KV, MTP_DFLASH, ALL_APIS, None,
@@ -128,45 +121,38 @@ BUILDS: dict[str, Build] = {b.name: b for b in (
           "§1.5 command line, §1.6 pipe log lines and --log-level debug, /v1/models max_model_len, §1.5 'Volta "
           "has no fp8 / nvfp4 / k8v4 KV kernels', §2.6 Anthropic cache_control, prompt_cache_breakpoint and "
           "Responses; options beyond the report's command are G1's (its source is not covered, IF §9 q9)",
-          arch_kv=_VOLTA, models_report_context=True, request_fields=_G2_FIELDS),
+          arch_kv=_VOLTA, request_fields=_G2_FIELDS),
     Build("Don-Chad/ninfer-3090@0.6.1", "G3", "pipe", frozenset({1, 2}),
           G1_SET | CONTEXT_CACHE_OPTIONS | G3_OPTIONS | {"--devices", "--stage-layers", "--vision-max-merged",
                                                          "--no-exit-on-engine-failure", "--slot-save-path"},
           (*WIDE_KV, "rk8v4", "rk4v4"), {**WITH_DFLASH2, "mtp": (1, 15)}, ALL_APIS, 21,
           "seed 003: prebuilt v0.6.1 tarball, 'artifact magic is not NInfer v1 or v2', rk8v4 KV, 'fp8 KV is "
           "rejected on SM86'; the option set and pipe lines are Don-Chad's late serve_options (IF §0 G3, §1.3)",
-          arch_kv={"sm_86": tuple(d for d in (*WIDE_KV, "rk8v4", "rk4v4") if d != "fp8")},
-          models_report_context=True, request_fields=_G3_FIELDS),
+          arch_kv={"sm_86": tuple(d for d in (*WIDE_KV, "rk8v4", "rk4v4") if d != "fp8")}, request_fields=_G3_FIELDS),
     Build("plus1998/NInfer-V100-Duo@19bf15b", "G1", "bracketed", frozenset({2}),
           G1_SET | {"--tp", "--devices", "--vision-max-tokens"}, BASE_KV, MTP_DFLASH, ALL_APIS, 9,
           "seed 004: TP2 over two V100-SXM2 (--tp 2 --devices 0,1), --vision --vision-max-tokens, MTP 3-5; "
           "based on geoffwatts/ninfer-v100 (IF §0, §8), so its lines and container reader are G1's",
-          arch_kv=_VOLTA, tensor_parallel=True, request_fields=frozenset({"reasoning_effort"})),
+          arch_kv=_VOLTA, request_fields=frozenset({"reasoning_effort"})),
     Build("Flo5k5/ninfer-v100-sm70", "G3", "pipe", frozenset({3}),
           G1_SET | CONTEXT_CACHE_OPTIONS | G3_OPTIONS | {"--lookup-policy", "--lookup-min-suffix",
                                                          "--lookup-max-proposal"},
           ("bf16", "int8", "fp8"), {**WITH_DFLASH2, "mtp": (1, 7)}, ALL_APIS, 21,
-          "IF §0 G3, §6 'Flo5k5: v3 only', §8 (BF16, INT8, FP8 on sm_70; MTP 1..7)",
-          models_report_context=True, request_fields=_G3_FIELDS),
+          "IF §0 G3, §6 'Flo5k5: v3 only', §8 (BF16, INT8, FP8 on sm_70; MTP 1..7)", request_fields=_G3_FIELDS),
     Build("ValerioDolci/ninfer-tp2", "G3", "pipe", frozenset({3}),
           G1_SET | CONTEXT_CACHE_OPTIONS | G3_OPTIONS | {"--tp", "--devices", "--vision-device", "--no-tp-mailbox",
                                                          "--embedding-host", "--turn-anchors", "--max-vision-tokens"},
           WIDE_KV, WITH_DFLASH2, ALL_APIS, 21,
-          "IF §0 G3, §1.4 'Two GPUs' (fp8 and k8v4 KV rejected at tp 2), §8 (sm_120)", tensor_parallel=True,
-          models_report_context=True, request_fields=_G3_FIELDS),
+          "IF §0 G3, §1.4 'Two GPUs' (fp8 and k8v4 KV rejected at tp 2), §8 (sm_120)", request_fields=_G3_FIELDS),
     Build("zhongpei/ninfer-4090", "G3", "pipe", frozenset({3}), G1_SET | CONTEXT_CACHE_OPTIONS | G3_OPTIONS,
           WIDE_KV, WITH_DFLASH2, ALL_APIS, 21, "IF §0 G3 (b76e70d), §2.4 lines, §6 v3 reader",
-          models_report_context=True, request_fields=_G3_FIELDS),
+          request_fields=_G3_FIELDS),
 )}
 TP2_KV_REJECTED = frozenset({"fp8", "k8v4"})  # IF §1.4: ValerioDolci docs/serving.md "Two GPUs"
 
 
 def known_builds() -> list[str]:
     return sorted(BUILDS)
-
-
-def tensor_parallel_builds() -> list[str]:
-    return sorted(name for name, build in BUILDS.items() if build.tensor_parallel)
 
 
 def lookup(fork: str | None, version: str | None = None, commit: str | None = None) -> Build | None:
@@ -248,17 +234,4 @@ def detect_build(help_text: str, log_text: str = "") -> Build:
     apis = ALL_APIS if "--response-store-max-records" in options else frozenset({"chat", "messages"})
     return Build("detected from --help", interface, fmt, containers_from_log(log_text), options,
                  choices.get("kv-dtype", BASE_KV), spec, apis, None,
-                 "this binary's --help" + (" and log" if log_text else ""),
-                 tensor_parallel="--tp" in options)
-
-
-def with_log(build: Build, log_text: str) -> Build:
-    """The build corrected by what its own log shows: the format of its lines, and the containers its
-    reader accepts when it refused a file (a fork's reader is where the table is most often wrong)."""
-    containers = containers_from_log(log_text)
-    fmt = log_format_of(log_text)
-    if containers is not None:
-        build = replace(build, containers=containers)
-    if fmt is not None:
-        build = replace(build, log_format=fmt)
-    return build
+                 "this binary's --help" + (" and log" if log_text else ""))

@@ -8,15 +8,21 @@ fields (`field_of`). A row names the profile field, how its value is written, th
 
 from __future__ import annotations
 
-import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ninferkit.engines.ninfer.builds import BUILDS, TP2_KV_REJECTED, Build
 from ninferkit.engines.ninfer.options import Serve
+from ninferkit.engines.pool import PoolRule
+from ninferkit.units import GIB
 
 PAGE_TOKENS = 64  # kPagedKVPageSize: the KV pool is counted in 64-token page groups (IF §7.3)
 MAX_CONCURRENCY = 8  # `--max-concurrency must be in [1,8]` (live: startup-errors/concurrency9.log)
+NATIVE_CONTEXT = 262_144  # `max_context exceeds the variant native context capacity` (IF §1.1, the Qwen3.6/3.8 targets)
+POOL = PoolRule(PAGE_TOKENS, GIB, True, "bf16", MAX_CONCURRENCY, capped_by_slots=True)
+"""A paged pool shared by all slots, pages in [max(L, C), C x L]; `auto` keeps 1 GiB free (IF §7.3)."""
 DEFAULT_PENDING_TIMEOUT_MS = 30_000
 LONG_CONTEXT_TOKENS = 32_768  # from here a serial prefill ahead in the queue can outlast 30 s
 
@@ -34,7 +40,6 @@ class Flag:
     """A problem with the value on this build and GPU architecture, as 'must …' text; None when fine."""
     engine_default: str | None = None
     """The engine's own value: a build without the option gets it anyway, so nothing needs writing."""
-    secret: bool = False
 
     @property
     def flag(self) -> str:
@@ -47,15 +52,9 @@ class Flag:
 # -- value checks ---------------------------------------------------------------------------------
 
 def _max_context(serve: Serve, build: Build, arch: str | None) -> str | None:
-    if serve.max_context > build.max_context:
-        return f"must be at most {build.max_context} (the model's native context on this build)"
+    if serve.max_context > NATIVE_CONTEXT:
+        return f"must be at most {NATIVE_CONTEXT} (the models' native context)"
     return None
-
-
-def pool_range(max_context: int, concurrency: int) -> tuple[int, int]:
-    """Legal pool sizes in tokens: pages in [max(L, C), C x L], L = ceil(max_context / 64) (IF §7.3)."""
-    pages = math.ceil(max_context / PAGE_TOKENS)
-    return max(pages, concurrency) * PAGE_TOKENS, concurrency * pages * PAGE_TOKENS
 
 
 def _kv_capacity(serve: Serve, build: Build, arch: str | None) -> str | None:
@@ -64,8 +63,8 @@ def _kv_capacity(serve: Serve, build: Build, arch: str | None) -> str | None:
         return None
     if capacity < serve.max_context:
         return f"must be at least serve.max_context ({serve.max_context})"
-    low, high = pool_range(serve.max_context, serve.max_concurrency)
-    if not low <= math.ceil(capacity / PAGE_TOKENS) * PAGE_TOKENS <= high:
+    low, high = POOL.pool_range(serve.max_concurrency, serve.max_context)
+    if not low <= POOL.resolve(capacity) <= high:
         return (f"must lie in {low}..{high} tokens for max_context {serve.max_context} and max_concurrency "
                 f"{serve.max_concurrency} (the engine refuses a pool outside its usable range)")
     return None
@@ -194,12 +193,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--vision",), "serve.vision", lambda s: _switch(s.vision), "load Vision and accept images"),
     Flag(("--vision-max-tokens", "--max-vision-tokens", "--vision-max-merged"), "serve.vision_max_tokens",
          lambda s: _text(s.vision_max_tokens), "token budget of one image (spelled per fork)", _vision_budget),
-    Flag(("--request-log-jsonl",), "serve.request_log_jsonl", lambda s: s.request_log_jsonl,
+    Flag(("--request-log-jsonl",), "serve.request_log_jsonl",
+         lambda s: None if s.request_log_jsonl is None else str(Path(s.request_log_jsonl).expanduser()),
          "append the engine's per-request JSONL log"),
     Flag(("--log-level",), "serve.log_level", lambda s: s.log_level, "stderr verbosity (debug: memory ledger)",
          engine_default="info"),
-    Flag(("--api-key",), "serve.api_key_env", lambda s: s.api_key_env,
-         "bearer key, read from the variable serve.api_key_env names", secret=True),
+    # NInfer reads its key only from argv: the value is the key itself (a placeholder in a plan without
+    # it), which EngineAdapter.redact() hides in every record.
+    Flag(("--api-key",), "serve.api_key_env",
+         lambda s: None if s.api_key_env is None else os.environ.get(s.api_key_env) or f"${{{s.api_key_env}}}",
+         "bearer key, read from the variable serve.api_key_env names"),
 )
 
 

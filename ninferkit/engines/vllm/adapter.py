@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout, vllm_kv_layout
-from ninferkit.capacity.pool import PoolRule
 from ninferkit.engines.base import EngineAdapter, rule
 from ninferkit.engines.host import power_limit_files
+from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.options import Serve
 from ninferkit.errors import ProfileError, ToolMissing
 from ninferkit.params.profile import Profile

@@ -1,10 +1,10 @@
 """How an engine turns (concurrency, per-slot context) into a KV pool: page size, pool range, auto headroom.
 
 Each engine adapter states its rule (`EngineAdapter.capacity_pool`), so the fit, the table and the
-search never branch on engine names. Sources: capacity-model.md §1.4 (NInfer paged pool, 64-token
-pages in [max(L, C), C x L] with L = ceil(max_context / 64), so never below max_context; auto keeps
-1 GiB; at most 8 slots), §2 (vLLM blocks), §3 (llama.cpp: `-c` is the pool, split evenly over `-np`
-slots).
+search never branch on engine names; it lives beside the adapters because it is engine knowledge.
+Sources: capacity-model.md §1.4 (NInfer paged pool, 64-token pages in [max(L, C), C x L] with
+L = ceil(max_context / 64), so never below max_context; auto keeps 1 GiB; at most 8 slots), §2 (vLLM
+blocks), §3 (llama.cpp: `-c` is the pool, split evenly over `-np` slots).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class PoolRule:
     default_kv_dtype: str
     max_concurrency: int | None = None
     """The most slots the engine takes whatever the memory (NInfer: 8); None: no such limit."""
+    capped_by_slots: bool = False
+    """The engine refuses a shared pool above C x S (NInfer: "kv_capacity is outside the usable range for
+    max_context and max_concurrency"); False where only memory bounds it (vLLM's blocks)."""
 
     def pages(self, tokens: int) -> int:
         return math.ceil(tokens / self.page_tokens)
@@ -49,3 +52,8 @@ class PoolRule:
         if kv_capacity == "auto":
             return self.pool_range(concurrency, context)[0]
         return self.resolve(int(kv_capacity))
+
+
+def snap_down(tokens: int, step: int) -> int:
+    """`tokens` rounded down to whole steps, never below one step."""
+    return max(step, tokens // step * step)
