@@ -16,6 +16,7 @@ from typing import Any
 
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import DiagnosisRule, EngineAdapter
+from ninferkit.errors import Diagnosis
 from ninferkit.params.profile import Profile
 from ninferkit.telemetry import engine_rates
 from ninferkit.units import GIB, MIB
@@ -28,19 +29,18 @@ def every_diagnosis(rules: Sequence[DiagnosisRule], log_text: str) -> list[dict[
     would have chosen, so a specific rule is not repeated by the general one behind it.
     """
     starts = [0] + [found.end() for found in re.finditer("\n", log_text)]
-    claimed: dict[int, tuple[int, Any]] = {}
-    for index, rule in enumerate(rules):
+    claimed: dict[int, Diagnosis] = {}
+    for rule in rules:
         for found in rule.pattern.finditer(log_text):
             number = bisect_right(starts, found.start())
-            if number in claimed and claimed[number][0] <= index:
+            if number in claimed:  # rules come in the table's order: an earlier one has it
                 continue
             end = log_text.find("\n", found.end())
-            window = log_text[starts[number - 1]: len(log_text) if end < 0 else end] + "\n"
-            diagnosis = rule.match(window)
+            diagnosis = rule.match(log_text[starts[number - 1]: len(log_text) if end < 0 else end])
             if diagnosis is not None:
-                claimed[number] = (index, diagnosis)
+                claimed[number] = diagnosis
     grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for number, (_, diagnosis) in sorted(claimed.items()):
+    for number, diagnosis in sorted(claimed.items()):
         entry = grouped.setdefault((diagnosis.code, diagnosis.cause, diagnosis.fix), {
             "code": diagnosis.code, "cause": diagnosis.cause, "fix": diagnosis.fix, "evidence": diagnosis.evidence,
             "lines": []})
@@ -93,8 +93,10 @@ def diagnose_log(log_text: str, adapter: EngineAdapter, profile: Profile | None 
     failures = [d for d in diagnoses if d["code"] not in adapter.request_error_codes]
     ledger = adapter.parse_ledger(log_text)
     started = ledger.get("listen_url") is not None
-    if failures:
-        verdict = f"failed: {failures[0]['code']}"
+    if failures:  # the rule tables go from the specific to the generic ("startup failed | …")
+        order = {rule.code: index for index, rule in reversed(list(enumerate(adapter.diagnoses)))}
+        first = min(failures, key=lambda d: (order.get(d["code"], len(order)), d["lines"][0]))
+        verdict = f"failed: {first['code']}"
     elif started:
         verdict = f"healthy start (listening on {ledger['listen_url']})"
     elif facts and set(facts["lines"]) <= {"other"}:

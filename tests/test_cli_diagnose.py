@@ -92,7 +92,7 @@ def test_the_reports_refusal_pasted_with_its_profile(capsys: pytest.CaptureFixtu
     profile = REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml"  # seed 000's deployment
     code, out, _ = _run(capsys, _pasted(tmp_path, seeds.STARTUP_REFUSED), "--profile", profile)
     assert code == 1
-    assert "verdict: failed: startup_failed" in out
+    assert "verdict: failed: artifact_container_mismatch" in out
     assert "build: hamawang/ninfer-v100-20260916@f17d37f (" in out
     assert "the profile's build hamawang/ninfer-v100-20260916@f17d37f matches the log" in out
     assert "artifact_container_mismatch (line 2)" in out and "fix: pin artifact.revision" in out

@@ -365,7 +365,7 @@ def test_non_throughput_lines_are_not_throughput() -> None:
     ("--prefill-chunk must be a positive multiple of 128", "option_invalid"),
     ("--draft-tokens and --lm-head-draft require --spec mtp|dflash", "option_invalid"),
     ("failed to open request JSONL log for append: /runs/x/ninfer.jsonl", "request_log_open"),
-    ("ninfer-serve: warmup failed (continuing): CUDA error", "warmup_failed"),
+    ("ninfer-serve: warmup failed (continuing): CUDA error", "warmup_failed_continuing"),
     (G3 + "req#7 rejected during prepare | openai-chat non-stream | HTTP 429 | server overloaded | messages 2",
      "server_overloaded"),  # IF §2.4 (verbatim)
     ("[2026-08-20 10:00:00.123] [warning] ninfer-serve: [req 4] rejected phase=prepare protocol=openai_chat_completions"
@@ -794,3 +794,23 @@ def test_request_done_g3() -> None:
         "accepted_tokens_server": 200, "drafted_tokens_server": 300, "acceptance_server": pytest.approx(2 / 3)}
     started = G3 + "req#3 started | openai-chat stream | 2 messages | max output 8,192 | thinking template default"
     assert ADAPTER.parse_request_done(started) is None
+
+
+def test_a_warmup_that_g1_logs_and_ignores_leaves_a_healthy_start() -> None:
+    # The live healthy start (ninfer-live/g1-h200/startup-errors/healthy_kv_auto_c2.log) with the warmup
+    # line G0/G1 print when the warmup request fails and they go on serving, rendered from IF §2.1's format
+    # (`warmup failed (continuing): <what>`; the capture's warmup did not fail), put before `listening on`.
+    from ninferkit.diagnose import diagnose_log
+
+    lines = (LIVE / "startup-errors" / "healthy_kv_auto_c2.log").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "listening on" in line)
+    lines.insert(at, "[2026-12-01 14:25:30.300] [warning] ninfer-serve: warmup failed (continuing): CUDA error")
+    report = diagnose_log("\n".join(lines) + "\n", ADAPTER)
+    assert report["healthy"] and report["request_errors"] == ["warmup_failed_continuing"]
+
+
+def test_a_rule_quotes_a_last_line_without_newline_whole() -> None:
+    found = ADAPTER.diagnose("[2026-12-01 14:24:20.547] [error] ninfer-serve: failed to bind 127.0.0.1:18092")
+    assert found is not None and found.evidence.endswith("failed to bind 127.0.0.1:18092")
+    llama = get_adapter("llama_server").diagnose("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8088")
+    assert llama is not None and llama.evidence.endswith("port: 8088")

@@ -213,3 +213,16 @@ def test_docker_files_pin_the_image() -> None:
     files = ADAPTER.docker_files(validate_profile(data))
     assert "FROM vllm/vllm-openai:v0.11.0" in files["Dockerfile"]
     assert "ExecStart=/usr/local/bin/nvidia-powerlimit.sh 250" in files["nvidia-powerlimit.service"]
+
+
+def test_the_reports_start_lines_read_as_a_healthy_start() -> None:
+    # seed 001 §5.4 "启动成功的标志", verbatim as the report prints them (its post joined the lines).
+    from ninferkit.diagnose import diagnose_log
+
+    seed = (Path(__file__).parent / "data" / "seeds" / "001_14cad6f44f36910c.txt").read_text()
+    quoted = next(line for line in seed.splitlines() if "Uvicorn running on" in line)
+    assert quoted == ("INFO: Started server process [12345] INFO: Waiting for application startup. INFO: Application "
+                      "startup complete. INFO: Uvicorn running on http://0.0.0.0:8000")
+    assert ADAPTER.parse_ledger(quoted)["listen_url"] == "http://0.0.0.0:8000"
+    report = diagnose_log(quoted, ADAPTER)
+    assert report["healthy"] and report["verdict"] == "healthy start (listening on http://0.0.0.0:8000)"

@@ -134,7 +134,7 @@ def test_g0_bind_failure_and_warmup() -> None:
     warmup = read_line("ninfer-serve: warmup failed (continuing): CUDA error")
     assert warmup.kind == "error"
     found = ADAPTER.diagnose(warmup.text)
-    assert found is not None and found.code == "warmup_failed" and "(continuing): CUDA error" in found.cause
+    assert found is not None and found.code == "warmup_failed_continuing" and "CUDA error" in found.cause
 
 
 def test_progress_rewritten_in_place_reads_as_its_last_state() -> None:

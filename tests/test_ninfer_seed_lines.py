@@ -82,7 +82,8 @@ def test_startup_refusal_1_4_names_the_phase_the_reason_and_the_build() -> None:
     assert [(e["code"], e["lines"]) for e in report["errors"]] == [("startup_failed", [1]),
                                                                    ("artifact_container_mismatch", [2])]
     assert "inspecting artifact, 31.4 ms in" in report["errors"][0]["cause"]
-    assert not report["healthy"] and report["verdict"] == "failed: startup_failed"
+    # the verdict names the reason, not the generic phase line before it
+    assert not report["healthy"] and report["verdict"] == "failed: artifact_container_mismatch"
     # Pipe lines and a reader of container v2 only: the report's own fork, alone in the table.
     assert report["build"]["builds"] == ["hamawang/ninfer-v100-20260916@f17d37f"]
     assert report["build"]["containers_read"] == [2]

@@ -28,6 +28,14 @@ OUT_OF_MEMORY_AT_FIRST_USE = "out_of_memory_at_first_use"
 first request: the capacity search counts it as a pool that does not fit."""
 
 
+More = Callable[[Mapping[str, str], str], dict[str, str]]
+"""What a rule's words may also use, derived from the match's groups and its whole line."""
+
+
+def _nothing(values: Mapping[str, str], line: str) -> dict[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class DiagnosisRule:
     """One known failure: a log pattern, and what it means for the operator."""
@@ -36,18 +44,21 @@ class DiagnosisRule:
     pattern: re.Pattern[str]
     cause: str
     fix: str
+    more: More = _nothing
 
     def match(self, log_text: str) -> Diagnosis | None:
         found = self.pattern.search(log_text)
         if found is None:
             return None
-        line = log_text[log_text.rfind("\n", 0, found.start()) + 1 : log_text.find("\n", found.end())]
+        end = log_text.find("\n", found.end())
+        line = log_text[log_text.rfind("\n", 0, found.start()) + 1: len(log_text) if end < 0 else end]
         values = {key: value for key, value in found.groupdict().items() if value is not None}
+        values.update(self.more(values, line))
         return Diagnosis(self.code, self.cause.format(**values), self.fix.format(**values), line.strip())
 
 
-def rule(code: str, pattern: str, cause: str, fix: str) -> DiagnosisRule:
-    return DiagnosisRule(code, re.compile(pattern, re.IGNORECASE | re.MULTILINE), cause, fix)
+def rule(code: str, pattern: str, cause: str, fix: str, more: More = _nothing) -> DiagnosisRule:
+    return DiagnosisRule(code, re.compile(pattern, re.IGNORECASE | re.MULTILINE), cause, fix, more)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,12 @@ the numbers the log gives (a refusal's byte counts, the context limit of a rejec
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from ninferkit.engines.base import DiagnosisRule
+from ninferkit.engines.base import DiagnosisRule, rule
 from ninferkit.engines.ninfer.flags import field_of
 from ninferkit.engines.ninfer.numbers import count
-from ninferkit.errors import Diagnosis
 from ninferkit.units import GIB
 
 _N = r"(?P<{}>[\d,]+)"
@@ -79,34 +77,6 @@ def parse_refusal(log_text: str) -> dict[str, Any] | None:
 # Rules that name more than their match: the profile field behind a flag, a refusal's numbers
 # ---------------------------------------------------------------------------------------------
 
-More = Callable[[Mapping[str, str], str], dict[str, str]]
-
-
-def _nothing(values: Mapping[str, str], line: str) -> dict[str, str]:
-    return {}
-
-
-@dataclass(frozen=True)
-class _Rule(DiagnosisRule):
-    """A rule whose cause and fix may also use what `more` derives from the match and its line."""
-
-    more: More = _nothing
-
-    def match(self, log_text: str) -> Diagnosis | None:
-        found = self.pattern.search(log_text)
-        if found is None:
-            return None
-        end = log_text.find("\n", found.end())
-        line = log_text[log_text.rfind("\n", 0, found.start()) + 1: len(log_text) if end < 0 else end]
-        values = {key: value for key, value in found.groupdict().items() if value is not None}
-        values.update(self.more(values, line))
-        return Diagnosis(self.code, self.cause.format(**values), self.fix.format(**values), line.strip())
-
-
-def _rule(code: str, pattern: str, cause: str, fix: str, more: More = _nothing) -> _Rule:
-    return _Rule(code, re.compile(pattern, re.IGNORECASE | re.MULTILINE), cause, fix, more)
-
-
 def _gib(value: int) -> str:
     return f"{value / GIB:.2f} GiB"
 
@@ -155,157 +125,160 @@ _ARTIFACT_PIN = ("pin artifact.revision to the hub commit whose file has the con
 
 DIAGNOSES: tuple[DiagnosisRule, ...] = (
     # -- the host: the field reports' error table (seed 000 §1.1, §1.7; seed 003 §一.2) --------------
-    _rule("driver_missing", r"couldn't communicate with the NVIDIA driver",
+    rule("driver_missing", r"couldn't communicate with the NVIDIA driver",
           "the NVIDIA driver is not installed or not loaded (the card is on the bus: `lspci` shows it)",
           "install the proprietary driver nvidia-driver-580-server (R580 is the last branch for Volta) and "
           "reboot; `ninferkit probe` checks it"),
-    _rule("open_kernel_module", r"not supported by open nvidia\.ko",
+    rule("open_kernel_module", r"not supported by open nvidia\.ko",
           "the open kernel module is loaded; Volta (V100) is supported only by the proprietary module (GSP)",
           "apt purge \"nvidia-*-open\", then install nvidia-driver-580-server (the same branch, not -open)"),
-    _rule("cuda_runtime_missing", r"(?P<lib>libcu\w*\.so\.\d+): cannot open shared object file|"
+    rule("cuda_runtime_missing", r"(?P<lib>libcu\w*\.so\.\d+): cannot open shared object file|"
           r"cannot open shared object file: (?P<lib2>libcu\w*\.so\.\d+)",
           "a CUDA library the binary links against is missing: the image's CUDA runtime is not the one the "
           "binary was built with (its RUNPATH names /usr/local/cuda-<version>)",
           "set engine.cuda_runtime to the binary's CUDA version (12.8.0 for the sm_70 and sm_86 builds), so "
           "the Dockerfile `ninferkit launch PROFILE --dry-run` writes starts FROM nvidia/cuda:<it>-runtime"),
-    _rule("compat_libcuda", r"cudaErrorCompatNotSupportedOnDevice",
+    rule("compat_libcuda", r"cudaErrorCompatNotSupportedOnDevice",
           "the image's forward-compatibility libcuda was loaded on a GeForce card, which does not support it",
           "delete /usr/local/cuda/compat in the image (set gpu.name to the card: the generated Dockerfile does "
           "it for GeForce cards)"),
     # -- the command line -------------------------------------------------------------------------
-    _rule("port_in_use", r"(?:failed to bind|cannot bind) (?P<host>[^\s:|]+):(?P<port>\d+)",
+    rule("port_in_use", r"(?:failed to bind|cannot bind) (?P<host>[^\s:|]+):(?P<port>\d+)",
           "the listen address {where} is already in use (or not bindable)", _FREE_PORT, _host_port),
-    _rule("port_in_use", r"server listen failed \| (?P<host>[^\s:|]+):(?P<port>\d+)",
+    rule("port_in_use", r"server listen failed \| (?P<host>[^\s:|]+):(?P<port>\d+)",
           "the listen address {where} is already in use (or not bindable)", _FREE_PORT, _host_port),
-    _rule("port_in_use", r"server status=failed phase=bind host=\"?(?P<host>[^\s\"]+)\"? port=(?P<port>\d+)",
+    rule("port_in_use", r"server status=failed phase=bind host=\"?(?P<host>[^\s\"]+)\"? port=(?P<port>\d+)",
           "the listen address {where} is already in use (or not bindable)", _FREE_PORT, _host_port),
-    _rule("unknown_argument", r"unknown argument: (?P<arg>\S+)",
+    rule("unknown_argument", r"unknown argument: (?P<arg>\S+)",
           "this ninfer-serve build has no option {arg} (options differ per fork and version)",
           "{remedy}; `ninfer-serve --help` lists the build's options", _field_of_argument),
     # -- the artifact -------------------------------------------------------------------------------
-    _rule("artifact_missing", r"\bopen (?P<path>\S+): (?P<why>No such file or directory|Permission denied|"
+    rule("artifact_missing", r"\bopen (?P<path>\S+): (?P<why>No such file or directory|Permission denied|"
           r"Is a directory)",
           "the artifact {path} cannot be opened ({why})",
           "run `ninferkit verify PROFILE` to download and verify it, or point artifact.local_dir and "
           "artifact.filename at the file (with serve.docker: the folder mounted into the container)"),
-    _rule("artifact_container_mismatch", r"artifact magic is not NInfer (?P<which>v1 or v2|v2|v1|version 1)",
+    rule("artifact_container_mismatch", r"artifact magic is not NInfer (?P<which>v1 or v2|v2|v1|version 1)",
           "the file's header is not a container this build reads (it reads {which}): a container v3 file (a "
           "hub's `main` was moved to v3) or not a NInfer artifact at all; `ninferkit verify --file PATH` says "
           "which", _ARTIFACT_PIN),
-    _rule("artifact_v2_on_v3_reader", r"NInfer v2 artifact is not supported",
+    rule("artifact_v2_on_v3_reader", r"NInfer v2 artifact is not supported",
           "this build reads container v3 only and was given a v2 file",
           "pin artifact.revision to a v3 file of the artifact, or upgrade the file with "
           "tools/upgrade_ninfer_v2_to_v3.py"),
-    _rule("artifact_v1_on_v2_reader", r"NInfer artifact v1 is no longer supported",
+    rule("artifact_v1_on_v2_reader", r"NInfer artifact v1 is no longer supported",
           "this build reads container v2 and was given a v1 file",
           "pin artifact.revision to a v2 file, or migrate it with python3 -m tools.artifact.migrate_v1_to_v2"),
-    _rule("artifact_not_v3", r"expected NInfer v3 entry magic",
+    rule("artifact_not_v3", r"expected NInfer v3 entry magic",
           "this build reads container v3 only and the file is not one", _ARTIFACT_PIN),
-    _rule("artifact_extension", r"NInfer accepts only \.ninfer artifacts",
+    rule("artifact_extension", r"NInfer accepts only \.ninfer artifacts",
           "the model path does not end in .ninfer", "point artifact.filename at the .ninfer file"),
-    _rule("artifact_corrupt", r"(?P<what>artifact is shorter than the v1 prefix|json_bytes must be positive|"
+    rule("artifact_corrupt", r"(?P<what>artifact is shorter than the v1 prefix|json_bytes must be positive|"
           r"declared JSON or payload start extends beyond the file|invalid JSON directory|"
           r"directory root has missing or extra members|extends beyond the file|overlaps or is out of order)",
           "the artifact file is truncated or corrupt ({what})",
           "download it again and check its size and sha256 (`ninferkit verify PROFILE`; artifact.size_bytes "
           "and artifact.sha256 pin them)"),
-    _rule("no_target", r"artifact (?:model_id|identity) '(?P<id>[^']+)' has no registered target",
+    rule("no_target", r"artifact (?:model_id|identity) '(?P<id>[^']+)' has no registered target",
           "this build has no target for the model {id} on this GPU",
           "use an artifact this fork serves (artifact.repo / artifact.filename), or set engine.fork to a fork "
           "that has the target"),
-    _rule("wrong_gpu", r"family runtime requires compute capability (?P<cc>[\d.]+[^\n]*)",
+    rule("wrong_gpu", r"family runtime requires compute capability (?P<cc>[\d.]+[^\n]*)",
           "this build requires compute capability {cc}; the GPU is another architecture",
           "use the fork built for this GPU (engine.fork; sm_70 V100, sm_86 RTX 3090, sm_120 RTX 50xx) and set "
           "gpu.arch to it"),
     # -- memory (IF §3.1, capacity-model.md §1.4): the numbers come from the refusal itself --------
-    _rule("insufficient_memory", r"(?:minimum Engine runtime reservation requires|automatic KV headroom"
+    rule("insufficient_memory", r"(?:minimum Engine runtime reservation requires|automatic KV headroom"
           r"(?:/slack floor)? requires)",
           "serve.kv.capacity `auto` could not size a pool: the minimum runtime plus auto's 1 GiB headroom does "
           "not fit in what the weights leave free{numbers}",
           "set serve.kv.capacity to an explicit pool (explicit keeps no headroom; seed 000 §1.7), sized by "
           "`ninferkit capacity fit LOG`, or lower serve.max_concurrency", _refusal_numbers),
-    _rule("insufficient_memory", r"requested Engine runtime reservation requires",
+    rule("insufficient_memory", r"requested Engine runtime reservation requires",
           "the explicit KV pool does not fit in what the weights leave free{numbers}",
           "lower serve.kv.capacity (or serve.max_context x serve.max_concurrency): `ninferkit capacity fit LOG` "
           "gives the largest pool that fits", _refusal_numbers),
-    _rule("insufficient_memory", r"model weights and requested context require",
+    rule("insufficient_memory", r"model weights and requested context require",
           "the weights and this context do not fit in free GPU memory{numbers}",
           "lower serve.max_context (this build sizes one sequence for it)", _refusal_numbers),
-    _rule("insufficient_memory", r"model weights require [\d,]+ bytes",
+    rule("insufficient_memory", r"model weights require [\d,]+ bytes",
           "the weights alone do not fit in free GPU memory{numbers}",
           "free the GPU (another process holds memory: `nvidia-smi`), or use a smaller artifact or a GPU with "
           "more memory (gpu.memory_gib)", _refusal_numbers),
-    _rule("insufficient_memory", r"CUDA Graph preparation consumed",
+    rule("insufficient_memory", r"CUDA Graph preparation consumed",
           "CUDA graph capture took more memory than the runtime planned for it{numbers}",
           "add --no-cuda-graph to serve.extra_args, or lower serve.max_concurrency", _refusal_numbers),
-    _rule("pinned_host_memory", r"cudaMallocHost failed",
+    rule("pinned_host_memory", r"cudaMallocHost failed",
           "pinned host memory could not be allocated (host KV / state tiers)",
           "lower --host-kv-mib / --host-state-slots in serve.extra_args, or add host RAM"),
     # -- option values (live: startup-errors/*.log; IF §3.1) ---------------------------------------
-    _rule("kv_capacity_too_small", r"kv[_-]capacity must be at least (?:--)?max[_-]context",
+    rule("kv_capacity_too_small", r"kv[_-]capacity must be at least (?:--)?max[_-]context",
           "the KV pool is smaller than one request's context",
           "set serve.kv.capacity to at least serve.max_context (or lower serve.max_context)"),
-    _rule("kv_capacity_range", r"kv_capacity is outside the usable range for max_context and max_concurrency",
+    rule("kv_capacity_range", r"kv_capacity is outside the usable range for max_context and max_concurrency",
           "the KV pool's 64-token page count is outside [max(L, C), C x L] (L = ceil(max_context / 64), C = "
           "max_concurrency): a pool above max_context x max_concurrency can never be used",
           "set serve.kv.capacity between serve.max_context and serve.max_context x serve.max_concurrency, or "
           "raise serve.max_concurrency"),
-    _rule("option_invalid", r"(?P<what>--[\w-]+(?: [\w|]+)? (?:must|requires?|cannot)[^\n]*)",
+    rule("option_invalid", r"(?P<what>--[\w-]+(?: [\w|]+)? (?:must|requires?|cannot)[^\n]*)",
           "the engine refused an option value: {what}", _FLAG_FIX, _fields_of_flags),
-    _rule("option_invalid", r"(?P<what>max_context exceeds the variant native context capacity)",
+    rule("option_invalid", r"(?P<what>max_context exceeds the variant native context capacity)",
           "the engine refused an option value: {what}",
           "lower serve.max_context to the model's native context"),
-    _rule("option_invalid", r"(?P<what>DFlash is not supported by this target)",
+    rule("option_invalid", r"(?P<what>DFlash is not supported by this target)",
           "the engine refused an option value: {what}", "set serve.spec.method to mtp"),
-    _rule("request_log_open", r"(?P<what>failed to open request JSONL log for append|request JSONL log must not "
+    rule("request_log_open", r"(?P<what>failed to open request JSONL log for append|request JSONL log must not "
           r"overwrite the model artifact)[^\n]*",
           "the request log cannot be written ({what})",
           "point serve.request_log_jsonl at a writable file in an existing folder, not the artifact"),
-    _rule("warmup_failed", r"warmup failed(?P<detail>[^\n]*)",
+    rule("warmup_failed_continuing", r"warmup failed \(continuing\):?(?P<detail>[^\n]*)",
+         "the one-request warmup after loading failed:{detail}; this build logs it and goes on serving (G0/G1)",
+         "read the error: the first real request may fail the same way"),
+    rule("warmup_failed", r"warmup failed(?P<detail>[^\n]*)",
           "the one-request warmup after loading failed{detail} (fatal in G2/G3 builds, logged and ignored in "
           "G0/G1)",
           "read the lines above it: usually memory (lower serve.kv.capacity) or a CUDA error"),
     # -- what a build reports without naming the reason (G2/G3) -----------------------------------
-    _rule("startup_failed", r"startup failed \| (?P<phase>[^|\n]+?) \| (?P<after>[^|\n]+)",
+    rule("startup_failed", r"startup failed \| (?P<phase>[^|\n]+?) \| (?P<after>[^|\n]+)",
           "startup stopped while {phase}, {after} in",
           "the error line after it gives the reason; with none, set serve.log_level: debug and start again"),
-    _rule("engine_failed", r"server failed during (?P<when>startup|serving) \| (?P<detail>[^\n]+)",
+    rule("engine_failed", r"server failed during (?P<when>startup|serving) \| (?P<detail>[^\n]+)",
           "the engine stopped during {when}: {detail}",
           "no rule of ninferkit knows this message; read the lines before it (serve.log_level: debug prints "
           "more)"),
-    _rule("engine_failed", r"server status=failed phase=(?P<when>startup|serving)(?P<detail>[^\n]*)",
+    rule("engine_failed", r"server status=failed phase=(?P<when>startup|serving)(?P<detail>[^\n]*)",
           "the engine stopped during {when}:{detail}",
           "no rule of ninferkit knows this message; read the lines before it (serve.log_level: debug prints "
           "more)"),
     # -- one request answered with an error (REQUEST_ERRORS) ---------------------------------------
-    _rule("request_queue_timeout", r"request[_ ]queue[_ ]timeout|expired before submission|"
+    rule("request_queue_timeout", r"request[_ ]queue[_ ]timeout|expired before submission|"
           r"while waiting for admission",
           "a queued request was not admitted within the pending timeout (30 s unless set); prefill runs one "
           "request at a time, so a long prompt ahead in the queue holds later ones (HTTP 503)",
           "raise serve.pending_timeout_ms (the field reports use 600000)"),
-    _rule("context_length_exceeded", r"context[_ ]length[_ ]exceeded|prepared prompt (?:has \d+ tokens, "
+    rule("context_length_exceeded", r"context[_ ]length[_ ]exceeded|prepared prompt (?:has \d+ tokens, "
           r"exceeding|exceeds) Engine (?:max_context|context capacity)",
           "prompt plus output does not fit the server's max_context (HTTP 400)",
           "send a shorter prompt or fewer max_tokens, or raise serve.max_context{above} (serve.kv.capacity "
           "must hold it)", _context_limit),
-    _rule("server_overloaded", r"server[_ ]overloaded|inference request queue is full",
+    rule("server_overloaded", r"server[_ ]overloaded|inference request queue is full",
           "max_concurrency + max_pending_requests requests were already in flight (HTTP 429)",
           "send fewer concurrent requests or raise serve.max_pending_requests"),
-    _rule("model_not_found", r"model[_ ]not[_ ]found|model '(?P<model>[^']*)' not found",
+    rule("model_not_found", r"model[_ ]not[_ ]found|model '(?P<model>[^']*)' not found",
           "the request's model is not the server's public id (HTTP 404)",
           "send model = the server's id (serve.model_id; /v1/models lists it)"),
-    _rule("vision_disabled", r"vision[_ ]disabled|Vision is disabled for this server",
+    rule("vision_disabled", r"vision[_ ]disabled|Vision is disabled for this server",
           "the request carries images but the server runs without --vision (HTTP 400)",
           "set serve.vision: true, or send text only"),
-    _rule("invalid_api_key", r"invalid[_ ]api[_ ]key|missing or invalid API key",
+    rule("invalid_api_key", r"invalid[_ ]api[_ ]key|missing or invalid API key",
           "the request has no or a wrong API key (HTTP 401)",
           "export the variable serve.api_key_env names with the server's key"),
     # -- the engine after it started -----------------------------------------------------------------
-    _rule("service_unavailable", r"service[_ ]unavailable|inference engine is unavailable",
+    rule("service_unavailable", r"service[_ ]unavailable|inference engine is unavailable",
           "the engine stopped or failed after startup (HTTP 503)",
           "read the server log before this line; start the server again (`ninferkit launch PROFILE`)"),
 )
 
 REQUEST_ERRORS = frozenset({"request_queue_timeout", "context_length_exceeded", "server_overloaded",
-                            "model_not_found", "vision_disabled", "invalid_api_key"})
-"""Codes of one request answered with an error: the server itself goes on serving."""
+                            "model_not_found", "vision_disabled", "invalid_api_key", "warmup_failed_continuing"})
+"""Codes of one request answered with an error (the warmup's included): the server itself goes on serving."""

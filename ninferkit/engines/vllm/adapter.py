@@ -51,6 +51,7 @@ _LEDGER = (
     (re.compile(r"# GPU blocks: (?P<g>\d+)(?:, # CPU blocks: (?P<c>\d+))?"), "blocks"),
     (re.compile(r"Setting attention block size to (?P<n>\d+) tokens"), "block_size"),
     (re.compile(r"Padding mamba page size by (?P<p>[\d.]+)%"), "mamba_padding"),
+    (re.compile(r"Uvicorn running on (?P<url>http://\S+)"), "listening"),
 )
 _NOT_ENOUGH_KV = re.compile(
     r"max seq len \((?P<len>\d+)\), \(?(?P<need>[\d.]+) GiB KV cache is needed, which is larger than the "
@@ -184,7 +185,8 @@ class VLLM(EngineAdapter):
     def parse_ledger(self, log_text: str) -> dict[str, Any]:
         """weights_bytes, weights_load_s, kv_cache_bytes, kv_tokens, kv_capacity_mode ('auto': sized from
         gpu_memory_utilization), max_concurrency_x and its request tokens, gpu_blocks, cpu_blocks,
-        attention_block_tokens, mamba_page_padding_pct; rounded GiB values carry `_resolution_bytes`."""
+        attention_block_tokens, mamba_page_padding_pct, listen_url; rounded GiB values carry
+        `_resolution_bytes`."""
         out: dict[str, Any] = {}
         for pattern, what in _LEDGER:
             matches = list(pattern.finditer(log_text))
@@ -208,6 +210,8 @@ class VLLM(EngineAdapter):
                     out["cpu_blocks"] = int(found["c"])
             elif what == "block_size":
                 out["attention_block_tokens"] = int(found["n"])
+            elif what == "listening":
+                out["listen_url"] = found["url"]
             else:
                 out["mamba_page_padding_pct"] = float(found["p"])
         return out
