@@ -12,10 +12,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ninferkit.errors import Diagnosis
+from ninferkit.errors import Diagnosis, ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.params.serve import ServeSection
 from ninferkit.units import MIB
 
 if TYPE_CHECKING:  # the capacity package reads adapters; importing it here at run time would be a cycle
@@ -251,6 +252,18 @@ class EngineAdapter:
             if eq and flag in self.secret_flags:
                 out[index] = f"{flag}=***"
         return out
+
+
+S = TypeVar("S", bound=ServeSection)
+
+
+def serve_of(profile: Profile, section: type[S]) -> S:
+    """The profile's serve section as its engine's class (a profile's engine.kind picks that class, so a
+    mismatch is a profile of another engine handed to this adapter)."""
+    if not isinstance(profile.serve, section):
+        raise ProfileError(f"profile {profile.name} is not a profile of this engine (engine.kind "
+                           f"{profile.engine.kind})")
+    return profile.serve
 
 
 def llama_cpp_timings(timings: Mapping[str, Any]) -> dict[str, Any]:

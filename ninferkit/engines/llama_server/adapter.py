@@ -30,6 +30,7 @@ from ninferkit.engines.base import (
     llama_cpp_timings,
     mib,
     rule,
+    serve_of,
     text,
 )
 from ninferkit.engines.llama_server.options import Serve
@@ -39,13 +40,6 @@ from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
 
 LOG_VERBOSITY = "4"
-
-
-def llama_serve(profile: Profile) -> Serve:
-    """The profile's serve section as llama-server's (a profile of engine.kind llama_server always has one)."""
-    if not isinstance(profile.serve, Serve):
-        raise ProfileError(f"profile {profile.name} is not a llama_server profile (engine.kind {profile.engine.kind})")
-    return profile.serve
 
 
 class LlamaServer(EngineAdapter):
@@ -155,7 +149,7 @@ class LlamaServer(EngineAdapter):
         return llama_server_binary(profile.engine.binary, profile.engine.build)
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
-        serve = llama_serve(profile)
+        serve = serve_of(profile, Serve)
         if serve.kv.capacity == "auto":
             raise ProfileError("serve.kv.capacity = 'auto': llama-server has no automatic KV sizing; "
                                "allowed: a token count or null (max_context x max_concurrency)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
-from ninferkit.engines.base import EngineAdapter, llama_cpp_timings
+from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, serve_of
 from ninferkit.engines.ninfer import logs
 from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup
 from ninferkit.engines.ninfer.describe import describe
@@ -38,13 +38,6 @@ from ninferkit.engines.ninfer.request_log import (
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
-
-
-def ninfer_serve(profile: Profile) -> Serve:
-    """The profile's serve section as NInfer's (a profile of engine.kind ninfer always has one)."""
-    if not isinstance(profile.serve, Serve):
-        raise ProfileError(f"profile {profile.name} is not a NInfer profile (engine.kind {profile.engine.kind})")
-    return profile.serve
 
 
 class NInfer(EngineAdapter):
@@ -92,7 +85,7 @@ class NInfer(EngineAdapter):
         Raises ProfileError naming every bad field with its value and what is allowed.
         """
         build = build or self.build(profile)
-        serve = ninfer_serve(profile)
+        serve = serve_of(profile, Serve)
         problems = check(serve, build, profile.gpu.arch)
         if problems:
             raise ProfileError(f"profile {profile.name} does not fit NInfer build {build.name}:\n"
@@ -105,7 +98,7 @@ class NInfer(EngineAdapter):
         for warning in self.validate(profile, build):
             warnings.warn(warning, UserWarning, stacklevel=2)
         argv = [str(binary), str(model_path)]
-        for _, spelling, value in argv_flags(ninfer_serve(profile), build):
+        for _, spelling, value in argv_flags(serve_of(profile, Serve), build):
             argv += [spelling] if value is True else [spelling, str(value)]
         return argv + list(profile.serve.extra_args)
 
@@ -132,7 +125,7 @@ class NInfer(EngineAdapter):
         target = profile.capacity.model
         if target is None:
             return None  # unknown architecture: the fit estimates the slope too
-        return ninfer_kv_layout(target, kv_dtype, ninfer_serve(profile).spec.method)
+        return ninfer_kv_layout(target, kv_dtype, serve_of(profile, Serve).spec.method)
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """G3 `timings` (llama.cpp-compatible) and G2+ usage details; {} for G0/G1 bodies.
@@ -161,7 +154,7 @@ class NInfer(EngineAdapter):
         the server log (rounded as printed: ms, 0.1 tok/s), joined by start time and token counts
         (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
         every row a `server_note` saying why, never an error: the client rows stand on their own."""
-        serve = ninfer_serve(profile)
+        serve = serve_of(profile, Serve)
         if serve.request_log_jsonl is not None:
             path = Path(serve.request_log_jsonl).expanduser()
             source, what = "request_log", f"request log {path} (serve.request_log_jsonl)"
@@ -236,7 +229,7 @@ class NInfer(EngineAdapter):
 
     def docker_mounts(self, profile: Profile) -> tuple[list[str], dict[str, Any]]:
         """The request log's folder, mounted writable at /logs."""
-        log = ninfer_serve(profile).request_log_jsonl
+        log = serve_of(profile, Serve).request_log_jsonl
         if log is None:
             return [], {}
         path = Path(log).expanduser()

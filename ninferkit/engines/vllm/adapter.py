@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.architecture import KVLayout, vllm_kv_layout
-from ninferkit.engines.base import EngineAdapter, rule
+from ninferkit.engines.base import EngineAdapter, rule, serve_of
 from ninferkit.engines.host import power_limit_files
 from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.options import Serve
@@ -60,13 +60,6 @@ _NOT_ENOUGH_KV = re.compile(
 _FREE_BELOW_UTILIZATION = re.compile(
     r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU "
     r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
-
-
-def vllm_serve(profile: Profile) -> Serve:
-    """The profile's serve section as vLLM's (a profile of engine.kind vllm always has one)."""
-    if not isinstance(profile.serve, Serve):
-        raise ProfileError(f"profile {profile.name} is not a vllm profile (engine.kind {profile.engine.kind})")
-    return profile.serve
 
 
 class VLLM(EngineAdapter):
@@ -122,7 +115,7 @@ class VLLM(EngineAdapter):
 
     def validate(self, profile: Profile) -> None:
         """Raise ProfileError for settings vLLM has no flag for, or values it rejects on this GPU."""
-        serve, problems = vllm_serve(profile), []
+        serve, problems = serve_of(profile, Serve), []
         if serve.kv.capacity is not None:
             problems.append(f"serve.kv.capacity = {serve.kv.capacity!r}: vLLM sizes its pool from "
                             "serve.gpu_memory_utilization; allowed: null")
@@ -143,7 +136,7 @@ class VLLM(EngineAdapter):
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
         self.validate(profile)
-        serve = vllm_serve(profile)
+        serve = serve_of(profile, Serve)
         argv = [str(binary), "-m", SERVER_MODULE, "--model", str(model_path), "--host", serve.host,
                 "--port", str(serve.port)]
         if serve.model_id is not None:
