@@ -241,16 +241,17 @@ class EngineAdapter:
         record. `rows` are all requests.jsonl rows of the run."""
         return None
 
-    def redact(self, argv: list[str]) -> list[str]:
-        """argv with the value after every secret flag replaced, for logs and result files."""
+    def redact(self, argv: list[str], mask: str = "***") -> list[str]:
+        """argv with the value of every secret flag (`--api-key KEY`, `--api-key=KEY`) replaced by `mask`:
+        for logs and result files, and for a placeholder a container's shell expands."""
         out = list(argv)
         for index, arg in enumerate(out[:-1]):
             if arg in self.secret_flags:
-                out[index + 1] = "***"
+                out[index + 1] = mask
         for index, arg in enumerate(out):
             flag, eq, _ = arg.partition("=")
             if eq and flag in self.secret_flags:
-                out[index] = f"{flag}=***"
+                out[index] = f"{flag}={mask}"
         return out
 
 

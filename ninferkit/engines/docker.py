@@ -63,22 +63,9 @@ def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> l
     inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})
     binary = profile.engine.binary or adapter.default_binary
     engine_argv = adapter.argv(inner_profile, MODELS / model_path.name, Path(binary))
-    if secret is None or not _hide_secrets(engine_argv, adapter):
+    hidden = adapter.redact(engine_argv, mask=_SECRET)
+    if secret is None or hidden == engine_argv:
         return argv + ["--entrypoint", engine_argv[0], image, *engine_argv[1:]]
-    script = "exec " + shlex.join(engine_argv).replace(_SECRET, f'"${secret}"')
+    script = "exec " + shlex.join(hidden).replace(_SECRET, f'"${secret}"')
     return argv + ["--entrypoint", "sh", image, "-c", script]
 
-
-def _hide_secrets(argv: list[str], adapter: EngineAdapter) -> bool:
-    """Replace the value of every secret flag (`--api-key KEY`, `--api-key=KEY`) with a placeholder the
-    container's shell expands; True when there was one."""
-    found = False
-    for index, arg in enumerate(argv):
-        flag, eq, _ = arg.partition("=")
-        if arg in adapter.secret_flags and index + 1 < len(argv):
-            argv[index + 1] = _SECRET
-            found = True
-        elif eq and flag in adapter.secret_flags:
-            argv[index] = f"{flag}={_SECRET}"
-            found = True
-    return found
