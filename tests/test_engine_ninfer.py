@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from ninferkit.engines import get_adapter
-from ninferkit.engines.ninfer.builds import BUILDS, containers_from_log, detect_build, log_format_of
+from ninferkit.engines.ninfer.builds import BUILDS, containers_from_log, detect_build
 from ninferkit.engines.ninfer.diagnoses import parse_refusal
-from ninferkit.engines.ninfer.logs import message
+from ninferkit.engines.ninfer.logs import log_format_of, message
 from ninferkit.engines.ninfer.numbers import byte_value, duration_s
 from ninferkit.engines.ninfer.request_log import (
     join_client_rows,
@@ -469,8 +469,9 @@ def test_refusal_last_one_wins() -> None:
     ({"prefill_chunk": 1000}, "multiple of 128"),
     ({"max_context": 300000, "kv": {"capacity": 300000}}, "native context"),
     ({"fork": "plus1998/NInfer-V100-Duo", "vision_max_tokens": 2048}, "needs serve.vision: true"),
-    ({"tensor_parallel": 2, "gpu_devices": [0, 1]}, "needs --tp, which geoffwatts/ninfer-v100 does not have; builds that "
-     "have it: ValerioDolci/ninfer-tp2, plus1998/NInfer-V100-Duo@19bf15b"),
+    ({"tensor_parallel": 2, "gpu_devices": [0, 1]},
+     "needs --tp, which geoffwatts/ninfer-v100 does not have; builds that have it: ValerioDolci/ninfer-tp2, "
+     "plus1998/NInfer-V100-Duo@19bf15b"),
     ({"fork": "plus1998/NInfer-V100-Duo", "tensor_parallel": 2, "gpu_devices": [0]}, "two device indices"),
     ({"fork": "ValerioDolci/ninfer-tp2", "tensor_parallel": 2, "gpu_devices": [0, 1], "arch": "sm_120",
       "kv": {"dtype": "k8v4"}}, "serve.kv.dtype = 'k8v4'"),

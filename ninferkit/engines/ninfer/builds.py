@@ -17,17 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
+from ninferkit.engines.ninfer.logs import log_format_of
+from ninferkit.engines.ninfer.reading import LogFormat
 from ninferkit.errors import ProfileError
-
-LogFormat = Literal["plain", "bracketed", "keyvalue", "pipe"]
-LOG_FORMATS: dict[LogFormat, str] = {
-    "plain": "`ninfer-serve: …` lines (IF §2.1)",
-    "bracketed": "`[YYYY-MM-DD HH:MM:SS.mmm] [level] ninfer-serve: …` lines (IF §2.2)",
-    "keyvalue": "spdlog `[…] [level] [ninfer-serve] key=value` lines (IF §2.3)",
-    "pipe": "`LEVEL  what | value | value` lines, with or without a timestamp (IF §2.4)",
-}
 
 # Option sets (IF §1.1-1.3; the G1 set equals the live `ninfer-serve --help`, ninfer-live/g1-h200/help.txt).
 CORE_OPTIONS = frozenset({
@@ -181,25 +174,10 @@ def lookup(fork: str | None, version: str | None = None, commit: str | None = No
 
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 _CHOICES = re.compile(r"--(?P<flag>kv-dtype|spec)[ =](?P<choices>[\w]+(?:\|[\w]+)+)")
-_LOG_SIGNATURES: tuple[tuple[LogFormat, re.Pattern[str]], ...] = (
-    ("keyvalue", re.compile(r"^\[[^]]+\] \[\w+\] \[ninfer-serve\] ", re.MULTILINE)),
-    ("bracketed", re.compile(r"^\[[^]]+\] \[\w+\] ninfer-serve: ", re.MULTILINE)),
-    ("plain", re.compile(r"^ninfer-serve: ", re.MULTILINE)),
-    ("pipe", re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\s+)?(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+\S",
-                        re.MULTILINE)),
-)
-_READER = re.compile(r"artifact magic is not NInfer (?P<which>v1 or v2|v2|v1|version 1)|"
-                     r"(?P<v3only>NInfer v2 artifact is not supported|expected NInfer v3 entry magic)")
-
-
-def log_format_of(log_text: str) -> LogFormat | None:
-    """The log format of the first line that has one; None when no line is NInfer's."""
-    best: tuple[int, LogFormat] | None = None
-    for name, pattern in _LOG_SIGNATURES:
-        found = pattern.search(log_text)
-        if found is not None and (best is None or found.start() < best[0]):
-            best = (found.start(), name)
-    return None if best is None else best[1]
+CONTAINER_REFUSAL = r"artifact magic is not NInfer (?P<which>v1 or v2|v2|v1|version 1)"
+"""A v1/v2 reader's refusal of a file (IF §3.1; live: startup-errors/v3_header.log); diagnoses.py too."""
+_READER = re.compile(CONTAINER_REFUSAL + r"|(?P<v3only>NInfer v2 artifact is not supported|expected NInfer v3 entry "
+                     r"magic)")
 
 
 def containers_from_log(log_text: str) -> frozenset[int] | None:

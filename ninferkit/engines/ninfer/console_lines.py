@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ninferkit.engines.ninfer.numbers import BYTE_UNITS, BYTES, byte_value, count, key_values
+from ninferkit.engines.ninfer.numbers import BYTE_UNITS, BYTES, count, key_values, put_bytes
 from ninferkit.engines.ninfer.reading import Read, unread_pairs
 
 # -- startup ----------------------------------------------------------------------------------------
@@ -29,10 +29,6 @@ _LISTEN = re.compile(r"^listening on (?P<url>http://\S+) \(model id: (?P<model>[
 _QUIET = ("loading model...", "warming up...")
 
 
-def _put_bytes(out: dict[str, Any], key: str, number: str, unit: str) -> None:
-    out[key], out[f"{key}_resolution_bytes"] = byte_value(number, unit)
-
-
 def _capacity(mode: str, rest: str) -> Read:
     out: dict[str, Any] = {"kv_capacity_mode": mode}
     unread: list[str] = []
@@ -46,10 +42,10 @@ def _capacity(mode: str, rest: str) -> Read:
         elif key == "pages" and unit is None and second is not None and second_unit is None:
             out["kv_pages"], out["kv_max_pages"] = count(value), count(second)
         elif key in _CAPACITY_BYTES and unit in BYTE_UNITS and second is None:
-            _put_bytes(out, _CAPACITY_BYTES[key], value, unit)
+            put_bytes(out, _CAPACITY_BYTES[key], value, unit)
         elif key == "graphs" and unit in BYTE_UNITS and second_unit in BYTE_UNITS:
-            _put_bytes(out, "graphs_observed_bytes", value, unit)
-            _put_bytes(out, "graphs_allowance_bytes", second, second_unit)
+            put_bytes(out, "graphs_observed_bytes", value, unit)
+            put_bytes(out, "graphs_allowance_bytes", second, second_unit)
         else:
             unread.append(item.group(0))
     unread += rest[position:].split()
@@ -63,7 +59,7 @@ def _startup(msg: str) -> Read | None:
         if found["phase"] != "weights":
             return Read("startup", {}, (f"load phase {found['phase']!r}",))
         out: dict[str, Any] = {}
-        _put_bytes(out, "weights_bytes", found["total"], found["total_unit"])
+        put_bytes(out, "weights_bytes", found["total"], found["total_unit"])
         if float(found["pct"]) == 100:
             out["weights_load_s"] = float(found["s"])
         return Read("startup", out)

@@ -12,16 +12,10 @@ import re
 from collections import Counter
 from typing import Any
 
-from ninferkit.engines.ninfer.builds import (
-    BUILDS,
-    LOG_FORMATS,
-    Build,
-    LogFormat,
-    containers_from_log,
-    detect_build,
-    log_format_of,
-)
-from ninferkit.engines.ninfer.logs import Line, read_log, requests_from_lines
+from ninferkit.engines.ninfer.builds import BUILDS, Build, containers_from_log, detect_build
+from ninferkit.engines.ninfer.diagnoses import UNKNOWN_ARGUMENT
+from ninferkit.engines.ninfer.logs import Line, log_format_of, read_log, requests_from_lines
+from ninferkit.engines.ninfer.reading import LOG_FORMATS, LogFormat
 
 
 def _log_format(log_text: str, lines: list[Line]) -> tuple[LogFormat | None, str | None]:
@@ -46,7 +40,7 @@ def matching_builds(log_text: str, lines: list[Line]) -> dict[str, Any]:
     fmt, told_by = _log_format(log_text, lines)
     containers = containers_from_log(log_text)
     options = _options(lines)
-    refused = set(re.findall(r"unknown argument: (--[\w-]+)", log_text))
+    refused = {found["arg"] for found in re.finditer(UNKNOWN_ARGUMENT, log_text) if found["arg"].startswith("--")}
     evidence = []
     if fmt is not None:
         evidence.append(f"log format {fmt}: {LOG_FORMATS[fmt]}, told by {told_by}")

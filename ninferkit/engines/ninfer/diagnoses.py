@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ninferkit.engines.base import DiagnosisRule, rule
+from ninferkit.engines.ninfer.builds import CONTAINER_REFUSAL
 from ninferkit.engines.ninfer.flags import field_of
 from ninferkit.engines.ninfer.numbers import count
 from ninferkit.units import GIB
@@ -123,6 +124,9 @@ _ARTIFACT_PIN = ("pin artifact.revision to the hub commit whose file has the con
                  "(artifact.container_revisions lists them per version) and run `ninferkit verify PROFILE`, "
                  "which reads the header before anything launches")
 
+UNKNOWN_ARGUMENT = r"unknown argument: (?P<arg>\S+)"
+"""A build refusing an option it does not have (live: startup-errors/unknown_flag.log)."""
+
 DIAGNOSES: tuple[DiagnosisRule, ...] = (
     # -- the host: the field reports' error table (seed 000 §1.1, §1.7; seed 003 §一.2) --------------
     rule("driver_missing", r"couldn't communicate with the NVIDIA driver",
@@ -149,7 +153,7 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
           "the listen address {where} is already in use (or not bindable)", _FREE_PORT, _host_port),
     rule("port_in_use", r"server status=failed phase=bind host=\"?(?P<host>[^\s\"]+)\"? port=(?P<port>\d+)",
           "the listen address {where} is already in use (or not bindable)", _FREE_PORT, _host_port),
-    rule("unknown_argument", r"unknown argument: (?P<arg>\S+)",
+    rule("unknown_argument", UNKNOWN_ARGUMENT,
           "this ninfer-serve build has no option {arg} (options differ per fork and version)",
           "{remedy}; `ninfer-serve --help` lists the build's options", _field_of_argument),
     # -- the artifact -------------------------------------------------------------------------------
@@ -158,7 +162,7 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
           "the artifact {path} cannot be opened ({why})",
           "run `ninferkit verify PROFILE` to download and verify it, or point artifact.local_dir and "
           "artifact.filename at the file (with serve.docker: the folder mounted into the container)"),
-    rule("artifact_container_mismatch", r"artifact magic is not NInfer (?P<which>v1 or v2|v2|v1|version 1)",
+    rule("artifact_container_mismatch", CONTAINER_REFUSAL,
           "the file's header is not a container this build reads (it reads {which}): a container v3 file (a "
           "hub's `main` was moved to v3) or not a NInfer artifact at all; `ninferkit verify --file PATH` says "
           "which", _ARTIFACT_PIN),

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ninferkit.engines.ninfer import console_lines, keyvalue_lines, pipe_lines
-from ninferkit.engines.ninfer.builds import LogFormat
-from ninferkit.engines.ninfer.reading import LineKind, Read
+from ninferkit.engines.ninfer.reading import LineKind, LogFormat, Read
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIXES: tuple[tuple[LogFormat, re.Pattern[str]], ...] = (
@@ -66,6 +65,11 @@ def split_line(line: str) -> tuple[LogFormat | None, str | None, str | None, str
             level = (groups.get("level") or "").lower() or None
             return fmt, {"warn": "warning"}.get(level or "", level), groups.get("ts"), line[found.end():]
     return None, None, None, line
+
+
+def log_format_of(log_text: str) -> LogFormat | None:
+    """The prefix format of the first line that has one; None when no line carries the engine's prefix."""
+    return next((fmt for line in log_text.splitlines() if (fmt := split_line(line)[0]) is not None), None)
 
 
 def message(line: str) -> str:

@@ -7,6 +7,7 @@ capacity fit can treat it as the interval it is rather than as an exact count.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ninferkit.units import GIB, MIB
 
@@ -25,6 +26,11 @@ def byte_value(number: str, unit: str) -> tuple[int, int]:
     decimals = len(number.partition(".")[2])
     scale = BYTE_UNITS[unit]
     return round(float(number) * scale), round(scale / 10**decimals)
+
+
+def put_bytes(out: dict[str, Any], key: str, number: str, unit: str) -> None:
+    """out[key] and out[key_resolution_bytes] from a printed value such as ('7.12', 'GiB')."""
+    out[key], out[f"{key}_resolution_bytes"] = byte_value(number, unit)
 
 
 def count(text: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ninferkit.engines.ninfer.numbers import BYTES, byte_value, count, duration_s, is_duration, rate
+from ninferkit.engines.ninfer.numbers import BYTES, count, duration_s, is_duration, put_bytes, rate
 from ninferkit.engines.ninfer.reading import Read
 
 _COUNT = r"\d[\d,]*"
@@ -20,10 +20,6 @@ _RATE = r"\d[\d,]*(?:\.\d+)?k?"
 _BYTES_ONLY = re.compile("^" + BYTES.format(name="v") + "$")
 _BYTES_OF = re.compile("^" + BYTES.format(name="v") + r"\s*/\s*" + BYTES.format(name="w") + "$")
 _BYTE_RATE = re.compile("^" + BYTES.format(name="v") + r"/s$")
-
-
-def _put_bytes(out: dict[str, Any], key: str, number: str, unit: str) -> None:
-    out[key], out[f"{key}_resolution_bytes"] = byte_value(number, unit)
 
 
 def _split(msg: str) -> tuple[str, list[str]]:
@@ -103,7 +99,7 @@ def _labelled_bytes(segment: str, keys: dict[str, str], out: dict[str, Any]) -> 
     found = _LABELLED_BYTES.match(segment)
     if found is None or found["label"] not in keys:
         return False
-    _put_bytes(out, keys[found["label"]], found["v"], found["v_unit"])
+    put_bytes(out, keys[found["label"]], found["v"], found["v_unit"])
     return True
 
 
@@ -128,9 +124,9 @@ def _weights(head: str, segments: list[str]) -> Read:
     unread: list[str] = []
     for segment in segments:
         if found := _BYTES_ONLY.match(segment):
-            _put_bytes(out, "weights_bytes", found["v"], found["v_unit"])
+            put_bytes(out, "weights_bytes", found["v"], found["v_unit"])
         elif found := _BYTES_OF.match(segment):
-            _put_bytes(out, "weights_bytes", found["w"], found["w_unit"])
+            put_bytes(out, "weights_bytes", found["w"], found["w_unit"])
         elif head == "weights ready" and is_duration(segment):
             out["weights_load_s"] = duration_s(segment)
         elif not (_BYTE_RATE.match(segment) or re.match(r"^ETA\s", segment)):
@@ -158,8 +154,8 @@ def _memory_ledger(segments: list[str]) -> Read:
         graphs = re.match(r"^CUDA graphs\s+(?P<rest>.*)$", segment)
         pair = _BYTES_OF.match(graphs["rest"]) if graphs else None
         if pair is not None:
-            _put_bytes(out, "graphs_observed_bytes", pair["v"], pair["v_unit"])
-            _put_bytes(out, "graphs_allowance_bytes", pair["w"], pair["w_unit"])
+            put_bytes(out, "graphs_observed_bytes", pair["v"], pair["v_unit"])
+            put_bytes(out, "graphs_allowance_bytes", pair["w"], pair["w_unit"])
         elif not _labelled_bytes(segment, _MEMORY_BYTES, out):
             unread.append(segment)
     return Read("startup", out, tuple(unread))

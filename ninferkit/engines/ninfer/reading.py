@@ -10,6 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+LogFormat = Literal["plain", "bracketed", "keyvalue", "pipe"]
+LOG_FORMATS: dict[LogFormat, str] = {
+    "plain": "`ninfer-serve: …` lines (IF §2.1)",
+    "bracketed": "`[YYYY-MM-DD HH:MM:SS.mmm] [level] ninfer-serve: …` lines (IF §2.2)",
+    "keyvalue": "spdlog `[…] [level] [ninfer-serve] key=value` lines (IF §2.3)",
+    "pipe": "`LEVEL  what | value | value` lines, with or without a timestamp (IF §2.4)",
+}
+"""How a build prefixes its stderr lines (its timestamp and level), which tells builds apart."""
+
 LineKind = Literal["startup", "throughput", "request_start", "request_done", "request_error", "error", "usage",
                    "unread", "other"]
 """startup: the ledger and load progress; error: a failure of the process (the diagnoses say which);
