@@ -166,7 +166,7 @@ class NInfer(EngineAdapter):
             if source == "request_log":
                 server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended
             else:
-                logged = logs.requests_from_lines(logs.read_log(path.read_text(errors="replace")))
+                logged = logs.request_rows_of_log(path.read_text(errors="replace"))
                 server_rows = with_log_clock([row for row in logged if row.get("status")], rows)
         except (OSError, NinferkitError) as exc:
             return [{"server_note": f"{what} not read: {exc}"} for _ in rows]

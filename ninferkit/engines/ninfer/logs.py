@@ -192,6 +192,17 @@ def parse_request_done(line: str) -> dict[str, Any] | None:
     return _with_unread(read) if read.kind == "request_done" else None
 
 
+_REQUEST_MARKS = ("[req ", "req#", "request id=", *_FIRST_LINES)
+
+
+def request_rows_of_log(log_text: str) -> list[dict[str, Any]]:
+    """requests_from_lines over a whole log, reading only the lines that can be request lines or a server
+    start (a sweep asks after every cell, of a log that is mostly throughput lines)."""
+    lines = [read_line(text, number) for number, text in enumerate(log_lines(log_text), 1)
+             if any(mark in text for mark in _REQUEST_MARKS)]
+    return requests_from_lines(lines)
+
+
 def _servers(lines: list[Line]) -> Iterator[tuple[int, Line]]:
     """Each line with the index of the server start it belongs to (a log may hold restarts)."""
     server = 0
