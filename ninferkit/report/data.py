@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.engines import get_adapter
+from ninferkit.engines import KINDS, get_adapter
+from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
 from ninferkit.runs import RunDir, read_json, read_jsonl
@@ -71,6 +72,13 @@ class RunData:
     def profile(self) -> dict[str, Any]:
         profile: dict[str, Any] = self.manifest.get("profile") or {}
         return profile
+
+    @property
+    def adapter(self) -> EngineAdapter | None:
+        """The adapter of the engine that ran (server.json's, else the profile's); None for an engine this
+        ninferkit does not know (a run directory from elsewhere still gets its write-up)."""
+        engine = self.server.get("engine") or (self.profile.get("engine") or {}).get("kind")
+        return get_adapter(str(engine)) if engine in KINDS else None
 
     @property
     def settings(self) -> ReportSection:
@@ -141,12 +149,8 @@ def load_run(path: str | Path) -> RunData:
 def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
     """(ledger, where it was read): the engine adapter's reading of the server log, else server.json's."""
     recorded: dict[str, Any] = data.server.get("ledger") or {}
-    engine = data.server.get("engine") or (data.profile.get("engine") or {}).get("kind")
-    if data.server_log is None or not engine:
-        return recorded, "server.json"
-    try:
-        adapter = get_adapter(str(engine))
-    except NinferkitError:
+    adapter = data.adapter
+    if data.server_log is None or adapter is None:
         return recorded, "server.json"
     return adapter.parse_ledger(data.server_log), "logs/server.log"
 

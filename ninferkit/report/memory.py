@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ninferkit.engines import get_adapter
-from ninferkit.errors import NinferkitError
 from ninferkit.report.data import RunData
 
 LAYOUT_SOURCES = ("architecture", "KV payload lines")
@@ -79,8 +77,4 @@ def _bytes(value: Any) -> str:
 
 
 def _page_tokens(run: RunData) -> int | None:
-    engine = run.server.get("engine") or (run.profile.get("engine") or {}).get("kind")
-    try:
-        return get_adapter(str(engine)).capacity_pool.page_tokens if engine else None
-    except NinferkitError:
-        return None
+    return None if run.adapter is None else run.adapter.capacity_pool.page_tokens

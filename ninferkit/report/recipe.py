@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninferkit.engines import KINDS, get_adapter
 from ninferkit.params.load import yaml_comments
 from ninferkit.report.data import RunData
 
@@ -84,8 +83,7 @@ def launch_flags(run: RunData) -> list[Flag]:
     leaves = [(path, value) for section in ("serve", "engine")
               for path, value in _leaves(profile.get(section) or {}, section)]
     extra = set((profile.get("serve") or {}).get("extra_args") or [])
-    engine = run.server.get("engine") or (profile.get("engine") or {}).get("kind")
-    adapter = get_adapter(str(engine)) if engine in KINDS else None
+    adapter = run.adapter
     _, pairs = split_argv(list(run.server.get("argv") or []))
     flags = []
     for flag, value in pairs:
