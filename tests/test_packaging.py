@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
 import nbformat
+import pytest
 import yaml
 
 import ninferkit
@@ -86,3 +88,14 @@ def test_engine_names_are_compared_only_inside_engines() -> None:
                     if isinstance(side, ast.Constant) and side.value in ENGINE_NAMES:
                         offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not offenders
+
+
+def test_version_names_the_package_version_and_the_commit(capsys: pytest.CaptureFixture[str]) -> None:
+    from ninferkit.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out.strip()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert out.startswith(f"ninferkit {ninferkit.__version__} (git {commit[:7]}"), out
