@@ -15,7 +15,12 @@ reference/peer-benchmark-tools.md section 0):
   is the end of prefill, so it is not a decode step.
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
-- A failed request is a row with status "errored", HTTP status and body, never an exception.
+- A failed request is a row with status "errored", HTTP status and body, never an exception; so is
+  a stream this client cannot read (an event that is not a JSON object, a usage count that is not
+  an integer), with what was wrong. Error text is scrubbed of the key the client sends.
+- A request that got no response byte because the server dropped the connection (llama-server
+  closes idle kept-alive connections, about one reused connection in twenty) is sent once more, and
+  its row says so in `retried` (the first try's error); one that got any byte is never sent again.
 - A body carries only what its protocol takes: the Responses API has no `seed` and refuses
   `max_output_tokens` below 16, the Messages API has no `seed` (live NInfer capture: `unknown parameter:
   seed`, `max_output_tokens must be at least 16`); engine extensions come in `extra`, from the sweeps,
@@ -28,13 +33,14 @@ import datetime as dt
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import httpx
 
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import RequestFailed
+from ninferkit.redaction import remember, scrub
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
 Api = Literal["chat", "messages", "responses"]
@@ -45,6 +51,12 @@ RESPONSES_MIN_OUTPUT_TOKENS = 16
 """The Responses API's floor for max_output_tokens (NInfer G1: `max_output_tokens must be at least 16`)."""
 SEED_APIS = frozenset({"chat"})
 """APIs whose protocol has a `seed` field (the Messages and Responses APIs have none)."""
+DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""What a connection the server closed under a request looks like before any response byte."""
+
+
+class MalformedStream(ValueError):
+    """The server sent an event this client cannot read; the request is an errored row saying why."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,8 @@ class RequestResult:
     seed: int | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    retried: str | None = None
+    """The error of a first try that got no response byte (the connection was dropped), when it was sent again."""
     server: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +141,10 @@ class RequestResult:
 SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_server", "prefill_tok_s_server",
                  "decode_tokens_server", "decode_s_server", "decode_tok_s_server", "queue_s_server",
                  "drafted_tokens_server", "accepted_tokens_server", "acceptance_server")
+ROW_NUMBERS = frozenset(
+    [item.name for item in fields(RequestResult) if str(item.type).split(" | ")[0] in ("int", "float")]
+    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", *SERVER_FIELDS])
+"""The fields of a requests.jsonl row that hold a number (or null): what the tables compute with."""
 
 
 def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
@@ -164,10 +182,10 @@ def error_summary(body: str | None) -> str:
     """A server's error body as one line, `code: message (param p)`, read from the OpenAI shape
     (`{"error": {"code", "message", "param"}}`, NInfer and llama-server) or the Anthropic one
     (`{"type": "error", "error": {"type", "message"}}`); any other text is returned as it is."""
-    text = (body or "").strip()
+    text = scrub((body or "").strip())
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text[:300]
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(error, dict) or not error.get("message"):
@@ -198,6 +216,9 @@ class StreamingClient:
         sending a response" (seen with llama-server under load)."""
         self.adapter = adapter
         self.model_id = model_id
+        for name, value in (headers or {}).items():  # the key it sends: error text it keeps is scrubbed of it
+            if name.lower() in ("authorization", "x-api-key"):
+                remember(value.removeprefix("Bearer ").strip())
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections if keep_alive else 0)
         self._http = httpx.AsyncClient(
@@ -216,27 +237,45 @@ class StreamingClient:
         body = request_body(spec, self.model_id)
         result = RequestResult(api=spec.api, temperature=spec.temperature, seed=body.get("seed"),
                                max_tokens=spec.max_tokens, reasoning_effort=body.get("reasoning_effort"))
-        parser = _PARSERS[spec.api](result, self.adapter)
+        try:
+            await self._stream(spec.api, body, result)
+        except DROPPED as exc:  # the connection closed before a response head arrived: sent again, once
+            result.retried = scrub(f"{type(exc).__name__}: {exc}")
+            await self._stream(spec.api, body, result)
+        return result
+
+    async def _stream(self, api: str, body: dict[str, Any], result: RequestResult) -> None:
+        """One try: fill `result`; raise DROPPED only when no response byte arrived (the caller retries
+        that once); every other failure is written into `result` as an errored request."""
+        parser = _PARSERS[api](result, self.adapter)
         result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         result.t_send = time.monotonic()
         try:
-            async with self._http.stream("POST", API_PATHS[spec.api], json=body) as response:
+            async with self._http.stream("POST", API_PATHS[api], json=body) as response:
                 result.http_status = response.status_code
                 if response.status_code >= 400:
                     text = (await response.aread()).decode(errors="replace")
                     result.t_done = time.monotonic()
-                    result.status, result.error = "errored", text[:ERROR_BODY_CHARS]
-                    return result
+                    result.status, result.error = "errored", scrub(text[:ERROR_BODY_CHARS])
+                    return
                 await _consume(response, parser, result)
-        except (httpx.HTTPError, ValueError) as exc:  # ValueError: an event that is not JSON
-            result.t_done = time.monotonic()
-            result.status, result.error = "errored", f"{type(exc).__name__}: {exc}"
-            return result
+        except DROPPED as exc:
+            if result.http_status is None and result.retried is None:
+                raise
+            self._errored(result, exc)
+            return
+        except (httpx.HTTPError, ValueError) as exc:  # ValueError: an event that is not JSON, or MalformedStream
+            self._errored(result, exc)
+            return
         result.t_done = time.monotonic()
         result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
         if result.status == "incomplete":
             result.error = "the stream ended before the final usage event"
-        return result
+
+    @staticmethod
+    def _errored(result: RequestResult, exc: BaseException) -> None:
+        result.t_done = time.monotonic()
+        result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
 
     async def get_text(self, path: str) -> str:
         """A plain GET of a text endpoint (the engine's /metrics); raises RequestFailed."""
@@ -257,7 +296,7 @@ class StreamingClient:
             data: dict[str, Any] = response.json()
         except httpx.HTTPStatusError as exc:
             raise RequestFailed(f"POST {path} answered {exc.response.status_code}: "
-                                f"{exc.response.text[:300]}") from exc
+                                f"{scrub(exc.response.text[:300])}") from exc
         except httpx.HTTPError as exc:
             raise RequestFailed(f"POST {path} failed: {type(exc).__name__}: {exc}; is the server running?") from exc
         return data
@@ -284,9 +323,34 @@ async def _consume(response: httpx.Response, parser: _StreamParser, result: Requ
                 if payload == b"[DONE]":
                     parser.finished = True
                 elif payload:
-                    parser.event(json.loads(payload), now)
+                    _read_event(parser, payload, now)
     # A last line without its newline is an event cut off by a closed connection: the stream is
     # incomplete, which `parser.finished` already says; the torn text is not parsed.
+
+
+def _read_event(parser: _StreamParser, payload: bytes, now: float) -> None:
+    """Hand one `data:` payload to the parser; MalformedStream (with an excerpt) when it cannot be read."""
+    excerpt = payload[:200].decode(errors="replace")
+    try:
+        event = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedStream(f"an event that is not JSON ({exc}): {excerpt}") from None
+    if not isinstance(event, dict):
+        raise MalformedStream(f"an event that is a JSON {type(event).__name__}, not an object: {excerpt}")
+    try:
+        parser.event(event, now)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a field of the wrong shape
+        raise MalformedStream(f"an event this client cannot read ({type(exc).__name__}: {exc}): {excerpt}") from None
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    """A token count from a usage object: an integer or absent; MalformedStream for anything else."""
+    if not isinstance(usage, Mapping):
+        raise MalformedStream(f"usage is a {type(usage).__name__}, not an object")
+    value = usage.get(name)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise MalformedStream(f"usage {name} is {value!r}, not a token count")
 
 
 class _StreamParser:
@@ -321,10 +385,10 @@ class _ChatParser(_StreamParser):
                 self.result.finish_reason = choice["finish_reason"]
         usage = event.get("usage")
         if usage:
-            self.result.prompt_tokens = usage.get("prompt_tokens")
-            self.result.completion_tokens = usage.get("completion_tokens")
-            self.result.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-            self.result.reasoning_tokens = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+            self.result.prompt_tokens = _tokens(usage, "prompt_tokens")
+            self.result.completion_tokens = _tokens(usage, "completion_tokens")
+            self.result.cached_tokens = _tokens(usage.get("prompt_tokens_details") or {}, "cached_tokens")
+            self.result.reasoning_tokens = _tokens(usage.get("completion_tokens_details") or {}, "reasoning_tokens")
         if "id" in event and self.result.response_id is None:
             self.result.response_id = event["id"]
         self.timings(event)
@@ -351,12 +415,14 @@ class _MessagesParser(_StreamParser):
         self.timings(event)
 
     def _usage(self, usage: Mapping[str, Any]) -> None:
-        if "input_tokens" in usage:
-            cached = usage.get("cache_read_input_tokens") or 0
+        if _tokens(usage, "input_tokens") is not None:
+            cached = _tokens(usage, "cache_read_input_tokens") or 0
             self.result.cached_tokens = cached
-            self.result.prompt_tokens = usage["input_tokens"] + cached + (usage.get("cache_creation_input_tokens") or 0)
-        if "output_tokens" in usage and (usage["output_tokens"] or self.result.completion_tokens is None):
-            self.result.completion_tokens = usage["output_tokens"]
+            self.result.prompt_tokens = (usage["input_tokens"] + cached
+                                         + (_tokens(usage, "cache_creation_input_tokens") or 0))
+        output = _tokens(usage, "output_tokens")
+        if output is not None and (output or self.result.completion_tokens is None):
+            self.result.completion_tokens = output
 
 
 class _ResponsesParser(_StreamParser):
@@ -370,10 +436,10 @@ class _ResponsesParser(_StreamParser):
             response = event.get("response") or {}
             self.result.response_id = response.get("id")
             usage = response.get("usage") or {}
-            self.result.prompt_tokens = usage.get("input_tokens")
-            self.result.completion_tokens = usage.get("output_tokens")
-            self.result.cached_tokens = (usage.get("input_tokens_details") or {}).get("cached_tokens")
-            self.result.reasoning_tokens = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+            self.result.prompt_tokens = _tokens(usage, "input_tokens")
+            self.result.completion_tokens = _tokens(usage, "output_tokens")
+            self.result.cached_tokens = _tokens(usage.get("input_tokens_details") or {}, "cached_tokens")
+            self.result.reasoning_tokens = _tokens(usage.get("output_tokens_details") or {}, "reasoning_tokens")
             reason = (response.get("incomplete_details") or {}).get("reason")
             self.result.finish_reason = reason or response.get("status")
             self.finished = kind == "response.completed" or kind == "response.incomplete"

@@ -4,7 +4,10 @@ Every error a user can meet derives from :class:`NinferkitError`, so a caller (t
 the runner) can catch at the layer it cares about. Each message ends with the next step to take.
 
     NinferkitError
-    +-- ProfileError            a profile field is unknown, mistyped or out of range
+    +-- BadInput                a file or answer ninferkit reads is malformed (exit code 2, like a bad profile)
+    |   +-- ProfileError        a profile field is unknown, mistyped or out of range
+    +-- RunDirBusy              another live process is running in the same run directory
+    +-- DiskFull                a result file could not be written: its disk is full
     +-- ToolMissing             a program the step needs (cmake, a compiler, docker) is not installed
     +-- ArtifactError           an artifact is missing, differs from its pin, or cannot be read
     |   +-- ChecksumMismatch
@@ -27,8 +30,21 @@ class NinferkitError(Exception):
     """Root of every error ninferkit raises on purpose."""
 
 
-class ProfileError(NinferkitError):
+class BadInput(NinferkitError):
+    """Something ninferkit reads is malformed (a profile, a run directory's file, a server's answer);
+    the message names the file or field, what is wrong and what to do."""
+
+
+class ProfileError(BadInput):
     """A profile does not validate; the message lists each bad field with what is allowed."""
+
+
+class RunDirBusy(NinferkitError):
+    """Another live process runs in the same run directory; the message names it."""
+
+
+class DiskFull(NinferkitError):
+    """A result file could not be written for lack of space; a rerun after freeing space completes the step."""
 
 
 class ToolMissing(NinferkitError):

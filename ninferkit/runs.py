@@ -2,76 +2,182 @@
 
 Steps hand each other data only through files here, so any step can be re-run alone. Every JSON
 file is written atomically (temp file + rename) and every JSONL row is flushed as it is appended,
-so a run that dies midway leaves whole files behind.
+so a run that dies midway leaves whole files behind; a torn last line (a kill -9 or a full disk in
+the middle of a row) is cut off before the next row is appended. Everything written here is scrubbed
+of the secrets the process knows (ninferkit.redaction). A full disk is a DiskFull error that says
+what to do; the files stay whole, so the rerun completes. A run directory is held by one run at a
+time (`open_run` takes its lock): a second one is refused with the holder's process id.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import fcntl
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ninferkit.errors import BadInput, DiskFull, RunDirBusy
 from ninferkit.params import LoadedProfile, Profile, load_profile
+from ninferkit.redaction import remember_env, scrub, scrub_data
 
 SCHEMA_VERSION = 1
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+@contextmanager
+def disk_errors(path: Path) -> Iterator[None]:
+    """Turn "no space left" (and quota, file size limit) while writing `path` into DiskFull with the fix."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        try:
+            free = f"{shutil.disk_usage(path.parent).free:,} bytes free there now"
+        except OSError:
+            free = "free space unknown"
+        raise DiskFull(f"could not write {path}: {os.strerror(exc.errno or 0)} ({free}). Free some space and run "
+                       "the step again: every file written so far is whole, finished rows and cells are kept, "
+                       "and the rerun completes what is missing") from exc
+
+
 def write_json_atomic(path: Path, data: Any) -> Path:
     """Write JSON so that readers see either the old file or the whole new one, never a torn one."""
+    return write_text_atomic(path, json.dumps(scrub_data(data), indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read by others
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with disk_errors(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read by others
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(scrub(text))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    """A JSON file; BadInput (naming the file) when it is truncated, not JSON or not text."""
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BadInput(f"{path} is not valid JSON ({_short(exc)}); ninferkit writes it atomically, so it was "
+                       "cut short or edited by something else: restore it, or run the step that writes it again"
+                       ) from exc
 
 
 def append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one row and flush it to disk at once: a crash loses at most the row being written."""
+    """Append one row and flush it to disk at once: a crash loses at most the row being written.
+
+    A last line without its newline is what a kill -9 or a full disk leaves in the middle of a row. It
+    is repaired first: ended with a newline when it is a whole row, else cut off (it was never a
+    finished row); appended after it as it is, the new row would be glued to it and lost to every reader.
+    """
+    line = (json.dumps(scrub_data(dict(row)), sort_keys=True, default=str) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    with disk_errors(path):
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            _repair_torn_tail(fd)
+            _write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _repair_torn_tail(fd: int) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = size
+    while start > 0:  # back to the newline before the torn line (rows are small: a few KiB)
+        block = max(0, start - 65536)
+        found = os.pread(fd, start - block, block).rfind(b"\n")
+        if found >= 0:
+            start = block + found + 1
+            break
+        start = block
+    tail = os.pread(fd, size - start, start)
+    if _is_row(tail):
+        _write_all(fd, b"\n")
+    else:
+        os.ftruncate(fd, start)
+
+
+def _is_row(text: bytes) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a JSONL file; a torn last line (a crash mid-write) is skipped, not fatal."""
+    """Rows of a JSONL file (see `read_jsonl_numbered`)."""
+    for _, row in read_jsonl_numbered(path):
+        yield row
+
+
+def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a JSONL file written by `append_jsonl`; nothing when it does not exist.
+
+    A torn last line (a crash mid-write: no newline after it) is skipped, as the next append will cut
+    it. Any other line that is not a JSON object raises BadInput naming the file and line: skipping it
+    would drop a row from every table without a word.
+    """
     if not path.exists():
         return
-    with path.open() as handle:
-        for line in handle:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
                 continue
+            try:
+                row = json.loads(raw)
+            except (ValueError, RecursionError) as exc:
+                if not raw.endswith(b"\n"):
+                    return  # the torn last line
+                raise BadInput(f"{path}, line {number}: not a JSON row ({_short(exc)}); ninferkit appends whole "
+                               "rows, so the file was edited or damaged: delete or fix that line") from exc
+            if not isinstance(row, dict):
+                raise BadInput(f"{path}, line {number}: a JSON {type(row).__name__}, not a row (an object); "
+                               "delete or fix that line")
+            yield number, row
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 @dataclass(frozen=True)
@@ -165,10 +271,71 @@ def open_run(
     keeps its step history: that is how a rerun resumes.
     """
     loaded = load_profile(profile, overrides)
+    remember_env(loaded.profile.serve.api_key_env)  # whatever this run stores is scrubbed of the key
     path = Path(run_dir) if run_dir else Path("runs") / new_run_id(loaded.profile.name)
     run = Run(loaded, RunDir(path.resolve()))
+    claim(run.dir)
     _write_manifest(run)
     return run
+
+
+LOCK_FILE = ".lock"
+_held: dict[Path, int] = {}
+"""Run directories this process holds: path -> the open lock file (the lock ends with the process)."""
+
+
+def claim(run_dir: RunDir) -> None:
+    """Hold `run_dir` for this process, or raise RunDirBusy naming the live process that holds it.
+
+    Two runs writing one run directory would interleave their rows and stop each other's servers.
+    The lock is an flock on run_dir/.lock, which the kernel releases when its holder exits, so a
+    crashed run never leaves a stale lock. Processes the holder started (the runner's notebook
+    kernels, a command a test runs) work under its lock. A notebook kernel only checks: the notebooks
+    of one JupyterLab session share their run directory, one step at a time, by design.
+    """
+    if run_dir.path in _held:
+        return
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    lock = run_dir.path / LOCK_FILE
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        if holder.get("pid") in _ancestors():
+            return
+        raise RunDirBusy(f"{run_dir.path} is in use by another run: process {holder.get('pid', '?')} "
+                         f"({holder.get('command', 'command unknown')}, since {holder.get('since', '?')}). Wait "
+                         "for it to end, stop it, or give this run another --run-dir") from None
+    if "ipykernel" in sys.modules:  # a notebook: checked, not held
+        os.close(fd)
+        return
+    os.ftruncate(fd, 0)
+    _write_all(fd, json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)[:300],
+                               "since": utc_now()}).encode())
+    _held[run_dir.path] = fd
+
+
+def _holder(fd: int) -> dict[str, Any]:
+    try:
+        found = json.loads(os.pread(fd, 4096, 0))
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _ancestors() -> set[int]:
+    """This process's parent, its parent, ... (from /proc)."""
+    found: set[int] = set()
+    pid = os.getppid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
 
 
 def _write_manifest(run: Run) -> None:

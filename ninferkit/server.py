@@ -4,6 +4,13 @@ The server runs in its own process group (its own session), so it outlives the n
 started it; `server.json` in the run directory is how later steps, and the runner's final stop, find
 it. `server.json` is written as soon as the process exists, so even a launch that fails midway can be
 stopped. Stop is graceful (SIGTERM to the group, then SIGKILL after a grace period) and verified.
+
+Process ids are reused, so server.json also records who the process is (its start time since boot,
+the boot, its executable): stop signals a group only while its leader is still that process (or the
+leader is gone and its group lives on), and a stale record signals nothing. Readiness is asked of
+the process that was started: it must be alive, and (natively) hold the socket listening on its
+port, so an engine that binds late is never mistaken for another program answering there: it fails
+to bind and is diagnosed as a port clash.
 """
 
 from __future__ import annotations
@@ -24,8 +31,16 @@ from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
-from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError, ServerExited, ServerStartError
+from ninferkit.errors import (
+    BadInput,
+    NinferkitError,
+    ReadinessTimeout,
+    ServerError,
+    ServerExited,
+    ServerStartError,
+)
 from ninferkit.params.profile import Profile
+from ninferkit.redaction import remember_env
 from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
 
 STOP_GRACE_S = 10.0
@@ -62,7 +77,7 @@ def api_key(profile: Profile) -> str | None:
     name = profile.serve.api_key_env
     if name is None:
         return None
-    value = os.environ.get(name)
+    value = remember_env(name)  # whatever this process stores is scrubbed of it
     if not value:
         raise NinferkitError(f"serve.api_key_env names {name}, but it is not set; export {name}=<key> first")
     return value
@@ -100,6 +115,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         "argv": adapter.redact(argv),
         "pid": process.pid,
         "pgid": process.pid,
+        "process": process_identity(process.pid),
         "container": container_name(profile) if profile.serve.docker else None,
         "url": url,
         "log": str(log_path),
@@ -138,6 +154,7 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
     timeout = profile.serve.startup_timeout_s
     deadline = time.monotonic() + timeout
     headers = auth_headers(profile)
+    impostor = False  # the port answered ready, but from a program other than the one started
     with httpx.Client(timeout=2.0, headers=headers) as client, tqdm(
         desc=f"waiting for {url}{adapter.health_path}", unit="s", disable=not progress,
         bar_format="{desc}: {elapsed} {postfix}",
@@ -150,12 +167,18 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
             try:
                 response = client.get(url + adapter.health_path)
                 if adapter.is_ready(response.status_code, response.text):
-                    return
+                    # Docker publishes the port from its own proxy; `docker run` fails when the port is taken
+                    if profile.serve.docker or _listens(process.pid, profile.serve.port):
+                        return
+                    impostor = True
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
+                clash = (f"; port {profile.serve.port} answers, but from another program, not the server this "
+                         "launch started: a port clash (stop that program or pick another serve.port)"
+                         if impostor else "")
                 raise _start_error(ReadinessTimeout, f"the server did not become ready within {timeout:.0f} s "
-                                   "(raise serve.startup_timeout_s for a large model or a slow disk)",
+                                   "(raise serve.startup_timeout_s for a large model or a slow disk)" + clash,
                                    adapter, argv, url, log_path, None)
             bar.set_postfix_str(_last_line(log_path)[:80], refresh=False)
             bar.update(0)
@@ -171,6 +194,55 @@ def _start_error(kind: type[ServerError], message: str, adapter: EngineAdapter, 
         message += f" (exit code {exit_code})"
     return kind(message, argv=adapter.redact(argv), url=url, exit_code=exit_code, log_path=log_path,
                 log_tail=tail, diagnosis=diagnosis)
+
+
+def _listens(pgid: int, port: int) -> bool:
+    """A process of group `pgid` holds a socket listening on `port`."""
+    listening = _listening_sockets(port)
+    return bool(listening) and any(_socket_inodes(pid) & listening for pid in _group_pids(pgid))
+
+
+def _listening_sockets(port: int) -> set[int]:
+    """Inodes of the TCP sockets (IPv4 and IPv6) listening on `port`, from /proc/net/tcp{,6}."""
+    found: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(int(fields[9]))
+    return found
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return inodes
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(descriptor)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def process_identity(pid: int) -> dict[str, Any] | None:
+    """Who process `pid` is, beyond its reusable number: start time (clock ticks after boot), the boot
+    it started in, and its executable; None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        exe = os.readlink(f"/proc/{pid}/exe")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except (OSError, IndexError):
+        return None
+    return {"start_ticks": int(fields[19]), "boot_id": boot, "exe": exe}
 
 
 def _last_line(path: Path) -> str:
@@ -264,17 +336,53 @@ def planned_argv(profile: Profile) -> list[str]:
     return adapter.redact(command(profile, adapter, planned_path(profile), binary))
 
 
+def read_record(run_dir: RunDir) -> dict[str, Any] | None:
+    """server.json of a run (None when there is none); BadInput when it is not a record a launch wrote."""
+    if not run_dir.server.exists():
+        return None
+    record = read_json(run_dir.server)
+    if not isinstance(record, dict) or not all(isinstance(record.get(key), int) and record[key] > 1
+                                                for key in ("pid", "pgid")) or "state" not in record:
+        raise BadInput(f"{run_dir.server} is not a server record written by ninferkit launch (it needs a state, "
+                       "a pid and a pgid); nothing was signalled. Restore it, or stop the server by hand")
+    return record
+
+
+def stale_reason(record: dict[str, Any]) -> str | None:
+    """Why signalling the record's process group could hit another program (None: it is still the
+    server that was started, or nothing of it is left)."""
+    if record.get("state") == ServerState.STOPPED.value:
+        return None
+    pgid = int(record["pgid"])
+    recorded = record.get("process")
+    if not isinstance(recorded, dict):
+        return (f"server.json records process group {pgid} but not who its process was (start time, "
+                "executable): nothing was signalled; check `ps -g " + str(pgid) + "` and stop it by hand")
+    now = process_identity(pgid)
+    if now is None or now == recorded:
+        return None
+    return (f"the server this run started (pid {pgid}, {recorded.get('exe')}) is gone: pid {pgid} now belongs to "
+            f"another program ({now.get('exe')}, started later). server.json is stale; nothing was signalled")
+
+
 def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     """Stop the server a run started (idempotent); True when a live server was stopped.
 
-    Raises ServerError when a process of the group survives SIGKILL.
+    Nothing is signalled when server.json is stale (`stale_reason`): its state becomes stopped with the
+    reason. Raises BadInput for a server.json a launch did not write, ServerError when a process of the
+    group survives SIGKILL.
     """
-    if not run_dir.server.exists():
+    record = read_record(run_dir)
+    if record is None:
         return False
-    record = read_json(run_dir.server)
     pgid = int(record["pgid"])
     _reap(pgid)
     if record.get("state") == ServerState.STOPPED.value:
+        return False
+    stale = stale_reason(record)
+    if stale is not None:
+        record.update(state=ServerState.STOPPED.value, stopped=utc_now(), stop_note=stale)
+        write_json_atomic(run_dir.server, record)
         return False
     was_alive = _group_alive(pgid)
     if record.get("container"):
@@ -320,22 +428,29 @@ def _reap(pid: int, wait: bool = False) -> None:
 
 def _group_alive(pgid: int) -> bool:
     """Any non-zombie process whose process group is pgid (read from /proc, Linux)."""
+    return bool(_group_pids(pgid))
+
+
+def _group_pids(pgid: int) -> list[int]:
+    """The non-zombie processes of group `pgid`."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
+            found.append(int(stat.parent.name))
+    return found
 
 
 def ensure_running(run_dir: RunDir) -> dict[str, Any]:
     """The ready server of a run, for steps after launch; a clear error when there is none."""
-    if not run_dir.server.exists():
+    record = read_record(run_dir)
+    if record is None:
         raise ServerError(f"no server.json in {run_dir.path}; run the launch step (02_launch) first")
-    record: dict[str, Any] = read_json(run_dir.server)
-    if record.get("state") != ServerState.READY.value or not _group_alive(int(record["pgid"])):
+    alive = stale_reason(record) is None and _group_alive(int(record["pgid"]))
+    if record.get("state") != ServerState.READY.value or not alive:
         raise ServerExited(f"the server of this run is not running (state: {record.get('state')}); "
                            "re-run the launch step (02_launch)", url=record.get("url", ""),
                            log_path=Path(record["log"]) if record.get("log") else None)

@@ -30,6 +30,7 @@ import yaml
 
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, RequestFailed
+from ninferkit.redaction import scrub
 
 TASK_NAMES = ("coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",
               "chit_chat", "fiction", "agent")
@@ -131,15 +132,23 @@ class Tokenizer:
         self.close()
 
     def count(self, text: str) -> int:
+        """The server's token count of `text`; RequestFailed when it does not answer, or answers without
+        a count (a body that is not JSON, or lacks the field the adapter reads)."""
         path, body = self.adapter.tokenize_request(text)
         try:
             response = self._http.post(path, json=body)
             response.raise_for_status()
-            data: dict[str, Any] = response.json()
         except httpx.HTTPError as exc:
             raise RequestFailed(f"counting tokens at {path} failed: {type(exc).__name__}: {exc}; "
                                 "is the server running?") from exc
-        return self.adapter.token_count(data)
+        try:
+            count = self.adapter.token_count(response.json())
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise RequestFailed(f"the tokenizer at {path} answered without a token count ({type(exc).__name__}: "
+                                f"{exc}): {scrub(response.text[:200])}") from None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise RequestFailed(f"the tokenizer at {path} answered {count!r}, not a token count")
+        return count
 
     def body_cut(self, body: str, target: int) -> int:
         """The longest prefix of `body` (in characters) that is at most `target` tokens (memoised)."""

@@ -4,11 +4,14 @@ It serves the files of one directory under any URL path whose last segment names
 both ``/FILE`` and the hub layout ``/ORG/REPO/resolve/REVISION/FILE`` work), honours
 ``Range: bytes=N-`` with 206 and ``Content-Range``, and answers an unsatisfiable range with 416.
 Bodies go out with ``socket.sendfile`` (zero copy), so the server is not what limits a loopback
-benchmark. Two faults can be switched on to test a client's resume logic:
+benchmark. Faults can be switched on to test a client's resume logic and its bounds:
 
 - ``drop_after_bytes``: the next ``drops`` responses close the connection after that many body
   bytes (a connection cut midway, as on a flaky link);
-- ``ignore_range``: every request gets 200 and the whole file, Range or not.
+- ``ignore_range``: every request gets 200 and the whole file, Range or not;
+- ``endless``: 200 with no Content-Length, and zero bytes sent until the client hangs up;
+- ``trailing_bytes``: the whole file and then that many more bytes, with no Content-Length;
+- ``redirect``: every request is answered 302 to this URL (to itself: a redirect loop).
 
 Each request is recorded (path, Range header, status, body bytes sent) so a test can check what the
 client asked for. Run as a script for the benchmark: ``python tests/range_server.py DIR`` prints the
@@ -44,6 +47,9 @@ class Faults:
     drop_after_bytes: int | None = None
     drops: int = 0
     ignore_range: bool = False
+    endless: bool = False
+    trailing_bytes: int = 0
+    redirect: str | None = None
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -60,10 +66,11 @@ class RangeServer:
     root: Path
     faults: Faults = field(default_factory=Faults)
     log: list[Served] = field(default_factory=list)
+    host: str = "127.0.0.1"  # any 127.x.y.z: a second host on loopback (Linux routes the whole /8)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _QuietServer((self.host, 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="range-server",
                                         daemon=True)
@@ -74,7 +81,7 @@ class RangeServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> RangeServer:
         self._thread.start()
@@ -115,6 +122,13 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             name = unquote(urlsplit(self.path).path).rsplit("/", 1)[-1]
             path = server.root / name
             asked = self.headers.get("Range")
+            faults = server.faults
+            if faults.redirect is not None:
+                self._reply(302, asked, {"Location": faults.redirect, "Content-Length": "0"})
+                return
+            if faults.endless or faults.trailing_bytes:
+                self._unbounded(path, asked)
+                return
             if not name or not path.is_file():
                 self._reply(404, asked, {"Content-Length": "0"})
                 return
@@ -143,6 +157,22 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             served.body_bytes = sent
             if cut is not None:
                 self.close_connection = True
+
+        def _unbounded(self, path: Path, asked: str | None) -> None:
+            """A body delimited by closing the connection: the file and trailing bytes, or zeros forever."""
+            served = self._reply(200, asked, {"Connection": "close"})
+            self.close_connection = True
+            block = bytes(1024 * 1024)
+            try:
+                if not server.faults.endless:
+                    self.wfile.write(path.read_bytes() + bytes(server.faults.trailing_bytes))
+                    served.body_bytes = path.stat().st_size + server.faults.trailing_bytes
+                    return
+                while True:
+                    self.wfile.write(block)
+                    served.body_bytes += len(block)
+            except ConnectionError:
+                return
 
         def _reply(self, status: int, asked: str | None, headers: dict[str, str]) -> Served:
             served = Served(self.path, asked, status, 0, self.headers.get("Authorization"))

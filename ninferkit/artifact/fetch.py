@@ -6,6 +6,12 @@ hashing that prefix again); a server that ignores Range and sends the whole file
 cleanly; transient failures are retried a bounded number of times with exponential backoff. The
 part is renamed into place only after its size and sha256 match, and never over an existing file.
 
+A download is bounded: a body is cut off at the pinned size (else the size the server announced,
+else what the disk can spare), so a server that streams forever or sends more than it should
+ends in a clear error, not a full disk; a redirect loop or a redirect to another scheme is an
+error at once. Redirects carry the Authorization header only within the origin it was given for
+(httpx drops it on a redirect to another host).
+
 CPU per GiB matters as much as the rate (a 2-core box shares its CPUs with everything else): the
 socket is read up to 1 MiB at a time instead of httpcore's 64 KiB (the Python per read is paid 16
 times less, see `_LargeReadStream`), writing and hashing run in two helper threads, and the
@@ -17,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import time
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,6 +44,8 @@ _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 WRITE_BATCH_BYTES = 8 * 1024 * 1024
 SYNC_EVERY_BYTES = 64 * 1024 * 1024
 READ_BYTES = 1024 * 1024
+DISK_RESERVE_BYTES = 1024**3
+"""Left free on the destination's disk by a download whose size nothing pins or announces."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,15 @@ def download(
             before = offset
             try:
                 outcome = _fetch(client, url, offset, expected_size, request_headers, sink, bar)
+            except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
+                sink.flush()
+                raise ArtifactError(f"download of {url} failed: {exc} (a redirect loop, or a redirect away from "
+                                    "http/https); check the URL or the mirror (artifact.endpoint, HF_ENDPOINT)"
+                                    ) from None
+            except _Oversize as exc:
+                sink.flush()
+                part.unlink()
+                raise ChecksumMismatch(f"download of {url}: {exc}; the partial file was removed") from None
             except (httpx.TransportError, _Transient) as exc:
                 sink.flush()
                 offset = handle.tell()
@@ -252,6 +270,10 @@ class _Transient(Exception):
     """A retryable HTTP status (5xx, 429, 408) or a body shorter than announced."""
 
 
+class _Oversize(Exception):
+    """The body goes on past the size the file can have (pinned, announced, or the disk's room)."""
+
+
 def _fetch(
     client: httpx.Client,
     url: str,
@@ -283,13 +305,30 @@ def _fetch(
                                    "the pinned size or the revision is wrong")
         if bar.total is None and total is not None:
             bar.total = total  # rate and ETA for a download whose size the profile does not pin
+        limit, bound = _limit(expected_size, total, sink.handle.name, offset)
+        position = offset
         for chunk in response.iter_raw():
+            if position + len(chunk) > limit:
+                sink.write(chunk[:limit - position])
+                raise _Oversize(f"the server sent more than {bound} ({limit:,} bytes): cut off there")
+            position += len(chunk)
             sink.write(chunk)
             bar.update(len(chunk))
         sink.flush()
         if total is not None and sink.handle.tell() < total:
             raise _Transient(f"the body ended at byte {sink.handle.tell()} of {total}")
     return "done"
+
+
+def _limit(expected_size: int | None, total: int | None, part: str, offset: int) -> tuple[int, str]:
+    """(the most bytes the file can have, what sets it): the pin, else the announced size, else the disk."""
+    if expected_size is not None:
+        return expected_size, "the pinned size_bytes"
+    if total is not None:
+        return total, "the size it announced"
+    room = shutil.disk_usage(os.path.dirname(os.path.abspath(part))).free - DISK_RESERVE_BYTES
+    return max(offset + room, offset), ("what the disk can spare without a pinned or announced size (pin "
+                                        "size_bytes)")
 
 
 def _range_of(response: httpx.Response) -> tuple[int, int | None]:

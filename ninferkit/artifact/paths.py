@@ -1,4 +1,8 @@
-"""Where the model file of a profile lives on disk (generated, or pinned and downloaded)."""
+"""Where the model file of a profile lives on disk (generated, or pinned and downloaded).
+
+The file always lands inside local_dir: the profile refuses a filename that leaves it (`..`, an
+absolute path), and a direct URL whose last path segment, decoded, is not a plain file name.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from pathlib import Path
 
 from ninferkit.embedded import cache_dir, generate_model, model_file_name
 from ninferkit.errors import ArtifactError
-from ninferkit.params.profile import Profile
+from ninferkit.params.profile import Profile, url_file_name
 
 
 def local_dir(profile: Profile) -> Path:
@@ -20,8 +24,7 @@ def planned_path(profile: Profile) -> Path:
     artifact = profile.artifact
     if artifact.generate is not None:
         return local_dir(profile) / model_file_name(artifact.generate)
-    name = artifact.filename or (artifact.url or "").rstrip("/").rsplit("/", 1)[-1]
-    return local_dir(profile) / name
+    return local_dir(profile) / (artifact.filename or url_file_name(artifact.url or ""))
 
 
 def model_path(profile: Profile) -> Path:

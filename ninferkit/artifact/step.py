@@ -8,7 +8,6 @@ raised, so the evidence survives the failed step.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,13 +18,15 @@ from ninferkit.artifact.container import read_container
 from ninferkit.artifact.engine_files import verify_binaries, verify_tarball
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.folder import fetch_folder, verify_folder
+from ninferkit.artifact.package import fetch_package_file
 from ninferkit.artifact.paths import local_dir, planned_path
 from ninferkit.artifact.source import ArtifactSource, check_pin, resolve_source
-from ninferkit.artifact.verify import verify_file
+from ninferkit.artifact.verify import Sha256Result, verify_file
 from ninferkit.embedded import generate_model
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params.profile import Profile
+from ninferkit.redaction import remember_env
 from ninferkit.runs import Run, utc_now, write_json_atomic
 
 SCHEMA_VERSION = 1
@@ -48,11 +49,21 @@ def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
     started_utc = utc_now()
     warnings: list[str] = []
     fetched: list[DownloadResult] = []
+    extracted: dict[Path, Sha256Result] = {}  # hashed while taken out of a package
     path = planned_path(profile)
     if artifact.generate is not None:
         path = generate_model(artifact.generate, local_dir(profile))
         source: dict[str, Any] = {"kind": "generated", "url": None, "revision": None, "pinned": None,
                                   "generator": artifact.generate.model_dump(mode="json")}
+    elif artifact.package is not None:
+        source = {"kind": "package", "url": None, "revision": None, "pinned": True, "package": artifact.package,
+                  "package_sha256": artifact.package_sha256, "filename": artifact.filename}
+        try:
+            taken = fetch_package_file(artifact, path)
+        except ArtifactError as exc:
+            _fail(run, source, path, warnings, exc)
+        source["wheel"] = taken.to_json()
+        extracted = {path: taken.extracted} if taken.extracted else {}
     elif artifact.repo is None and artifact.url is None:
         source = {"kind": "local", "url": None, "repo": None, "revision": None, "filename": artifact.filename,
                   "endpoint": None, "pinned": False}
@@ -69,7 +80,7 @@ def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
             fetched = _fetch_missing(resolved, path, profile, progress)
         except ArtifactError as exc:
             _fail(run, source, path, warnings, exc)
-    known = {result.path: result.sha256 for result in fetched}
+    known = {**extracted, **{result.path: result.sha256 for result in fetched}}
     verify_started = time.perf_counter()
     files: list[dict[str, object]] = []
     if artifact.files or path.is_dir():
@@ -158,15 +169,18 @@ def _fetch_missing(source: ArtifactSource, path: Path, profile: Profile, progres
 
 def _auth_headers() -> dict[str, str]:
     """A hub token from the environment (gated repos); sent with the request, never recorded."""
-    token = os.environ.get("HF_TOKEN")
+    token = remember_env("HF_TOKEN")  # every file this run writes is scrubbed of it
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def summary(record: dict[str, Any]) -> str:
     """A few lines for people: what was checked, where it came from, how fast it hashed."""
     source = record["source"]
-    origin = source["url"] or {"local": "already in place (no source to fetch it from)"}.get(source["kind"],
-                                                                                            "generated locally")
+    origin = source["url"] or {
+        "local": "already in place (no source to fetch it from)",
+        "package": f"{source.get('filename')} inside the wheel of {source.get('package')} (wheel sha256 "
+                   f"{source.get('package_sha256')}, required by pip)",
+    }.get(source["kind"], "generated locally")
     if source.get("revision"):
         origin += f" (revision {source['revision']}, {'pinned' if source['pinned'] else 'NOT pinned'})"
     rate = record["verification"]["sha256_bytes_per_s"]

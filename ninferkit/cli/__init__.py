@@ -2,7 +2,7 @@
 
 Each command module defines ``add_parser(subparsers)`` and ``main(args) -> int``; it only parses
 arguments and calls the library. Errors of the library become one readable message and an exit code
-(2 for a bad profile or usage, 1 for anything else that failed), never a traceback.
+(2 for a bad profile, usage or a malformed input, 1 for anything else that failed), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ninferkit.errors import NinferkitError, ProfileError
+from ninferkit.errors import BadInput, NinferkitError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,10 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)
-    except ProfileError as exc:
+    except BadInput as exc:
         print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
         return 2
     except NinferkitError as exc:
+        print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a file the command reads or writes (permissions, a full disk): the OS's own words
         print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

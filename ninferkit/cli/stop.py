@@ -1,4 +1,4 @@
-"""`ninferkit stop RUN_DIR`: stop the server a run started."""
+"""`ninferkit stop RUN_DIR`: stop the server a run started, and only that server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.runs import RunDir
-from ninferkit.server import stop
+from ninferkit.server import read_record, stale_reason, stop
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -17,6 +17,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    stopped = stop(RunDir(Path(args.run_dir).resolve()))
-    print("server stopped" if stopped else "no running server in that run directory")
+    run_dir = RunDir(Path(args.run_dir).resolve())
+    record = read_record(run_dir)  # BadInput (exit 2) for a server.json a launch did not write
+    stale = stale_reason(record) if record is not None else None
+    if stop(run_dir):
+        print("server stopped")
+    else:
+        print(stale or "no running server in that run directory")
     return 0

@@ -1,7 +1,10 @@
 """Loading a profile: YAML + `-p key=value` overrides -> a validated, hashed Profile.
 
 Validation errors are rewritten into one message per field that names the YAML key path, the
-value given and what is allowed, with the closest known key for a typo.
+value given and what is allowed, with the closest known key for a typo. A file no profile can be
+(over MAX_PROFILE_BYTES, not UTF-8, not YAML, or YAML whose aliases expand it past MAX_YAML_NODES:
+a "billion laughs") is refused before it is built, and no message prints more than a short excerpt
+of a value.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ from pydantic import BaseModel, ValidationError
 from ninferkit.engines import KINDS, serve_section
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+
+MAX_PROFILE_BYTES = 1024 * 1024
+"""A profile is a few KiB; a larger file is not one (and is not read whole)."""
+MAX_YAML_NODES = 100_000
+"""Values a profile may hold once its aliases are expanded (the seed profiles hold a few hundred)."""
+MAX_SHOWN_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -51,17 +60,71 @@ def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfi
     source = Path(path)
     if not source.is_file():
         raise ProfileError(f"profile {source} does not exist; profiles live in params/*.yaml")
-    text = source.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: not valid YAML: {exc}") from exc
+    text = _read_text(source)
+    data = parse_yaml(text, str(source))
     if not isinstance(data, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping with at least name, engine, artifact")
     overrides = tuple(overrides)
     for item in overrides:
         apply_override(data, item)
     return LoadedProfile(validate_profile(data, where=str(source)), source, overrides, yaml_comments(text))
+
+
+def _read_text(source: Path) -> str:
+    with source.open("rb") as handle:
+        raw = handle.read(MAX_PROFILE_BYTES + 1)
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{source} is over {MAX_PROFILE_BYTES // 1024} KiB: not a profile (a profile is a few "
+                           "KiB of YAML); check the path")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{source} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the profile as UTF-8") from None
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, composing the node graph first so its expanded size can be checked."""
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text to Python values; ProfileError when it is not YAML or its aliases expand it past
+    MAX_YAML_NODES (checked on the node graph, before a single value is built)."""
+    loader = _CountingLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_YAML_NODES:
+            raise ProfileError(f"{where}: the YAML expands to over {MAX_YAML_NODES:,} values through its aliases "
+                               "(&anchor / *alias); a profile holds a few hundred: write the values out")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{where}: not valid YAML: {_excerpt(str(exc), 400)}") from None
+    except RecursionError:
+        raise ProfileError(f"{where}: the YAML nests too deeply to be a profile") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values under `node` with every alias expanded, counted once per shared node (memoised by identity)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = MAX_YAML_NODES + 1  # a node inside itself (a recursive alias) is over any limit
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        total += sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total += sum(_expanded_size(key, sizes) + _expanded_size(value, sizes) for key, value in node.value)
+    sizes[id(node)] = min(total, MAX_YAML_NODES + 1)
+    return sizes[id(node)]
+
+
+def _excerpt(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def validate_profile(data: Mapping[str, Any], where: str = "profile") -> Profile:
@@ -77,10 +140,7 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     key, sep, raw = item.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise ProfileError(f"override '{item}' must look like section.field=value, e.g. serve.max_context=8192")
-    try:
-        value = yaml.safe_load(raw) if raw else ""
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"override '{item}': the value is not valid YAML: {exc}") from exc
+    value = parse_yaml(raw, f"override '{_excerpt(item)}'") if raw else ""
     node = data
     parts = key.split(".")
     for part in parts[:-1]:
@@ -110,8 +170,8 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     given = error.get("input")
     message = str(error["msg"]).removeprefix("Value error, ")
     if loc and kind != "value_error":
-        return f"{path} = {given!r}: {message}"
-    return f"{path}: {message}"
+        return f"{path} = {_excerpt(repr(given))}: {_excerpt(message, 400)}"
+    return f"{path}: {_excerpt(message, 400)}"
 
 
 def _is_union_tag(part: object) -> bool:

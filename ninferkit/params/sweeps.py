@@ -6,7 +6,7 @@ Repetitions exclude warm-up requests, which are sent and recorded (warmup: true)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -18,6 +18,14 @@ TaskName = Literal["coding", "json_extraction", "summarization", "translation", 
 Scenario = Literal["cold", "identical_resend", "max_tokens_changed", "sentence_appended", "session_marker_changed",
                    "prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+MAX_TOKENS = 16_777_216
+"""serve.max_context's own bound: no prompt or output is longer."""
+MAX_COUNT = 10_000
+"""Repetitions, warm-ups and requests per client: beyond this a sweep would run for days."""
+MAX_CLIENTS = 1024
+"""Concurrent clients of the concurrency sweep (one connection each)."""
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 ALL_TASKS: list[TaskName] = ["coding", "json_extraction", "summarization", "translation", "reasoning",
                              "bug_root_cause", "chit_chat", "fiction", "agent"]
 ALL_SCENARIOS: list[Scenario] = ["cold", "identical_resend", "max_tokens_changed", "sentence_appended",
@@ -29,10 +37,10 @@ class ContextSweep(Section):
     """Prompt length against prefill rate, TTFT, decode rate and acceptance (cold prompts)."""
 
     enabled: bool = True
-    targets: list[int] = Field(default_factory=lambda: [512, 1024, 2048], description="prompt tokens")
-    output_tokens: int = Field(64, ge=1)
-    repetitions: int = Field(2, ge=1)
-    warmup: int = Field(1, ge=0)
+    targets: list[Tokens] = Field(default_factory=lambda: [512, 1024, 2048], description="prompt tokens")
+    output_tokens: int = Field(64, ge=1, le=MAX_TOKENS)
+    repetitions: int = Field(2, ge=1, le=MAX_COUNT)
+    warmup: int = Field(1, ge=0, le=MAX_COUNT)
     api: Api = "chat"
     pin_output: bool = Field(True, description="generate exactly output_tokens (e.g. ignore_eos)")
 
@@ -42,23 +50,27 @@ class TasksSweep(Section):
 
     enabled: bool = True
     tasks: list[TaskName] = Field(default_factory=lambda: list(ALL_TASKS))
-    depths: list[int] = Field(default_factory=lambda: [8192], description="document tokens before the task")
-    output_tokens: int | None = Field(None, ge=1, description="null: each task's own natural length")
-    repetitions: int = Field(1, ge=1)
-    warmup: int = Field(1, ge=0)
+    depths: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(
+        default_factory=lambda: [8192], description="document tokens before the task")
+    output_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="null: each task's own natural length")
+    repetitions: int = Field(1, ge=1, le=MAX_COUNT)
+    warmup: int = Field(1, ge=0, le=MAX_COUNT)
     api: Api = "chat"
     pin_output: bool = Field(False, description="true: generate exactly the output length (random models)")
+    speculation_ab: bool = Field(False, description="also run every task with speculative decoding off, on a second "
+                                 "server of this profile with serve.spec reset, beside the run's own: both sides "
+                                 "of the A/B in one run (it needs memory for both servers)")
 
 
 class ConcurrencySweep(Section):
     """N closed-loop clients: per-request and aggregate rates, and the wait before prefill."""
 
     enabled: bool = True
-    levels: list[int] = Field(default_factory=lambda: [1, 2, 4], description="clients sending at once")
-    requests_per_client: int = Field(3, ge=1)
-    prompt_tokens: int = Field(1024, ge=1)
-    output_tokens: int = Field(128, ge=1)
-    warmup: int = Field(1, ge=0, description="requests sent before each level, not tabulated")
+    levels: list[Clients] = Field(default_factory=lambda: [1, 2, 4], description="clients sending at once")
+    requests_per_client: int = Field(3, ge=1, le=MAX_COUNT)
+    prompt_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
+    warmup: int = Field(1, ge=0, le=MAX_COUNT, description="requests sent before each level, not tabulated")
     api: Api = "chat"
     pin_output: bool = True
 
@@ -68,9 +80,9 @@ class PrefixReuseSweep(Section):
 
     enabled: bool = True
     scenarios: list[Scenario] = Field(default_factory=lambda: list(ALL_SCENARIOS))
-    prompt_tokens: int = Field(16384, ge=16)
-    output_tokens: int = Field(16, ge=1)
-    repetitions: int = Field(2, ge=1)
+    prompt_tokens: int = Field(16384, ge=16, le=MAX_TOKENS)
+    output_tokens: int = Field(16, ge=1, le=MAX_TOKENS)
+    repetitions: int = Field(2, ge=1, le=MAX_COUNT)
     pin_output: bool = True
 
 
@@ -93,7 +105,7 @@ class SweepsSection(Section):
         "none", description="sent as reasoning_effort on the chat API to engines that read it (seed 000 §2: "
         "'reasoning_effort: none' unless noted); a task that names its own keeps it (reasoning: xhigh); "
         "null: never sent")
-    max_errors_per_cell: int = Field(3, ge=1, description="stop rule: a cell with this many errors fails")
-    request_timeout_s: float = Field(900.0, gt=0)
+    max_errors_per_cell: int = Field(3, ge=1, le=MAX_COUNT, description="stop rule: a cell with this many errors fails")
+    request_timeout_s: float = Field(900.0, gt=0, le=86_400)
     telemetry: bool = Field(True, description="sample NVML, the engine log and /metrics while sweeping")
     telemetry_hz: float = Field(10.0, ge=5.0, le=100.0, description="NVML sampling rate")

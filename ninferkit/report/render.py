@@ -3,19 +3,27 @@
 `markdown` writes index.md (figures linked from figures/); `html` writes one self-contained
 index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
 from loading anything, so it opens offline and never calls out.
+
+Text in a write-up comes from profiles, servers and logs, so both renderers escape it: the only
+markup a block's text carries is `code` spans; everything else is shown as written, never read as
+HTML, a link, an image, a heading or a list (a newline inside a paragraph or a cell is a space).
+Both write atomically through ninferkit.runs, scrubbed of the run's API key.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 from ninferkit.errors import NinferkitError
+from ninferkit.redaction import remember_env
 from ninferkit.registry import Registry
 from ninferkit.report.document import Block, Bullets, Code, Document, Figure, Paragraph, Table
+from ninferkit.runs import write_text_atomic
 
 Renderer = Callable[[Document, Path], Path]
 _RENDERERS: Registry[Renderer] = Registry("report.formats names renderer", NinferkitError)
@@ -34,35 +42,62 @@ def register_renderer(name: str) -> Callable[[Renderer], Renderer]:
 
 @register_renderer("markdown")
 def render_markdown(document: Document, folder: Path) -> Path:
-    lines = [f"# {document.title}", "", document.generated, ""]
+    lines = [f"# {_md_inline(document.title)}", "", _md_inline(document.generated), ""]
     for section in document.sections:
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {_md_inline(section.title)}", ""]
         for block in section.blocks:
             lines += _markdown_block(block) + [""]
-    path = folder / "index.md"
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
-    return path
+    return _write(folder / "index.md", "\n".join(lines).rstrip("\n") + "\n")
 
 
 def _markdown_block(block: Block) -> list[str]:
     if isinstance(block, Paragraph):
-        return [block.text]
+        return [_md_inline(block.text)]
     if isinstance(block, Bullets):
-        return [f"- {item}" for item in block.items]
+        return [f"- {_md_inline(item)}" for item in block.items]
     if isinstance(block, Code):
-        fence = "````" if "```" in block.text else "```"
+        runs = [len(run) for run in re.findall(r"`+", block.text)]
+        fence = "`" * max(3, max(runs, default=0) + 1)
         return [fence, block.text, fence]
     if isinstance(block, Figure):
-        return [f"![{block.caption}]({block.file})", "", f"*{block.caption}*"]
-    lines = [f"*{block.caption}*", ""] if block.caption else []
+        return [f"![{_md_inline(block.caption)}]({block.file})", "", f"*{_md_inline(block.caption)}*"]
+    lines = [f"*{_md_inline(block.caption)}*", ""] if block.caption else []
     lines.append("| " + " | ".join(_md_cell(c) for c in block.columns) + " |")
     lines.append("|" + "|".join("---" for _ in block.columns) + "|")
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
     return lines
 
 
+_CODE_SPAN = re.compile(r"(`[^`]+`)")
+_MD_PUNCTUATION = re.compile(r"([\\`*\[\]<])")
+_MD_LINE_START = re.compile(r"^(\s*)([#>+=_-])|^(\s*\d+)([.)])(?=\s|$)")
+
+
+def _md_inline(text: str) -> str:
+    """One line of Markdown that shows `text` as written: `code` spans kept; outside them what would open
+    HTML, a link, an image or emphasis escaped, newlines made spaces, and a leading heading, quote or list
+    marker escaped."""
+    parts = _CODE_SPAN.split(" ".join(text.splitlines()))
+    out = "".join(part if index % 2 else _MD_PUNCTUATION.sub(r"\\\1", part) for index, part in enumerate(parts))
+    return _MD_LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[3]}\\{m[4]}", out, count=1)
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md_inline(text).replace("|", "\\|")
+
+
+def _write(path: Path, text: str) -> Path:
+    """Write the file atomically, scrubbed of the API key the run's profile names (when it is set here)."""
+    remember_env(_key_variable(path.parent.parent / "manifest.json"))
+    return write_text_atomic(path, text)
+
+
+def _key_variable(manifest: Path) -> str | None:
+    try:
+        name = json.loads(manifest.read_text())["profile"]["serve"].get("api_key_env")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 # --- HTML -------------------------------------------------------------------------------------------
@@ -106,9 +141,7 @@ def render_html(document: Document, folder: Path) -> Path:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         parts += [_html_block(block) for block in section.blocks]
     parts += ["</body>", "</html>"]
-    path = folder / "index.html"
-    path.write_text("\n".join(parts) + "\n")
-    return path
+    return _write(folder / "index.html", "\n".join(parts) + "\n")
 
 
 def _inline(text: str) -> str:

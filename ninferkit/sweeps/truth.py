@@ -16,7 +16,8 @@ other sources sit behind the engine adapter, so nothing here names an engine:
   append-only: no row is rewritten; the last entry for a row wins.
 
 `rows_with_server_truth(run_dir)` is requests.jsonl with server_truth.jsonl laid over it: what the
-sweep tables read.
+sweep tables read. A row whose numbers are not numbers (a file edited or damaged by hand) is a
+BadInput naming the file, line and field: a table would otherwise fail deep inside, or count it wrong.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.client import ROW_NUMBERS, RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.base import EngineAdapter
-from ninferkit.errors import RequestFailed
-from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, utc_now
+from ninferkit.errors import BadInput, RequestFailed
+from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, read_jsonl_numbered, utc_now
 
 TRUTH_FILE = "server_truth.jsonl"
 SETTLE_READS = 20
@@ -108,7 +109,7 @@ def record_log_truth(run: Run, adapter: EngineAdapter) -> int:
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were
     appended (0 when the engine keeps no record)."""
-    rows = [row for row in read_jsonl(run.dir.requests) if row.get("profile_hash") == run.profile_hash]
+    rows = [row for row in request_rows(run.dir) if row.get("profile_hash") == run.profile_hash]
     if not any(row.get("request_uid") for row in rows):
         return 0
     found = adapter.server_log_truth(run.profile, rows, run.dir.server_log)
@@ -145,10 +146,31 @@ def rows_with_server_truth(run_dir: RunDir) -> list[dict[str, Any]]:
     account), and `server_join`/`server_note` say how the pair was made or why there is none."""
     latest = _latest_truth(run_dir)
     out = []
-    for row in read_jsonl(run_dir.requests):
+    for row in request_rows(run_dir):
         entry = latest.get(str(row.get("request_uid"))) if row.get("request_uid") else None
         if entry:
             row = {**row, **{k: v for k, v in entry.items() if v is not None},
                    "server_join": entry.get("server_join"), "server_note": entry.get("server_note")}
         out.append(row)
     return out
+
+
+def request_rows(run_dir: RunDir) -> list[dict[str, Any]]:
+    """requests.jsonl's rows; BadInput for a row whose number fields (client.ROW_NUMBERS) hold anything but
+    a number or null, or whose status is not text."""
+    rows = []
+    for number, row in read_jsonl_numbered(run_dir.requests):
+        bad = next((name for name in sorted(ROW_NUMBERS) if not _number_or_none(row.get(name))), None)
+        if bad is None and not isinstance(row.get("status", ""), str):
+            bad = "status"
+        if bad is not None:
+            shown = repr(row[bad])
+            raise BadInput(f"{run_dir.requests}, line {number}: {bad} is {shown[:60]}"
+                           f"{'...' if len(shown) > 60 else ''}, not a {'text' if bad == 'status' else 'number'}; "
+                           "ninferkit writes numbers there, so the row was edited or damaged: fix or delete that line")
+        rows.append(row)
+    return rows
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
