@@ -6,6 +6,8 @@ step can be re-run alone, from JupyterLab or headless.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,7 +16,27 @@ from ninferkit import probe, server
 from ninferkit.artifact import model_path
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
-from ninferkit.runs import Run, write_json_atomic
+from ninferkit.runs import Run, open_run, write_json_atomic
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+"""The checkout the notebooks belong to: where their relative parameters point."""
+
+
+def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()) -> Run:
+    """The run a notebook works in, from its parameters cell.
+
+    A relative path is the repository's: a notebook's kernel runs in notebooks/ under JupyterLab and
+    wherever papermill was started, so the same parameters mean the same files from both. `overrides`
+    may be one string (`papermill … -p overrides serve.port=8090`, the form a papermill user tries
+    first) or a list (`-y '{"overrides": ["serve.port=8090", "sweeps.seed=1"]}'`).
+    """
+    listed = [overrides] if isinstance(overrides, str) else list(overrides)
+    return open_run(_in_repository(profile), _in_repository(run_dir), [o for o in listed if o])
+
+
+def _in_repository(path: str) -> Path:
+    given = Path(path).expanduser()
+    return given if given.is_absolute() else REPOSITORY / given
 
 
 def setup(run: Run) -> dict[str, Any]:

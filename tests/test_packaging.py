@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from papermill.translators import PythonTranslator
 
 import ninferkit
 
@@ -53,11 +54,11 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
         assert all(not cell.outputs and cell.execution_count is None for cell in cells), path
         assert "parameters" in cells[0].metadata.get("tags", []), path
         parameters = ast.parse(cells[0].source).body
-        assert all(isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.List))
-                   for node in parameters), f"{path.name}: the parameters cell holds literals only"
-        names = {target.id for node in parameters if isinstance(node, ast.Assign)
-                 for target in node.targets if isinstance(target, ast.Name)}
-        assert names == {"profile", "run_dir", "overrides"}, path
+        assert all(isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Constant, ast.List))
+                   for node in parameters), f"{path.name}: the parameters cell holds typed literals only"
+        documented = PythonTranslator.inspect(cells[0])  # what `papermill --help-notebook` prints
+        assert [p.name for p in documented] == ["profile", "run_dir", "overrides"], path.name
+        assert all(p.inferred_type_name != "None" and p.help for p in documented), path.name
 
 
 FORBIDDEN_IN_CELLS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While, ast.Try, ast.With)
