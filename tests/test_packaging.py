@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -100,3 +101,23 @@ def test_version_names_the_package_version_and_the_commit(capsys: pytest.Capture
     out = capsys.readouterr().out.strip()
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert out.startswith(f"ninferkit {ninferkit.__version__} (git {commit[:7]}"), out
+
+
+def test_the_command_line_starts_without_the_heavy_libraries() -> None:
+    # `ninferkit --help` took 8.5 s on a loaded 2-core machine when every subpackage loaded at start-up:
+    # the parser must need none of them (each command imports what it uses when it runs).
+    probe = ("import sys; from ninferkit.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('pandas', 'matplotlib', 'pydantic', 'httpx', 'papermill', 'numpy') "
+             "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_help_lists_what_the_commands_accept() -> None:
+    from ninferkit.cli import build_parser
+    from ninferkit.runner import STEPS
+    from ninferkit.sweeps.plan import SWEEP_KINDS
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert ",".join(STEPS) in " ".join(commands["run"].format_help().split())
+    assert all(kind in SWEEP_KINDS for kind in ("context", "tasks"))  # the examples `sweep --only` gives

@@ -6,10 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ninferkit.capacity import capacity_step, fit_logs, table_frame
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
-from ninferkit.params import load_profile
-from ninferkit.runs import open_run
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
 JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "first_use_bytes",
@@ -36,6 +33,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.capacity import capacity_step, fit_logs
+    from ninferkit.params import load_profile
+    from ninferkit.runs import open_run
+
     if args.capacity_command == "fit":
         summary = fit_logs(load_profile(args.profile, args.overrides).profile, args.logs)
     else:
@@ -52,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _text(summary: dict[str, Any]) -> str:
+    from ninferkit.capacity import table_frame
+
     lines = [f"bytes/token: {summary['bytes_per_token']} ({summary['bytes_per_token_source']})",
              f"fixed part: {summary['fixed_bytes']} B at {summary['fixed_bytes_at']}",
              f"free after weights: {summary['free_after_weights_bytes']} B ({summary['free_after_weights_source']})",

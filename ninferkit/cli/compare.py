@@ -6,11 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from ninferkit.report import compare_runs
-from ninferkit.report.fmt import number
-
 SHOWN = ["candidate", "sweep", "cell", "metric", "median_a", "median_b", "delta_pct", "paired_delta",
          "spread_a_pct", "spread_b_pct", "verdict", "comparable"]
 NUMERIC = ["median_a", "median_b", "delta_pct", "paired_delta", "spread_a_pct", "spread_b_pct"]
@@ -27,6 +22,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ninferkit.report import compare_runs
+    from ninferkit.report.fmt import number
+
     comparison = compare_runs(args.run_dirs)
     out = args.out or Path(args.run_dirs[-1]) / "report" / f"compare-vs-{comparison.run_ids[0]}"
     files = comparison.write(out)

@@ -12,9 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ninferkit.diagnose import diagnose, summary_text
-from ninferkit.params import load_profile
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -27,6 +24,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.diagnose import diagnose, summary_text
+    from ninferkit.params import load_profile
+
     profile = load_profile(args.profile).profile if args.profile else None
     texts = {}
     for log in args.logs:

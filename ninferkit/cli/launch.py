@@ -6,12 +6,7 @@ import argparse
 import shlex
 from typing import Any
 
-from ninferkit import steps
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
-from ninferkit.engines import get_adapter
-from ninferkit.params import load_profile
-from ninferkit.runs import open_run
-from ninferkit.server import planned_argv
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -24,6 +19,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit import steps
+    from ninferkit.engines import get_adapter
+    from ninferkit.params import load_profile
+    from ninferkit.runs import open_run
+    from ninferkit.server import planned_argv
+
     if args.dry_run:
         profile = load_profile(args.profile, args.overrides).profile
         print(shlex.join(planned_argv(profile)))

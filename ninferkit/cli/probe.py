@@ -6,9 +6,6 @@ import argparse
 import json
 from typing import Any
 
-from ninferkit import probe
-from ninferkit.params import load_profile
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser("probe", help="GPU, driver, CUDA, Docker, disk facts")
@@ -18,6 +15,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit import probe
+    from ninferkit.params import load_profile
+
     profile = load_profile(args.profile).profile if args.profile else None
     result = probe.probe(profile)
     if args.json:

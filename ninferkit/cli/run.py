@@ -8,18 +8,20 @@ from typing import Any
 
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
 from ninferkit.errors import StepFailed
-from ninferkit.runner import STEPS, parse_steps, run_runbook
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order")
     add_profile_args(parser)
     add_run_dir_arg(parser)
-    parser.add_argument("--steps", help=f"comma-separated subset of {','.join(STEPS)} (default: all)")
+    parser.add_argument("--steps", help="comma-separated subset of setup,verify,launch,sweeps,capacity,writeup "
+                                        "(default: all)")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.runner import parse_steps, run_runbook
+
     try:
         run_runbook(args.profile, args.run_dir, parse_steps(args.steps), args.overrides)
     except StepFailed as exc:

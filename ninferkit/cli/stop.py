@@ -6,9 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ninferkit.runs import RunDir
-from ninferkit.server import read_record, stale_reason, stop
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser("stop", help="stop the server of a run directory")
@@ -17,6 +14,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.runs import RunDir
+    from ninferkit.server import read_record, stale_reason, stop
+
     run_dir = RunDir(Path(args.run_dir).resolve())
     record = read_record(run_dir)  # BadInput (exit 2) for a server.json a launch did not write
     stale = stale_reason(record) if record is not None else None

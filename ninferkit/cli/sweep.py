@@ -9,8 +9,6 @@ import argparse
 from typing import Any
 
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
-from ninferkit.runs import open_run
-from ninferkit.sweeps import SWEEP_KINDS, plan, serving, sweeps_step, sweeps_summary
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -18,12 +16,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "sweep", help="run the measurement sweeps; rerun to resume")
     add_profile_args(parser)
     add_run_dir_arg(parser)
-    parser.add_argument("--only", help=f"comma-separated subset of {','.join(SWEEP_KINDS)} (default: every enabled "
-                        "kind); a kind named here runs even when the profile disables it")
+    parser.add_argument("--only", help="comma-separated sweep kinds, e.g. context,tasks (default: every enabled kind; "
+                        "a kind named here runs even when the profile disables it; an unknown kind is refused "
+                        "with the list)")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.runs import open_run
+    from ninferkit.sweeps import plan, serving, sweeps_step, sweeps_summary
+
     run = open_run(args.profile, args.run_dir, args.overrides)
     plan(run, args.only)  # a bad plan fails here, before a server is launched
     with serving(run) as launched:

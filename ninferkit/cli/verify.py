@@ -14,10 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ninferkit.artifact import summary, verify_file, verify_step
 from ninferkit.cli._common import add_run_dir_arg
 from ninferkit.errors import ProfileError
-from ninferkit.runs import open_run
 
 
 def _sha256_arg(text: str) -> str:
@@ -47,6 +45,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.artifact import summary, verify_step
+    from ninferkit.runs import open_run
+
     if (args.profile is None) == (args.file is None):
         raise ProfileError("give either a PROFILE or --file PATH (not both, not neither)")
     if args.file is not None:
@@ -64,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _verify_one_file(args: argparse.Namespace) -> int:
+    from ninferkit.artifact import verify_file
+
     report = verify_file(args.file, expected_size=args.size, expected_sha256=args.sha256, progress=not args.json)
     result = report.to_json()
     if args.json:
