@@ -128,3 +128,63 @@ def test_launch_never_calls_another_server_ready(live_run: Run, tmp_path: Path, 
     assert err.value.diagnosis is not None and err.value.diagnosis.code == "port_in_use"
     assert json.loads(run.dir.server.read_text())["state"] == "stopped"
     assert server.ensure_running(live_run.dir)["state"] == "ready"  # the other server was left alone
+
+
+# -- whole sweeps through the faults --------------------------------------------------------------------------
+
+SMALL = ["sweeps.context.targets=[64, 96]", "sweeps.context.output_tokens=4", "sweeps.context.repetitions=1",
+         "sweeps.context.warmup=0", "sweeps.max_errors_per_cell=1", "sweeps.telemetry=false"]
+
+
+@pytest.fixture()
+def small_run(tmp_path: Path, llama_server: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    from ninferkit import steps
+    from ninferkit.runs import open_run
+    from tests.conftest import LOCAL_CPU, free_port
+
+    monkeypatch.setenv("NINFERKIT_FAULT_KEY", KEY)
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", "serve.api_key_env=NINFERKIT_FAULT_KEY",
+                                                 *SMALL])
+    steps.launch(run, progress=False)
+    yield run
+    server.stop(run.dir)
+
+
+def _through(run: Run, proxy: FaultProxy) -> None:
+    """Point the run's server record at the proxy (the server behind it is the run's own)."""
+    record = json.loads(run.dir.server.read_text())
+    record["url"] = proxy.url
+    run.dir.server.write_text(json.dumps(record))
+
+
+def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(small_run: Run) -> None:
+    from ninferkit.errors import SweepFailed
+    from ninferkit.report import write_report
+    from ninferkit.sweeps import sweeps_step
+
+    port = int(json.loads(small_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        proxy.queue(*[Fault("status", status=500, path="/v1/chat/completions", echo_auth=True,
+                            body=b'{"error": {"message": "rejected ') for _ in range(4)])
+        _through(small_run, proxy)
+        with pytest.raises(SweepFailed, match="2 of 2 cells measured nothing") as failed:
+            sweeps_step(small_run, only="context", progress=False)
+    assert KEY not in str(failed.value) and "<redacted>" in str(failed.value)
+    write_report(small_run.dir.path)
+    stored = {path: path.read_text(errors="replace") for path in small_run.dir.path.rglob("*") if path.is_file()}
+    assert not [path for path, text in stored.items() if KEY in text]
+    assert "<redacted>" in stored[small_run.dir.requests]
+
+
+def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) -> None:
+    from ninferkit.errors import DiskFull
+    from ninferkit.runs import read_jsonl
+    from ninferkit.sweeps import sweeps_step
+
+    small_run.dir.requests.symlink_to("/dev/full")  # the kernel answers every write with ENOSPC
+    with pytest.raises(DiskFull, match="requests.jsonl: No space left on device"):
+        sweeps_step(small_run, only="context", progress=False)
+    small_run.dir.requests.unlink()
+    table = sweeps_step(small_run, only="context", progress=False)["context"]
+    assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [1, 1]
+    assert len(list(read_jsonl(small_run.dir.requests))) == 2
