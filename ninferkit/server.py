@@ -6,8 +6,9 @@ it. `server.json` is written as soon as the process exists, so even a launch tha
 stopped. Stop is graceful (SIGTERM to the group, then SIGKILL after a grace period) and verified.
 
 Process ids are reused, so server.json also records who the process is (its start time since boot,
-the boot, its executable): stop signals a group only while its leader is still that process (or the
-leader is gone and its group lives on), and a stale record signals nothing. Readiness is asked of
+the boot, its executable): stop signals a group only while its leader is still that process (same
+start time in the same boot; a wrapper script may exec the engine, so the executable is for the
+message) or the leader is gone and its group lives on; a stale record signals nothing. Readiness is asked of
 the process that was started: it must be alive, and (natively) hold the socket listening on its
 port, so an engine that binds late is never mistaken for another program answering there: it fails
 to bind and is diagnosed as a port clash.
@@ -40,8 +41,8 @@ from ninferkit.errors import (
     ServerStartError,
 )
 from ninferkit.params.profile import Profile
-from ninferkit.redaction import remember_env
-from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic
+from ninferkit.redaction import remember_env, scrub
+from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic, write_text_atomic
 
 STOP_GRACE_S = 10.0
 
@@ -359,8 +360,8 @@ def stale_reason(record: dict[str, Any]) -> str | None:
         return (f"server.json records process group {pgid} but not who its process was (start time, "
                 "executable): nothing was signalled; check `ps -g " + str(pgid) + "` and stop it by hand")
     now = process_identity(pgid)
-    if now is None or now == recorded:
-        return None
+    if now is None or all(now[key] == recorded.get(key) for key in ("start_ticks", "boot_id")):
+        return None  # gone (its group is checked by the caller), or the same process, even if it exec'd a binary
     return (f"the server this run started (pid {pgid}, {recorded.get('exe')}) is gone: pid {pgid} now belongs to "
             f"another program ({now.get('exe')}, started later). server.json is stale; nothing was signalled")
 
@@ -404,7 +405,22 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     record["state"] = ServerState.STOPPED.value
     record["stopped"] = utc_now()
     write_json_atomic(run_dir.server, record)
+    if record.get("log"):
+        _scrub_log(Path(record["log"]))
     return was_alive
+
+
+def _scrub_log(path: Path) -> None:
+    """Rewrite a stopped server's log without the secrets this process knows, if it printed one (the
+    engines here print none: llama-server shows a key's last 4 characters, NInfer redacts its argv)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    text = data.decode(errors="replace")
+    scrubbed = scrub(text)
+    if scrubbed != text:
+        write_text_atomic(path, scrubbed)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -193,6 +193,33 @@ def test_stop_signals_the_recorded_process_when_it_is_still_the_server(
     assert bystander.wait(timeout=10) == -signal.SIGTERM
 
 
+def test_a_log_the_server_printed_its_key_into_is_scrubbed_when_it_stops(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that echoes its key to its log (a shell standing in for one: none of the engines here does)."""
+    from ninferkit.redaction import remember_env
+
+    key = "sk-printed-to-the-log-8812"
+    monkeypatch.setenv("NINFERKIT_LOG_TEST_KEY", key)
+    remember_env("NINFERKIT_LOG_TEST_KEY")  # as server.api_key does for the run's own key
+    log = tmp_path / "logs" / "server.log"
+    log.parent.mkdir()
+    with log.open("wb") as handle:
+        process = subprocess.Popen(["sh", "-c", 'echo "listening, key $NINFERKIT_LOG_TEST_KEY"; sleep 300'],
+                                   stdout=handle, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while key not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run_dir = RunDir(tmp_path)
+        run_dir.server.write_text(json.dumps({"state": "ready", "pid": process.pid, "pgid": process.pid,
+                                              "process": server.process_identity(process.pid), "log": str(log)}))
+        assert server.stop(run_dir, grace_s=5) is True
+    finally:
+        process.kill()
+        process.wait()
+    assert log.read_text() == "listening, key <redacted>\n"
+
+
 @pytest.mark.parametrize("text", ['{"state": "ready", "pid": 4', "[1, 2, 3]", '{"pid": 1, "pgid": 1}',
                                   '{"state": "ready", "pid": "12", "pgid": "x"}', "\xff\xfe"],
                          ids=["truncated", "list", "init", "strings", "not-text"])
