@@ -69,21 +69,27 @@ def _markdown_block(block: Block) -> list[str]:
 
 
 _CODE_SPAN = re.compile(r"(`[^`]+`)")
-_MD_PUNCTUATION = re.compile(r"([\\`*\[\]<])")
-_MD_LINE_START = re.compile(r"^(\s*)([#>+=_-])|^(\s*\d+)([.)])(?=\s|$)")
+_MD_PUNCTUATION = re.compile(r"([\\`*<]|\](?=[(\[]))")
+"""What opens HTML or an autolink (<), a code span, emphasis, an escape, or a link or image (a ] followed by
+( or [); a bracket alone, as in an interval [2,046, 2,050], is text."""
+_MD_LINE_START = re.compile(r"^(\s*)([#>+=_\[-])|^(\s*\d+)([.)])(?=\s|$)")
+"""A heading, quote, list, thematic break or link reference definition ([id]: url) at the start of a line."""
 
 
-def _md_inline(text: str) -> str:
-    """One line of Markdown that shows `text` as written: `code` spans kept; outside them what would open
-    HTML, a link, an image or emphasis escaped, newlines made spaces, and a leading heading, quote or list
-    marker escaped."""
+def _md_inline(text: str, starts_line: bool = True) -> str:
+    """Markdown that shows `text` as written: `code` spans kept; outside them what would open HTML, a link,
+    an image or emphasis escaped, newlines made spaces, and (for text that starts a line) a leading heading,
+    quote or list marker escaped."""
     parts = _CODE_SPAN.split(" ".join(text.splitlines()))
     out = "".join(part if index % 2 else _MD_PUNCTUATION.sub(r"\\\1", part) for index, part in enumerate(parts))
+    if not starts_line:
+        return out
     return _MD_LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[3]}\\{m[4]}", out, count=1)
 
 
 def _md_cell(text: str) -> str:
-    return _md_inline(text).replace("|", "\\|")
+    """A table cell: inline text only (a cell starts no block), its pipes escaped."""
+    return _md_inline(text, starts_line=False).replace("|", "\\|")
 
 
 def _write(path: Path, text: str) -> Path:
