@@ -5,8 +5,9 @@ driver is a fact ("no GPU"), not an error, because the embedded default needs no
 the checks the field reports do by hand: open kernel module or a driver after R580 on Volta, a card
 on the bus with no driver, a CUDA 13 toolkit for an sm_70 build, a KV dtype the architecture has no
 kernel for, a power limit other than the profile's, too little disk, tensor parallel without two
-NVLinked GPUs, vision without its image budget, `--kv-capacity auto` without room. A finding of
-severity error stops the setup step unless the profile waives its code (`gpu.waive`).
+NVLinked GPUs, vision without its image budget, `--kv-capacity auto` without room, and a CPU feature
+that crashes the engine build (AMX with Q4_1 weights in llama.cpp 11434). A finding of severity error
+stops the setup step unless the profile waives its code (`gpu.waive`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ninferkit.artifact.paths import local_dir
+from ninferkit.artifact.paths import local_dir, planned_path
+from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.options import Serve as NInferServe
 from ninferkit.errors import ProfileError
@@ -151,17 +153,10 @@ def docker_facts() -> dict[str, Any]:
 
 
 def cpu_facts() -> dict[str, Any]:
-    flags: set[str] = set()
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.startswith("model name") and model is None:
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return {"model": model, "cores": os.cpu_count(), "avx2": "avx2" in flags, "avx512f": "avx512f" in flags}
+    """The CPU's model and the flags that decide which kernels a CPU build runs (`amx`: Intel AMX's flags)."""
+    cpu = host_cpu()
+    return {"model": cpu.model, "cores": os.cpu_count(), "avx2": "avx2" in cpu.flags,
+            "avx512f": "avx512f" in cpu.flags, "amx": sorted(flag for flag in cpu.flags if flag.startswith("amx"))}
 
 
 def disk_facts(where: Path) -> dict[str, Any]:
@@ -266,6 +261,7 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
         out += _profile_findings(facts, profile, gpus)
         out += _tensor_parallel_findings(facts, profile, gpus)
         out += _vision_findings(profile)
+        out += _cpu_findings(facts, profile)
         out += _kv_auto_findings(profile, gpus)
     waived = set(profile.gpu.waive) if profile is not None else set()
     return [replace(finding, waived=finding.code in waived) for finding in out]
@@ -409,6 +405,20 @@ def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
                     "tensor_parallel_without_nvlink in gpu.waive to measure the PCIe case on purpose")]
 
 
+def _cpu_findings(facts: dict[str, Any], profile: Profile) -> list[Finding]:
+    """A CPU feature the engine build crashes on, and what the launch does about it (llama-server: AMX)."""
+    from ninferkit.engines.llama_server.amx import repack_hazard  # here: it reads GGUF headers (capacity)
+
+    hazard = repack_hazard(profile, planned_path(profile), frozenset(facts["cpu"].get("amx") or ()))
+    if hazard is None:
+        return []
+    action = ("the launch adds --no-repack" if hazard.file_type else
+              "the launch adds --no-repack if the verified model's weights are of that type")
+    return [Finding("warning", "amx_weight_repacking", hazard.reason(),
+                    f"{action}: the weights stay as the file has them and the server serves normally, without the "
+                    "AMX kernels (to decide yourself, put --repack or --no-repack in serve.extra_args)")]
+
+
 def _vision_findings(profile: Profile) -> list[Finding]:
     serve, fork = profile.serve, profile.engine.fork or ""
     if not isinstance(serve, NInferServe) or not serve.vision or serve.vision_max_tokens is not None:
@@ -531,7 +541,8 @@ def summary(result: dict[str, Any]) -> str:
             lines.append(f"GPU {g['index']}: {g['name']} {g['arch']}, {g['memory_total_bytes'] / GIB:.1f} GiB, "
                          f"power limit {g['power_limit_w']} W, PCIe gen {g['pcie_gen']} x{g['pcie_width']}")
     cpu = facts["cpu"]
-    lines.append(f"CPU: {cpu['model']} ({cpu['cores']} cores, AVX-512: {'yes' if cpu['avx512f'] else 'no'})")
+    lines.append(f"CPU: {cpu['model']} ({cpu['cores']} cores, AVX-512: {'yes' if cpu['avx512f'] else 'no'}, "
+                 f"AMX: {', '.join(cpu.get('amx') or ()) or 'no'})")
     lines.append(f"CUDA toolkit: {facts['cuda_toolkit']['version'] or 'not found'}; docker: "
                  f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
     lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / GIB:.1f} GiB")

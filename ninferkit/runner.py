@@ -20,7 +20,7 @@ from types import FrameType
 from ninferkit import preflight, server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.params import load_profile
-from ninferkit.runs import Run, open_run, utc_now
+from ninferkit.runs import Run, RunDir, open_run, utc_now
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 STEPS: dict[str, str] = {
@@ -107,6 +107,8 @@ def run_runbook(
     finally:
         if server.stop(run.dir):
             say("server stopped")
+        for record in sorted(run.dir.path.glob("*/**/server.json")):  # the speculation A/B's, capacity launches'
+            server.stop(RunDir(record.parent))
     report = run.dir.report / "index.md"
     if report.exists():
         say(f"write-up: {report}")

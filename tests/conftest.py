@@ -15,6 +15,8 @@ from ninferkit.runs import Run, open_run
 
 REPO = Path(__file__).resolve().parent.parent
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
+GENERATED_CPU = REPO / "tests" / "data" / "profiles" / "generated-cpu.yaml"
+"""The embedded default before issue 18 (a generated 4-layer model): for tests whose arithmetic needs its shape."""
 
 
 def free_port() -> int:

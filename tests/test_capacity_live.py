@@ -1,4 +1,5 @@
-"""The capacity step against the live embedded llama-server (about ten launches of ~1 s each).
+"""The capacity step against a live llama-server serving the generated model of tests/data/profiles/generated-cpu.yaml
+(the embedded default before issue 18; about ten launches of ~1 s each).
 
 On the CPU there is no device limit to find (host memory is ~24 GB), so: the fit runs over two slot
 counts and two cache types and is checked against the KV sizes the server logs; one search per slot
@@ -30,7 +31,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.runs import Run, open_run, read_json
 
-from .conftest import LOCAL_CPU, free_port
+from .conftest import GENERATED_CPU, free_port
 
 BUDGET = 128 * 2**20
 GRID = ["capacity.concurrencies=[1, 2]", "capacity.contexts=[2048]", "capacity.kv_dtypes=[f16, q8_0]",
@@ -40,7 +41,7 @@ GRID = ["capacity.concurrencies=[1, 2]", "capacity.contexts=[2048]", "capacity.k
 
 @pytest.fixture(scope="module")
 def capacity_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> tuple[Run, dict]:
-    run = open_run(LOCAL_CPU, tmp_path_factory.mktemp("capacity"), [*GRID, f"serve.port={free_port()}"])
+    run = open_run(GENERATED_CPU, tmp_path_factory.mktemp("capacity"), [*GRID, f"serve.port={free_port()}"])
     return run, capacity_step(run, say=lambda line: None)
 
 
@@ -97,7 +98,7 @@ def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> N
 def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: Path, llama_server: Path) -> None:
     """llama-server serves no slot longer than the model's trained context (it caps it, as the H200 run
     showed), so with memory to spare the search ends there, verified by a launch, not above it."""
-    run = open_run(LOCAL_CPU, tmp_path, [
+    run = open_run(GENERATED_CPU, tmp_path, [
         "capacity.concurrencies=[1]", "capacity.contexts=[2048]", "capacity.kv_dtypes=[f16]", "capacity.search=true",
         f"capacity.memory_budget_bytes={2**30}", "capacity.max_launches=4", "serve.max_concurrency=1",
         "serve.max_context=2048", "serve.kv.dtype=f16", f"serve.port={free_port()}"])
@@ -112,7 +113,7 @@ def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, ll
     """On a GPU the launch step's server holds the memory the launches measure: on an H200 the capacity
     launches of a full runbook saw 41,935 MiB free of 143,155 while it held 98 GiB
     (tests/data/llama_server_cuda_h200_capacity/). The step stops it first, and still counts its launch."""
-    run = open_run(LOCAL_CPU, tmp_path, [
+    run = open_run(GENERATED_CPU, tmp_path, [
         "capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
         "capacity.fit_launches=true", "capacity.search=false", f"serve.port={free_port()}"])
     steps.launch(run, progress=False)
@@ -129,7 +130,7 @@ def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, ll
 
 
 def test_a_bad_grid_is_refused_before_the_launch_steps_server_is_stopped(tmp_path: Path, llama_server: Path) -> None:
-    run = open_run(LOCAL_CPU, tmp_path, ["capacity.kv_dtypes=[f16, q9_9]", f"serve.port={free_port()}"])
+    run = open_run(GENERATED_CPU, tmp_path, ["capacity.kv_dtypes=[f16, q9_9]", f"serve.port={free_port()}"])
     steps.launch(run, progress=False)
     try:
         with pytest.raises(ProfileError, match=r"capacity.kv_dtypes: 'q9_9'.*not a ggml type"):
@@ -142,7 +143,7 @@ def test_a_bad_grid_is_refused_before_the_launch_steps_server_is_stopped(tmp_pat
 def test_a_recorded_launch_that_saw_other_free_memory_is_launched_again(tmp_path: Path, llama_server: Path) -> None:
     """A rerun reuses recorded launches, but not ones made while something else held the memory (the
     H200 run's, beside the runbook's server): the same setting is launched again."""
-    run = open_run(LOCAL_CPU, tmp_path, [
+    run = open_run(GENERATED_CPU, tmp_path, [
         "capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
         "capacity.fit_launches=true", "capacity.search=false", f"serve.port={free_port()}"])
     capacity_step(run, say=lambda line: None)

@@ -17,13 +17,13 @@ from ninferkit.capacity.step import fit_logs
 from ninferkit.engines import get_adapter
 from ninferkit.params import load_profile
 
-from .conftest import LOCAL_CPU
+from .conftest import GENERATED_CPU
 
 LOGS = sorted((Path(__file__).parent / "data" / "llama_server_logs").glob("*.log"))
 RULE = get_adapter("llama_server").capacity_pool
 NAME = re.compile(r"c(?P<s>\d+)-np(?P<c>\d+)-(?P<t>\w+)\.log")
 
-# The embedded model's shape, as params/local-cpu.yaml generates it (4 layers, 2 KV heads x 64).
+# The generated model's shape, as tests/data/profiles/generated-cpu.yaml makes it (4 layers, 2 KV heads x 64).
 EMBEDDED = {"general.architecture": "qwen3", "qwen3.block_count": 4, "qwen3.embedding_length": 256,
             "qwen3.attention.head_count": 4, "qwen3.attention.head_count_kv": 2,
             "qwen3.attention.key_length": 64, "qwen3.attention.value_length": 64}
@@ -95,7 +95,7 @@ def test_fit_separates_per_slot_and_per_context_terms() -> None:
 
 
 def test_decision_table_for_the_local_profile() -> None:
-    profile = load_profile(LOCAL_CPU, ["capacity.memory_budget_bytes=null"]).profile
+    profile = load_profile(GENERATED_CPU, ["capacity.memory_budget_bytes=null"]).profile
     summary = fit_logs(profile, LOGS)
     assert summary["free_after_weights_source"] == "the launches' own logs"
     rows = summary["decision_table"]
@@ -111,7 +111,7 @@ def test_decision_table_for_the_local_profile() -> None:
 
 def test_budget_turns_into_a_largest_pool_and_short_verdicts() -> None:
     """With a 120 MiB budget (weights are 80.2 MiB) the big cells must come out short."""
-    profile = load_profile(LOCAL_CPU, ["capacity.memory_budget_bytes=125829120",
+    profile = load_profile(GENERATED_CPU, ["capacity.memory_budget_bytes=125829120",
                                        "capacity.contexts=[4096, 32768]"]).profile
     summary = fit_logs(profile, LOGS)
     verdicts = {(r["kv_dtype"], r["concurrency"], r["context_per_slot"]): r for r in summary["decision_table"]

@@ -17,7 +17,7 @@ from ninferkit.capacity.step import fit_logs
 from ninferkit.engines import get_adapter
 from ninferkit.params import load_profile
 
-from .conftest import LOCAL_CPU
+from .conftest import GENERATED_CPU
 
 DATA = Path(__file__).parent / "data"
 AMX = sorted((DATA / "llama_server_cpu_amx").glob("*.log"))
@@ -45,7 +45,7 @@ def test_an_amx_cpu_books_what_a_cpu_without_amx_books(name: str) -> None:
 
 
 def test_the_fit_over_amx_logs_agrees_with_the_fit_over_plain_logs() -> None:
-    profile = load_profile(LOCAL_CPU).profile
+    profile = load_profile(GENERATED_CPU).profile
     amx = fit_logs(profile, AMX)
     plain = fit_logs(profile, sorted((DATA / "llama_server_logs").glob("*.log")))
     assert amx["conflicts"] == [] == plain["conflicts"]

@@ -29,12 +29,13 @@ RUN_A, RUN_B = "embedded-1", "embedded-2"
 
 
 def copy_run(name: str, where: Path) -> Path:
-    """A writable copy of a recorded run, its manifest pointing at this checkout's copy of the profile."""
+    """A writable copy of a recorded run, its manifest pointing at the profile it was made with (the embedded
+    default of its day, kept as tests/data/profiles/generated-cpu.yaml)."""
     target = where / name
     shutil.copytree(RUNS / name, target)
     manifest_path = target / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["profile_source"] = str(REPO / "params" / "local-cpu.yaml")
+    manifest["profile_source"] = str(REPO / "tests" / "data" / "profiles" / "generated-cpu.yaml")  # made with it
     manifest_path.write_text(json.dumps(manifest))
     return target
 

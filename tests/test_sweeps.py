@@ -88,10 +88,13 @@ def test_rerun_resumes_without_resending(sweep_run: Run) -> None:
 
 def test_tasks_sweep(sweep_run: Run) -> None:
     table = sweeps_step(sweep_run, only="tasks", progress=False)["tasks"]
-    assert list(table["task"]) == ["coding", "chit_chat"] and list(table["context_depth"]) == [64, 64]
+    # each task twice: with the profile's speculation, then on a second server without it (speculation_ab)
+    assert list(table["task"]) == ["coding", "coding", "chit_chat", "chit_chat"]
+    assert list(table["speculation"]) == ["ngram-mod", "off", "ngram-mod", "off"]
+    assert list(table["context_depth"]) == [64] * 4 and set(table["finish_reason"]) == {"length"}
     assert (table["n_ok"] == 1).all() and (table["completion_tokens_median"] == 4).all()
     # the coding instruction is longer than the chit-chat one, so its prompt is longer at the same depth
-    assert table["prompt_tokens_median"].iloc[0] > table["prompt_tokens_median"].iloc[1]
+    assert table["prompt_tokens_median"].iloc[0] > table["prompt_tokens_median"].iloc[2]
 
 
 def test_concurrency_sweep_sees_the_queue(sweep_run: Run) -> None:

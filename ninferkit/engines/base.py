@@ -158,12 +158,13 @@ class EngineAdapter:
         return None
 
     def chat_check(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """The short chat acceptance check: a completion with server-counted usage."""
+        """The short chat acceptance check: a completion with server-counted usage, and what the model answered
+        (the write-up's one example of the model's text)."""
         usage = dict(body.get("usage") or {})
         choice = (body.get("choices") or [{}])[0]
         ok = usage.get("completion_tokens", 0) > 0 and usage.get("prompt_tokens", 0) > 0
         return {"ok": ok, "usage": usage, "finish_reason": choice.get("finish_reason"),
-                "server_timings": self.server_timings(body)}
+                "reply": (choice.get("message") or {}).get("content"), "server_timings": self.server_timings(body)}
 
     def accepted_container_versions(self, profile: Profile) -> frozenset[int] | None:
         """Artifact container versions this engine build reads; None when it has no container format."""

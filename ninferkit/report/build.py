@@ -20,6 +20,7 @@ import pandas as pd
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.report import caveats as caveat_rules
+from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import FILE_STEPS, RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, table_from_frame
@@ -86,6 +87,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _acceptance(run),
         _errors(run),
         _benchmarks(run, figures),
+        _speculation(run),
         _capacity(run),
         _conditions(run, figures),
         Section("Method", [Bullets(tuple(caveat_rules.method(run)))]),
@@ -161,8 +163,9 @@ def _environment(run: RunData) -> Section:
     else:
         rows.append(("GPU", f"no GPU (CPU run): {gpu.get('reason', 'none found')}"))
     rows.append(("CUDA toolkit (nvcc)", str(toolkit.get("version") or "not installed")))
+    amx = ", ".join(cpu["amx"]) if cpu.get("amx") else "no" if "amx" in cpu else "not recorded"
     rows.append(("CPU", f"{cpu.get('model')}, {cpu.get('cores')} cores, AVX-512 "
-                        f"{'yes' if cpu.get('avx512f') else 'no'}"))
+                        f"{'yes' if cpu.get('avx512f') else 'no'}, AMX {amx}"))
     rows.append(("platform", str(run.manifest.get("platform"))))
     findings = [f"{f.get('severity')}: {f.get('message')}" + (f" Fix: {f['fix']}" if f.get("fix") else "")
                 for f in run.probe.get("findings") or []]
@@ -192,6 +195,12 @@ def _recipe(run: RunData) -> Section:
     if artifact.get("generate"):
         params = ", ".join(f"{k}={v}" for k, v in sorted(artifact["generate"].items()) if v is not None)
         rows.append(("artifact", f"generated locally, deterministically: {params}"))
+    elif artifact.get("package"):
+        rows += [("artifact package", f"{artifact['package']} (fetched with pip, its sha256 required)"),
+                 ("artifact package sha256 (pinned)", str(artifact.get("package_sha256"))),
+                 ("artifact file (inside the package)", str(artifact.get("filename"))),
+                 ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
+                 ("artifact size (pinned)", number(artifact.get("size_bytes")))]
     else:
         rows += [("artifact repo", str(artifact.get("repo") or artifact.get("url"))),
                  ("artifact revision", str(artifact.get("revision"))),
@@ -354,6 +363,27 @@ def _engine_windows_caption(frame: pd.DataFrame) -> str:
     return (f"; decode_tok_s_engine_peak is the engine's best {length}throughput window during the cell, "
             "decode_tok_s_engine_mean its mean over the windows that decoded (its own log lines: seed 004's "
             "average decode and 5-second peak)")
+
+
+def _speculation(run: RunData) -> Section:
+    title = "Speculative decoding, task by task"
+    tasks = run.tables.get("tasks")
+    method = ((run.profile.get("serve") or {}).get("spec") or {}).get("method")
+    found = speculation.task_speculation(tasks if tasks is not None else pd.DataFrame(), method)
+    if not found:
+        return Section(title, [Paragraph("No task was measured with speculative decoding (no tasks table, or "
+                                         "serve.spec sets no method).")])
+    caption = (f"tables/tasks.csv: per task, the server's drafted and accepted tokens and decode rate with the "
+               f"profile's speculation, and the same task's decode rate on a server with speculation off, "
+               f"measured right after it (sweeps.tasks.speculation_ab; its server is sweeps/speculation-off/). A "
+               f"task gained or lost when one rate beats the other by more than {100 * speculation.GAIN:.0f}%. "
+               "Each side generates at the task's natural length, so their texts can differ: the output tokens and "
+               "how each ended (stop: the model's own end; length: the task's maximum) are beside them. Expected "
+               "character: repetitive answers copy text an n-gram drafter finds in the prompt or the answer so "
+               "far; creative ones write text found in neither.")
+    missed = speculation.not_measured(tasks) if tasks is not None else None
+    return Section(title, [Table(speculation.COLUMNS, speculation.table_rows(found), caption),
+                           Paragraph(speculation.summary(found)), *([Paragraph(missed)] if missed else [])])
 
 
 def _capacity(run: RunData) -> Section:

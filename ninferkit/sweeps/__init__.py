@@ -31,6 +31,7 @@ from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
 from ninferkit.sweeps.rules import MaxErrors, StopRule
+from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.telemetry import Telemetry
@@ -68,7 +69,9 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
                            rules, base_row(run, adapter, record),
                            profile.sweeps.request_timeout_s, log_path)
         try:
-            _run_cells(ctx, pending, telemetry if profile.sweeps.telemetry else None, progress)
+            with spec_off_context(ctx, any(map(is_spec_off, pending))) as spec_off:
+                _run_cells({False: ctx, True: spec_off or ctx}, pending,
+                           telemetry if profile.sweeps.telemetry else None, progress)
         except (ServerExited, SweepFailed):
             record_log_truth(run, adapter)
             save_tables(run.dir, build_tables(run, kinds))
@@ -120,14 +123,16 @@ def _checked_plan(run: Run, kinds: list[str], explicit: bool,
     return cells, _ab_baseline(run, kinds, explicit)
 
 
-def _run_cells(ctx: SweepContext, cells: list[Cell], telemetry: Telemetry | None, progress: bool) -> None:
+def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell], telemetry: Telemetry | None,
+               progress: bool) -> None:
+    """Each cell against its server: contexts[True] for the speculation-off side of the A/B."""
     if telemetry is not None:
         telemetry.start()
     try:
         with tqdm(total=len(cells), desc="sweeps", unit="cell", disable=not progress) as bar:
             for cell in cells:
                 bar.set_postfix_str(cell.label, refresh=True)
-                outcome = run_cell(ctx, cell)
+                outcome = run_cell(contexts[is_spec_off(cell)], cell)
                 if outcome.status == "failed":
                     bar.write(f"cell {cell.label} failed: {outcome.reason}")
                 bar.update()

@@ -8,6 +8,12 @@ serve is decided here, from the engine adapter: a scenario or task that needs an
 the engine does not read is planned as skipped, with the reason; a measuring condition it does not read
 (`reasoning_effort`) is left out of its requests and the cell's notes say so; a size its protocol refuses
 (Responses: `max_output_tokens` below 16) is raised, and the notes say so.
+
+The tasks run at each task's own output length unless the profile pins one. With
+`sweeps.tasks.speculation_ab` each task cell has a twin with `speculation: off`, measured on a second
+server of the profile with speculative decoding off (spec_off.py), right after it: both sides of the A/B
+in one run and one table. The twin alone carries the extra parameter, so a cell measured with the
+profile's own speculation keeps its id, and pairs with the same cell of another run.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from ninferkit.params.profile import Profile
 from ninferkit.runs import RunDir, utc_now, write_json_atomic
 
 SWEEP_KINDS = ("context", "tasks", "concurrency", "prefix_reuse", "ab")
+SPEC_OFF = "off"
+"""The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
 SCENARIO_APIS = {"anthropic_cache_control": "messages", "responses_previous_response_id": "responses"}
 SCENARIO_FIELDS = {"prompt_cache_breakpoint": "prompt_cache_breakpoint", "anthropic_cache_control": "cache_control",
                    "responses_previous_response_id": "previous_response_id"}
@@ -57,7 +65,7 @@ class Cell:
         return f"{self.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
 
 
-LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "scenario")
+LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "speculation", "concurrency", "scenario")
 
 
 def parse_only(only: str | Iterable[str] | None) -> list[str]:
@@ -105,16 +113,21 @@ def build_plan(profile: Profile, adapter: EngineAdapter, kinds: Iterable[str], e
     if wanted("tasks", tasks.enabled):
         from ninferkit.workloads import load_task
 
+        sides = [{}, {"speculation": SPEC_OFF}] if tasks.speculation_ab else [{}]
+        if tasks.speculation_ab and profile.serve.speculation()[0] is None:
+            raise ProfileError("sweeps.tasks.speculation_ab = true: serve.spec sets no method, so there is no "
+                               "speculative decoding to compare against; allowed: false, or a serve.spec.method")
         for depth in tasks.depths:
             for name in tasks.tasks:
                 task = load_task(name)
                 output = tasks.output_tokens or task.output_tokens
                 fits("sweeps.tasks.depths", depth + 200, sent_output_tokens(tasks.api, output))  # 200: instruction
                 effort = {"reasoning_effort": task.reasoning_effort} if task.reasoning_effort else {}
-                cells.append(engine.cell("tasks", needs="tools" if task.tools else None, task=name,
-                                         context_depth=depth, output_tokens=output, api=tasks.api,
-                                         pin_output=tasks.pin_output, repetitions=tasks.repetitions,
-                                         warmup=tasks.warmup, **{**common, **effort}))
+                for side in sides:
+                    cells.append(engine.cell("tasks", needs="tools" if task.tools else None, task=name,
+                                             context_depth=depth, output_tokens=output, api=tasks.api,
+                                             pin_output=tasks.pin_output, repetitions=tasks.repetitions,
+                                             warmup=tasks.warmup, **{**common, **effort, **side}))
     conc = sweeps.concurrency
     if wanted("concurrency", conc.enabled):
         fits("sweeps.concurrency.prompt_tokens", conc.prompt_tokens, sent_output_tokens(conc.api, conc.output_tokens))

@@ -7,7 +7,9 @@ a failure and the plan's notes on what was sent differently from what was asked)
 mean of its throughput lines: seed 004's "5 秒峰值" beside "平均 decode", seed 000 §2.4(b)'s "引擎 5 s
 窗口口径"), then the GPU conditions during the cell (median and max power and SM clock, throttled or not)
 when telemetry has GPU samples. Only the attempt that finished a cell counts; a failed cell shows what
-its last attempt finished.
+its last attempt finished. The tasks table names the speculative decoding each cell ran with (the
+profile's method, or `off` for the other side of the speculation A/B, plan.py) and how its requests
+ended (`finish_reason`: `stop` where the model ended at its own length, `length` at max_tokens).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion
           "accepted_tokens_server")
 KEYS = {
     "context": ("target_prompt_tokens", "api"),
-    "tasks": ("task", "context_depth", "api"),
+    "tasks": ("task", "context_depth", "speculation", "api"),
     "concurrency": ("concurrency", "requests_per_client", "prompt_tokens_target", "api"),
     "prefix_reuse": ("scenario", "api"),
 }
@@ -59,13 +61,14 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
     tables = {}
     for kind in kinds or KEYS:
         if kind in KEYS:
-            tables[kind] = sweep_table(kind, rows, outcomes, telemetry)
+            tables[kind] = sweep_table(kind, rows, outcomes, telemetry, run.profile.serve.speculation()[0])
     return tables
 
 
 def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[str, Any]],
-                telemetry: list[dict[str, Any]] | None) -> pd.DataFrame:
-    """One table; `telemetry` is telemetry.jsonl's rows, None when the run has none."""
+                telemetry: list[dict[str, Any]] | None, speculation: str | None = None) -> pd.DataFrame:
+    """One table; `telemetry` is telemetry.jsonl's rows, None when the run has none; `speculation` the
+    profile's speculative decoding method, which a task cell without a `speculation` of its own ran with."""
     records = []
     engine_lines = [r for r in telemetry or () if r.get("source") == "engine_log"]
     for cell_id, outcome in outcomes.items():
@@ -73,12 +76,16 @@ def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[st
             continue
         cell_rows = rows[rows["cell_id"] == cell_id] if len(rows) else rows
         record = {key: _param(outcome["cell"], key) for key in KEYS[kind]}
+        if kind == "tasks":
+            record["speculation"] = record["speculation"] or speculation or "off"
         record.update(_cell_metrics(kind, cell_rows))
         diagnosis = outcome.get("diagnosis") or {}
         record.update(status=outcome["status"], reason=outcome.get("reason"),
                       diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
                       notes="; ".join(outcome.get("notes") or ()) or None,
                       reasoning_effort=_sent(_measured(kind, cell_rows), "reasoning_effort"), cell_id=cell_id)
+        if kind == "tasks":
+            record["finish_reason"] = _sent(_measured(kind, cell_rows), "finish_reason")
         record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
         record.update(_telemetry(cell_rows, telemetry or []))
         if kind == "concurrency":
@@ -86,7 +93,7 @@ def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[st
         records.append(record)
     table = pd.DataFrame(records)
     if len(table):
-        table = table.sort_values(list(KEYS[kind][:2]) if kind == "tasks" else [KEYS[kind][0]],
+        table = table.sort_values(list(KEYS[kind][:3]) if kind == "tasks" else [KEYS[kind][0]],
                                   key=_sort_key(kind)).reset_index(drop=True)
     return table
 

