@@ -16,7 +16,7 @@ from ninferkit.errors import ArtifactError
 from ninferkit.params import load_profile
 from ninferkit.runner import NOTEBOOKS_DIR
 from ninferkit.runs import open_run
-from tests.conftest import LOCAL_CPU
+from tests.conftest import GENERATED_CPU, LOCAL_CPU
 from tests.ninfer_files import write_v1_v2, write_v3
 
 
@@ -57,13 +57,15 @@ def test_verify_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 2
 
 
-def test_verify_profile_records_the_generated_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["verify", str(LOCAL_CPU), "--run-dir", str(tmp_path / "run")])
+@pytest.mark.parametrize(("profile", "kind"), [(GENERATED_CPU, "generated"), (LOCAL_CPU, "package")])
+def test_verify_profile_records_where_the_model_came_from(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         profile: Path, kind: str) -> None:
+    code = main(["verify", str(profile), "--run-dir", str(tmp_path / "run")])
     assert code == 0 and "all checks passed" in capsys.readouterr().out
     record = json.loads((tmp_path / "run" / "artifact.json").read_text())
-    model = model_path(load_profile(LOCAL_CPU).profile)
+    model = model_path(load_profile(profile).profile)
     assert record["sha256"] == sha256_file(model).hexdigest and record["size_bytes"] == model.stat().st_size
-    assert record["source"]["kind"] == "generated" and record["container_version"] is None
+    assert record["source"]["kind"] == kind and record["container_version"] is None
 
 
 def test_engine_binaries_are_checked_against_pinned_sha256(tmp_path: Path) -> None:

@@ -9,14 +9,15 @@ import pytest
 
 from ninferkit.cli import main
 
-from .conftest import REPO
+from .conftest import GENERATED_CPU, REPO
 
 LOGS = sorted(str(p) for p in (Path(__file__).parent / "data" / "llama_server_logs").glob("*.log"))
 NINFER = Path(__file__).parent / "data" / "ninfer_capacity"
 
 
 def test_fit_json_has_the_contract_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["capacity", "fit", *LOGS, "--json"]) == 0
+    # the logs are of the generated model (tests/data/llama_server_logs/README.md): its profile gives the architecture
+    assert main(["capacity", "fit", *LOGS, "--profile", str(GENERATED_CPU), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bytes_per_token"] == 2048
     for key in ("fixed_bytes", "free_after_weights_bytes", "max_kv_tokens_interval"):

@@ -163,9 +163,9 @@ def _environment(run: RunData) -> Section:
     else:
         rows.append(("GPU", f"no GPU (CPU run): {gpu.get('reason', 'none found')}"))
     rows.append(("CUDA toolkit (nvcc)", str(toolkit.get("version") or "not installed")))
-    amx = ", ".join(cpu["amx"]) if cpu.get("amx") else "no" if "amx" in cpu else "not recorded"
+    amx = f", AMX {', '.join(cpu['amx']) or 'no'}" if "amx" in cpu else ""  # probes before issue 18 have no "amx"
     rows.append(("CPU", f"{cpu.get('model')}, {cpu.get('cores')} cores, AVX-512 "
-                        f"{'yes' if cpu.get('avx512f') else 'no'}, AMX {amx}"))
+                        f"{'yes' if cpu.get('avx512f') else 'no'}{amx}"))
     rows.append(("platform", str(run.manifest.get("platform"))))
     findings = [f"{f.get('severity')}: {f.get('message')}" + (f" Fix: {f['fix']}" if f.get("fix") else "")
                 for f in run.probe.get("findings") or []]
