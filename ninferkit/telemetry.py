@@ -29,6 +29,7 @@ import httpx
 import pynvml
 
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.errors import NinferkitError
 from ninferkit.runs import append_jsonl
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class Telemetry:
         self.interval_s = 1.0 / hz
         self.nvml_status = "not started"
         self.metrics_status = "not started"
+        self.failure: str | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -113,10 +115,19 @@ class Telemetry:
         self._threads = []
 
     def _write(self, source: str, **fields: Any) -> None:
+        """Append one row; a write that fails (a full disk) stops the sampling, with the reason in
+        `failure`: telemetry is beside the measurement, and the sweep's own next write says the same."""
         row = {"t_mono": time.monotonic(), "t_utc": dt.datetime.now(dt.UTC).isoformat(), "source": source,
                **fields}
         with self._lock:
-            append_jsonl(self.path, row)
+            if self.failure is not None:
+                return
+            try:
+                append_jsonl(self.path, row)
+            except (OSError, NinferkitError) as exc:
+                self.failure = f"telemetry stopped: {exc}"
+                log.warning("%s", self.failure)
+                self._stop.set()
 
     def _nvml_loop(self) -> None:
         try:

@@ -9,6 +9,7 @@ operational_log.cpp render_throughput); NInfer cannot run here.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -95,3 +96,26 @@ def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.Log
     else:
         assert nvml == [] and telemetry.nvml_status.startswith("unavailable")
         assert len([r for r in caplog.records if "NVML telemetry off" in r.getMessage()]) == 1
+
+
+def test_a_full_disk_stops_the_sampling_with_its_reason_and_no_thread_traceback(tmp_path: Path) -> None:
+    # /dev/full answers every write with the kernel's own ENOSPC: telemetry.jsonl on a disk that filled up.
+    log_path = tmp_path / "server.log"
+    log_path.write_text("")
+    full = tmp_path / "telemetry.jsonl"
+    full.symlink_to("/dev/full")
+    failures: list[BaseException] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_value)  # type: ignore[assignment]
+    try:
+        telemetry = Telemetry(full, get_adapter("ninfer"), log_path, None, hz=10)
+        with telemetry:
+            with log_path.open("a") as log:
+                log.write(G1_LINE + "\n")
+            deadline = time.monotonic() + 5
+            while telemetry.failure is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        threading.excepthook = previous
+    assert telemetry.failure is not None and "telemetry stopped" in telemetry.failure
+    assert failures == []
