@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import yaml
@@ -50,13 +50,17 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Task:
-    """One task of the suite, written for this project: its instruction, natural output length and the
-    reasoning effort it is measured at when it names one (the reasoning task: xhigh, seed 000 §2.3). The
-    agent task adds a system prompt, tool definitions, a first request and the tool calls before it."""
+    """One task of the suite, written for this project: its instruction, natural output length, expected
+    character and the reasoning effort it is measured at when it names one (the reasoning task: xhigh, seed
+    000 §2.3). The agent task adds a system prompt, tool definitions, a first request and the tool calls
+    before it. The character is what speculative decoding without a draft model depends on: a `repetitive`
+    answer copies text from its prompt or from itself, which an n-gram drafter proposes; a `creative` one
+    writes text found in neither (the field reports' acceptance: coding and JSON extraction high, fiction low)."""
 
     name: str
     instruction: str
     output_tokens: int
+    character: Literal["repetitive", "creative"]
     reasoning_effort: str | None = None
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
@@ -100,7 +104,8 @@ def load_task(name: str) -> Task:
         raise ProfileError(f"task '{name}' is not in the suite; allowed: {', '.join(TASK_NAMES)}")
     data = yaml.safe_load(_data(f"{name}.yaml"))
     calls = tuple(ToolCall(c["name"], dict(c["arguments"]), str(c["returns"])) for c in data.get("calls") or ())
-    return Task(data["name"], data["instruction"].strip(), int(data["output_tokens"]), data.get("reasoning_effort"),
+    return Task(data["name"], data["instruction"].strip(), int(data["output_tokens"]), data["character"],
+                data.get("reasoning_effort"),
                 (data.get("system") or "").strip() or None, tuple(data.get("tools") or ()),
                 (data.get("request") or "").strip() or None, calls)
 

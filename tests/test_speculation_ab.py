@@ -85,6 +85,12 @@ def test_the_write_up_states_acceptance_and_gain_per_task(tmp_path: Path) -> Non
         assert f"| {item.character} |" in line and f"×{item.ratio:.2f}" in line and f"| {item.verdict} |" in line
     assert "Of the 3 tasks expected to be repetitive" in section
     assert "gained:" in section and "lost:" in section
+    against = [item.task for item in task_speculation(tasks, "ngram-mod")
+               if item.character == "creative" and item.verdict == "gained"]
+    assert against  # in this run the 135M model looped on creative tasks, and the write-up says so
+    said = section.split("a creative task gains only where its answer repeated itself: ", 1)[1]
+    assert all(f"{task} (" in said for task in against)
+    assert "Not measured: agent (skipped:" in section
 
 
 def test_both_sides_live(tmp_path: Path, llama_server: Path) -> None:

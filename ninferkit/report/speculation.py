@@ -20,8 +20,6 @@ from ninferkit.report.fmt import number
 
 GAIN = 0.10
 """The share by which one side's decode rate must beat the other's to count as a gain or a loss."""
-REPEATED = 0.9
-"""Acceptance at which a creative task's answer evidently repeated itself (drafts are text already seen)."""
 OFF = "off"
 PAIR_KEYS = ("task", "context_depth", "api")
 
@@ -168,13 +166,13 @@ def summary(found: list[TaskSpeculation]) -> str:
     repetitive = [item for item in measured if item.character == "repetitive"]
     expected = sum(item.verdict == "gained" for item in repetitive)
     creative_gained = sum(item.verdict == "gained" for item in measured if item.character == "creative")
-    against = [item.task for item in measured if item.character == "creative" and item.verdict == "gained"
-               and item.acceptance is not None and item.acceptance >= REPEATED]
+    against = [f"{item.task} ({_accepted(item)})" for item in measured
+               if item.character == "creative" and item.verdict == "gained"]
     text = (f"Decode with speculation against without, task by task — {'; '.join(parts)}. Of the "
             f"{len(repetitive)} tasks expected to be repetitive, {expected} gained; of the "
             f"{len(measured) - len(repetitive)} expected to be creative, {creative_gained} gained.")
     if against:
-        text += (f" The drafts of {', '.join(against)} were accepted at {100 * REPEATED:.0f}% or more: those answers "
-                 "repeated text the drafter had already seen, against their expected character (a small model "
+        text += (f" A draft is text the prompt or the answer already holds, so a creative task gains only where its "
+                 f"answer repeated itself: {', '.join(against)}, against their expected character (a small model "
                  "falls into loops; the output tokens beside them show whether it ran to the task's maximum).")
     return text
