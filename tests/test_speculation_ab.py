@@ -12,18 +12,22 @@ import json
 import shutil
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import pytest
 
 from ninferkit import server, steps
 from ninferkit.engines import get_adapter
-from ninferkit.errors import ProfileError
+from ninferkit.errors import ProfileError, StepFailed
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.report.speculation import task_speculation
+from ninferkit.runner import NOTEBOOKS_DIR, STEPS, run_runbook
 from ninferkit.runs import open_run, read_jsonl
+from ninferkit.server import _group_alive
 from ninferkit.sweeps import sweeps_step
 from ninferkit.sweeps.plan import build_plan
+from ninferkit.sweeps.spec_off import spec_off_dir
 from ninferkit.workloads import TASK_NAMES, load_task
 from tests.conftest import LOCAL_CPU, free_port
 
@@ -117,3 +121,24 @@ def test_both_sides_live(tmp_path: Path, llama_server: Path) -> None:
     # a real model: asked to say hello, it does (the write-up's example of its text; random weights could not)
     chat = next(check for check in record["checks"] if check["name"] == "chat")
     assert "hello" in chat["detail"]["reply"].lower()
+
+
+def test_the_runner_stops_the_second_server_when_the_sweep_step_dies(tmp_path: Path, llama_server: Path) -> None:
+    """The second server outlives a kernel that dies (its own process group, like the run's server): a stand-in
+    sweeps notebook starts it as the A/B does and kills its kernel, so no `finally` of the step runs; the
+    runner's teardown stops it."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for step in ("setup", "launch"):
+        shutil.copy(NOTEBOOKS_DIR / STEPS[step], folder)
+    stand_in = nbformat.read(NOTEBOOKS_DIR / STEPS["setup"], as_version=4)  # its first cells open the run
+    stand_in.cells = stand_in.cells[:3] + [nbformat.v4.new_code_cell(
+        "import os\nfrom ninferkit import steps\nfrom ninferkit.sweeps.spec_off import spec_off_dir\n"
+        f"other = ninferkit.open_run(profile, spec_off_dir(run.dir.path), ['serve.spec={{}}', "
+        f"'serve.port={free_port()}'])\nsteps.launch(other, progress=False)\nos._exit(1)", id="stand-in")]
+    nbformat.write(stand_in, folder / STEPS["sweeps"])
+    with pytest.raises(StepFailed):
+        run_runbook(LOCAL_CPU, tmp_path / "run", ["setup", "launch", "sweeps"], [f"serve.port={free_port()}"],
+                    notebooks_dir=folder, say=lambda line: None)
+    other = json.loads((spec_off_dir(tmp_path / "run") / "server.json").read_text())
+    assert other["state"] == "stopped" and not _group_alive(other["pgid"])

@@ -2,7 +2,7 @@
 
 Every field is typed and every section forbids unknown keys, so a typo or a wrong value fails
 before anything runs. Fields that later steps need but a profile may omit have defaults that suit
-the embedded default (a CPU `llama-server` serving a small generated model).
+the embedded default (a CPU `llama-server` serving a small model).
 """
 
 from __future__ import annotations

@@ -85,8 +85,8 @@ def caveats(run: RunData) -> list[str]:
     notes: list[str] = []
     settings = run.settings
     if not run.gpu_available:
-        notes.append("CPU run (no GPU): the numbers measure this machine's CPU, and for the embedded default a "
-                     "random-weight model; they show the runbook works, not what a GPU serves.")
+        notes.append("CPU run (no GPU): the numbers measure this machine's CPU serving a small model (the embedded "
+                     "default's has 135 M parameters); they show the runbook works, not what a GPU serves.")
     accept = cell_acceptance(run.measured())
     if accept:
         low, high = min(accept.values()), max(accept.values())

@@ -6,7 +6,8 @@
 that dies mid-sweep fails its cell with the diagnosis from the server log, and the step raises
 ServerExited after saving the tables of what finished; cells that measured nothing make it raise
 SweepFailed (after saving the tables), and so does a server that refuses the requests' credentials,
-at the first refusal.
+at the first refusal. Task cells planned with `speculation: off` (sweeps.tasks.speculation_ab) run against a
+second server of the profile with speculation off, started for them and stopped after (spec_off.py).
 
     tables = sweeps_step(run, only="context,prefix_reuse")
     tables["context"]
