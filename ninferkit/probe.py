@@ -17,29 +17,16 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ninferkit.artifact.paths import local_dir, planned_path
 from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
-from ninferkit.engines.ninfer.options import Serve as NInferServe
-from ninferkit.errors import ProfileError
-from ninferkit.params.profile import FindingCode, Profile
+from ninferkit.finding import Finding, Severity
+from ninferkit.params.profile import Profile
 from ninferkit.units import GIB
-
-Severity = Literal["info", "warning", "error"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: Severity
-    code: FindingCode
-    message: str
-    fix: str = ""
-    waived: bool = False
-    """The profile lists the code in gpu.waive: recorded, but it does not stop the run."""
 
 
 def _run(argv: list[str], timeout: float = 10) -> str | None:
@@ -213,40 +200,6 @@ KV_DTYPES_BY_ARCH = {
 }
 LAST_BRANCH_BEFORE_TURING = 580  # seed 000 §1.1: "R580 是 Maxwell / Pascal / Volta 的最后一条驱动分支"
 TURING = 75  # sm_75: the first architecture the open kernel module and drivers after R580 support
-VISION_BUDGET_FORKS = {"plus1998/NInfer-V100-Duo": "seed 004 §六.5"}
-"""Forks whose --vision needs --vision-max-tokens beside it, or image requests fail silently."""
-AUTO_ESTIMATE_SLACK = GIB // 2
-"""How far free memory less the artifact may sit above what the engine itself finds after loading
-the weights: +0.24 and -0.09 GiB in the two live H200 runs (probe.json's free memory less artifact.json's
-size against the request log's available_after_weights_bytes), so twice the larger is "borderline"."""
-
-
-@dataclass(frozen=True)
-class FixedPart:
-    """NInfer's runtime memory besides the KV pool, as a field report measured it on one GPU architecture."""
-
-    fixed_bytes: int
-    slots: int
-    per_extra_slot_bytes: int
-    source: str
-
-    def at(self, slots: int) -> int:
-        return max(0, self.fixed_bytes + (slots - self.slots) * self.per_extra_slot_bytes)
-
-
-_V100_27B = FixedPart(round(2.75 * GIB), 2, round(0.37 * GIB),
-                      "seed 000 §2.5, V100 with int8 KV and MTP3 at 2 slots: 2.75 GiB + pool x 35,904 B; "
-                      "0.37 GiB a slot more, capacity-model.md §1.7")
-_RTX3090_27B = FixedPart(round(0.553 * GIB), 1, round(0.38 * GIB),
-                         "capacity-model.md §1.8, RTX 3090 with rk8v4 KV and MTP3: 0.553 GiB + 27,719 B x pool, "
-                         "0.38 GiB a slot more")
-NINFER_FIXED_PARTS: dict[tuple[str, str], FixedPart] = {
-    (model, arch): part for model in ("qwen3.6-27b", "qwen3.8-27b")
-    for arch, part in (("sm_70", _V100_27B), ("sm_86", _RTX3090_27B))
-}
-"""(capacity.model, GPU arch) -> the fixed part the reports measured (the 27B only)."""
-
-
 def _arch_number(arch: str | None) -> int | None:
     return int(arch[3:]) if arch and arch.startswith("sm_") else None
 
@@ -260,9 +213,7 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
         out += _toolkit_findings(facts, profile)
         out += _profile_findings(facts, profile, gpus)
         out += _tensor_parallel_findings(facts, profile, gpus)
-        out += _vision_findings(profile)
-        out += _cpu_findings(facts, profile)
-        out += _kv_auto_findings(profile, gpus)
+        out += get_adapter(profile.engine.kind).setup_findings(profile, facts, planned_path(profile))
     waived = set(profile.gpu.waive) if profile is not None else set()
     return [replace(finding, waived=finding.code in waived) for finding in out]
 
@@ -382,7 +333,7 @@ def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[s
 def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
                               gpus: list[dict[str, Any]]) -> list[Finding]:
     """serve.tensor_parallel needs that many GPUs, each with NVLink (seed 004 §六.1)."""
-    parallel = int(getattr(profile.serve, "tensor_parallel", 1))  # NInfer's and vLLM's serve sections have it
+    parallel = profile.serve.tensor_parallel_size()
     if parallel < 2 or not facts["gpu"].get("available"):
         return []  # no GPU at all: no_gpu or gpu_without_driver says so
     devices = list(profile.serve.gpu_devices or range(parallel))
@@ -403,124 +354,6 @@ def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
                     "NVLink between the pair)",
                     "use GPUs joined by NVLink (V100-SXM2 on an NVLink board), or list "
                     "tensor_parallel_without_nvlink in gpu.waive to measure the PCIe case on purpose")]
-
-
-def _cpu_findings(facts: dict[str, Any], profile: Profile) -> list[Finding]:
-    """A CPU feature the engine build crashes on, and what the launch does about it (llama-server: AMX)."""
-    from ninferkit.engines.llama_server.amx import repack_hazard  # here: it reads GGUF headers (capacity)
-
-    hazard = repack_hazard(profile, planned_path(profile), frozenset(facts["cpu"].get("amx") or ()))
-    if hazard is None:
-        return []
-    action = ("the launch adds --no-repack" if hazard.file_type else
-              "the launch adds --no-repack if the verified model's weights are of that type")
-    return [Finding("warning", "amx_weight_repacking", hazard.reason(),
-                    f"{action}: the weights stay as the file has them and the server serves normally, without the "
-                    "AMX kernels (to decide yourself, put --repack or --no-repack in serve.extra_args)")]
-
-
-def _vision_findings(profile: Profile) -> list[Finding]:
-    serve, fork = profile.serve, profile.engine.fork or ""
-    if not isinstance(serve, NInferServe) or not serve.vision or serve.vision_max_tokens is not None:
-        return []
-    source = VISION_BUDGET_FORKS.get(fork)
-    if source is None:
-        return []
-    return [Finding("error", "vision_without_budget",
-                    f"serve.vision is on without serve.vision_max_tokens on {fork}: its image requests fail "
-                    f"silently ({source}: --vision and --vision-max-tokens must be set together)",
-                    "set serve.vision_max_tokens (the report uses 2048), or serve.vision: false")]
-
-
-@dataclass(frozen=True)
-class AutoRoom:
-    """What `--kv-capacity auto` has to work with on one GPU, and what it needs to start."""
-
-    gpu: dict[str, Any]
-    free_bytes: int
-    """NVML's free memory; its total where the probe recorded no free figure."""
-    artifact_bytes: int
-    pool_tokens: int
-    bytes_per_token: int
-    fixed: FixedPart | None
-    fixed_bytes: int
-    headroom_bytes: int
-
-    @property
-    def available_bytes(self) -> int:
-        """Free memory less the artifact: the engine's free memory after weights, estimated."""
-        return self.free_bytes - self.artifact_bytes
-
-    @property
-    def kv_bytes(self) -> int:
-        return self.pool_tokens * self.bytes_per_token
-
-    @property
-    def need_bytes(self) -> int:
-        """The engine's runtime minimum (smallest legal pool and fixed part) plus auto's headroom."""
-        return self.fixed_bytes + self.kv_bytes + self.headroom_bytes
-
-    def describe(self) -> str:
-        fixed = (f"{self.fixed_bytes / GIB:.2f} GiB fixed ({self.fixed.source})" if self.fixed is not None else
-                 f"a fixed part no report measured on {self.gpu['arch']}, left out, so this is the least it needs")
-        free = "free" if self.gpu.get("memory_free_bytes") else "in all (no free figure recorded)"
-        return (f"GPU {self.gpu['index']} ({self.gpu['name']}) has {self.free_bytes / GIB:.2f} GiB {free}; less the "
-                f"artifact's {self.artifact_bytes / GIB:.2f} GiB that leaves {self.available_bytes / GIB:.2f} GiB, "
-                f"and auto needs the engine's runtime minimum, {self.pool_tokens:,} tokens x "
-                f"{self.bytes_per_token:,} B = {self.kv_bytes / GIB:.2f} GiB of KV pool plus {fixed}, and "
-                f"{self.headroom_bytes / GIB:.2f} GiB of headroom: {self.need_bytes / GIB:.2f} GiB")
-
-
-def auto_room(profile: Profile, gpus: list[dict[str, Any]]) -> AutoRoom | None:
-    """The room `--kv-capacity auto` has on the GPU the profile runs on, from the probe's facts (GPU memory)
-    and the profile (artifact.size_bytes, capacity.model's KV geometry, the engine's pool rule); None when
-    the profile does not ask for auto or a number is missing. Two GPUs (tensor parallel) split weights and
-    pool: not modelled."""
-    serve = profile.serve
-    gpu = _serving_gpu(profile, gpus)
-    size = profile.artifact.size_bytes
-    adapter = get_adapter(profile.engine.kind)
-    rule = adapter.capacity_pool
-    if (serve.kv.capacity != "auto" or gpu is None or size is None or rule.auto_headroom_bytes is None
-            or int(getattr(serve, "tensor_parallel", 1)) > 1):
-        return None
-    try:
-        layout = adapter.kv_layout(profile, None, serve.kv.dtype or rule.default_kv_dtype)
-    except ProfileError:
-        return None  # a KV dtype without a byte layout: the launch's own check names it
-    if layout is None:
-        return None  # no KV geometry (capacity.model): nothing to weigh the pool with
-    part = NINFER_FIXED_PARTS.get(((profile.capacity.model or "").lower(), gpu["arch"]))
-    return AutoRoom(gpu, gpu.get("memory_free_bytes") or gpu["memory_total_bytes"], size,
-                    rule.pool_range(serve.max_concurrency, serve.max_context)[0], layout.runtime_bytes_per_token,
-                    part, part.at(serve.max_concurrency) if part is not None else 0, rule.auto_headroom_bytes)
-
-
-def _kv_auto_findings(profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
-    """`--kv-capacity auto` refuses to start unless the memory left after the weights holds the engine's
-    runtime minimum plus its headroom (capacity-model.md §1.4); the reports met that refusal on a V100
-    (seed 000 §2.5) and a 3090 (seed 003)."""
-    room = auto_room(profile, gpus)
-    if room is None:
-        return []
-    margin = room.available_bytes - room.need_bytes
-    fix = ("set serve.kv.capacity to an explicit pool, as the reports do (a whole number of 64-token pages "
-           "between max_context and max_concurrency x max_context; `ninferkit capacity search` finds the "
-           "largest that starts)")
-    if margin < 0:
-        return [Finding("error", "kv_auto_no_room", f"--kv-capacity auto will refuse to start: {room.describe()}, "
-                        f"short by {-margin / GIB:.2f} GiB", fix)]
-    if margin < AUTO_ESTIMATE_SLACK:
-        return [Finding("warning", "kv_auto_no_room", f"--kv-capacity auto may refuse to start: {room.describe()}, "
-                        f"only {margin / GIB:.2f} GiB to spare, less than this estimate's error allows for (seed "
-                        "003: auto did not start on a 24 GB 3090)", fix)]
-    return []
-
-
-def _serving_gpu(profile: Profile, gpus: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The GPU the engine runs on: the first of serve.gpu_devices, else GPU 0."""
-    index = (profile.serve.gpu_devices or [0])[0]
-    return next((g for g in gpus if g["index"] == index), None)
 
 
 def probe(profile: Profile | None = None) -> dict[str, Any]:

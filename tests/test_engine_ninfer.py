@@ -469,6 +469,9 @@ def test_refusal_last_one_wins() -> None:
     ({"prefill_chunk": 1000}, "multiple of 128"),
     ({"max_context": 300000, "kv": {"capacity": 300000}}, "native context"),
     ({"fork": "plus1998/NInfer-V100-Duo", "vision_max_tokens": 2048}, "needs serve.vision: true"),
+    # seed 004 §六.5: on the TP2 fork, image requests fail silently without the budget beside --vision
+    ({"fork": "plus1998/NInfer-V100-Duo", "vision": True}, "serve.vision = true: needs serve.vision_max_tokens on "
+     "this build, or its image requests fail silently .seed 004 §六.5"),
     ({"tensor_parallel": 2, "gpu_devices": [0, 1]},
      "needs --tp, which geoffwatts/ninfer-v100 does not have; builds that have it: ValerioDolci/ninfer-tp2, "
      "plus1998/NInfer-V100-Duo@19bf15b"),

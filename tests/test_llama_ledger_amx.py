@@ -61,3 +61,16 @@ def _per_extra_slot(summary: dict, dtype: str) -> tuple[int, int]:
     term = next(t for t in summary["terms_pinned"] if t.startswith(f"kv={dtype}: fixed part per extra slot"))
     low, high = term.partition("[")[2].rstrip("] B").split(", ")
     return int(low.replace(",", "")), int(high.replace(",", ""))
+
+
+def test_q4_1_weights_repacked_into_amx_tiles_are_booked_once_with_each_buffer_named() -> None:
+    # A Q4_1 model on the AMX CPU (README: SmolLM2-135M's shape, llama-quantize'd): the AMX copy is larger
+    # than the file's mapping (the tile layout), and both are named; the weights are the mapping's.
+    repack = ADAPTER.parse_ledger(
+        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-repack.log").read_text())
+    plain = ADAPTER.parse_ledger(
+        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-no-repack.log").read_text())
+    assert repack["model_buffer_AMX_bytes"] > repack["model_buffer_CPU_Mapped_bytes"]
+    assert repack["weights_bytes"] == repack["model_buffer_CPU_Mapped_bytes"]
+    assert "model_buffer_AMX_bytes" not in plain and plain["weights_bytes"] == plain["model_buffer_CPU_Mapped_bytes"]
+    assert repack["kv_cache_bytes"] == plain["kv_cache_bytes"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ninferkit import probe
+from ninferkit.engines.ninfer.auto_room import AUTO_ESTIMATE_SLACK, auto_room
 from ninferkit.errors import ProfileError
 from ninferkit.params import Profile, load_profile
 
@@ -258,19 +259,6 @@ def test_tensor_parallel_without_nvlink_is_an_error_and_with_it_is_not(tmp_path:
     assert not {"tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink"} & set(_codes(facts, one_gpu))
 
 
-# --- vision without its image budget on the TP2 fork (seed 004 §六.5) --------------------------------
-
-def test_vision_without_its_budget_on_the_tp2_fork_is_an_error(tmp_path: Path) -> None:
-    facts = _recorded("g1-h200/run/probe.json")
-    bare = _ninfer(tmp_path, TP2 + "\n  vision: true", fork="plus1998/NInfer-V100-Duo")
-    finding = _codes(facts, bare)["vision_without_budget"]
-    assert finding.severity == "error" and "seed 004" in finding.message and "2048" in finding.fix
-    budget = _ninfer(tmp_path, TP2 + "\n  vision: true\n  vision_max_tokens: 2048", fork="plus1998/NInfer-V100-Duo")
-    assert "vision_without_budget" not in _codes(facts, budget)
-    other_fork = _ninfer(tmp_path, "  max_context: 8192\n  vision: true", fork="ziworkslab/ninfer-3090-ubuntu")
-    assert "vision_without_budget" not in _codes(facts, other_fork)
-
-
 # --- --kv-capacity auto without room (seed 000 §2.5, seed 003) -------------------------------------
 
 V100_AUTO = """  max_context: {context}
@@ -287,7 +275,7 @@ def test_auto_on_the_v100_with_the_nvfp4_artifact_is_short_as_the_report_measure
     finding = _codes(_volta_facts(), profile)["kv_auto_no_room"]
     assert finding.severity == "error"
     assert "262,144 tokens x 35,904 B" in finding.message and "2.75 GiB fixed (seed 000 §2.5, V100" in finding.message
-    room = probe.auto_room(profile, _volta_facts()["gpu"]["gpus"])
+    room = auto_room(profile, _volta_facts()["gpu"]["gpus"])
     assert room is not None
     assert round((room.need_bytes - room.available_bytes) / GIB, 2) == 0.53  # the engine said 0.88 (CUDA context)
     assert "explicit" in finding.fix
@@ -330,10 +318,10 @@ def test_the_auto_estimate_holds_against_the_live_engines_own_figures(tmp_path: 
                       fork="ziworkslab/ninfer-3090-ubuntu", extra="capacity: {model: qwen3.6-27b}",
                       overrides=[f"artifact.size_bytes={size}"])
     facts = _recorded(f"{run}/probe.json")
-    room = probe.auto_room(profile, facts["gpu"]["gpus"])
+    room = auto_room(profile, facts["gpu"]["gpus"])
     assert room is not None and room.fixed is None
     assert room.kv_bytes <= start["memory"]["minimum_runtime_reservation_bytes"]
-    assert abs(room.available_bytes - start["memory"]["available_after_weights_bytes"]) <= probe.AUTO_ESTIMATE_SLACK
+    assert abs(room.available_bytes - start["memory"]["available_after_weights_bytes"]) <= AUTO_ESTIMATE_SLACK
     assert "kv_auto_no_room" not in _codes(facts, profile)
 
 

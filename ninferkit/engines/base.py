@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ninferkit.errors import Diagnosis, ProfileError
+from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
 from ninferkit.params.serve import ServeSection
 from ninferkit.units import MIB
@@ -97,6 +98,12 @@ class EngineAdapter:
     def docker_files(self, profile: Profile) -> dict[str, str]:
         """Files for a Docker deployment (name -> text), written to run_dir/docker/ by the launch step."""
         return {}
+
+    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+        """What the setup step's facts (probe.json's `facts`) mean for this engine, profile and model file
+        (where the artifact step puts it; it may not be there yet), beyond what every engine shares (GPU,
+        driver, disk, Docker: ninferkit/probe.py)."""
+        return []
 
     def profile_field_of(self, flag: str) -> str | None:
         """The profile field a command-line flag of this engine comes from (the write-up's recipe);

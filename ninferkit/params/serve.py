@@ -63,6 +63,10 @@ class ServeSection(Section):
             raise ValueError(f"keys are environment variable names (e.g. NVIDIA_VISIBLE_DEVICES); got {bad}")
         return value
 
+    def tensor_parallel_size(self) -> int:
+        """GPUs one copy of the model is split over (engines that can split it override this)."""
+        return 1
+
     def speculation(self) -> tuple[str | None, int | None]:
         """(method, draft tokens) of speculative decoding: part of what a memory formula depends on."""
         return None, None

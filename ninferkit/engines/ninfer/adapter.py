@@ -22,6 +22,7 @@ from typing import Any
 from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, serve_of
 from ninferkit.engines.ninfer import logs
+from ninferkit.engines.ninfer.auto_room import kv_auto_findings
 from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup
 from ninferkit.engines.ninfer.describe import describe
 from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
@@ -37,6 +38,7 @@ from ninferkit.engines.ninfer.request_log import (
 )
 from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
+from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
 
 
@@ -104,6 +106,10 @@ class NInfer(EngineAdapter):
 
     def profile_field_of(self, flag: str) -> str | None:
         return field_of(flag)
+
+    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+        """Whether `--kv-capacity auto` will start on the GPU the setup step found (auto_room.py)."""
+        return kv_auto_findings(profile, list(facts["gpu"].get("gpus", [])))
 
     # -- readiness, models, what the build reads and serves ----------------------------------------
 

@@ -69,6 +69,8 @@ class Build:
     source: str
     arch_kv: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """KV dtypes that run on an architecture, where fewer than the parser accepts (Volta has no fp8 kernels)."""
+    vision_needs_budget: str | None = None
+    """Where it is documented that --vision without the image token budget fails image requests silently."""
     request_fields: frozenset[str] = frozenset()
     """Request extensions beyond the core API that the build reads (reasoning_effort, prompt_cache_breakpoint, ...)."""
 
@@ -126,7 +128,8 @@ BUILDS: dict[str, Build] = {b.name: b for b in (
           G1_SET | {"--tp", "--devices", "--vision-max-tokens"}, BASE_KV, MTP_DFLASH, ALL_APIS, 9,
           "seed 004: TP2 over two V100-SXM2 (--tp 2 --devices 0,1), --vision --vision-max-tokens, MTP 3-5; "
           "based on geoffwatts/ninfer-v100 (IF §0, §8), so its lines and container reader are G1's",
-          arch_kv=_VOLTA, request_fields=frozenset({"reasoning_effort"})),
+          arch_kv=_VOLTA, request_fields=frozenset({"reasoning_effort"}),
+          vision_needs_budget="seed 004 §六.5: --vision and --vision-max-tokens must be set together"),
     Build("Flo5k5/ninfer-v100-sm70", "G3", "pipe", frozenset({3}),
           G1_SET | CONTEXT_CACHE_OPTIONS | G3_OPTIONS | {"--lookup-policy", "--lookup-min-suffix",
                                                          "--lookup-max-proposal"},

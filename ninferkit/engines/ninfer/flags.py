@@ -136,6 +136,13 @@ def _one_device(serve: Serve, build: Build, arch: str | None) -> str | None:
     return None
 
 
+def _vision(serve: Serve, build: Build, arch: str | None) -> str | None:
+    if serve.vision and serve.vision_max_tokens is None and build.vision_needs_budget:
+        return (f"needs serve.vision_max_tokens on this build, or its image requests fail silently "
+                f"({build.vision_needs_budget})")
+    return None
+
+
 def _vision_budget(serve: Serve, build: Build, arch: str | None) -> str | None:
     return "needs serve.vision: true" if serve.vision_max_tokens is not None and not serve.vision else None
 
@@ -190,7 +197,7 @@ FLAGS: tuple[Flag, ...] = (
          "keep closed-turn reasoning in later prompts"),
     Flag(("--no-thinking",), "serve.thinking", lambda s: _switch(not s.thinking), "thinking off by default"),
     Flag(("--cors",), "serve.cors", lambda s: _switch(s.cors), "permissive CORS headers"),
-    Flag(("--vision",), "serve.vision", lambda s: _switch(s.vision), "load Vision and accept images"),
+    Flag(("--vision",), "serve.vision", lambda s: _switch(s.vision), "load Vision and accept images", _vision),
     Flag(("--vision-max-tokens", "--max-vision-tokens", "--vision-max-merged"), "serve.vision_max_tokens",
          lambda s: _text(s.vision_max_tokens), "token budget of one image (spelled per fork)", _vision_budget),
     Flag(("--request-log-jsonl",), "serve.request_log_jsonl",

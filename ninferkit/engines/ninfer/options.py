@@ -41,3 +41,6 @@ class Serve(ServeSection):
 
     def speculation(self) -> tuple[str | None, int | None]:
         return self.spec.method, self.spec.draft_tokens
+
+    def tensor_parallel_size(self) -> int:
+        return self.tensor_parallel

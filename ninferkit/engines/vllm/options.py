@@ -18,3 +18,6 @@ class Serve(ServeSection):
     max_num_seqs: int | None = Field(None, ge=1, le=65_536, description="--max-num-seqs: sequences in one batch; "
                                      "null: vLLM's default (it depends on the version and the GPU)")
     trust_remote_code: bool = Field(False, description="--trust-remote-code: run the checkpoint's own model code")
+
+    def tensor_parallel_size(self) -> int:
+        return self.tensor_parallel
