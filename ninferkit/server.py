@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 from tqdm.auto import tqdm
 
+from ninferkit.artifact.paths import model_path
 from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
@@ -87,6 +88,20 @@ def api_key(profile: Profile) -> str | None:
 def auth_headers(profile: Profile) -> dict[str, str]:
     key = api_key(profile)
     return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def start(run: Run, progress: bool = True) -> dict[str, Any]:
+    """Stop a server this run left behind, start a fresh one on the run's model, check it, write server.json.
+
+    In Docker mode the Dockerfile and the boot-time power-limit unit are written to run_dir/docker/
+    first, so the deployment can be reproduced by hand from the run directory.
+    """
+    stop(run.dir)
+    if run.profile.serve.docker:
+        for name, text in get_adapter(run.profile.engine.kind).docker_files(run.profile).items():
+            (run.dir.path / "docker").mkdir(parents=True, exist_ok=True)
+            write_text_atomic(run.dir.path / "docker" / name, text)
+    return launch(run, model_path(run.profile), progress=progress)
 
 
 def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:

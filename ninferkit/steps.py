@@ -12,9 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit import probe, server
-from ninferkit.artifact import model_path
-from ninferkit.engines import get_adapter
+from ninferkit import preflight, probe, server
 from ninferkit.errors import NinferkitError
 from ninferkit.runs import Run, open_run, write_json_atomic
 
@@ -47,8 +45,6 @@ def setup(run: Run) -> dict[str, Any]:
     that the profile does not waive (gpu.waive) raises NinferkitError with its fix, after probe.json
     is written, so the record of what the machine is stays.
     """
-    from ninferkit import preflight  # here: it reads the sweep and capacity packages, which import this module
-
     preflight.check(run.loaded, preflight.planned_steps(run.dir))
     result = probe.probe(run.profile)
     result["profile_hash"] = run.profile_hash
@@ -71,17 +67,8 @@ def gpu_table(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def launch(run: Run, progress: bool = True) -> dict[str, Any]:
-    """Stop a server this run left behind, start a fresh one, check it, write server.json.
-
-    In Docker mode the Dockerfile and the boot-time power-limit unit are written to run_dir/docker/
-    first, so the deployment can be reproduced by hand from the run directory.
-    """
-    server.stop(run.dir)
-    if run.profile.serve.docker:
-        for name, text in get_adapter(run.profile.engine.kind).docker_files(run.profile).items():
-            (run.dir.path / "docker").mkdir(parents=True, exist_ok=True)
-            (run.dir.path / "docker" / name).write_text(text)
-    return server.launch(run, model_path(run.profile), progress=progress)
+    """The launch step: the run's server, fresh and checked (server.start), its record in server.json."""
+    return server.start(run, progress=progress)
 
 
 def checks_table(record: dict[str, Any]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit import server, steps
+from ninferkit import server
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_log, from_log_file, with_served
 from ninferkit.engines import get_adapter
@@ -108,7 +108,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
         served = False
         error: ServerError | None = None
         try:
-            record: dict[str, Any] = steps.launch(sub, progress=False)
+            record: dict[str, Any] = server.start(sub, progress=False)
             served = server.passed_checks(record)
         except ServerError as exc:
             error = exc

@@ -24,7 +24,7 @@ import httpx
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ninferkit import server, steps
+from ninferkit import server
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
@@ -163,7 +163,7 @@ def serving(run: Run, progress: bool = True) -> Iterator[bool]:
     try:
         server.ensure_running(run.dir)
     except ServerError:
-        steps.launch(run, progress=progress)
+        server.start(run, progress=progress)
         try:
             yield True
         finally:

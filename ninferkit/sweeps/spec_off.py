@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from ninferkit import server, steps
+from ninferkit import server
 from ninferkit.capacity.launches import free_port
 from ninferkit.errors import ServerError
 from ninferkit.runs import Run, open_run
@@ -47,7 +47,7 @@ def spec_off_context(ctx: SweepContext, needed: bool) -> Iterator[SweepContext |
     other: Run = open_run(run.loaded.source, spec_off_dir(run.dir.path),
                           [*run.loaded.overrides, "serve.spec={}", f"serve.port={free_port()}"])
     try:
-        record = steps.launch(other, progress=False)
+        record = server.start(other, progress=False)
         yield replace(ctx, url=record["url"], model_id=server.record_model_id(record, other.profile),
                       base_row=base_row(run, ctx.adapter, record), log_path=Path(record["log"]))
     finally:
