@@ -63,6 +63,7 @@ class FaultProxy:
         self._closing = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._threads: list[threading.Thread] = []
+        self._clients: list[socket.socket] = []
 
     @property
     def url(self) -> str:
@@ -74,7 +75,18 @@ class FaultProxy:
 
     def __exit__(self, *exc: object) -> None:
         self._closing.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() that close() alone leaves waiting
+        except OSError:
+            pass
         self._listener.close()
+        with self._lock:
+            clients = list(self._clients)
+        for client in clients:  # a thread waiting in recv (a kept-alive client, an upstream stream): end it now
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for thread in self._threads:
             thread.join(timeout=10)
 
@@ -93,6 +105,8 @@ class FaultProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                self._clients.append(client)
             self._spawn(self._serve, client)
 
     def _take(self, path: str, reused: bool) -> Fault | None:
@@ -144,6 +158,8 @@ class FaultProxy:
         """Relay one exchange through a fresh upstream connection; False when the client connection must end."""
         upstream = h11.Connection(h11.CLIENT)
         with socket.create_connection(("127.0.0.1", self.upstream_port), timeout=600) as server:
+            with self._lock:
+                self._clients.append(server)  # ended on exit as well: a stream nobody reads any more
             for part in (request, h11.Data(data=body), h11.EndOfMessage()):
                 _send(upstream, server, part)
             sent = 0
