@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ninferkit.capacity import llama_cpp_kv_layout, ninfer_kv_layout, vllm_kv_layout
-from ninferkit.capacity.architecture import ggml_row_bytes
+from ninferkit.engines.llama_server.kv_layout import ggml_row_bytes, llama_cpp_kv_layout
+from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
+from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.errors import ProfileError
 
 # capacity-model.md §1.5: (16 layers, no MTP) and (17 layers, + MTP) for the 27B.
@@ -101,7 +102,7 @@ def test_gguf_header_reader_agrees_with_the_gguf_package(tmp_path) -> None:
     import gguf
     import numpy as np
 
-    from ninferkit.capacity import gguf_metadata
+    from ninferkit.engines.llama_server.kv_layout import gguf_metadata
 
     path = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(path, "qwen35")

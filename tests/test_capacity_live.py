@@ -22,12 +22,12 @@ import pytest
 
 from ninferkit import server, steps
 from ninferkit.artifact import model_path
-from ninferkit.capacity import capacity_step, llama_cpp_kv_layout
-from ninferkit.capacity.architecture import gguf_metadata
+from ninferkit.capacity import capacity_step
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation
 from ninferkit.engines import get_adapter
+from ninferkit.engines.llama_server.kv_layout import gguf_metadata, llama_cpp_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.runs import Run, open_run, read_json
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.capacity import Interval, Setting, fit, from_ledger, from_log, from_refusal, ninfer_kv_layout
+from ninferkit.capacity import Interval, Setting, fit, from_ledger, from_log, from_refusal
 from ninferkit.capacity.fit import Priors
 from ninferkit.capacity.search import search
 from ninferkit.capacity.table import Cell, decision_table
 from ninferkit.engines import get_adapter
+from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
 
 DATA = Path(__file__).parent / "data" / "ninfer_capacity"
 RULE = get_adapter("ninfer").capacity_pool

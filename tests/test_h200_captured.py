@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.capacity import llama_cpp_kv_layout
 from ninferkit.capacity.fit import CapacityFit, fit
 from ninferkit.capacity.interval import hull
 from ninferkit.capacity.launches import observations_path, recorded
@@ -28,6 +27,7 @@ from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
+from ninferkit.engines.llama_server.kv_layout import llama_cpp_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
 from ninferkit.report import write_report

@@ -3,18 +3,12 @@
     runtime(C, S, K) = F(C, S) + b x K        starts iff runtime <= free memory after weights A,
                                              serves iff runtime + U <= A (U: taken at first use)
 
-`architecture` gives b from the model, `observations` turns ledgers and refusals into intervals,
+The engine adapter gives b from the model (`kv_layout`, engines/<kind>/kv_layout.py) and its pool rule
+(engines/pool.py); `observations` turns ledgers and refusals into intervals,
 `fit` finds every (F, b) consistent with them, `table` answers "C x S: fits or short by X GiB",
 `search` finds the largest pool with few launches, `step` ties them into 04_capacity_fit.
 """
 
-from ninferkit.capacity.architecture import (
-    KVLayout,
-    gguf_metadata,
-    llama_cpp_kv_layout,
-    ninfer_kv_layout,
-    vllm_kv_layout,
-)
 from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
@@ -33,7 +27,6 @@ __all__ = [
     "CapacityFit",
     "FamilyFit",
     "Interval",
-    "KVLayout",
     "Observation",
     "Priors",
     "Setting",
@@ -44,13 +37,9 @@ __all__ = [
     "from_ledger",
     "from_log",
     "from_refusal",
-    "gguf_metadata",
-    "llama_cpp_kv_layout",
-    "ninfer_kv_layout",
     "observations_frame",
     "search_launches_frame",
     "searches_frame",
     "table_frame",
     "terms_frame",
-    "vllm_kv_layout",
 ]

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.interval import Interval, hull, intersect_all
 from ninferkit.capacity.observations import Observation
 from ninferkit.capacity.polytope import Constraint, Polytope, Vector
+from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.units import GIB
 

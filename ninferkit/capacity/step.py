@@ -18,7 +18,6 @@ import pandas as pd
 
 from ninferkit import server
 from ninferkit.artifact import planned_path
-from ninferkit.capacity.architecture import KVLayout
 from ninferkit.capacity.fit import CapacityFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
@@ -28,6 +27,7 @@ from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from, decision_table
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile

@@ -21,7 +21,7 @@ from ninferkit.params.serve import ServeSection
 from ninferkit.units import MIB
 
 if TYPE_CHECKING:  # the capacity package reads adapters; importing it here at run time would be a cycle
-    from ninferkit.capacity.architecture import KVLayout
+    from ninferkit.engines.kv import KVLayout
     from ninferkit.engines.pool import PoolRule
 
 

@@ -18,13 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.capacity.architecture import (
-    LLAMA_CPP_CACHE_TYPES,
-    KVLayout,
-    gguf_metadata,
-    llama_cpp_kv_layout,
-    quantized_cache_type,
-)
 from ninferkit.cpu import host_cpu
 from ninferkit.embedded import build_dir, llama_server_binary
 from ninferkit.engines.base import (
@@ -38,8 +31,15 @@ from ninferkit.engines.base import (
     serve_of,
     text,
 )
+from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.llama_server.amx import NO_REPACK, repack_finding, repack_hazard
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
+from ninferkit.engines.llama_server.kv_layout import (
+    LLAMA_CPP_CACHE_TYPES,
+    gguf_metadata,
+    llama_cpp_kv_layout,
+    quantized_cache_type,
+)
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninferkit.capacity.architecture import gguf_metadata
+from ninferkit.engines.llama_server.kv_layout import gguf_metadata
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile

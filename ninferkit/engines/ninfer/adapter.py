@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ninferkit.capacity.architecture import KVLayout, ninfer_kv_layout
 from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, serve_of
+from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.ninfer import logs
 from ninferkit.engines.ninfer.auto_room import kv_auto_findings
 from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup
@@ -28,6 +28,7 @@ from ninferkit.engines.ninfer.describe import describe
 from ninferkit.engines.ninfer.diagnoses import DIAGNOSES, REQUEST_ERRORS, parse_refusal
 from ninferkit.engines.ninfer.docker import docker_files
 from ninferkit.engines.ninfer.flags import POOL, argv_flags, check, field_of, queue_trap
+from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
 from ninferkit.engines.ninfer.options import Serve
 from ninferkit.engines.ninfer.request_log import (
     JOIN_FIELDS,

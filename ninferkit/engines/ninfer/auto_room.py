@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ninferkit.capacity.architecture import ninfer_kv_layout
 from ninferkit.engines.ninfer.flags import POOL
+from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile

@@ -1,127 +1,16 @@
-"""KV bytes per token from a model's architecture: the slope of every engine's memory formula.
-
-Only layers whose cache grows with the pool count: full-attention layers (and NInfer's MTP layer
-when speculative decoding is on). Recurrent (Gated-DeltaNet, Mamba) layers hold a fixed state per
-sequence and sliding-window layers a fixed window; both belong to the fixed part, not the slope.
-Quantized layouts include their scales (NInfer INT8-G64: one FP16 per 64 values; ggml q8_0: one FP16
-per 32-value block), which naive calculators miss. Sources: shared/reference/capacity-model.md §1.5,
-§1.6, §2, §3 and ninfer-interface.md §7.1.
-"""
+"""llama.cpp's KV bytes per token, from a GGUF file's own metadata (read without loading tensors): full-
+attention layers x KV heads x head size x the cache type's bytes per value (ggml blocks with their scales;
+sliding-window and recurrent layers are fixed costs, capacity-model.md §3)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ninferkit.engines.kv import KVLayout
 from ninferkit.errors import ProfileError
-
-
-@dataclass(frozen=True)
-class KVLayout:
-    """The per-token KV cost of one model at one cache type, and how it was derived."""
-
-    bytes_per_token: int
-    kv_layers: int
-    detail: str
-    fixed_layers: dict[str, int] = field(default_factory=dict)
-    """Layers with KV-like state that does not grow per pool token (recurrent, sliding window)."""
-    compute_bytes_per_token: int = 0
-    """Compute-buffer bytes the engine reserves per pool token beside the cache (llama.cpp on CUDA with
-    a quantized cache); the engine's KV lines do not show them, its compute-buffer line does."""
-
-    @property
-    def runtime_bytes_per_token(self) -> int:
-        """The memory formula's slope b: the cache and the compute buffer's share per pool token."""
-        return self.bytes_per_token + self.compute_bytes_per_token
-
-
-# ---------------------------------------------------------------- NInfer Qwen3.x hybrid targets
-
-@dataclass(frozen=True)
-class NinferTarget:
-    full_attention_layers: int
-    kv_heads: int
-    head_dim: int
-    mtp_layers: int
-    dflash_bytes_per_token: int | None  # extra full-context BF16 KV of the DFlash drafter; None: unsupported
-
-
-NINFER_TARGETS: dict[str, NinferTarget] = {
-    # 64 layers, every 4th full attention (16), 4 KV heads x 256, 1 MTP layer (ninfer-interface.md §7.1).
-    "qwen3.6-27b": NinferTarget(16, 4, 256, 1, None),
-    "qwen3.8-27b": NinferTarget(16, 4, 256, 1, None),  # same dimensions as qwen3.6-27b
-    # 40 layers, 10 full attention, 2 KV heads x 256; DFlash adds 1 layer x 8 heads x 128 BF16 (4,096 B).
-    "qwen3.6-35b-a3b": NinferTarget(10, 2, 256, 1, 4096),
-}
-
-
-def _int8_g64(d: int) -> int:
-    return d + (d // 64) * 2  # 1 B codes + one FP16 scale per 64 values
-
-
-def _fp8_row256(d: int) -> int:
-    return d + max(1, d // 256) * 2  # 1 B codes + one FP16 scale per 256-value row
-
-
-def _nvfp4_g16(d: int) -> int:
-    return d // 2 + d // 16  # 4-bit codes + one FP8 scale per 16 values
-
-
-def _four_bit_g32(d: int) -> int:
-    return d // 2 + (d // 32) * 2  # 4-bit codes + one FP16 scale per 32 values (rk8v4's V)
-
-
-# (K bytes, V bytes) per head-token as a function of head_dim (capacity-model.md §1.5).
-NINFER_KV_DTYPES: dict[str, tuple[Any, Any]] = {
-    "bf16": (lambda d: 2 * d, lambda d: 2 * d),
-    "int8": (_int8_g64, _int8_g64),
-    "fp8": (_fp8_row256, _fp8_row256),
-    "nvfp4": (_nvfp4_g16, _nvfp4_g16),
-    "k8v4": (_fp8_row256, _nvfp4_g16),
-    "rk8v4": (_int8_g64, _four_bit_g32),
-}
-_NINFER_ALIASES = {"int8-group64": "int8", "bfloat16": "bf16"}
-
-
-def ninfer_kv_layout(target: str, kv_dtype: str, spec: str | None = None) -> KVLayout:
-    """NInfer: KV heads x (K + V bytes per head-token) x (full-attention layers [+ MTP layer]).
-
-    Example: ``ninfer_kv_layout("qwen3.8-27b", "int8", "mtp").bytes_per_token == 35904``.
-    Raises ProfileError naming the allowed targets, dtypes or spec methods.
-    """
-    model = NINFER_TARGETS.get(target.lower())
-    if model is None:
-        raise ProfileError(f"capacity.model = {target!r}: no NInfer KV geometry known; allowed: "
-                           f"{', '.join(sorted(NINFER_TARGETS))}")
-    dtype = _NINFER_ALIASES.get(kv_dtype.lower(), kv_dtype.lower())
-    if dtype not in NINFER_KV_DTYPES:
-        raise ProfileError(f"KV dtype {kv_dtype!r}: byte layout not known for NInfer; allowed: "
-                           f"{', '.join(NINFER_KV_DTYPES)}")
-    k_bytes, v_bytes = (fn(model.head_dim) for fn in NINFER_KV_DTYPES[dtype])
-    per_layer = model.kv_heads * (k_bytes + v_bytes)
-    layers = model.full_attention_layers
-    extra = 0
-    note = f"{layers} full-attention layers x {model.kv_heads} KV heads x ({k_bytes} K + {v_bytes} V) B"
-    if spec in (None, "", "none"):
-        pass
-    elif spec == "mtp":
-        layers += model.mtp_layers
-        note += f" + {model.mtp_layers} MTP layer (own KV pool, same dtype)"
-    elif spec in ("dflash", "dflash2") and model.dflash_bytes_per_token is not None:
-        extra = model.dflash_bytes_per_token
-        note += f" + DFlash full-context BF16 KV {extra} B"
-    else:
-        raise ProfileError(f"serve.spec.method = {spec!r}: no KV geometry for it on {target}; allowed: "
-                           "null, mtp" + (", dflash" if model.dflash_bytes_per_token else ""))
-    total = layers * per_layer + extra
-    return KVLayout(total, layers, f"{note} = {total:,} B/token",
-                    {"recurrent": 0})  # GDN state is per sequence: in the fixed part
-
-
-# ---------------------------------------------------------------- llama.cpp (GGUF metadata)
 
 LLAMA_CPP_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 """The KV cache types llama.cpp accepts for -ctk/-ctv."""
@@ -305,28 +194,3 @@ def _is_swa(il: int, pattern: Any) -> bool:
 
 
 # ---------------------------------------------------------------- vLLM (model config dict)
-
-_TORCH_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
-_VLLM_KV_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "bfloat16": 2, "float16": 2, "half": 2}
-
-
-def vllm_kv_layout(config: Mapping[str, Any], kv_cache_dtype: str = "auto", tensor_parallel: int = 1) -> KVLayout:
-    """vLLM: per GPU, sum over full-attention layers of 2 x kv_heads_per_rank x head_size x dtype bytes."""
-    cfg = config.get("text_config", config)
-    n_layer = int(cfg["num_hidden_layers"])
-    heads = int(cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
-    head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // int(cfg["num_attention_heads"]))
-    if kv_cache_dtype == "auto":
-        dtype_name = str(cfg.get("torch_dtype") or config.get("torch_dtype") or "bfloat16")
-        size = _TORCH_BYTES.get(dtype_name)
-    else:
-        size = _VLLM_KV_BYTES.get(kv_cache_dtype)
-    if size is None:
-        raise ProfileError(f"vLLM kv_cache_dtype {kv_cache_dtype!r}: byte size not known; allowed: auto, "
-                           f"{', '.join(_VLLM_KV_BYTES)}")
-    per_rank = max(1, heads // tensor_parallel)
-    kinds = list(cfg.get("layer_types") or ["full_attention"] * n_layer)
-    full = sum(1 for kind in kinds if kind == "full_attention")
-    total = full * 2 * per_rank * head_dim * size
-    return KVLayout(total, full, f"{full} full-attention layers x 2 x {per_rank} KV heads/rank x {head_dim} x "
-                    f"{size} B = {total:,} B/token", {"other": len(kinds) - full})
