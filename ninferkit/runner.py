@@ -1,14 +1,21 @@
-"""The headless runner: the notebooks in order under papermill, one progress line per step.
+"""The headless runner: the notebooks in order under papermill, each step's printed lines as they come.
 
 A run whose chosen steps cannot finish with its profile is refused before anything is written
 (ninferkit.preflight). A failing step stops the run with an error that names the step and the
 diagnosis (the setup step fails on a finding of severity error the profile does not waive); the
 server is stopped in every case (Ctrl-C and SIGTERM included); the executed notebooks and every file
 written so far stay in the run directory.
+
+Nothing is silent for long: a step's kernel shows its progress as lines (ninferkit.progress, mode
+``lines``: a build's stage and percent, a download's bytes and rate, a sweep's cell and requests, at least
+every 10 s), and whatever its cells print reaches the runner's terminal while the step runs, through
+papermill's stdout_file and stderr_file, prefixed with the step's name. The executed notebook keeps the
+same lines; nothing else stores them.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,8 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from ninferkit import preflight, server
+from ninferkit import preflight, progress, server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.params import load_profile
 from ninferkit.runs import Run, RunDir, open_run, utc_now
@@ -83,12 +91,15 @@ def run_runbook(
 ) -> RunbookResult:
     """Execute the chosen steps in order; raise StepFailed at the first failing step.
 
-    Raises ProfileError, leaving nothing behind, when the profile is invalid or the chosen steps cannot
-    finish with it (ninferkit.preflight). Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
+    `say` gets the runner's lines (a step's start and end) and every line a step's cells print, as it
+    comes, prefixed ``  <step> | ``. Raises ProfileError, leaving nothing behind, when the profile is
+    invalid or the chosen steps cannot finish with it (ninferkit.preflight).
+    Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
     """
     chosen = list(steps) if steps else list(STEPS)
     # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
     preflight.check(load_profile(profile, list(overrides)), chosen)
+    kernel_progress = "off" if progress.mode() == "off" else "lines"
     run = open_run(profile, run_dir, list(overrides))
     preflight.record_plan(run.dir, chosen)  # the setup notebook checks the same steps
     result = RunbookResult(run)
@@ -97,28 +108,63 @@ def run_runbook(
     try:
         with _sigterm_as_interrupt():
             for index, step in enumerate(chosen, 1):
-                outcome = _run_step(run, step, notebooks_dir)
-                result.steps.append(outcome)
                 label = f"[{index}/{len(chosen)}] {step:<9}"
-                if outcome.status == "not_available":
+                source = notebooks_dir / STEPS[step]
+                if not source.exists():
+                    run.dir.record_step(step, status="not_available")
+                    result.steps.append(StepResult(step, "not_available"))
                     say(f"{label} not available (no {STEPS[step]} yet)")
-                else:
-                    say(f"{label} {outcome.status} ({outcome.seconds:.1f} s)")
+                    continue
+                say(f"{label} running {STEPS[step]}")
+                outcome = _run_step(run, step, source, kernel_progress, _prefixed(say, f"  {step} | "))
+                result.steps.append(outcome)
+                say(f"{label} {outcome.status} ({outcome.seconds:.1f} s)")
     finally:
         if server.stop(run.dir):
             say("server stopped")
         for record in sorted(run.dir.path.glob("*/**/server.json")):  # the speculation A/B's, capacity launches'
             server.stop(RunDir(record.parent))
-    report = run.dir.report / "index.md"
-    if report.exists():
-        say(f"write-up: {report}")
-    say(f"run directory: {run.dir.path}")
     return result
 
 
-def _kernel_manager_class() -> type:
+def _prefixed(say: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda line: say(prefix + line)
+
+
+class PrintedLines:
+    """A file papermill writes a kernel's printed text into (its stdout_file or stderr_file): each whole
+    line goes to `echo` as it arrives, a line rewritten with carriage returns as its last state, blank
+    lines not at all. One per stream, so the halves of two streams' lines never meet."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo = echo
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        *whole, self.pending = (self.pending + text).split("\n")
+        for line in whole:
+            self._echo(line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: a line goes out the moment it ends (papermill flushes after every write)."""
+
+    def close(self) -> None:
+        """The step ended: a last line printed without its newline goes out too."""
+        if self.pending:
+            self._echo(self.pending)
+            self.pending = ""
+
+    def _echo(self, line: str) -> None:
+        last = line.rsplit("\r", 1)[-1].rstrip()
+        if last.strip():
+            self.echo(last)
+
+
+def _kernel_manager_class(environment: dict[str, str]) -> type:
     """Kernels over Unix-domain sockets: nothing of the kernel listens on TCP (where any local user
-    could connect to it in plain text, which ipykernel warns about at every start)."""
+    could connect to it in plain text, which ipykernel warns about at every start); started with this
+    process's environment plus `environment` (how a step's kernel learns to show its progress as lines)."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -127,26 +173,27 @@ def _kernel_manager_class() -> type:
         def _transport_default(self) -> str:
             return "ipc"
 
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]  # typed on the sync base
+            kw["env"] = {**kw.get("env", os.environ), **environment}
+            await super().start_kernel(**kw)
+
     return IPCKernelManager
 
 
-def _run_step(run: Run, step: str, notebooks_dir: Path) -> StepResult:
+def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Callable[[str], None]) -> StepResult:
     import papermill as pm  # here, not at the top: it costs seconds of start-up for every other command
 
-    source = notebooks_dir / STEPS[step]
-    if not source.exists():
-        run.dir.record_step(step, status="not_available")
-        return StepResult(step, "not_available")
     output = run.dir.notebooks / STEPS[step]
     output.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     run.dir.record_step(step, status="running", started=utc_now(), notebook=str(output), error=None)
     parameters = {"profile": str(run.loaded.source.resolve()) if run.loaded.source else "",
                   "run_dir": str(run.dir.path), "overrides": list(run.loaded.overrides)}
+    printed, errors = PrintedLines(echo), PrintedLines(echo)
     try:
-        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(notebooks_dir),
-                            progress_bar=False, kernel_name="python3",
-                            kernel_manager_class=_kernel_manager_class())
+        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(source.parent),
+                            progress_bar=False, kernel_name="python3", stdout_file=printed, stderr_file=errors,
+                            kernel_manager_class=_kernel_manager_class({progress.MODE_VARIABLE: kernel_progress}))
     except pm.PapermillExecutionError as exc:
         seconds = time.monotonic() - started
         reason = f"{exc.ename}: {exc.evalue}"
@@ -158,6 +205,9 @@ def _run_step(run: Run, step: str, notebooks_dir: Path) -> StepResult:
     except (NinferkitError, OSError, RuntimeError) as exc:
         run.dir.record_step(step, status="failed", ended=utc_now(), error=str(exc))
         raise StepFailed(step, output, f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        printed.close()
+        errors.close()
     seconds = time.monotonic() - started
     run.dir.record_step(step, status="ok", ended=utc_now(), seconds=round(seconds, 2))
     return StepResult(step, "ok", seconds, output)

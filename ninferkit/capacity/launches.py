@@ -105,10 +105,11 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
         if server.stop(run.dir):  # on a GPU each launch would otherwise measure what the run's server left
             say("stopped the launch step's server: the capacity launches need the memory it holds")
         sub = open_run(source, sub_dir, overrides)
+        say(f"launch {index:02d} {setting.label()}: starting (log {sub.dir.server_log})")
         served = False
         error: ServerError | None = None
         try:
-            record: dict[str, Any] = server.start(sub, progress=False)
+            record: dict[str, Any] = server.start(sub)  # its wait for readiness speaks: a large model loads for minutes
             served = server.passed_checks(record)
         except ServerError as exc:
             error = exc

@@ -3,6 +3,7 @@
 Each command module defines ``add_parser(subparsers)`` and ``main(args) -> int``; it only parses
 arguments and calls the library. Errors of the library become one readable message and an exit code
 (2 for a bad profile, usage or a malformed input, 1 for anything else that failed), never a traceback.
+A command with ``--quiet`` shows no progress (ninferkit.progress); the others show it as the terminal allows.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ninferkit import progress
 from ninferkit.errors import BadInput, NinferkitError
 
 
@@ -58,7 +60,9 @@ def version_line() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.handler(args)
+        progress.mode()  # a NINFERKIT_PROGRESS that is no mode is refused before anything runs
+        with progress.forced("off" if getattr(args, "quiet", False) else None):
+            code: int = args.handler(args)
     except BadInput as exc:
         print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
@@ -29,6 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_profile_args(search)
     add_run_dir_arg(search)
     search.add_argument("--json", action="store_true", help="print capacity.json's main keys as JSON")
+    add_quiet_arg(search)
     return parser
 
 

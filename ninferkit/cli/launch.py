@@ -6,6 +6,7 @@ import argparse
 import shlex
 from typing import Any
 
+from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
 
 
@@ -15,6 +16,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_run_dir_arg(parser)
     parser.add_argument("--dry-run", action="store_true",
                         help="print the exact argv (and, in Docker mode, the Docker files) and start nothing")
+    add_quiet_arg(parser)
     return parser
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_run_dir_arg
 from ninferkit.errors import ProfileError
 
@@ -41,6 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--sha256", type=_sha256_arg, help="expected sha256 of --file")
     parser.add_argument("--size", type=_size_arg, help="expected size of --file in bytes")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_quiet_arg(parser)
     return parser
 
 
@@ -67,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
 def _verify_one_file(args: argparse.Namespace) -> int:
     from ninferkit.artifact import verify_file
 
-    report = verify_file(args.file, expected_size=args.size, expected_sha256=args.sha256, progress=not args.json)
+    report = verify_file(args.file, expected_size=args.size, expected_sha256=args.sha256, progress=True)
     result = report.to_json()
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))

@@ -22,16 +22,16 @@ from typing import Any
 
 import httpx
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ninferkit import server
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
+from ninferkit.progress import Progress, track
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
-from ninferkit.sweeps.rules import MaxErrors, StopRule
+from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
@@ -69,10 +69,15 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
         ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
                            rules, base_row(run, adapter, record),
                            profile.sweeps.request_timeout_s, log_path)
+        earlier = len(cells) - len(pending)
+        resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
         try:
-            with spec_off_context(ctx, any(map(is_spec_off, pending))) as spec_off:
-                _run_cells({False: ctx, True: spec_off or ctx}, pending,
-                           telemetry if profile.sweeps.telemetry else None, progress)
+            with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
+                if any(map(is_spec_off, pending)):
+                    shown.note("starting the second server of the speculation A/B (speculation off)")
+                with spec_off_context(ctx, any(map(is_spec_off, pending))) as spec_off:
+                    _run_cells({False: ctx, True: spec_off or ctx}, pending,
+                               telemetry if profile.sweeps.telemetry else None, shown)
         except (ServerExited, SweepFailed):
             record_log_truth(run, adapter)
             save_tables(run.dir, build_tables(run, kinds))
@@ -125,18 +130,23 @@ def _checked_plan(run: Run, kinds: list[str], explicit: bool,
 
 
 def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell], telemetry: Telemetry | None,
-               progress: bool) -> None:
-    """Each cell against its server: contexts[True] for the speculation-off side of the A/B."""
+               shown: Progress) -> None:
+    """Each cell against its server: contexts[True] for the speculation-off side of the A/B. The progress
+    names the cell at hand and counts its requests as they end (a cell of long prompts on a CPU takes minutes)."""
     if telemetry is not None:
         telemetry.start()
     try:
-        with tqdm(total=len(cells), desc="sweeps", unit="cell", disable=not progress) as bar:
-            for cell in cells:
-                bar.set_postfix_str(cell.label, refresh=True)
-                outcome = run_cell(contexts[is_spec_off(cell)], cell)
-                if outcome.status == "failed":
-                    bar.write(f"cell {cell.label} failed: {outcome.reason}")
-                bar.update()
+        for index, cell in enumerate(cells, 1):
+            label = f"cell {index}/{len(cells)} {cell.label}"
+            shown.note(label)
+
+            def requests_done(tally: CellTally, label: str = label) -> None:
+                shown.note(f"{label}: {tally.sent} requests done")
+
+            outcome = run_cell(contexts[is_spec_off(cell)], cell, requests_done)
+            if outcome.status == "failed":
+                shown.event(f"cell {cell.label} failed: {outcome.reason}")
+            shown.update()
     finally:
         if telemetry is not None:
             telemetry.stop()

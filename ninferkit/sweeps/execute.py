@@ -86,8 +86,9 @@ class CellOutcome:
 class Recorder:
     """Turns a finished request into a row, appends it, and applies the stop rules."""
 
-    def __init__(self, ctx: SweepContext, cell: Cell, attempt: str) -> None:
-        self.ctx, self.cell, self.attempt = ctx, cell, attempt
+    def __init__(self, ctx: SweepContext, cell: Cell, attempt: str,
+                 on_request: Callable[[CellTally], None] | None = None) -> None:
+        self.ctx, self.cell, self.attempt, self.on_request = ctx, cell, attempt, on_request
         self.tally = CellTally()
         self.measured = CellTally()  # without warm-up and cache seeds: what the table reports
 
@@ -97,6 +98,8 @@ class Recorder:
                **result.row(), **extra}
         append_jsonl(self.ctx.run.dir.requests, row)
         self.tally.add(result.status, result.error, result.http_status)
+        if self.on_request is not None:
+            self.on_request(self.tally)
         if not warmup and extra.get("prefix_role") != "seed":
             self.measured.add(result.status, result.error, result.http_status)
         if result.status == "errored" and result.http_status is None:
@@ -110,15 +113,15 @@ class Recorder:
         return result
 
 
-def run_cell(ctx: SweepContext, cell: Cell) -> CellOutcome:
+def run_cell(ctx: SweepContext, cell: Cell, on_request: Callable[[CellTally], None] | None = None) -> CellOutcome:
     """Run one cell to its outcome and append it to the ledger; ServerExited is re-raised after that, and a
-    refused credential becomes SweepFailed."""
+    refused credential becomes SweepFailed. `on_request` sees the cell's tally after each request (progress)."""
     attempt = uuid.uuid4().hex[:8]
     if cell.skip:
         outcome = CellOutcome(cell.cell_id, "skipped", attempt, cell.skip)
         _append_outcome(ctx, cell, outcome)
         return outcome
-    record = Recorder(ctx, cell, attempt)
+    record = Recorder(ctx, cell, attempt, on_request)
     try:
         try:
             _run_async(RUNNERS[cell.sweep](ctx, cell, record))
