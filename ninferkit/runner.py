@@ -156,7 +156,7 @@ class PrintedLines:
             self.pending = ""
 
     def _echo(self, line: str) -> None:
-        last = line.rsplit("\r", 1)[-1].rstrip()
+        last = line.rstrip("\r").rsplit("\r", 1)[-1].rstrip()  # a CRLF ending is no rewrite
         if last.strip():
             self.echo(last)
 

@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 SHOWN_APART = ("metric", "unit", "best", "low", "high", "samples", "where", "source")
-"""The fields of a headline row the text lays out in its own columns; any other is listed by name."""
+"""The fields of a headline row the text lays out in its own columns; every other field a row carries (the
+prompt length a row is about, percentiles, a standard deviation) gets a column of its own name."""
+ABOUT = "prompt_tokens"
+"""The field that says which part of the run a row is about: its column comes right after the metric."""
 
 
 def add_answer_args(parser: argparse.ArgumentParser) -> None:
@@ -68,16 +71,17 @@ def headline_text(rows: list[dict[str, Any]]) -> str:
 
     measured = [row for row in rows if row.get("best") is not None]
     lines = ["headline (the write-up's numbers, recomputed from the run's raw rows):"]
-    table = [("metric", "best", "unit", "range", "samples", "where")]
-    for row in measured:
-        extra = ", ".join(f"{key} {number(value)}" for key, value in row.items()
-                          if key not in SHOWN_APART and value is not None)
-        where = f"{row['where']}; {extra}" if extra else str(row["where"])
-        table.append((str(row["metric"]), number(row["best"]), str(row["unit"]), span(row["low"], row["high"]),
-                      number(row.get("samples")), where))
+    extras = [key for key in dict.fromkeys(key for row in measured for key in row)
+              if key not in SHOWN_APART and any(row.get(key) is not None for row in measured)]
+    about = [key for key in extras if key == ABOUT]
+    spread = [key for key in extras if key != ABOUT]
+    header = ["metric", *about, "best", "unit", "range", *spread, "samples", "where"]
+    table = [header] + [[str(row["metric"]), *(number(row.get(key)) for key in about), number(row["best"]),
+                         str(row["unit"]), span(row["low"], row["high"]), *(number(row.get(key)) for key in spread),
+                         number(row.get("samples")), str(row["where"])] for row in measured]
     if measured:
-        widths = [max(len(cells[i]) for cells in table) for i in range(len(table[0]) - 1)]
-        lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)) + "  "
-                  + cells[-1] for cells in table]
+        widths = [max(len(cells[i]) for cells in table) for i in range(len(header))]
+        lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+                  for cells in table]
     lines += [f"  {row['metric']}: {row['where']}" for row in rows if row.get("best") is None]
     return "\n".join(line.rstrip() for line in lines)

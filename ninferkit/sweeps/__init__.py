@@ -141,7 +141,7 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell], telemetry:
             shown.note(label)
 
             def requests_done(tally: CellTally, label: str = label) -> None:
-                shown.note(f"{label}: {tally.sent} requests done")
+                shown.note(f"{label}, requests done: {tally.sent}")
 
             outcome = run_cell(contexts[is_spec_off(cell)], cell, requests_done)
             if outcome.status == "failed":

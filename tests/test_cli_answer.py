@@ -1,0 +1,96 @@
+"""`ninferkit run` and `ninferkit sweep` end with their answer: the write-up's headline numbers, then the paths.
+
+The recorded run is tests/data/run_dirs/embedded-spec-ab (the embedded default run headless on 2 cores, see
+its README); the sweep test measures the live embedded llama-server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ninferkit.cli._answer import headline_text, print_answer
+from ninferkit.report import headline, load_run
+from ninferkit.report.fmt import number
+from tests.conftest import LOCAL_CPU, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDED = REPO / "tests" / "data" / "run_dirs" / "embedded-spec-ab"
+
+
+def _expected(run_dir: Path) -> list[dict[str, Any]]:
+    """The headline rows as JSON carries them, computed here from the run's files."""
+    rows: list[dict[str, Any]] = json.loads(json.dumps([asdict(row) for row in headline(load_run(run_dir))],
+                                                       default=str))
+    return rows
+
+
+def test_the_text_answer_shows_each_measured_number_on_its_metric_line() -> None:
+    rows = _expected(RECORDED)
+    text = headline_text(rows)
+    lines = text.splitlines()
+    measured = [row for row in rows if row["best"] is not None]
+    assert measured, "the recorded run measured something"
+    for row in measured:  # each row's line: its metric, its best value, its where
+        assert any(line.lstrip().startswith(row["metric"]) and f"  {number(row['best'])}  " in line
+                   and line.endswith(row["where"]) for line in lines), row
+    assert all("\r" not in line for line in lines)
+
+
+def test_a_run_without_measurements_says_which_numbers_it_lacks() -> None:
+    rows = _expected(REPO / "tests" / "data" / "run_dirs" / "launch-only")
+    text = headline_text(rows)
+    for row in rows:
+        if row["best"] is None:
+            assert f"  {row['metric']}: {row['where']}" in text.splitlines()
+
+
+def test_json_carries_the_same_rows_and_the_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    print_answer(RECORDED, {"write_up": None, "run_directory": RECORDED}, True, steps=[])
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["headline"] == _expected(RECORDED)
+    assert answer["write_up"] is None and answer["run_directory"] == str(RECORDED) and answer["steps"] == []
+
+
+def test_run_ends_with_the_headline_as_json(tmp_path: Path) -> None:
+    """The write-up step alone on a copy of the recorded run: stdout is one JSON object (the step lines go to
+    stderr), its headline the one recomputed from the copy's rows, its write-up written."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(RECORDED, run_dir)
+    done = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(LOCAL_CPU), "--run-dir", str(run_dir),
+                           "--steps", "writeup", "--json"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["headline"] == _expected(run_dir)
+    assert Path(answer["write_up"]) == run_dir / "report" / "index.md" and Path(answer["write_up"]).exists()
+    assert answer["steps"][0]["step"] == "writeup" and answer["steps"][0]["status"] == "ok"
+    assert "[1/1] writeup   ok" in done.stderr
+
+
+@pytest.mark.live
+def test_sweep_ends_with_its_cells_the_headline_and_the_paths(tmp_path: Path, llama_server: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "ninferkit", "sweep", str(LOCAL_CPU), "--run-dir", str(run_dir),
+                           "--only", "context", "-p", "sweeps.context.targets=[128]", "-p",
+                           "sweeps.context.repetitions=2", "-p", f"serve.port={free_port()}"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    decode = next(row for row in _expected(run_dir) if row["metric"].startswith("Decode"))
+    assert decode["best"] is not None
+    table = out.index("headline (the write-up's numbers, recomputed from the run's raw rows):")
+    assert any(line.lstrip().startswith(decode["metric"]) and f"  {number(decode['best'])}  " in line
+               for line in out[table:])
+    assert out[-2:] == [f"tables: {run_dir / 'tables'}", f"run directory: {run_dir}"]
+    assert out[0].startswith("launched the server of")  # none was running: the command started one, and stopped it
+    assert out[1].split() == ["table", "cells", "done", "failed", "skipped"] and out[2].split() == ["context", "1", "1",
+                                                                                                     "0", "0"]
+    assert "sweeps: 0 of 1 cells" in done.stderr  # its progress, as lines: stderr is a pipe here
+    assert "\r" not in done.stderr
