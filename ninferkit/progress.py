@@ -168,10 +168,13 @@ class Progress:
 
 class _Lines(Progress):
     """A line at the start, one every LINE_INTERVAL_S seconds from a helper thread (so a stall still
-    speaks), and a last one when any came between. Lines go to stderr: a command's answer is its stdout."""
+    speaks), and a last one when any came between. Lines go to stderr, as a command's answer is its
+    stdout; in a notebook kernel to stdout, as the cell's other printed lines do (a kernel sends each
+    stream on its own, so lines of two streams can arrive out of order)."""
 
     def __init__(self, desc: str, total: float | None, unit: str, byte_counts: bool, initial: int) -> None:
         super().__init__(desc, total, unit, byte_counts, initial)
+        self.stream = sys.stdout if "ipykernel" in sys.modules else sys.stderr
         self.interval = LINE_INTERVAL_S
         self.ticks = 0
         self._print_lock = threading.Lock()
@@ -189,7 +192,7 @@ class _Lines(Progress):
 
     def _say(self, text: str) -> None:
         with self._print_lock:
-            print(text, file=sys.stderr, flush=True)
+            print(text, file=self.stream, flush=True)
 
     def event(self, text: str) -> None:
         self._say(text)

@@ -109,3 +109,23 @@ def test_tqdm_is_used_only_through_the_progress_module() -> None:
         if any(name.split(".")[0] == "tqdm" for name in names):
             importers.append(path.relative_to(REPO).as_posix())
     assert importers == ["ninferkit/progress.py"]
+
+
+def test_a_notebook_kernel_draws_a_widget_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel as JupyterLab starts it (no NINFERKIT_PROGRESS): tqdm's notebook widget, as before; the
+    headless runner's kernels are told `lines` instead (tests/test_runner.py)."""
+    import nbformat
+    import papermill as pm
+
+    monkeypatch.delenv(progress.MODE_VARIABLE, raising=False)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import ninferkit.progress as p\nprint(p.mode())\nwith p.track('sweeps', 3, 'cells') as shown:\n"
+        "    shown.update(3)", id="bar")]
+    nbformat.write(notebook, tmp_path / "in.ipynb")
+    pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3",
+                        progress_bar=False, cwd=str(REPO))
+    outputs = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["bar\n"]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
