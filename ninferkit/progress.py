@@ -174,7 +174,7 @@ class _Lines(Progress):
 
     def __init__(self, desc: str, total: float | None, unit: str, byte_counts: bool, initial: int) -> None:
         super().__init__(desc, total, unit, byte_counts, initial)
-        self.stream = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+        self.stream = sys.stdout if _in_jupyter_kernel() else sys.stderr
         self.interval = LINE_INTERVAL_S
         self.ticks = 0
         self._print_lock = threading.Lock()
