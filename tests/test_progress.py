@@ -129,3 +129,22 @@ def test_a_notebook_kernel_draws_a_widget_bar(tmp_path: Path, monkeypatch: pytes
     outputs = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
     assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["bar\n"]
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+
+
+def test_a_download_over_http_ends_on_its_bytes_total_and_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """artifact.fetch.download against the loopback file server (tests/range_server.py), progress as lines."""
+    from ninferkit.artifact.fetch import download
+    from tests.range_server import RangeServer
+
+    monkeypatch.setenv(progress.MODE_VARIABLE, "lines")
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0001)  # a tick before the end: the last line states it
+    (tmp_path / "served").mkdir()
+    blob = (tmp_path / "served" / "model.gguf")
+    blob.write_bytes(os.urandom(3 * 2**20))
+    with RangeServer(tmp_path / "served") as server:
+        download(f"{server.url}/model.gguf", tmp_path / "model.gguf", blob.stat().st_size)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "downloading model.gguf: 0.0 MiB of 3.0 MiB (0%), 0 s"
+    assert lines[-1].startswith("downloading model.gguf: 3.0 MiB of 3.0 MiB (100%) at "), lines[-1]
+    assert lines[-1].endswith("(done)") and " MiB/s, " in lines[-1]
