@@ -1,9 +1,11 @@
 """How much does ninferkit's client distort what it measures? Figures against the embedded server.
 
 Launches the embedded llama-server on a free loopback port (64 slots of 512 tokens, so 64 clients
-each get a slot), sends the same request bodies (cold: `cache_prompt` false, output pinned with
-`ignore_eos`) through a bare `curl`, through ninferkit's StreamingClient, through a bare blocking
-socket in Python, and optionally through a peer tool, and prints:
+each get a slot; speculative decoding off, so every event carries one token, the client's most work per
+token, and because this llama.cpp aborts with 64 slots drafting up to 64 tokens each: "batch must be
+large enough to hold the sampled and draft tokens"), sends the same request bodies (cold:
+`cache_prompt` false, output pinned with `ignore_eos`) through a bare `curl`, through ninferkit's
+StreamingClient, through a bare blocking socket in Python, and optionally through a peer tool, and prints:
 
 - client TTFT minus the server's prompt time (p50, p99) for ninferkit and for the bare socket, and
   ninferkit's own share: the median of per-request differences between the two. The gap itself
@@ -311,7 +313,7 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-client-"))
     run = open_run(REPO / "params" / "local-cpu.yaml", workdir / "run",
-                   [f"serve.port={free_port()}", "serve.max_concurrency=64", "serve.max_context=512"])
+                   [f"serve.port={free_port()}", "serve.max_concurrency=64", "serve.max_context=512", "serve.spec={}"])
     steps.launch(run, progress=False)
     url = f"http://127.0.0.1:{run.profile.serve.port}"
     try:

@@ -12,7 +12,10 @@ reference/peer-benchmark-tools.md section 0):
 - Token counts come from the server's usage; this client never counts stream chunks, because under
   speculative decoding one chunk carries several tokens.
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
-  is the end of prefill, so it is not a decode step.
+  is the end of prefill, so it is not a decode step. `tpot_client_s` is its inverse (time per output
+  token, vLLM's TPOT), and `itl_client_s` lists the gaps between the events that carried text (vLLM's
+  ITL): every such event is stamped, at the read that brought it. ninferkit.latency names both as the
+  peer tools do.
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
 - A failed request is a row with status "errored", HTTP status and body, never an exception; so is
@@ -33,7 +36,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import httpx
@@ -106,6 +109,8 @@ class RequestResult:
     retried: str | None = None
     """The error of a first try that got no response byte (the connection was dropped), when it was sent again."""
     server: dict[str, Any] = field(default_factory=dict)
+    text_event_times: list[float] = field(default_factory=list)
+    """When each event that carried generated text arrived (monotonic seconds); the row keeps their gaps."""
 
     @property
     def ttft_client_s(self) -> float | None:
@@ -123,12 +128,25 @@ class RequestResult:
             return None
         return (self.completion_tokens - 1) / (self.t_last_token - self.t_first_token)
 
+    @property
+    def tpot_client_s(self) -> float | None:
+        """Time per output token after the first, the tokens from the server's usage (vLLM's TPOT)."""
+        rate = self.decode_tok_s_client
+        return None if rate is None else 1 / rate
+
+    @property
+    def itl_client_s(self) -> list[float]:
+        """The gaps between consecutive text events, rounded to the microsecond (vLLM's ITL)."""
+        times = self.text_event_times
+        return [round(later - earlier, 6) for earlier, later in zip(times, times[1:], strict=False)]
+
     def row(self) -> dict[str, Any]:
         """The requests.jsonl fields of this request (the sweep adds run and cell fields)."""
-        out = asdict(self)
-        server = out.pop("server")
+        out = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in ROW_LEFT_OUT}
+        server = self.server
         out.update(ttft_client_s=self.ttft_client_s, e2e_client_s=self.e2e_client_s,
-                   decode_tok_s_client=self.decode_tok_s_client)
+                   decode_tok_s_client=self.decode_tok_s_client, tpot_client_s=self.tpot_client_s,
+                   text_events=len(self.text_event_times), itl_client_s=self.itl_client_s)
         for name in SERVER_FIELDS:
             out[name] = server.get(name)
         out.update({name: value for name, value in server.items() if name not in out})  # engine extras
@@ -141,9 +159,12 @@ class RequestResult:
 SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_server", "prefill_tok_s_server",
                  "decode_tokens_server", "decode_s_server", "decode_tok_s_server", "queue_s_server",
                  "drafted_tokens_server", "accepted_tokens_server", "acceptance_server")
+ROW_LEFT_OUT = frozenset({"server", "text_event_times"})
+"""Fields a row states otherwise: the server's are spread out by name, the event times become their count
+and gaps (`text_events`, `itl_client_s`)."""
 ROW_NUMBERS = frozenset(
     [item.name for item in fields(RequestResult) if str(item.type).split(" | ")[0] in ("int", "float")]
-    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", *SERVER_FIELDS])
+    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", "tpot_client_s", "text_events", *SERVER_FIELDS])
 """The fields of a requests.jsonl row that hold a number (or null): what the tables compute with."""
 
 
@@ -368,6 +389,7 @@ class _StreamParser:
         if self.result.t_first_token is None:
             self.result.t_first_token = now
         self.result.t_last_token = now
+        self.result.text_event_times.append(now)
 
     def timings(self, event: Mapping[str, Any]) -> None:
         found = self.adapter.server_timings(event)

@@ -75,6 +75,19 @@ def test_chat_stream_uses_server_usage_and_timings() -> None:
     assert row["decode_tok_s_client"] == pytest.approx(7 / (row["t_last_token"] - row["t_first_token"]))
 
 
+@pytest.mark.parametrize(("name", "api", "tokens"), [("chat.sse", "chat", 8), ("messages.sse", "messages", 8),
+                                                     ("responses.sse", "responses", 16)])
+def test_every_text_event_of_a_recorded_stream_is_stamped(name: str, api: str, tokens: int) -> None:
+    """llama-server sends one token per event without speculative decoding: as many text events as usage
+    tokens, so one ITL gap fewer, and TPOT is the first-to-last span over the tokens after the first."""
+    row = asyncio.run(send_recorded(name, api, max_tokens=tokens))
+    assert row["completion_tokens"] == row["text_events"] == tokens
+    assert len(row["itl_client_s"]) == tokens - 1 and min(row["itl_client_s"]) >= 0
+    span = row["t_last_token"] - row["t_first_token"]
+    assert sum(row["itl_client_s"]) == pytest.approx(span, abs=tokens * 1e-6)
+    assert row["tpot_client_s"] == pytest.approx(span / (tokens - 1))
+
+
 def test_role_only_first_chunk_is_not_the_first_token() -> None:
     """The recorded stream opens with a role chunk (content null); TTFT waits for real text."""
     first_event = json.loads((SSE / "chat.sse").read_text().split("data: ")[1])

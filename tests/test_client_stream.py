@@ -9,6 +9,8 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
+import pytest
+
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
 
@@ -103,3 +105,22 @@ def test_a_connection_closed_mid_chunk_is_an_errored_row() -> None:
     result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0.01, chunk(TOKEN)[:30])]))
     assert result.status == "errored" and "incomplete chunked read" in (result.error or "")
     assert result.completion_tokens is None and result.t_first_token is None
+
+
+def test_every_text_event_is_stamped_and_tpot_counts_the_servers_tokens() -> None:
+    """Speculative decoding sends several tokens in one event: three text events 0.1 s apart carry the 9
+    tokens the final usage counts. ITL is the gap per event (two gaps of at least 0.1 s); TPOT spreads
+    their time over the 8 tokens after the first, from usage, never from counting events."""
+    many = sse({"choices": [{"index": 0, "delta": {"content": " light house keeper"}, "finish_reason": None}]})
+    final = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "id": "chatcmpl-2",
+                 "usage": {"prompt_tokens": 12, "completion_tokens": 9}})
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0, chunk(many)), (0.1, chunk(many)),
+                               (0.1, chunk(many + final + sse("[DONE]")) + b"0\r\n\r\n")]))
+    assert result.status == "ok", result.error
+    row = result.row()
+    assert row["text_events"] == 3 and row["completion_tokens"] == 9
+    gaps = row["itl_client_s"]
+    assert len(gaps) == 2 and min(gaps) >= 0.1  # stamped when each event arrived, not when the stream ended
+    assert row["tpot_client_s"] == pytest.approx(sum(gaps) / 8, abs=2e-6)  # gaps are kept to the microsecond
+    assert row["tpot_client_s"] == pytest.approx(1 / row["decode_tok_s_client"])
+    assert sum(gaps) / len(gaps) == pytest.approx(4 * row["tpot_client_s"], rel=1e-4)  # 4 tokens per gap

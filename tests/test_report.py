@@ -40,10 +40,11 @@ def copy_run(name: str, where: Path) -> Path:
     return target
 
 
-def markdown_table(text: str, heading: str) -> list[dict[str, str]]:
-    """The first pipe table after `## heading` in a Markdown file, as dicts."""
-    section = text.split(f"## {heading}\n", 1)[1]
-    lines = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+def markdown_table(text: str, heading: str, index: int = 0) -> list[dict[str, str]]:
+    """The index-th pipe table after `## heading` in a Markdown file, as dicts."""
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    tables = [block.splitlines() for block in re.findall(r"(?m)(?:^\|.*\n?)+", section)]
+    lines = tables[index]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
             for line in lines[2:]]
@@ -62,13 +63,27 @@ def counted_rows(run_dir: Path) -> list[dict]:
 def test_each_headline_number_equals_the_value_recomputed_from_requests(tmp_path: Path) -> None:
     run_dir = copy_run(RUN_A, tmp_path)
     report = write_report(run_dir)
-    table = {row["metric"]: row for row in markdown_table(report.markdown.read_text(), "Headline")}
+    text = report.markdown.read_text()
+    by_length = {row["prompt tokens"]: row for row in markdown_table(text, "Headline", 0)}
+    table = {row["metric"]: row for row in markdown_table(text, "Headline", 1)}
 
     rows = counted_rows(run_dir)
     context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
-    decode = [r["decode_tok_s_server"] for r in context]
-    prefill = [r["prefill_tok_s_server"] for r in context]
-    ttft = [r["ttft_client_s"] for r in context]
+    lengths = sorted({r["cell"]["target_prompt_tokens"] for r in context})
+    assert list(by_length) == [number(n) for n in lengths]  # one line per prompt length, never one range over all
+    for length in lengths:
+        group = [r for r in context if r["cell"]["target_prompt_tokens"] == length]
+        line = by_length[number(length)]
+        for column, name in (("Decode (server), tok/s: median (range)", "decode_tok_s_server"),
+                             ("Prefill (server), tok/s: median (range)", "prefill_tok_s_server")):
+            values = [r[name] for r in group]
+            low, high = min(values), max(values)
+            shown = number(statistics.median(values)) + (f" ({number(low)} – {number(high)})" if low != high else "")
+            assert line[column] == shown, (length, column)
+        ttft = sorted(r["ttft_client_s"] for r in group)  # 2 repetitions: p50 halfway, p90 and p99 near the top
+        expected = [ttft[0] + q * (ttft[1] - ttft[0]) for q in (0.5, 0.9, 0.99)]
+        assert line["TTFT (client), s: p50 / p90 / p99"] == " / ".join(number(v) for v in expected)
+        assert line["requests"] == str(len(group)) == "2"
     cells: dict[str, list[dict]] = {}
     for r in rows:
         if r["sweep"] == "concurrency" and r["status"] == "ok" and not r["warmup"]:
@@ -77,17 +92,11 @@ def test_each_headline_number_equals_the_value_recomputed_from_requests(tmp_path
                  for c in cells.values()]
     kv_gib = json.loads((run_dir / "server.json").read_text())["ledger"]["kv_cache_bytes"] / 1024**3
 
-    expected = {
-        "Decode (server)": (max(decode), min(decode), max(decode)),
-        "Prefill (server)": (max(prefill), min(prefill), max(prefill)),
-        "TTFT (client)": (min(ttft), min(ttft), max(ttft)),
-        "Concurrency: aggregate output (client)": (max(aggregate), min(aggregate), max(aggregate)),
-    }
     assert len(context) == 8 and len(cells) == 3  # 4 prompt lengths x 2 repetitions; levels 1, 2, 4
-    for metric, (best, low, high) in expected.items():
-        assert table[metric]["best"] == number(best), metric
-        assert table[metric]["range"] == f"{number(low)} – {number(high)}", metric
-        assert float(table[metric]["best"].replace(",", "")) == pytest.approx(best, rel=0.01)
+    concurrency = table["Concurrency: aggregate output (client)"]
+    assert concurrency["best"] == number(max(aggregate))
+    assert concurrency["range"] == f"{number(min(aggregate))} – {number(max(aggregate))}"
+    assert float(concurrency["best"].replace(",", "")) == pytest.approx(max(aggregate), rel=0.01)
     assert table["Memory: KV cache at startup (server ledger)"]["best"] == number(kv_gib)
     capacity = json.loads((run_dir / "capacity.json").read_text())
     pool = table["Memory: largest KV pool (capacity fit)"]
@@ -100,8 +109,46 @@ def test_each_headline_number_equals_the_value_recomputed_from_requests(tmp_path
 def test_headline_function_and_report_agree(tmp_path: Path) -> None:
     run_dir = copy_run(RUN_A, tmp_path)
     report = write_report(run_dir)
-    table = markdown_table(report.markdown.read_text(), "Headline")
-    assert [row["best"] for row in table] == [number(row.best) for row in headline(load_run(run_dir))]
+    text = report.markdown.read_text()
+    rows = headline(load_run(run_dir))
+    whole_run = [row for row in rows if row.prompt_tokens is None]
+    assert [row["best"] for row in markdown_table(text, "Headline", 1)] == [number(row.best) for row in whole_run]
+    decode = {row.prompt_tokens: row for row in rows if row.metric == "Decode (server)"}
+    for line in markdown_table(text, "Headline", 0):
+        found = decode[int(line["prompt tokens"].replace(",", ""))]
+        assert line["Decode (server), tok/s: median (range)"].startswith(number(found.p50))
+
+
+def test_the_write_up_opens_with_its_source_and_contents_and_links_every_section(tmp_path: Path) -> None:
+    run_dir = copy_run(RUN_A, tmp_path)
+    text = write_report(run_dir).markdown.read_text()
+    lines = text.splitlines()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert lines[2].endswith(f"from the run directory {RUN_A} (run id \"{manifest['run_id']}\", made "
+                             f"{manifest['created']}).")
+    headings = re.findall(r"(?m)^## (.+)$", text)
+    links = re.findall(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", lines[4])
+    assert lines[4].startswith("Contents: ") and [title for title, _ in links] == headings
+    assert links[headings.index("Speculative decoding, task by task")][1] == "speculative-decoding-task-by-task"
+    html = (run_dir / "report" / "index.html").read_text()
+    for _, anchor in links:  # the same anchors, on the HTML headings
+        assert f'<h2 id="{anchor}">' in html and f'href="#{anchor}"' in html
+
+
+def test_provenance_names_the_ninferkit_that_made_the_run(tmp_path: Path) -> None:
+    run_dir = copy_run(RUN_A, tmp_path)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    table = {row["item"]: row["value"] for row in markdown_table(write_report(run_dir).markdown.read_text(),
+                                                                 "Provenance")}
+    made = table["ninferkit that made the run"]
+    version = manifest["packages"]["ninferkit"]
+    assert made.startswith(f"version {version}" if version else "version not recorded")
+    assert manifest["git"]["commit"] in made
+    manifest["packages"]["ninferkit"] = "0.1.0"  # as runs record it since ninferkit reads its own version
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    table = {row["item"]: row["value"] for row in markdown_table(write_report(run_dir).markdown.read_text(),
+                                                                 "Provenance")}
+    assert table["ninferkit that made the run"].startswith("version 0.1.0, commit ")
 
 
 def test_rerun_is_byte_identical_apart_from_the_timestamp_line(tmp_path: Path,
@@ -250,6 +297,7 @@ def test_decode_falls_back_to_the_client_figure_when_the_engine_reports_none(tmp
     # accounting (vLLM) writes them: the headline says it is the client's figure.
     run = load_run(copy_run(RUN_A, tmp_path))
     run.requests = [{k: v for k, v in row.items() if k != "decode_tok_s_server"} for row in run.requests]
-    decode = headline(run)[0]
-    client = [r["decode_tok_s_client"] for r in run.measured("context")]
-    assert (decode.metric, decode.best, decode.low) == ("Decode (client)", max(client), min(client))
+    first = headline(run)[0]
+    client = [r["decode_tok_s_client"] for r in run.measured("context")
+              if r["cell"]["target_prompt_tokens"] == first.prompt_tokens]
+    assert (first.metric, first.best, first.low) == ("Decode (client)", max(client), min(client))

@@ -23,6 +23,8 @@ import pytest
 from ninferkit.report import write_report
 from tests.test_report import RUN_A, copy_run
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "h200-llamacpp"
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 
@@ -149,3 +151,36 @@ def test_every_figure_loads_and_no_request_leaves_the_page(tmp_path: Path) -> No
     assert requested, "the DevTools Network domain reported no request at all; the check would be vacuous"
     leaving = [url for url in requested if not url.startswith(("file:", "data:"))]
     assert leaving == []
+
+
+CUT_OFF = """Array.from(document.querySelectorAll('table, pre')).filter(el =>
+    el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > document.documentElement.clientWidth + 1
+).map(el => el.tagName + ': ' + (el.caption ? el.caption.textContent : el.textContent).slice(0, 60))"""
+PRINTABLE_PX = round((297 - 2 * 12) / 25.4 * 96)
+"""The width a printed page gives the write-up: A4 landscape (its @page) less two 12 mm margins, at 96 px per inch."""
+
+
+def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
+    """The published H200 example (its widest tables: the launch flags, the capacity searches, the startup
+    ledger) laid out for print at a printed page's width: no table or code block is wider than the page or
+    hides part of itself behind a scroll bar, which paper does not have."""
+    run = tmp_path / "h200-llamacpp"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report"))
+    page = write_report(run, ["html"]).files["html"]
+    browser = DevTools(tmp_path / "chromium-profile")
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        browser.send("Page.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": PRINTABLE_PX, "height": 700,
+                                                            "deviceScaleFactor": 1, "mobile": False}, session=session)
+        browser.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
+        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
+        browser.wait_for("Page.loadEventFired")
+        cut = browser.send("Runtime.evaluate", {"expression": CUT_OFF, "returnByValue": True},
+                           session=session)["result"]["value"]
+        tables = browser.send("Runtime.evaluate", {"expression": "document.querySelectorAll('table').length",
+                                                   "returnByValue": True}, session=session)["result"]["value"]
+    finally:
+        browser.close()
+    assert tables > 10 and cut == []

@@ -120,7 +120,7 @@ def test_a_cells_id_is_what_was_asked_whatever_the_engine_is_sent(tmp_path: Path
 
 def recorded(row: dict) -> RequestResult:
     """A requests.jsonl row of the capture as the RequestResult it was made from."""
-    fields = {name: row.get(name) for name in RequestResult.__dataclass_fields__ if name != "server"}
+    fields = {name: row[name] for name in RequestResult.__dataclass_fields__ if name in row and name != "server"}
     return RequestResult(**fields)
 
 

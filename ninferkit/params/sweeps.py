@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ninferkit.params.base import Section
 
@@ -75,6 +75,44 @@ class ConcurrencySweep(Section):
     pin_output: bool = True
 
 
+class LatencyTargets(Section):
+    """What a request must meet to count toward goodput (vLLM's `--goodput`, DistServe); null: no target.
+    ninferkit/latency.py defines each metric, with the names other tools give it."""
+
+    ttft_s: float | None = Field(None, gt=0, le=86_400, description="client time to first token, seconds")
+    tpot_s: float | None = Field(None, gt=0, le=86_400, description="time per output token after the first, "
+                                 "seconds (vLLM's TPOT; AIPerf's and GuideLLM's ITL)")
+    itl_s: float | None = Field(None, gt=0, le=86_400, description="the longest gap between two text events of a "
+                                "request, seconds (vLLM's ITL; AIPerf's ICL): no stall longer than this")
+
+
+class RateSweep(Section):
+    """Open loop: requests arrive at each offered rate (Poisson, seeded: the same seed gives the same
+    schedule, scaled by the rate), whether or not earlier ones have ended; goodput under `slo`, and whether
+    the server kept up with the rate (its latency did not grow as requests kept arriving)."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only rate, or set true")
+    rates: list[Annotated[float, Field(gt=0, le=10_000)]] = Field(
+        default_factory=lambda: [0.5, 1.0, 2.0, 4.0], description="requests per second offered, one cell each, "
+        "in this order: up to a rate the server cannot keep up with")
+    requests: int | None = Field(32, ge=1, le=MAX_COUNT, description="requests per rate (null: use duration_s)")
+    duration_s: float | None = Field(None, gt=0, le=86_400, description="seconds of arrivals per rate, instead "
+                                     "of a request count")
+    prompt_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
+    warmup: int = Field(1, ge=0, le=MAX_COUNT, description="requests sent one at a time before each rate")
+    api: Api = "chat"
+    pin_output: bool = True
+    arrival_seed: int = Field(0, description="seed of the arrival times")
+    slo: LatencyTargets = LatencyTargets()
+
+    @model_validator(mode="after")
+    def _one_length(self) -> RateSweep:
+        if (self.requests is None) == (self.duration_s is None):
+            raise ValueError("set exactly one of requests and duration_s (the other null)")
+        return self
+
+
 class PrefixReuseSweep(Section):
     """Which changes to a prompt keep the prefix cache: cached tokens and TTFT per scenario."""
 
@@ -97,6 +135,7 @@ class SweepsSection(Section):
     context: ContextSweep = ContextSweep()
     tasks: TasksSweep = TasksSweep()
     concurrency: ConcurrencySweep = ConcurrencySweep()
+    rate: RateSweep = RateSweep()
     prefix_reuse: PrefixReuseSweep = PrefixReuseSweep()
     ab: ABSweep = ABSweep()
     temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")

@@ -1,8 +1,10 @@
 """Build the write-up of one run directory and write it with every configured renderer.
 
 Sections follow the field reports' posts: headline, environment, pinned recipe, acceptance checks,
-errors met, benchmarks, capacity, run conditions, method and caveats, provenance. A section whose
-step produced no data says which step that was; nothing here fails because a file is missing.
+errors met, benchmarks, latency, capacity, run conditions, method and caveats, provenance; the renderers
+put a table of contents before them. Tables are compact views that fit the page (report/views.py); the
+CSV files hold every column. A section whose step produced no data says which step that was; nothing
+here fails because a file is missing.
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ import pandas as pd
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
+from ninferkit.latency import recorded_itl
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
-from ninferkit.report.data import FILE_STEPS, RunData, load_run, ordered_steps
-from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, table_from_frame
+from ninferkit.report.data import FILE_STEPS, TABLE_ORDER, RunData, load_run, ordered_steps
+from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
-from ninferkit.report.headline import headline
+from ninferkit.report.headline import HeadlineRow, headline
 from ninferkit.report.recipe import launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
+from ninferkit.report.views import latency_view, sweep_view, what_fits
 from ninferkit.runs import utc_now
 
 GENERATED_PREFIX = "Generated at "
@@ -87,6 +91,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _acceptance(run),
         _errors(run),
         _benchmarks(run, figures),
+        _latency(run),
         _speculation(run),
         _capacity(run),
         _conditions(run, figures),
@@ -94,8 +99,16 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _caveats(run),
         _provenance(run),
     ]
-    generated = f"{GENERATED_PREFIX}{utc_now()} by ninferkit {_version()} from run {run.run_id}."
-    return Document(_title(run), generated, sections)
+    return Document(_title(run), f"{GENERATED_PREFIX}{utc_now()} by ninferkit {_version()} {_source(run)}.", sections)
+
+
+def _source(run: RunData) -> str:
+    """Which run the write-up is of: its directory, and its own id and start where they say more."""
+    name = run.dir.path.name
+    made = f"made {run.manifest['created']}" if run.manifest.get("created") else ""
+    called = f'run id "{run.run_id}"' if run.run_id != name else ""
+    details = ", ".join(part for part in (called, made) if part)
+    return f"from the run directory {name}" + (f" ({details})" if details else "")
 
 
 def _version() -> str:
@@ -114,12 +127,47 @@ def _title(run: RunData) -> str:
 
 
 def _headline(run: RunData) -> Section:
-    rows = tuple((row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where,
-                  row.source) for row in headline(run))
-    table = Table(("metric", "unit", "best", "range", "samples", "where", "source"), rows)
-    return Section("Headline", [table, Paragraph(
-        "Best is the highest speed or the lowest time; the range spans every measured request (or group) "
-        "of that metric; warm-up requests are excluded.")])
+    found = headline(run)
+    by_length = [row for row in found if row.prompt_tokens is not None]
+    blocks: list[Any] = []
+    if by_length:
+        blocks.append(_by_prompt_length(by_length))
+    rest = [row for row in found if row.prompt_tokens is None]
+    blocks.append(Table(("metric", "unit", "best", "range", "samples", "where", "source"), tuple(
+        (row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where, row.source)
+        for row in rest)))
+    blocks.append(Paragraph("Best is the highest speed or the lowest time; the range spans every measured request "
+                            "(or group) of that metric; warm-up requests are excluded."))
+    return Section("Headline", blocks)
+
+
+def _by_prompt_length(rows: list[HeadlineRow]) -> Table:
+    """The context sweep's rows as one line per prompt length: speeds as median (range), TTFT as percentiles."""
+    lengths = sorted({row.prompt_tokens for row in rows if row.prompt_tokens is not None})
+    metrics = list(dict.fromkeys(row.metric for row in rows))
+    cells = {(row.prompt_tokens, row.metric): row for row in rows}
+    lines = []
+    for length in lengths:
+        found = [cells.get((length, metric)) for metric in metrics]
+        shown = [_headline_cell(row) for row in found]
+        samples = max((row.samples for row in found if row is not None), default=0)
+        lines.append((number(length), *shown, str(samples)))
+    units = {row.metric: row.unit for row in rows}
+    headers = [f"{metric}, {units[metric]}: " + ("p50 / p90 / p99" if units[metric] == "s" else "median (range)")
+               for metric in metrics]
+    sources = "; ".join(dict.fromkeys(row.source.rsplit(", ", 1)[-1] for row in rows))
+    return Table(("prompt tokens", *headers, "requests"), tuple(lines),
+                 f"One request at a time with the prefix cache defeated (context sweep), per prompt length; from "
+                 f"requests.jsonl ({sources}).")
+
+
+def _headline_cell(row: HeadlineRow | None) -> str:
+    if row is None or row.best is None:
+        return "—"
+    if row.unit == "s":
+        return f"{number(row.p50)} / {number(row.p90)} / {number(row.p99)}"
+    spread = span(row.low, row.high)
+    return number(row.p50) if number(row.low) == number(row.high) else f"{number(row.p50)} ({spread})"
 
 
 def _steps(run: RunData) -> Section:
@@ -251,12 +299,23 @@ def _acceptance(run: RunData) -> Section:
     blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
                   else Paragraph("The server recorded no acceptance checks."))
     if run.ledger:
-        blocks.append(Table(("startup ledger", "value"),
-                            tuple((key, gib(value) if key.endswith("_bytes") else number(value))
-                                  for key, value in sorted(run.ledger.items())),
-                            f"Numbers the server printed while starting (memory in MiB/GiB), read from "
-                            f"{run.ledger_source}."))
+        blocks.append(Table(("startup ledger", "value"), _ledger_rows(run.ledger),
+                            f"Numbers the server printed while starting (memory in MiB/GiB; a resolution is how "
+                            f"finely the printed figures pin a value), read from {run.ledger_source}."))
     return Section("Acceptance checks", blocks)
+
+
+def _ledger_rows(ledger: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """One row per ledger value, its resolution beside it rather than on a row of its own."""
+    suffix = "_resolution_bytes"
+    rows = []
+    for key, value in sorted(ledger.items()):
+        if key.endswith(suffix) and key.removesuffix(suffix) in ledger:
+            continue
+        shown = gib(value) if key.endswith("_bytes") else number(value)
+        resolution = ledger.get(key + suffix)
+        rows.append((key, shown + (f" (resolution {gib(resolution)})" if resolution is not None else "")))
+    return tuple(rows)
 
 
 def _detail(detail: dict[str, Any]) -> str:
@@ -316,17 +375,12 @@ def _fix_in(text: str) -> str:
     return fix.split("\n")[0] if found else "—"
 
 
-ENGINE_DECODE = ("decode_tok_s_engine_mean", "decode_tok_s_engine_peak", "engine_window_s", "engine_windows")
-"""The engine's own decode windows of a cell (sweeps/tables.py), shown beside the per-request decode rates."""
-
-
 def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
     blocks: list[Any] = []
     for name, frame in run.tables.items():
-        shown = _beside_decode(frame.dropna(axis="columns", how="all"))
-        dropped = len(frame.columns) - len(shown.columns)
-        note = f" ({dropped} columns with no value left out)" if dropped else ""
-        blocks.append(table_from_frame(shown, f"tables/{name}.csv{note}{_engine_windows_caption(shown)}"))
+        blocks += sweep_view(name, frame)
+    if any("decode_tok_s_engine_peak" in frame.columns for frame in run.tables.values()):
+        blocks.append(Paragraph(_engine_windows_note(run.tables)))
     if not run.tables:
         blocks.append(Paragraph("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
     comparison = run.llama_bench.get("comparison") or []
@@ -343,26 +397,30 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
     return Section("Benchmarks", blocks)
 
 
-def _beside_decode(frame: pd.DataFrame) -> pd.DataFrame:
-    """The engine's decode windows moved to just after the per-request decode columns, where a reader compares
-    them (seed 004's table: average decode beside the 5-second peak)."""
-    present = [column for column in ENGINE_DECODE if column in frame.columns]
-    decode = [column for column in frame.columns if str(column).startswith("decode_tok_s_server")]
-    if not present or not decode:
-        return frame
-    rest = [column for column in frame.columns if column not in present]
-    at = rest.index(decode[-1]) + 1
-    return frame[rest[:at] + present + rest[at:]]
-
-
-def _engine_windows_caption(frame: pd.DataFrame) -> str:
-    if "decode_tok_s_engine_peak" not in frame.columns:
-        return ""
-    window = frame["engine_window_s"].median() if "engine_window_s" in frame.columns else None
+def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
+    """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak)."""
+    lengths = pd.concat([frame["engine_window_s"] for frame in tables.values() if "engine_window_s" in frame.columns])
+    window = lengths.median() if len(lengths) else None
     length = f"{window:g} s " if window is not None and pd.notna(window) else ""
-    return (f"; decode_tok_s_engine_peak is the engine's best {length}throughput window during the cell, "
-            "decode_tok_s_engine_mean its mean over the windows that decoded (its own log lines: seed 004's "
-            "average decode and 5-second peak)")
+    return (f"Engine decode windows: the engine's own throughput lines during the cell, the mean over the "
+            f"{length}windows that decoded and the best single window (seed 004's average decode and 5-second peak).")
+
+
+def _latency(run: RunData) -> Section:
+    """Per-cell latency distributions of every sweep, recomputed from the request rows."""
+    tables = [table for name in TABLE_ORDER if (table := latency_view(name, run.measured(name))) is not None]
+    if not tables:
+        return Section("Latency", [Paragraph("No measured request: the sweeps step (03_sweeps) produced no data.")])
+    unrecorded = (" Rows recorded before ninferkit stamped every text event have no ITL (their TPOT comes from "
+                  "their first and last token's times)." if not recorded_itl(run.measured()) else "")
+    return Section("Latency", [Paragraph(
+        "Per cell, in milliseconds, over its measured requests (warm-ups left out), from requests.jsonl. TTFT: send "
+        "to the first event carrying text. TPOT: time per output token after the first, (last token - first "
+        "token) / (output tokens - 1), the tokens from the server's usage (vLLM's TPOT; AIPerf and GuideLLM call "
+        "it ITL). ITL: the gaps between consecutive text events, pooled over the requests (vLLM's ITL; AIPerf's "
+        "ICL); with speculative decoding an event can carry several tokens, so ITL can exceed TPOT. End to end: "
+        "send to the last byte. p50/p90/p99 interpolate linearly and sd is the population standard deviation "
+        "(as vLLM); requests/s are the finished requests over first send to last end." + unrecorded), *tables])
 
 
 def _speculation(run: RunData) -> Section:
@@ -404,11 +462,13 @@ def _capacity(run: RunData) -> Section:
          _value("max_kv_tokens_interval", capacity.get("max_kv_tokens_interval"))),
         ("largest KV pool, bounded by", _value("max_kv_tokens_note", capacity.get("max_kv_tokens_note")
                                                or capacity.get("max_kv_tokens_bounded_by"))),
-        ("terms pinned", ", ".join(map(str, capacity.get("terms_pinned") or [])) or "—"),
         ("terms not pinned", ", ".join(map(str, capacity.get("terms_unpinned") or [])) or "—"),
         ("observations", number(len(capacity.get("observations") or []))),
         ("search launches", _value("launches", capacity.get("search_launches"))),
     )))
+    pinned = [str(term) for term in capacity.get("terms_pinned") or []]
+    if pinned:
+        blocks += [Paragraph("Terms the launches pinned:"), Bullets(tuple(pinned))]
     searches = capacity.get("searches") or []
     if searches:
         columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
@@ -421,20 +481,11 @@ def _capacity(run: RunData) -> Section:
             "answer: memory, or the engine's own rule (then with what memory alone would allow)."))
     decisions = capacity.get("decision_table") or []
     if decisions:
-        columns = tuple(sorted({key for row in decisions for key in row}, key=_decision_order))
-        blocks.append(Table(columns, tuple(tuple(_value(c, row.get(c)) for c in columns) for row in decisions),
-                            "What fits: each KV dtype, concurrency and per-slot context, with its margin "
-                            "(intervals are low – high)."))
+        blocks.append(what_fits(decisions))
     notes = [str(note) for note in [*(capacity.get("conflicts") or []), *(capacity.get("notes") or [])]]
     if notes:
         blocks.append(Bullets(tuple(notes)))
     return Section("Capacity", blocks)
-
-
-def _decision_order(key: str) -> tuple[int, str]:
-    known = ("kv_dtype", "concurrency", "context_per_slot", "reading", "pool_tokens", "fits", "margin_gib",
-             "margin_gib_interval", "verdict")
-    return (known.index(key) if key in known else len(known), key)
 
 
 def _value(key: str, value: Any) -> str:
@@ -479,18 +530,33 @@ def _caveats(run: RunData) -> Section:
 def _provenance(run: RunData) -> Section:
     manifest = run.manifest
     packages = manifest.get("packages") or {}
-    rows = [("run id", run.run_id), ("schema version", str(manifest.get("schema_version"))),
-            ("ninferkit", str(packages.get("ninferkit"))), ("python", str(manifest.get("python"))),
+    rows = [("run directory", run.dir.path.name), ("run id", run.run_id),
+            ("schema version", str(manifest.get("schema_version"))),
+            ("ninferkit that made the run", _maker(manifest)), ("python", str(manifest.get("python"))),
+            ("packages", ", ".join(f"{name} {version}" for name, version in sorted(packages.items())
+                                   if name != "ninferkit" and version) or "not recorded"),
             ("platform", str(manifest.get("platform"))),
             ("profile", f"{manifest.get('profile_name')} (hash {manifest.get('profile_hash')})"),
             ("profile overrides", ", ".join(manifest.get("profile_overrides") or []) or "none"),
             ("engine version", _distinct(run, "engine_version")),
             ("artifact sha256", _distinct(run, "artifact_sha256")),
-            ("ninferkit commit", f"{(manifest.get('git') or {}).get('commit')}"
-                                 f"{' (uncommitted changes)' if (manifest.get('git') or {}).get('dirty') else ''}"),
-            ("run created", str(manifest.get("created")))]
+            ("run created", str(manifest.get("created"))),
+            ("write-up generated by", f"ninferkit {_version()}")]
     return Section("Provenance", [Table(("item", "value"), tuple(rows),
                                         "What this write-up was generated from; every number traces to these files.")])
+
+
+def _maker(manifest: dict[str, Any]) -> str:
+    """ninferkit's version and commit as the manifest recorded them; a run made before ninferkit recorded its
+    own version (it read installed metadata, absent from a checkout never pip-installed) says so."""
+    version = (manifest.get("packages") or {}).get("ninferkit")
+    git = manifest.get("git") or {}
+    shown = (f"version {version}" if version else
+             "version not recorded (this run predates ninferkit recording its own version: the commit names it)")
+    commit = git.get("commit")
+    if commit:
+        shown += f", commit {commit}" + (" with uncommitted changes" if git.get("dirty") else "")
+    return shown
 
 
 def _distinct(run: RunData, name: str) -> str:

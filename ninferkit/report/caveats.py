@@ -17,10 +17,15 @@ from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
+from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
 from ninferkit.telemetry import THROTTLING
 
 WAIT_ALONE_S = 0.25
 """A lone request's wait before prefill above this (and above its own prompt time) is worth a caveat."""
+LOADED = ("concurrency", "rate")
+"""Sweeps whose requests share the server with others in flight."""
+LATE_SEND_S = 0.01
+"""A rate-sweep request the client sent later than this after its scheduled time is worth a caveat."""
 
 
 def acceptance(row: dict[str, Any]) -> float | None:
@@ -73,8 +78,9 @@ def method(run: RunData) -> list[str]:
         f"Sampling: temperature {', '.join(number(t) for t in temperatures) or 'not recorded'}, "
         f"seed {', '.join(str(s) for s in seeds) or 'not recorded'}.",
         "Decode and prefill speeds are the server's own accounting (decode_tok_s_server, "
-        "prefill_tok_s_server); TTFT is the client's (ttft_client_s: send to first content token). "
-        "Token counts come from the server's usage, never from counting stream chunks.",
+        "prefill_tok_s_server); TTFT, TPOT, ITL and end-to-end latency are the client's (the Latency section "
+        "defines each, with the names other tools give it). Token counts come from the server's usage, never "
+        "from counting stream chunks.",
         "Cold context-sweep requests start with a unique salt, so the prefix cache cannot serve the "
         "document; the prefix-reuse sweep measures the cache on purpose.",
     ]
@@ -96,6 +102,7 @@ def caveats(run: RunData) -> list[str]:
                          "only between cells whose acceptance matches.")
     notes.extend(_throttling(run, ""))
     notes.extend(_client_vs_server(run))
+    notes.extend(_rate_notes(run))
     notes.extend(_status_notes(run))
     if run.superseded:
         notes.append(f"{run.superseded} rows of requests.jsonl belong to attempts a later rerun of their cell "
@@ -144,7 +151,7 @@ def _client_vs_server(run: RunData) -> list[str]:
 def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[str]:
     """Requests sent alone (no other client) that waited longer before their first token than the
     server spent on the whole prompt: time the engine's own timings do not show."""
-    alone = [row for row in rows if row.get("sweep") != "concurrency" and row.get("ttft_client_s") is not None
+    alone = [row for row in rows if row.get("sweep") not in LOADED and row.get("ttft_client_s") is not None
              and row.get("prompt_s_server") is not None]
     slow = [row["ttft_client_s"] - row["prompt_s_server"] for row in alone
             if row["ttft_client_s"] - row["prompt_s_server"] > max(WAIT_ALONE_S, row["prompt_s_server"])]
@@ -157,6 +164,29 @@ def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[s
     engine = run.server.get("engine")
     cause = get_adapter(str(engine)).work_before_prefill(run.server_log) if engine and run.server_log else None
     return [note + (f" The server log says why: {cause}" if cause else "")]
+
+
+def _rate_notes(run: RunData) -> list[str]:
+    """Offered rates the server did not keep up with, and requests the client sent late (rate sweep)."""
+    cells: dict[float, list[dict[str, Any]]] = defaultdict(list)
+    for row in run.measured("rate"):
+        cells[float((row.get("cell") or {}).get("rate_rps") or 0)].append(row)
+    notes = []
+    growth = {rate: backlog_growth(rows) for rate, rows in sorted(cells.items())}
+    behind = {rate: value for rate, value in growth.items() if value is not None and value > KEPT_UP_GROWTH}
+    if behind:
+        served = ", ".join(f"{rate:g} ({100 / (1 + value):.0f}%)" for rate, value in behind.items())
+        notes.append(f"The server did not keep up with every offered rate: at {served} requests/s offered (the share "
+                     "of that rate it served, from how fast latency grew as requests kept arriving) the latencies "
+                     "and goodput measure a queue still growing when the cell ended, not a steady state.")
+    lags = [float(row["schedule_lag_s"]) for rows in cells.values() for row in rows
+            if row.get("schedule_lag_s") is not None]
+    late = [lag for lag in lags if lag > LATE_SEND_S]
+    if late:
+        notes.append(f"The client sent {len(late)} of {len(lags)} rate-sweep requests more than "
+                     f"{number(1000 * LATE_SEND_S)} ms after their scheduled time (at worst {number(1000 * max(late))} "
+                     "ms): the offered rate was lower than planned by that much, and the client's machine was busy.")
+    return notes
 
 
 def _status_notes(run: RunData) -> list[str]:

@@ -21,7 +21,7 @@ from ninferkit.params.report import ReportSection
 from ninferkit.runs import RunDir, read_json, read_jsonl
 from ninferkit.sweeps.truth import rows_with_server_truth
 
-TABLE_ORDER = ("context", "tasks", "concurrency", "prefix_reuse", "ab")
+TABLE_ORDER = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
 STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
 
 #: Raw file -> the runbook step that writes it (for the "which steps produced no data" list).

@@ -3,8 +3,10 @@
 One function, :func:`headline`, computes every number of the write-up's headline table, so a test
 can recompute the same values from requests.jsonl (and capacity.json and the server log for memory) and
 check the published table against them. Decode, prefill and TTFT come from the context sweep (one
-request at a time, cache defeated); concurrency from the concurrency sweep; memory from the server's
-startup ledger (`memory`: weights, the KV pool and its bytes) and the capacity fit.
+request at a time, cache defeated), one row each per prompt length: a range over 1K and 64K prompts
+would say nothing about either. Concurrency comes from the concurrency sweep; the rate rows (only when
+the rate sweep ran) from the rate sweep; memory from the server's startup ledger (`memory`: weights,
+the KV pool and its bytes) and the capacity fit.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.latency import Targets, distribution, goodput
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
+from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
 from ninferkit.units import GIB
 
 
@@ -34,6 +38,12 @@ class HeadlineRow:
     where: str
     source: str
     samples: int = 0
+    prompt_tokens: int | None = None
+    """The context sweep's prompt length the row is about (None: a row about the whole run)."""
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    std: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,7 @@ class ConcurrencyGroup:
 
 #: The cell parameters that name a cell for a reader; the rest (seed, repetitions, ...) are the same
 #: within a sweep and stay in requests.jsonl.
-LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "scenario", "api")
+LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "rate_rps", "scenario", "api")
 
 
 def cell_label(row: dict[str, Any]) -> str:
@@ -83,37 +93,42 @@ def concurrency_groups(run: RunData) -> list[ConcurrencyGroup]:
 
 
 def headline(run: RunData) -> list[HeadlineRow]:
-    """Every number of the headline table, in table order.
+    """Every number of the headline table, in table order: per prompt length of the context sweep its
+    decode, prefill and TTFT rows, then concurrency, the rate sweep's rows where it ran, and memory.
 
     Rows without data keep their place with ``best=None`` and a `where` saying which step produced
-    nothing, so the table always has the same shape.
-    Example: ``[(r.metric, r.best) for r in headline(load_run("runs/x"))]``.
+    nothing (a run without a context sweep has one decode, prefill and TTFT row, of no prompt length).
+    Example: ``[(r.prompt_tokens, r.metric, r.best) for r in headline(load_run("runs/x"))]``.
     """
-    context = run.measured("context")
-    rows = [
-        _extreme("Decode", "tok/s", context, ("decode_tok_s_server", "decode_tok_s_client"), max),
-        _extreme("Prefill", "tok/s", context, ("prefill_tok_s_server",), max),
-        _extreme("TTFT", "s", context, ("ttft_client_s",), min),
-        _concurrency(run),
-        *_memory(run),
-    ]
-    return rows
+    by_length: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
+    for row in run.measured("context"):
+        by_length[(row.get("cell") or {}).get("target_prompt_tokens")].append(row)
+    rows: list[HeadlineRow] = []
+    for length in sorted(by_length, key=lambda n: (n is None, n or 0)) or [None]:
+        group = by_length.get(length, [])
+        rows += [_extreme("Decode", "tok/s", group, ("decode_tok_s_server", "decode_tok_s_client"), max, length),
+                 _extreme("Prefill", "tok/s", group, ("prefill_tok_s_server",), max, length),
+                 _extreme("TTFT", "s", group, ("ttft_client_s",), min, length)]
+    return [*rows, _concurrency(run), *_rate(run), *_memory(run)]
 
 
 def _extreme(label: str, unit: str, rows: Sequence[dict[str, Any]], names: Sequence[str],
-             pick: Callable[..., Any]) -> HeadlineRow:
-    """Best and range of the first field in `names` that the rows carry: the server's own figure when
-    the engine reports one, else the client's (an engine without per-request accounting)."""
+             pick: Callable[..., Any], prompt_tokens: int | None) -> HeadlineRow:
+    """Best, range and distribution of the first field in `names` that the rows carry: the server's own
+    figure when the engine reports one, else the client's (an engine without per-request accounting)."""
     name = next((n for n in names if any(row.get(n) is not None for row in rows)), names[0])
     metric = f"{label} ({'server' if name.endswith('_server') else 'client'})"
     values = [(row[name], row) for row in rows if row.get(name) is not None]
     source = f"requests.jsonl, context sweep, {name}"
     if not values:
-        return HeadlineRow(metric, unit, None, None, None, "no data: the context sweep recorded no value", source)
+        return HeadlineRow(metric, unit, None, None, None, "no data: the context sweep recorded no value", source,
+                           prompt_tokens=prompt_tokens)
     best_value, best_row = pick(values, key=lambda item: item[0])
     numbers = [value for value, _ in values]
+    spread = distribution(numbers)
     where = f"{cell_label(best_row)} ({best_row.get('prompt_tokens')} prompt tokens)"
-    return HeadlineRow(metric, unit, best_value, min(numbers), max(numbers), where, source, len(values))
+    return HeadlineRow(metric, unit, best_value, min(numbers), max(numbers), where, source, len(values),
+                       prompt_tokens, spread.p50, spread.p90, spread.p99, spread.std)
 
 
 def _concurrency(run: RunData) -> HeadlineRow:
@@ -127,6 +142,46 @@ def _concurrency(run: RunData) -> HeadlineRow:
     best = max(groups, key=lambda g: g.aggregate_output_tok_s_client)
     return HeadlineRow(metric, unit, best.aggregate_output_tok_s_client, min(rates), max(rates),
                        f"concurrency {best.concurrency}", source, len(groups))
+
+
+def _rate(run: RunData) -> list[HeadlineRow]:
+    """The rate sweep's answers (nothing when it did not run): the highest offered rate the server kept up
+    with, and the best goodput under the profile's latency targets."""
+    cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in run.requests:
+        if row.get("sweep") == "rate" and not row.get("warmup"):
+            cells[str(row.get("cell_id"))].append(row)
+    if not cells:
+        return []
+    offered = {cell_id: float((rows[0].get("cell") or {}).get("rate_rps") or 0) for cell_id, rows in cells.items()}
+    kept = [cell_id for cell_id, rows in cells.items()
+            if (growth := backlog_growth([r for r in rows if r.get("status") == "ok"])) is not None
+            and growth <= KEPT_UP_GROWTH]
+    source = "requests.jsonl, rate sweep, per cell: slope of (t_done - scheduled send) over scheduled send"
+    best_kept = max(kept, key=lambda cell_id: offered[cell_id], default=None)
+    rows = [HeadlineRow("Rate: highest offered rate kept up with", "requests/s",
+                        offered[best_kept] if best_kept else None, None, None,
+                        f"of {', '.join(f'{offered[c]:g}' for c in sorted(cells, key=offered.__getitem__))} "
+                        "requests/s offered" if best_kept else "the server kept up with none of the rates offered",
+                        source, len(cells))]
+    targets = rate_targets(run)
+    metric, unit = "Rate: goodput (client)", "requests/s"
+    source = f"requests.jsonl, rate sweep, per cell: requests meeting {targets.describe()} / wall time"
+    if not targets.any:
+        return [*rows, HeadlineRow(metric, unit, None, None, None, "no latency target set (sweeps.rate.slo)", source)]
+    found = {cell_id: goodput(rows, targets)["goodput_rps"] for cell_id, rows in cells.items()}
+    measured = {cell_id: value for cell_id, value in found.items() if value is not None}
+    best = max(measured, key=lambda cell_id: measured[cell_id], default=None)
+    if best is None:
+        return [*rows, HeadlineRow(metric, unit, None, None, None, "no data: no rate cell has a wall time", source)]
+    return [*rows, HeadlineRow(metric, unit, measured[best], min(measured.values()), max(measured.values()),
+                               f"{offered[best]:g} requests/s offered", source, len(measured))]
+
+
+def rate_targets(run: RunData) -> Targets:
+    """The latency targets of the profile the run was made with (none set when the profile predates them)."""
+    slo = ((run.profile.get("sweeps") or {}).get("rate") or {}).get("slo") or {}
+    return Targets(**{name: slo.get(name) for name in ("ttft_s", "tpot_s", "itl_s")})
 
 
 def _memory(run: RunData) -> list[HeadlineRow]:

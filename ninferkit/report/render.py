@@ -2,7 +2,9 @@
 
 `markdown` writes index.md (figures linked from figures/); `html` writes one self-contained
 index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
-from loading anything, so it opens offline and never calls out.
+from loading anything, so it opens offline and never calls out. Both open with the same table of
+contents, linking each section by the anchor GitHub gives its heading (`anchor`), which the HTML
+headings carry as their ids. Printed, the HTML wraps wide tables on the page instead of cutting them off.
 
 Text in a write-up comes from profiles, servers and logs, so both renderers escape it: the only
 markup a block's text carries is `code` spans; everything else is shown as written, never read as
@@ -40,9 +42,24 @@ def register_renderer(name: str) -> Callable[[Renderer], Renderer]:
 
 # --- Markdown ---------------------------------------------------------------------------------------
 
+def anchors(document: Document) -> list[str]:
+    """Each section's anchor as GitHub makes it from the heading: lower case, only letters, digits, spaces,
+    hyphens and underscores kept, spaces made hyphens, a repeated one numbered (-1, -2, ...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for section in document.sections:
+        slug = re.sub(r"[^\w\- ]", "", section.title.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        out.append(f"{slug}-{count}" if count else slug)
+    return out
+
+
 @register_renderer("markdown")
 def render_markdown(document: Document, folder: Path) -> Path:
-    lines = [f"# {_md_inline(document.title)}", "", _md_inline(document.generated), ""]
+    contents = " · ".join(f"[{_md_cell(section.title)}](#{anchor})"
+                          for section, anchor in zip(document.sections, anchors(document), strict=True))
+    lines = [f"# {_md_inline(document.title)}", "", _md_inline(document.generated), "", f"Contents: {contents}", ""]
     for section in document.sections:
         lines += [f"## {_md_inline(section.title)}", ""]
         for block in section.blocks:
@@ -121,6 +138,15 @@ code { font-family: ui-monospace, monospace; font-size: 0.88em; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
 figcaption { font-style: italic; font-size: 0.9rem; }
 .generated { color: #666; font-size: 0.85rem; }
+nav { font-size: 0.9rem; }
+@media print {
+  body { max-width: none; margin: 0; padding: 0; font-size: 9pt; }
+  table { display: table; width: 100%; overflow: visible; font-size: 7.5pt; }
+  th, td { padding: 0.1rem 0.25rem; overflow-wrap: anywhere; }
+  pre { overflow: visible; overflow-wrap: anywhere; }
+  h2 { break-after: avoid; } tr, figure { break-inside: avoid; }
+}
+@page { size: landscape; margin: 12mm; }
 """.strip()
 
 # Nothing may be fetched: images only from data: URIs, styles only inline, no scripts at all.
@@ -143,8 +169,12 @@ def render_html(document: Document, folder: Path) -> Path:
         f"<h1>{html.escape(document.title)}</h1>",
         f'<p class="generated">{_inline(document.generated)}</p>',
     ]
-    for section in document.sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+    ids = anchors(document)
+    parts.append("<nav>Contents: " + " · ".join(
+        f'<a href="#{anchor}">{html.escape(section.title)}</a>'
+        for section, anchor in zip(document.sections, ids, strict=True)) + "</nav>")
+    for section, anchor in zip(document.sections, ids, strict=True):
+        parts.append(f'<h2 id="{anchor}">{html.escape(section.title)}</h2>')
         parts += [_html_block(block) for block in section.blocks]
     parts += ["</body>", "</html>"]
     return _write(folder / "index.html", "\n".join(parts) + "\n")

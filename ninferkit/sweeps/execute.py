@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell, ledger_path
+from ninferkit.sweeps.rate import poisson_arrivals
 from ninferkit.sweeps.rules import CellTally, StopRule
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth
 from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_request, user_messages
@@ -287,6 +289,30 @@ async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
         await _gather_or_cancel([closed_loop(i) for i in range(level)])
 
 
+async def _rate(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
+    """Open loop: each request leaves at its seeded Poisson arrival time (rate.py), whether or not earlier
+    ones have ended, on a connection of its own. Prompts are built before the clock starts; warm-up requests
+    go first, one at a time. Rows carry the schedule (`scheduled_s`) and how late the send was
+    (`schedule_lag_s`: the client's own delay, which would otherwise hide in the server's latency)."""
+    params = cell.params
+    arrivals = poisson_arrivals(params["rate_rps"], params["requests"], params["duration_s"], params["arrival_seed"])
+    prompts = [exact_prompt(ctx.tokenizer, params["prompt_tokens"]) for _ in range(params["warmup"] + len(arrivals))]
+    async with ctx.client(connections=len(arrivals) + 1) as client:
+        for index, prompt in enumerate(prompts[:params["warmup"]]):
+            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+            record(result, index - params["warmup"], True, prompt_content_tokens=prompt.content_tokens)
+        start = time.monotonic()
+
+        async def arrive(index: int, at: float) -> None:
+            await asyncio.sleep(start + at - time.monotonic())
+            prompt = prompts[params["warmup"] + index]
+            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
+            record(result, index, False, scheduled_s=at, schedule_lag_s=result.t_send - (start + at),
+                   prompt_content_tokens=prompt.content_tokens)
+
+        await _gather_or_cancel([arrive(index, at) for index, at in enumerate(arrivals)])
+
+
 async def _gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
     """Run all; on the first exception cancel the rest (their finished requests are already rows)."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
@@ -400,7 +426,7 @@ SCENARIOS: dict[str, ScenarioRun] = {
     "responses_previous_response_id": _previous_response,
 }
 RUNNERS: dict[str, Callable[[SweepContext, Cell, Recorder], Awaitable[None]]] = {
-    "context": _context, "tasks": _tasks, "concurrency": _concurrency, "prefix_reuse": _prefix_reuse,
+    "context": _context, "tasks": _tasks, "concurrency": _concurrency, "rate": _rate, "prefix_reuse": _prefix_reuse,
 }
 
 

@@ -1,13 +1,16 @@
 """Sweep plans: the cells each sweep kind measures, keyed by a hash of their parameters.
 
-A cell is one point of a table (a prompt length, a task at a depth, a concurrency level, a prefix
-scenario). Its id is a hash of its parameters only, so a rerun finds the cells it already finished
-and an A/B pairs the same cell across two profiles (parameters are what was asked, the same on every
-engine). The plan is written to the run directory before anything is sent. What the engine does not
+A cell is one point of a table (a prompt length, a task at a depth, a concurrency level, an offered
+request rate, a prefix scenario). Its id is a hash of its parameters only, so a rerun finds the cells it
+already finished and an A/B pairs the same cell across two profiles (parameters are what was asked, the
+same on every engine). The plan is written to the run directory before anything is sent. What the engine does not
 serve is decided here, from the engine adapter: a scenario or task that needs an API or a request field
 the engine does not read is planned as skipped, with the reason; a measuring condition it does not read
 (`reasoning_effort`) is left out of its requests and the cell's notes say so; a size its protocol refuses
 (Responses: `max_output_tokens` below 16) is raised, and the notes say so.
+
+The rate sweep's latency targets (sweeps.rate.slo) are not parameters of its cells: they judge the rows
+(sweeps/tables.py), so changing them needs no rerun.
 
 The tasks run at each task's own output length unless the profile pins one. With
 `sweeps.tasks.speculation_ab` each task cell has a twin with `speculation: off`, measured on a second
@@ -29,9 +32,11 @@ from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.params.sweeps import MAX_COUNT
 from ninferkit.runs import RunDir, utc_now, write_json_atomic
+from ninferkit.sweeps.rate import poisson_arrivals
 
-SWEEP_KINDS = ("context", "tasks", "concurrency", "prefix_reuse", "ab")
+SWEEP_KINDS = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
 SPEC_OFF = "off"
 """The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
 SCENARIO_APIS = {"anthropic_cache_control": "messages", "responses_previous_response_id": "responses"}
@@ -65,7 +70,7 @@ class Cell:
         return f"{self.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
 
 
-LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "speculation", "concurrency", "scenario")
+LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "speculation", "concurrency", "rate_rps", "scenario")
 
 
 def parse_only(only: str | Iterable[str] | None) -> list[str]:
@@ -138,6 +143,18 @@ def build_plan(profile: Profile, adapter: EngineAdapter, kinds: Iterable[str], e
                                      requests_per_client=conc.requests_per_client, prompt_tokens=conc.prompt_tokens,
                                      output_tokens=conc.output_tokens, api=conc.api, pin_output=conc.pin_output,
                                      warmup=conc.warmup, **common))
+    rate = sweeps.rate
+    if wanted("rate", rate.enabled):
+        fits("sweeps.rate.prompt_tokens", rate.prompt_tokens, sent_output_tokens(rate.api, rate.output_tokens))
+        for offered in rate.rates:
+            count = len(poisson_arrivals(offered, rate.requests, rate.duration_s, rate.arrival_seed))
+            if count > MAX_COUNT:
+                raise ProfileError(f"sweeps.rate: {offered:g} requests/s for {rate.duration_s:g} s is {count} "
+                                   f"requests; allowed: at most {MAX_COUNT} per rate (a shorter duration_s)")
+            cells.append(engine.cell("rate", rate_rps=offered, requests=rate.requests, duration_s=rate.duration_s,
+                                     arrival_seed=rate.arrival_seed, prompt_tokens=rate.prompt_tokens,
+                                     output_tokens=rate.output_tokens, api=rate.api, pin_output=rate.pin_output,
+                                     warmup=rate.warmup, **common))
     prefix = sweeps.prefix_reuse
     if wanted("prefix_reuse", prefix.enabled):
         outputs = [sent_output_tokens(SCENARIO_APIS.get(s, "chat"), prefix.output_tokens) for s in prefix.scenarios]

@@ -1,7 +1,9 @@
 """The sweep tables, shaped like the field reports' tables, computed only from files in the run dir.
 
 Each table has one row per cell: the cell's parameters, then each metric as median with min and
-max over the repetitions (warm-up excluded), then the cell's status (with the reason, the diagnosis of
+max over the repetitions (warm-up excluded), the latency distributions (p50, p90, p99 and standard
+deviation of TTFT, TPOT, ITL and end-to-end latency, as ninferkit/latency.py defines them) and the
+requests finished per second, then the cell's status (with the reason, the diagnosis of
 a failure and the plan's notes on what was sent differently from what was asked), the
 `reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
 mean of its throughput lines: seed 004's "5 秒峰值" beside "平均 decode", seed 000 §2.4(b)'s "引擎 5 s
@@ -9,7 +11,10 @@ mean of its throughput lines: seed 004's "5 秒峰值" beside "平均 decode", s
 when telemetry has GPU samples. Only the attempt that finished a cell counts; a failed cell shows what
 its last attempt finished. The tasks table names the speculative decoding each cell ran with (the
 profile's method, or `off` for the other side of the speculation A/B, plan.py) and how its requests
-ended (`finish_reason`: `stop` where the model ended at its own length, `length` at max_tokens).
+ended (`finish_reason`: `stop` where the model ended at its own length, `length` at max_tokens). The
+rate table adds goodput under the profile's latency targets (`sweeps.rate.slo`, read when the table is
+built, so new targets need no rerun), the most requests in flight at once, how late the client sent
+(schedule lag) and whether the server kept up with the offered rate (sweeps/rate.py).
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples
 from ninferkit.runs import Run, RunDir, read_jsonl
 from ninferkit.sweeps.plan import ledger_path
+from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
 from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
+NO_TARGETS = Targets()
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
@@ -33,6 +41,7 @@ KEYS = {
     "context": ("target_prompt_tokens", "api"),
     "tasks": ("task", "context_depth", "speculation", "api"),
     "concurrency": ("concurrency", "requests_per_client", "prompt_tokens_target", "api"),
+    "rate": ("rate_rps", "requests", "duration_s", "prompt_tokens_target", "api"),
     "prefix_reuse": ("scenario", "api"),
 }
 
@@ -58,17 +67,20 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     rows = counted_rows(run.dir, outcomes)
     telemetry = list(read_jsonl(run.dir.telemetry)) if run.dir.telemetry.exists() else None
+    targets = Targets(**run.profile.sweeps.rate.slo.model_dump())
     tables = {}
     for kind in kinds or KEYS:
         if kind in KEYS:
-            tables[kind] = sweep_table(kind, rows, outcomes, telemetry, run.profile.serve.speculation()[0])
+            tables[kind] = sweep_table(kind, rows, outcomes, telemetry, run.profile.serve.speculation()[0], targets)
     return tables
 
 
 def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[str, Any]],
-                telemetry: list[dict[str, Any]] | None, speculation: str | None = None) -> pd.DataFrame:
+                telemetry: list[dict[str, Any]] | None, speculation: str | None = None,
+                targets: Targets = NO_TARGETS) -> pd.DataFrame:
     """One table; `telemetry` is telemetry.jsonl's rows, None when the run has none; `speculation` the
-    profile's speculative decoding method, which a task cell without a `speculation` of its own ran with."""
+    profile's speculative decoding method, which a task cell without a `speculation` of its own ran with;
+    `targets` the latency targets of the rate sweep's goodput."""
     records = []
     engine_lines = [r for r in telemetry or () if r.get("source") == "engine_log"]
     for cell_id, outcome in outcomes.items():
@@ -78,7 +90,7 @@ def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[st
         record = {key: _param(outcome["cell"], key) for key in KEYS[kind]}
         if kind == "tasks":
             record["speculation"] = record["speculation"] or speculation or "off"
-        record.update(_cell_metrics(kind, cell_rows))
+        record.update(_cell_metrics(kind, cell_rows, targets))
         diagnosis = outcome.get("diagnosis") or {}
         record.update(status=outcome["status"], reason=outcome.get("reason"),
                       diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
@@ -125,7 +137,7 @@ def _measured(kind: str, cell_rows: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def _cell_metrics(kind: str, cell_rows: pd.DataFrame) -> dict[str, Any]:
+def _cell_metrics(kind: str, cell_rows: pd.DataFrame, targets: Targets) -> dict[str, Any]:
     measured = _measured(kind, cell_rows)
     ok = measured[measured["status"] == "ok"] if len(measured) else measured
     failed = int((measured["status"] != "ok").sum()) if len(measured) else 0
@@ -138,12 +150,28 @@ def _cell_metrics(kind: str, cell_rows: pd.DataFrame) -> dict[str, Any]:
     for name in MEDIAN:
         values = _numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
+    finished = ok.to_dict("records")
+    for metric in METRICS:
+        out.update(distribution(samples(finished, metric)).columns(metric))
+    out["requests_per_s"] = requests_per_s(finished)
     out["server_note"] = _server_note(ok)
-    if kind == "concurrency":
+    if kind in ("concurrency", "rate"):
         out.update(_aggregate(ok))
+    if kind == "rate":
+        out.update(_rate(measured.to_dict("records"), finished, targets))
     if kind == "prefix_reuse":
         out.update(_prefix(measured, ok))
     return out
+
+
+def _rate(sent: list[dict[str, Any]], finished: list[dict[str, Any]], targets: Targets) -> dict[str, Any]:
+    """Goodput under the targets, the most requests in flight at once, the client's schedule lag and whether
+    the server kept up with the offered rate (sweeps/rate.py)."""
+    growth = backlog_growth(finished)
+    lag = distribution(samples(sent, "schedule_lag_s"))
+    return {**goodput(sent, targets), "slo": targets.describe(), "peak_in_flight": peak_in_flight(sent),
+            "schedule_lag_s_p99": lag.p99, "backlog_growth": growth,
+            "kept_up": None if growth is None else growth <= KEPT_UP_GROWTH}
 
 
 def _server_note(ok: pd.DataFrame) -> str | None:

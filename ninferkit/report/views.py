@@ -1,0 +1,301 @@
+"""The sweep tables as the write-up shows them: the columns a reader compares, so a table fits the page.
+
+tables/<name>.csv keeps every column; a view shows one cell per quantity (a median with its range in
+brackets), moves a column that holds the same value in every row into the caption ("in every cell: api
+chat"), leaves out a column with no value, and lists what a failed or skipped cell and the plan's notes
+say below the table instead of in it. The latency tables are recomputed from the request rows (TTFT,
+TPOT, ITL and end-to-end latency as ninferkit/latency.py defines them, with requests per second).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
+from ninferkit.params.sweeps import ALL_SCENARIOS
+from ninferkit.report.document import Block, Bullets, Table, table_from_frame
+from ninferkit.report.fmt import number, span
+from ninferkit.sweeps.rate import KEPT_UP_GROWTH
+from ninferkit.workloads import TASK_NAMES
+
+Row = Mapping[str, Any]
+Getter = Callable[[Row], "str | None"]
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Getter
+
+
+def _get(row: Row, name: str) -> Any:
+    """A table cell's value; None for an absent one (a missing column, or a NaN from the CSV)."""
+    value: Any = row.get(name)
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def plain(name: str, scale: float = 1.0) -> Getter:
+    def get(row: Row) -> str | None:
+        value = _get(row, name)
+        if value is None:
+            return None
+        return number(value * scale) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    return get
+
+
+def param(name: str) -> Getter:
+    """A cell parameter as it was asked: a count stays a whole number (a CSV may hold it as a float)."""
+    def get(row: Row) -> str | None:
+        value = _get(row, name)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return None if value is None else number(value) if isinstance(value, (int, float)) else str(value)
+    return get
+
+
+def spread(name: str) -> Getter:
+    """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`."""
+    def get(row: Row) -> str | None:
+        median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
+        if median is None:
+            return None
+        if low is None or high is None or number(low) == number(high):
+            return number(median)
+        return f"{number(median)} ({number(low)} – {number(high)})"
+    return get
+
+
+def percent(name: str) -> Getter:
+    def get(row: Row) -> str | None:
+        value = _get(row, name)
+        return None if value is None else f"{100 * float(value):.0f}%"
+    return get
+
+
+def _requests(row: Row) -> str | None:
+    ok, errored = _get(row, "n_ok"), _get(row, "n_errored")
+    if ok is None:
+        return None
+    return f"{int(ok)}" + (f" (+{int(errored)} errored)" if errored else "")
+
+
+def _engine_decode(row: Row) -> str | None:
+    mean, peak = _get(row, "decode_tok_s_engine_mean"), _get(row, "decode_tok_s_engine_peak")
+    return None if mean is None and peak is None else f"{number(mean)} / {number(peak)}"
+
+
+def _gpu(row: Row) -> str | None:
+    power, clock = _get(row, "power_w_median"), _get(row, "sm_clock_mhz_median")
+    if power is None and clock is None:
+        return None
+    throttled = str(_get(row, "throttled")).lower() == "true"
+    return f"{number(power)} W, {number(clock)} MHz" + (", throttled" if throttled else "")
+
+
+def _wait(row: Row) -> str | None:
+    median, most = _get(row, "wait_before_prefill_s_median"), _get(row, "wait_before_prefill_s_max")
+    return None if median is None else f"{number(median)} (max {number(most)})"
+
+
+def _goodput(row: Row) -> str | None:
+    rate, share = _get(row, "goodput_rps"), _get(row, "good_fraction")
+    return None if rate is None else f"{number(rate)} ({100 * float(share):.0f}% good)"
+
+
+def _kept_up(row: Row) -> str | None:
+    growth = _get(row, "backlog_growth")
+    if growth is None:
+        return None
+    verdict = "yes" if growth <= KEPT_UP_GROWTH else "no"
+    return f"{verdict} ({number(float(growth))} s/s)"
+
+
+GPU = Column("GPU: power, SM clock (median)", _gpu)
+REQUESTS = Column("requests", _requests)
+PREFILL = Column("prefill, tok/s (server)", spread("prefill_tok_s_server"))
+DECODE = Column("decode, tok/s (server)", spread("decode_tok_s_server"))
+ENGINE = Column("engine decode windows, mean / peak tok/s", _engine_decode)
+TTFT = Column("TTFT, s (client)", spread("ttft_client_s"))
+ACCEPTANCE = Column("acceptance (server)", percent("acceptance_server_median"))
+VIEWS: dict[str, list[Column]] = {
+    "context": [Column("prompt tokens", param("target_prompt_tokens")), Column("api", param("api")), REQUESTS,
+                PREFILL, DECODE, ENGINE, TTFT, ACCEPTANCE, GPU],
+    "tasks": [Column("task", param("task")), Column("depth", param("context_depth")),
+              Column("speculation", param("speculation")), Column("api", param("api")), REQUESTS, PREFILL, DECODE,
+              ENGINE, ACCEPTANCE, Column("output tokens", plain("completion_tokens_median")),
+              Column("finish", plain("finish_reason")), GPU],
+    "concurrency": [Column("clients", param("concurrency")), Column("prompt tokens", param("prompt_tokens_target")),
+                    Column("api", param("api")), REQUESTS,
+                    Column("aggregate output, tok/s (client)", plain("aggregate_output_tok_s_client")),
+                    DECODE, ENGINE, TTFT, Column("wait before prefill, s", _wait), GPU],
+    "rate": [Column("offered, requests/s", param("rate_rps")), Column("prompt tokens", param("prompt_tokens_target")),
+             Column("api", param("api")), REQUESTS, Column("finished, requests/s", plain("requests_per_s")),
+             Column("goodput, requests/s", _goodput), Column("most in flight", plain("peak_in_flight")),
+             Column("kept up (latency growth)", _kept_up),
+             Column("send lag p99, ms", plain("schedule_lag_s_p99", 1000)), DECODE, GPU],
+    "prefix_reuse": [Column("scenario", param("scenario")), Column("api", param("api")), REQUESTS,
+                     Column("cached share", percent("cached_share_median")), TTFT,
+                     Column("prompt time, s (server)", plain("prompt_s_server_median")),
+                     Column("cache seeded by", plain("seeded_by"))],
+}
+STATUS = Column("status", plain("status"))
+
+
+def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
+    """The compact table of tables/<name>.csv and, below it, what its failed or skipped cells and notes say;
+    a table without a view (the A/B) is shown whole."""
+    columns = VIEWS.get(name)
+    if columns is None:
+        shown = frame.dropna(axis="columns", how="all")
+        return [table_from_frame(shown, f"tables/{name}.csv")]
+    records = frame.to_dict("records")
+    if any(_get(row, "status") not in ("done", None) for row in records):
+        columns = [*columns, STATUS]
+    cells = [[column.value(row) for column in columns] for row in records]
+    kept, same = [], []
+    for index, column in enumerate(columns):
+        values = [row[index] for row in cells]
+        if all(value is None for value in values):
+            continue
+        if len(records) > 1 and len(set(values)) == 1 and column not in (REQUESTS, STATUS):
+            same.append(f"{column.header} {values[0]}")
+            continue
+        kept.append(index)
+    caption = (f"tables/{name}.csv (every column), {len(records)} cells: a median over each cell's measured "
+               "requests, with their range in brackets" + (f"; in every cell: {', '.join(same)}" if same else ""))
+    table = Table(tuple(columns[i].header for i in kept),
+                  tuple(tuple(row[i] or "—" for i in kept) for row in cells), caption)
+    notes = _notes(name, records)
+    return [table, Bullets(tuple(notes))] if notes else [table]
+
+
+def _notes(name: str, records: Sequence[Row]) -> list[str]:
+    """Why a cell failed or was skipped, and each distinct plan note or server note with the cells it concerns."""
+    out: list[str] = []
+    shared: dict[str, list[str]] = defaultdict(list)
+    for row in records:
+        label = _label(name, row)
+        status, reason = _get(row, "status"), _get(row, "reason")
+        if status not in ("done", None):
+            diagnosis = _get(row, "diagnosis")
+            out.append(f"{label}: {status}: {reason or 'no reason recorded'}"
+                       + (f" ({diagnosis})" if diagnosis else ""))
+        for field in ("notes", "server_note"):
+            text = _get(row, field)
+            if text:
+                shared[str(text)].append(label)
+    for text, labels in shared.items():
+        out.append(f"{text} ({', '.join(labels) if len(labels) < len(records) else 'every cell'})")
+    return out
+
+
+LABELS: dict[str, tuple[str, ...]] = {
+    "context": ("target_prompt_tokens",), "tasks": ("task", "context_depth", "speculation"),
+    "concurrency": ("concurrency",), "rate": ("rate_rps",), "prefix_reuse": ("scenario",),
+}
+LABEL_WORDS = {"target_prompt_tokens": "{} prompt tokens", "context_depth": "depth {}", "speculation": "speculation {}",
+               "concurrency": "{} clients", "rate_rps": "{} requests/s"}
+
+
+def _label(name: str, cell: Row) -> str:
+    """A cell in words: '1,024 prompt tokens', 'coding depth 1,024', '8 clients', '2 requests/s'."""
+    parts = []
+    for key in LABELS.get(name, ()):
+        value = param(key)(cell)
+        if value is not None:
+            words = LABEL_WORDS.get(key, "{}")
+            parts.append((words.removesuffix("s") if value == "1" and key == "concurrency" else words).format(value))
+    return " ".join(parts) or str(_get(cell, "cell_id"))
+
+
+def latency_view(name: str, rows: Sequence[Row]) -> Table | None:
+    """TTFT, TPOT, ITL and end-to-end latency (p50 / p90 / p99 and standard deviation, in milliseconds) and
+    requests per second, per cell of one sweep, from its measured requests (None: the sweep measured none).
+    The ITL column is left out when none of the rows recorded their gaps."""
+    cells: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        cells[str(row.get("cell_id"))].append(row)
+    if not cells:
+        return None
+    order = sorted(cells, key=lambda cell_id: _order(name, cells[cell_id][0].get("cell") or {}))
+    metrics = [("TTFT", "ttft_client_s"), ("TPOT", "tpot_client_s"), ("ITL", "itl_client_s"),
+               ("end to end", "e2e_client_s")]
+    with_itl = recorded_itl(rows)
+    if not with_itl:
+        metrics = [m for m in metrics if m[1] != "itl_client_s"]
+    table_rows = []
+    for cell_id in order:
+        group = cells[cell_id]
+        table_rows.append((_label(name, group[0].get("cell") or {}), str(len(group)), number(requests_per_s(group)),
+                           *(_distribution_ms(samples(group, metric)) for _, metric in metrics)))
+    return Table(("cell", "requests", "requests/s", *(f"{label}, ms" for label, _ in metrics)), tuple(table_rows),
+                 f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd)" + ("" if with_itl else "; no ITL recorded"))
+
+
+def _distribution_ms(values: list[float]) -> str:
+    found = distribution(values)
+    if found.p50 is None or found.p90 is None or found.p99 is None or found.std is None:
+        return "—"
+    return (f"{number(1000 * found.p50)} / {number(1000 * found.p90)} / {number(1000 * found.p99)} "
+            f"(sd {number(1000 * found.std)})")
+
+
+def _order(name: str, cell: Row) -> tuple[Any, ...]:
+    """Cells in the sweep tables' order: by their parameters (numbers numerically), tasks in suite order."""
+    key: list[Any] = []
+    for param in LABELS.get(name, ()):
+        value = cell.get(param)
+        order = {"task": TASK_NAMES, "scenario": ALL_SCENARIOS}.get(param)
+        if order is not None:
+            key.append(order.index(value) if value in order else len(order))
+        key.append((value is None, value if isinstance(value, (int, float)) else str(value)))
+    return tuple(key)
+
+
+def what_fits(decisions: Sequence[Row]) -> Table:
+    """capacity.json's decision table, one line per KV dtype and slot count and one column per per-slot
+    context: whether it fits and by how much. A reading ("starts": the pool the server allocates; "full":
+    every slot at full length) is named only where the two differ."""
+    settings = list(dict.fromkeys((row.get("kv_dtype"), row.get("concurrency")) for row in decisions))
+    contexts = sorted({int(row["context_per_slot"]) for row in decisions if row.get("context_per_slot") is not None})
+    found: dict[tuple[Any, Any, int], list[Row]] = defaultdict(list)
+    for row in decisions:
+        found[(row.get("kv_dtype"), row.get("concurrency"), int(row.get("context_per_slot") or 0))].append(row)
+    lines = []
+    for dtype, slots in settings:
+        pools = sorted({int(pool[0]) for (d, c, _), rows in found.items() if (d, c) == (dtype, slots)
+                        for row in rows if (pool := row.get("max_pool_tokens")) and pool[0] is not None})
+        largest = span(pools[0], pools[-1]) if len(pools) > 1 else number(pools[0]) if pools else "—"
+        lines.append((str(dtype), number(slots), largest,
+                      *(_fits_cell(found.get((dtype, slots, context), [])) for context in contexts)))
+    return Table(("KV dtype", "slots", "largest pool, tokens", *(f"{number(c)} tokens per slot" for c in contexts)),
+                 tuple(lines), "What fits: whether each setting fits in memory, with the spare memory at worst (the "
+                 "shortfall at best where it does not fit); capacity.json's decision_table holds each interval.")
+
+
+def _fits_cell(rows: Sequence[Row]) -> str:
+    if not rows:
+        return "—"
+    shown = [(str(row.get("reading")), _fit(row)) for row in rows]
+    if len({text for _, text in shown}) == 1:
+        return shown[0][1]
+    return "; ".join(f"{reading}: {text}" for reading, text in shown)
+
+
+def _fit(row: Row) -> str:
+    low, high = (row.get("margin_gib_interval") or [None, None])[:2]
+    if row.get("fits") is True and low is not None:
+        return f"yes, {low:+.2f} GiB"
+    if row.get("fits") is False and high is not None:
+        return f"no, {high:+.2f} GiB"
+    return str(row.get("verdict") or "—")

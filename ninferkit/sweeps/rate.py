@@ -1,0 +1,52 @@
+"""The open-loop rate sweep: when each request leaves, and whether the server kept up.
+
+Arrivals are a Poisson process: exponential gaps drawn from `random.Random(seed)`, so a seed gives the
+same schedule on every run and machine, and every rate gets the same unit-rate schedule divided by the
+rate (the bursts fall at the same places, scaled). The first request leaves at 0. A count of requests,
+or the arrivals that fall inside a duration.
+
+A server keeps up when a request's latency counted from its scheduled arrival (queueing at the server
+included) does not grow as requests keep arriving. When it cannot keep up, requests pile up: request i
+arrives at i / offered and ends at about i / served, so that latency grows by (offered / served - 1)
+seconds per second of arrivals. The least-squares slope of latency over arrival time
+(`backlog_growth`) is about 0 below the server's limit; above it the server served about
+1 / (1 + growth) of the offered rate.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+KEPT_UP_GROWTH = 0.1
+"""Above this backlog growth (the server served less than 1 / 1.1, about 91%, of the offered rate) it did not
+keep up."""
+
+
+def poisson_arrivals(rate_rps: float, requests: int | None, duration_s: float | None, seed: int) -> list[float]:
+    """Arrival times in seconds from the cell's start: `requests` of them, or those before `duration_s`."""
+    draw = random.Random(seed)
+    times, now = [0.0], 0.0
+    while True:
+        now += draw.expovariate(1.0) / rate_rps
+        if (requests is not None and len(times) >= requests) or (duration_s is not None and now >= duration_s):
+            return times
+        times.append(now)
+
+
+def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The slope of (end - scheduled send) over scheduled send, over the requests given (the finished ones:
+    a request refused at once would read as served fast); None below 3 requests or without a schedule."""
+    points = [(float(row["scheduled_s"]), float(row["t_done"]) - float(row["t_send"]) + float(row["schedule_lag_s"]))
+              for row in rows if row.get("scheduled_s") is not None and row.get("t_done") is not None
+              and row.get("t_send") is not None and row.get("schedule_lag_s") is not None]
+    if len(points) < 3:
+        return None
+    arrivals = np.array([p[0] for p in points])
+    if float(arrivals.max() - arrivals.min()) <= 0:
+        return None
+    latency = np.array([p[1] for p in points])
+    return float(np.polyfit(arrivals, latency, 1)[0])
