@@ -1,19 +1,19 @@
-"""Shared fixtures: the live embedded llama-server (built or found once) on a free loopback port."""
+"""What both kinds of test share: the repository's paths and a free loopback port.
+
+tests/unit needs nothing but the checkout and runs in seconds to minutes; tests/live starts the embedded
+llama-server (built or found on first use) or reaches a package index, and every test there carries the
+`live` marker, so `-m "not live"` (or `pytest tests/unit`) is the quick run."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.embedded import llama_server_binary
-from ninferkit.params.profile import BuildSection
-from ninferkit.runs import Run, open_run
-
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+LIVE = REPO / "tests" / "live"
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
 GENERATED_CPU = REPO / "tests" / "data" / "profiles" / "generated-cpu.yaml"
 """The embedded default before issue 18 (a generated 4-layer model): for tests whose arithmetic needs its shape."""
@@ -25,16 +25,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def llama_server() -> Path:
-    """The embedded llama-server binary (the first call may build it: minutes on 2 cores)."""
-    return llama_server_binary(None, BuildSection())
-
-
-@pytest.fixture(scope="session")
-def live_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> Iterator[Run]:
-    """A run of the embedded default with its server up; shared by tests that only send requests."""
-    run = open_run(LOCAL_CPU, tmp_path_factory.mktemp("live-run"), [f"serve.port={free_port()}"])
-    steps.launch(run, progress=False)
-    yield run
-    server.stop(run.dir)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The folder decides: everything under tests/live is `live`."""
+    for item in items:
+        if LIVE in item.path.parents:
+            item.add_marker(pytest.mark.live)

@@ -1,0 +1,188 @@
+"""Faults between the client and the real llama-server: a fault-injecting proxy on loopback
+(tests/fault_proxy.py) in front of the live embedded server drops connections, cuts and stalls
+streams, answers HTTP errors, and rewrites the server's own SSE events into malformed ones. Every
+case ends as a row that says what happened (or one clear error), never a traceback, a hang, a
+retried request that had received a byte, or a stored API key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ninferkit import server
+from ninferkit.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.engines import get_adapter
+from ninferkit.errors import RequestFailed
+from ninferkit.runs import Run
+from ninferkit.workloads import Tokenizer
+from tests.fault_proxy import Fault, FaultProxy
+
+ADAPTER = get_adapter("llama_server")
+HELLO = RequestSpec("chat", [{"role": "user", "content": "Say hello."}], 8, extra={"ignore_eos": True})
+KEY = "sk-fault-proxy-key-5521"
+
+
+@pytest.fixture()
+def proxy(live_run: Run) -> Iterator[FaultProxy]:
+    port = int(json.loads(live_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
+    with FaultProxy(port) as running:
+        yield running
+
+
+def _send(proxy: FaultProxy, *specs: RequestSpec, keep_alive: bool = False, timeout_s: float = 120.0,
+          headers: dict[str, str] | None = None) -> list[RequestResult]:
+    async def go() -> list[RequestResult]:
+        async with StreamingClient(proxy.url, ADAPTER, "embedded", keep_alive=keep_alive, timeout_s=timeout_s,
+                                   headers=headers) as client:
+            return [await client.send(spec) for spec in specs]
+    return asyncio.run(go())
+
+
+def test_a_dropped_keep_alive_connection_is_retried_once_and_recorded(proxy: FaultProxy) -> None:
+    """The second request on a kept-alive connection meets a closed connection before any response byte
+    (what llama-server does to an idle connection): it is sent again, once, and its row says so."""
+    proxy.queue(Fault("drop", reused_only=True))
+    first, second = _send(proxy, HELLO, HELLO, keep_alive=True)
+    assert first.status == second.status == "ok" and second.completion_tokens == 8
+    assert first.retried is None
+    assert second.retried is not None and "RemoteProtocolError" in second.retried
+    assert second.row()["retried"] == second.retried
+    assert [(seen.fault, seen.on_connection) for seen in proxy.log] == [("pass", 1), ("drop", 2), ("pass", 1)]
+
+
+def test_a_request_that_got_a_byte_is_never_retried(proxy: FaultProxy) -> None:
+    proxy.queue(Fault("cut_after", after_bytes=40))
+    (result,) = _send(proxy, HELLO)
+    assert result.status == "errored" and result.retried is None and result.http_status == 200
+    assert result.error is not None and "RemoteProtocolError" in result.error
+    assert len(proxy.log) == 1
+
+
+def test_a_stalled_stream_ends_at_the_read_timeout(proxy: FaultProxy) -> None:
+    proxy.queue(Fault("stall"))
+    started = time.monotonic()
+    (result,) = _send(proxy, HELLO, timeout_s=2.0)
+    assert time.monotonic() - started < 30
+    assert result.status == "errored" and result.error is not None and "ReadTimeout" in result.error
+    assert result.retried is None and len(proxy.log) == 1
+
+
+def test_an_error_page_that_echoes_the_key_is_stored_without_it(proxy: FaultProxy) -> None:
+    proxy.queue(Fault("status", status=500, body=b'{"error": {"message": "bad request from ', echo_auth=True))
+    (result,) = _send(proxy, HELLO, headers={"Authorization": f"Bearer {KEY}"})
+    assert proxy.log[0].authorization == f"Bearer {KEY}"  # the proxy saw it, and echoed it
+    assert result.status == "errored" and result.http_status == 500
+    assert result.error is not None and "<redacted>" in result.error and KEY not in json.dumps(result.row())
+
+
+@pytest.mark.parametrize(("rewrite", "said"), [
+    (lambda payload: b"[1, 2, 3]", "a JSON list, not an object"),
+    (lambda payload: b'"just a string"', "a JSON str, not an object"),
+    (lambda payload: payload[:-3], "an event that is not JSON"),
+    (lambda payload: payload.replace(b'"completion_tokens":8', b'"completion_tokens":"8"'),
+     "usage completion_tokens is '8', not a token count"),
+    (lambda payload: payload.replace(b'"choices":[', b'"choices":"x","was":['), "cannot read"),
+], ids=["list", "string", "torn-json", "string-usage", "string-choices"])
+def test_a_malformed_stream_is_an_errored_row_that_says_why(proxy: FaultProxy, rewrite: object, said: str) -> None:
+    proxy.queue(Fault("rewrite", rewrite=rewrite))  # type: ignore[arg-type]
+    (result,) = _send(proxy, HELLO)
+    assert result.status == "errored" and result.error is not None and said in result.error, result.error
+    assert result.retried is None
+    json.dumps(result.row())  # the row is whole and serialisable
+
+
+def test_the_unchanged_stream_through_the_proxy_is_measured(proxy: FaultProxy) -> None:
+    """The control: the same proxy with a rewrite that changes nothing gives a normal measurement."""
+    proxy.queue(Fault("rewrite", rewrite=lambda payload: payload))
+    (result,) = _send(proxy, HELLO)
+    assert result.status == "ok" and result.completion_tokens == 8 and result.server["decode_tokens_server"] == 8
+
+
+def test_a_tokenizer_answer_without_its_key_is_a_clear_error(proxy: FaultProxy) -> None:
+    proxy.queue(Fault("status", status=200, path="/tokenize", body=b'{"ids": [1, 2, 3]}'))
+    with Tokenizer(proxy.url, ADAPTER) as tokenizer:
+        with pytest.raises(RequestFailed, match=r"answered without a token count \(KeyError: 'tokens'\)"):
+            tokenizer.count("hello")
+        assert tokenizer.count("hello") > 0  # the next answer is the server's own
+
+
+def test_launch_never_calls_another_server_ready(live_run: Run, tmp_path: Path, llama_server: Path) -> None:
+    """A second launch on the port the live server holds: that server answers /health at once, but it
+    is not the process this launch started; ours fails to bind and is diagnosed as a port clash."""
+    from ninferkit import steps
+    from ninferkit.errors import ServerStartError
+    from ninferkit.runs import open_run
+    from tests.conftest import LOCAL_CPU
+
+    port = int(json.loads(live_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
+    run = open_run(LOCAL_CPU, tmp_path / "second", [f"serve.port={port}"])
+    with pytest.raises(ServerStartError) as err:
+        steps.launch(run, progress=False)
+    assert err.value.diagnosis is not None and err.value.diagnosis.code == "port_in_use"
+    assert json.loads(run.dir.server.read_text())["state"] == "stopped"
+    assert server.ensure_running(live_run.dir)["state"] == "ready"  # the other server was left alone
+
+
+# -- whole sweeps through the faults --------------------------------------------------------------------------
+
+SMALL = ["sweeps.context.targets=[64, 96]", "sweeps.context.output_tokens=4", "sweeps.context.repetitions=1",
+         "sweeps.context.warmup=0", "sweeps.max_errors_per_cell=1", "sweeps.telemetry=false"]
+
+
+@pytest.fixture()
+def small_run(tmp_path: Path, llama_server: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    from ninferkit import steps
+    from ninferkit.runs import open_run
+    from tests.conftest import LOCAL_CPU, free_port
+
+    monkeypatch.setenv("NINFERKIT_FAULT_KEY", KEY)
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", "serve.api_key_env=NINFERKIT_FAULT_KEY",
+                                                 *SMALL])
+    steps.launch(run, progress=False)
+    yield run
+    server.stop(run.dir)
+
+
+def _through(run: Run, proxy: FaultProxy) -> None:
+    """Point the run's server record at the proxy (the server behind it is the run's own)."""
+    record = json.loads(run.dir.server.read_text())
+    record["url"] = proxy.url
+    run.dir.server.write_text(json.dumps(record))
+
+
+def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(small_run: Run) -> None:
+    from ninferkit.errors import SweepFailed
+    from ninferkit.report import write_report
+    from ninferkit.sweeps import sweeps_step
+
+    port = int(json.loads(small_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        proxy.queue(*[Fault("status", status=500, path="/v1/chat/completions", echo_auth=True,
+                            body=b'{"error": {"message": "rejected ') for _ in range(4)])
+        _through(small_run, proxy)
+        with pytest.raises(SweepFailed, match="2 of 2 cells measured nothing") as failed:
+            sweeps_step(small_run, only="context", progress=False)
+    assert KEY not in str(failed.value) and "<redacted>" in str(failed.value)
+    write_report(small_run.dir.path)
+    stored = {path: path.read_text(errors="replace") for path in small_run.dir.path.rglob("*") if path.is_file()}
+    assert not [path for path, text in stored.items() if KEY in text]
+    assert "<redacted>" in stored[small_run.dir.requests]
+
+
+def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) -> None:
+    from ninferkit.errors import DiskFull
+    from ninferkit.runs import read_jsonl
+    from ninferkit.sweeps import sweeps_step
+
+    small_run.dir.requests.symlink_to("/dev/full")  # the kernel answers every write with ENOSPC
+    with pytest.raises(DiskFull, match="requests.jsonl: No space left on device"):
+        sweeps_step(small_run, only="context", progress=False)
+    small_run.dir.requests.unlink()
+    table = sweeps_step(small_run, only="context", progress=False)["context"]
+    assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [1, 1]
+    assert len(list(read_jsonl(small_run.dir.requests))) == 2

@@ -1,0 +1,72 @@
+"""llama-server's memory books on a CPU with AMX match those of a CPU without it.
+
+tests/data/llama_server_cpu_amx/ holds real startup logs of the embedded default on an AMX CPU (its
+README says where they were captured): llama.cpp puts the weights into an `AMX` model buffer beside the
+file mapping (`CPU_Mapped`). tests/data/llama_server_logs/ holds the same settings captured on a CPU
+without AMX, which prints the `CPU_Mapped` line alone. Counting the AMX copy as more weights made every
+pool look 80 MiB dearer, and the live capacity tests failed on such a machine ("no single formula fits").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ninferkit.capacity.step import fit_logs
+from ninferkit.engines import get_adapter
+from ninferkit.params import load_profile
+from tests.conftest import DATA, GENERATED_CPU
+
+AMX = sorted((DATA / "llama_server_cpu_amx").glob("c*-np*.log"))  # the generated model's (the README's table)
+ADAPTER = get_adapter("llama_server")
+BOOKS = ("weights_bytes", "runtime_bytes", "kv_cache_bytes", "kv_tokens", "free_after_weights_bytes")
+
+
+def test_the_amx_logs_print_both_buffers() -> None:
+    assert len(AMX) == 4
+    for log in AMX:
+        ledger = ADAPTER.parse_ledger(log.read_text())
+        assert {"model_buffer_AMX_bytes", "model_buffer_CPU_Mapped_bytes"} <= set(ledger), log.name
+
+
+@pytest.mark.parametrize("name", ["c2048-np1-f16.log", "c2048-np1-q8_0.log"])
+def test_an_amx_cpu_books_what_a_cpu_without_amx_books(name: str) -> None:
+    amx = ADAPTER.parse_ledger((DATA / "llama_server_cpu_amx" / name).read_text())
+    plain = ADAPTER.parse_ledger((DATA / "llama_server_logs" / name).read_text())
+    assert "model_buffer_AMX_bytes" not in plain  # the machine without AMX prints CPU_Mapped alone
+    assert amx["weights_bytes"] == plain["weights_bytes"] == plain["model_buffer_CPU_Mapped_bytes"]
+    for key in ("runtime_bytes", "kv_cache_bytes", "kv_tokens"):
+        assert amx[key] == plain[key], key
+    # free memory is each machine's own; what the books take from it is the same weights
+    assert amx["free_after_weights_bytes"] > 0
+
+
+def test_the_fit_over_amx_logs_agrees_with_the_fit_over_plain_logs() -> None:
+    profile = load_profile(GENERATED_CPU).profile
+    amx = fit_logs(profile, AMX)
+    plain = fit_logs(profile, sorted((DATA / "llama_server_logs").glob("*.log")))
+    assert amx["conflicts"] == [] == plain["conflicts"]
+    assert amx["bytes_per_token"] == plain["bytes_per_token"] == 2048  # f16 K+V: 4 layers x 2 heads x 64 x 2 x 2 B
+    assert amx["fixed_bytes"] == plain["fixed_bytes"]  # f16, 1 slot of 2048: the same interval to the byte
+    for dtype in ("f16", "q8_0"):
+        low_a, high_a = _per_extra_slot(amx, dtype)
+        low_p, high_p = _per_extra_slot(plain, dtype)
+        assert max(low_a, low_p) <= min(high_a, high_p), dtype  # the intervals overlap
+
+
+def _per_extra_slot(summary: dict, dtype: str) -> tuple[int, int]:
+    term = next(t for t in summary["terms_pinned"] if t.startswith(f"kv={dtype}: fixed part per extra slot"))
+    low, high = term.partition("[")[2].rstrip("] B").split(", ")
+    return int(low.replace(",", "")), int(high.replace(",", ""))
+
+
+def test_q4_1_weights_repacked_into_amx_tiles_are_booked_once_with_each_buffer_named() -> None:
+    # A Q4_1 model on the AMX CPU (README: SmolLM2-135M's shape, llama-quantize'd): the AMX copy is larger
+    # than the file's mapping (the tile layout), and both are named; the weights are the mapping's.
+    repack = ADAPTER.parse_ledger(
+        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-repack.log").read_text())
+    plain = ADAPTER.parse_ledger(
+        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-no-repack.log").read_text())
+    assert repack["model_buffer_AMX_bytes"] > repack["model_buffer_CPU_Mapped_bytes"]
+    assert repack["weights_bytes"] == repack["model_buffer_CPU_Mapped_bytes"]
+    assert "model_buffer_AMX_bytes" not in plain and plain["weights_bytes"] == plain["model_buffer_CPU_Mapped_bytes"]
+    assert repack["kv_cache_bytes"] == plain["kv_cache_bytes"]

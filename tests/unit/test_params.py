@@ -1,0 +1,94 @@
+"""Profiles: loading, overrides, the stable hash, and errors that name field, value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ninferkit.errors import ProfileError
+from ninferkit.params import load_profile
+from ninferkit.params.load import yaml_comments
+from tests.conftest import REPO
+
+LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
+
+
+def test_every_shipped_profile_validates() -> None:
+    profiles = sorted((REPO / "params").glob("*.yaml"))
+    assert LOCAL_CPU in profiles
+    for path in profiles:
+        assert load_profile(path).profile.name
+
+
+def test_overrides_are_typed_and_change_the_hash() -> None:
+    base = load_profile(LOCAL_CPU)
+    changed = load_profile(LOCAL_CPU, ["serve.max_context=8192", "serve.kv.dtype=q8_0"])
+    assert changed.profile.serve.max_context == 8192
+    assert changed.profile.serve.kv.dtype == "q8_0"
+    assert base.hash == load_profile(LOCAL_CPU).hash
+    assert changed.hash != base.hash
+    assert len(base.hash) == 12
+
+
+def test_unknown_field_suggests_the_closest_name() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(LOCAL_CPU, ["serve.max_contxt=8192"])
+    message = str(err.value)
+    assert "serve.max_contxt: unknown field" in message
+    assert "did you mean 'max_context'" in message
+
+
+def test_wrong_type_names_field_and_value() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(LOCAL_CPU, ["serve.port=eighty"])
+    assert "serve.port = 'eighty'" in str(err.value)
+    assert "valid integer" in str(err.value)
+
+
+def test_out_of_range_value_says_the_limit() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(LOCAL_CPU, ["serve.max_concurrency=0"])
+    assert "serve.max_concurrency = 0" in str(err.value)
+    assert "greater than or equal to 1" in str(err.value)
+
+
+def test_unknown_engine_kind_lists_the_allowed_kinds() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(LOCAL_CPU, ["engine.kind=tgi"])
+    message = str(err.value)
+    assert "engine.kind = 'tgi'" in message
+    assert "'ninfer', 'llama_server' or 'vllm'" in message
+
+
+def test_api_key_must_be_a_variable_name_not_a_key() -> None:
+    with pytest.raises(ProfileError, match="serve.api_key_env.*environment variable NAME"):
+        load_profile(LOCAL_CPU, ["serve.api_key_env=sk-live-abc123"])
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile(LOCAL_CPU, ["serve.port=0", "gpu.arch=volta"])
+    assert "serve.port" in str(err.value) and "gpu.arch" in str(err.value)
+
+
+def test_malformed_override_says_the_expected_shape() -> None:
+    with pytest.raises(ProfileError, match=r"section\.field=value"):
+        load_profile(LOCAL_CPU, ["serve.max_context"])
+
+
+def test_missing_profile_file_is_a_profile_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profile(tmp_path / "nope.yaml")
+
+
+def test_artifact_needs_exactly_one_source(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nengine: {kind: llama_server}\nartifact: {repo: a/b, filename: m.gguf}\n")
+    with pytest.raises(ProfileError, match="needs repo, revision and filename"):
+        load_profile(bad)
+
+
+def test_comments_beside_keys_become_reasons() -> None:
+    text = "serve:\n  max_context: 131072   # two slots of 128K\n  kv:\n    dtype: int8  # Volta: bf16 or int8\n"
+    assert yaml_comments(text) == {"serve.max_context": "two slots of 128K", "serve.kv.dtype": "Volta: bf16 or int8"}
