@@ -11,7 +11,9 @@ benchmark. Faults can be switched on to test a client's resume logic and its bou
 - ``ignore_range``: every request gets 200 and the whole file, Range or not;
 - ``endless``: 200 with no Content-Length, and zero bytes sent until the client hangs up;
 - ``trailing_bytes``: the whole file and then that many more bytes, with no Content-Length;
-- ``redirect``: every request is answered 302 to this URL (to itself: a redirect loop).
+- ``redirect``: every request is answered 302 to this URL (to itself: a redirect loop);
+- ``trickle_bytes_per_s``: the body goes out at about that rate, 256 bytes at a time (a server that is
+  never silent long enough for a read timeout, but would take days).
 
 Each request is recorded (path, Range header, status, body bytes sent) so a test can check what the
 client asked for. Run as a script for the benchmark: ``python tests/range_server.py DIR`` prints the
@@ -23,9 +25,11 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
@@ -50,6 +54,7 @@ class Faults:
     endless: bool = False
     trailing_bytes: int = 0
     redirect: str | None = None
+    trickle_bytes_per_s: int | None = None
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -153,10 +158,27 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
                 return
             count = length if cut is None else min(cut, length)
             with path.open("rb") as handle:
+                if server.faults.trickle_bytes_per_s:
+                    self._trickle(handle, start, count, served)
+                    return
                 sent = self.connection.sendfile(handle, start, count) if count else 0
             served.body_bytes = sent
             if cut is not None:
                 self.close_connection = True
+
+        def _trickle(self, handle: BinaryIO, start: int, count: int, served: Served) -> None:
+            """256 bytes at a time, paced to the fault's rate, until the client hangs up."""
+            rate = server.faults.trickle_bytes_per_s or 1
+            handle.seek(start)
+            try:
+                while served.body_bytes < count:
+                    piece = handle.read(min(256, count - served.body_bytes))
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    served.body_bytes += len(piece)
+                    time.sleep(len(piece) / rate)
+            except ConnectionError:
+                return
 
         def _unbounded(self, path: Path, asked: str | None) -> None:
             """A body delimited by closing the connection: the file and trailing bytes, or zeros forever."""

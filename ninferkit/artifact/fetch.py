@@ -10,7 +10,10 @@ A download is bounded: a body is cut off at the pinned size (else the size the s
 else what the disk can spare), so a server that streams forever or sends more than it should
 ends in a clear error, not a full disk; a redirect loop or a redirect to another scheme is an
 error at once. Redirects carry the Authorization header only within the origin it was given for
-(httpx drops it on a redirect to another host).
+(httpx drops it on a redirect to another host). A server that trickles (a few bytes now and then, never
+silent long enough for the read timeout) is stopped by a speed floor, as curl's `--speed-limit` and
+`--speed-time` do: slower than `SpeedFloor.bytes_per_s` over a whole `window_s` ends the download with the
+part kept, so a rerun (or a mirror) resumes from it.
 
 CPU per GiB matters as much as the rate (a 2-core box shares its CPUs with everything else): the
 socket is read up to 1 MiB at a time instead of httpcore's 64 KiB (the Python per read is paid 16
@@ -46,6 +49,17 @@ SYNC_EVERY_BYTES = 64 * 1024 * 1024
 READ_BYTES = 1024 * 1024
 DISK_RESERVE_BYTES = 1024**3
 """Left free on the destination's disk by a download whose size nothing pins or announces."""
+
+
+@dataclass(frozen=True)
+class SpeedFloor:
+    """The slowest a download may run over a whole window before it stops (curl: --speed-limit/--speed-time)."""
+
+    bytes_per_s: float = 1024.0
+    window_s: float = 30.0
+
+    def describe(self) -> str:
+        return f"{self.bytes_per_s:,.0f} bytes/s over {self.window_s:g} s"
 
 
 @dataclass(frozen=True)
@@ -183,6 +197,7 @@ def download(
     retries: int = 5,
     backoff_s: float = 1.0,
     timeout_s: float = 60.0,
+    speed_floor: SpeedFloor = SpeedFloor(),
     progress: bool = True,
 ) -> DownloadResult:
     """Fetch `url` to `dest` (which must not exist yet), resuming a `.part` left by an earlier try.
@@ -190,7 +205,8 @@ def download(
     `retries` bounds consecutive failed attempts that received no byte (a drop after progress
     starts the count again), and restarts from byte 0; the wait before retry k is
     ``backoff_s * 2**(k-1)`` seconds, at most 60.
-    `headers` may carry an Authorization header; it is never logged.
+    `headers` may carry an Authorization header; it is never logged. A body slower than `speed_floor`
+    raises ArtifactError at once (not retried: the same server would trickle again), the part kept.
 
     Raises ChecksumMismatch when the server offers another size or the bytes hash to another
     sha256 (the part is removed: its bytes are wrong), ArtifactError for HTTP errors and exhausted
@@ -223,7 +239,12 @@ def download(
             sink = _HashingAppender(handle, digest, pool)
             before = offset
             try:
-                outcome = _fetch(client, url, offset, expected_size, request_headers, sink, shown)
+                outcome = _fetch(client, url, offset, expected_size, request_headers, sink, shown, speed_floor)
+            except _TooSlow as exc:
+                sink.flush()
+                raise ArtifactError(f"download of {url} stopped: {exc}, below the floor of {speed_floor.describe()}; "
+                                    f"{handle.tell():,} bytes are kept in {part}: run the step again to resume, or "
+                                    "use a mirror (artifact.endpoint, HF_ENDPOINT)") from None
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
                 sink.flush()
                 raise ArtifactError(f"download of {url} failed: {exc} (a redirect loop, or a redirect away from "
@@ -270,6 +291,10 @@ class _Transient(Exception):
     """A retryable HTTP status (5xx, 429, 408) or a body shorter than announced."""
 
 
+class _TooSlow(Exception):
+    """The body ran below the speed floor for a whole window."""
+
+
 class _Oversize(Exception):
     """The body goes on past the size the file can have (pinned, announced, or the disk's room)."""
 
@@ -282,6 +307,7 @@ def _fetch(
     headers: dict[str, str],
     sink: _HashingAppender,
     shown: Progress,
+    speed_floor: SpeedFloor,
 ) -> str:
     """One GET from `offset`: 'done' when the whole body arrived, 'restart' when the part must restart."""
     if offset:
@@ -307,6 +333,7 @@ def _fetch(
             shown.set_total(total)  # a share and a rate for a download whose size the profile does not pin
         limit, bound = _limit(expected_size, total, sink.handle.name, offset)
         position = offset
+        window_started, window_position = time.monotonic(), offset
         for chunk in response.iter_raw():
             if position + len(chunk) > limit:
                 sink.write(chunk[:limit - position])
@@ -314,6 +341,11 @@ def _fetch(
             position += len(chunk)
             sink.write(chunk)
             shown.update(len(chunk))
+            elapsed = time.monotonic() - window_started
+            if elapsed >= speed_floor.window_s:
+                if position - window_position < speed_floor.bytes_per_s * elapsed:
+                    raise _TooSlow(f"{position - window_position:,} bytes in the last {elapsed:.1f} s")
+                window_started, window_position = time.monotonic(), position
         sink.flush()
         if total is not None and sink.handle.tell() < total:
             raise _Transient(f"the body ended at byte {sink.handle.tell()} of {total}")

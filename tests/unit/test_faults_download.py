@@ -72,6 +72,24 @@ def test_endless_body_without_any_size_stops_at_the_disk_reserve(server: RangeSe
     assert server.log[0].body_bytes < 64 * 1024 * 1024
 
 
+def test_a_trickling_server_stops_at_the_speed_floor_and_the_rerun_resumes(server: RangeServer,
+                                                                            tmp_path: Path) -> None:
+    """A body at ~4 KB/s is never silent for the read timeout; the floor (here 64 KB/s over 0.5 s, the
+    default is 1 KiB/s over 30 s) stops it with the bytes so far kept, and the next try resumes from them."""
+    server.faults = Faults(trickle_bytes_per_s=4096)
+    dest = tmp_path / "blob.bin"
+    floor = fetch.SpeedFloor(bytes_per_s=64 * 1024, window_s=0.5)
+    with pytest.raises(ArtifactError, match=r"stopped: [\d,]+ bytes in the last 0\.\d s, below the floor of "
+                                            r"65,536 bytes/s over 0\.5 s; [\d,]+ bytes are kept in .*blob\.bin\.part"):
+        download(f"{server.url}/blob.bin", dest, SIZE, _sha(server), speed_floor=floor, progress=False)
+    kept = fetch.part_path(dest).stat().st_size
+    assert 0 < kept < SIZE and len(server.log) == 1  # not retried against the same trickle
+    server.faults = Faults()
+    result = download(f"{server.url}/blob.bin", dest, SIZE, _sha(server), speed_floor=floor, progress=False)
+    assert (result.resumed_from_bytes, server.log[-1].range) == (kept, f"bytes={kept}-")
+    assert dest.stat().st_size == SIZE
+
+
 def test_redirect_loop_is_an_error_at_once(server: RangeServer, tmp_path: Path) -> None:
     server.faults = Faults(redirect=f"{server.url}/blob.bin")
     with pytest.raises(ArtifactError, match="redirect loop"):
