@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
 from ninferkit.redaction import remember, scrub
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
@@ -227,7 +227,7 @@ class StreamingClient:
             result = await client.send(RequestSpec("chat", [{"role": "user", "content": "Hi"}], 16))
     """
 
-    def __init__(self, base_url: str, adapter: EngineAdapter, model_id: str, *,
+    def __init__(self, base_url: str, adapter: ApiDialect, model_id: str, *,
                  headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
                  keep_alive: bool = False) -> None:
@@ -377,7 +377,7 @@ def _tokens(usage: Any, name: str) -> int | None:
 class _StreamParser:
     """Per-API event handling; subclasses read text, usage and finish reason from their events."""
 
-    def __init__(self, result: RequestResult, adapter: EngineAdapter) -> None:
+    def __init__(self, result: RequestResult, adapter: ApiDialect) -> None:
         self.result = result
         self.adapter = adapter
         self.finished = False

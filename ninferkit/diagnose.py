@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ninferkit.engines import get_adapter
-from ninferkit.engines.base import DiagnosisRule, EngineAdapter
+from ninferkit.engines.log_reader import DiagnosisRule, LogReader
 from ninferkit.errors import Diagnosis
 from ninferkit.params.profile import Profile
 from ninferkit.telemetry import engine_rates
@@ -73,7 +73,7 @@ def throughput_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | No
     return out
 
 
-def diagnose_log(log_text: str, adapter: EngineAdapter, profile: Profile | None = None) -> dict[str, Any]:
+def diagnose_log(log_text: str, adapter: LogReader, profile: Profile | None = None) -> dict[str, Any]:
     """Everything `ninferkit diagnose` says about one log, as plain data (`--json` prints it).
 
     healthy: the server listened (the ledger has listen_url) and no failure was found; failures are the

@@ -32,6 +32,7 @@ from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
+from ninferkit.engines.launcher import Launcher
 from ninferkit.errors import (
     BadInput,
     NinferkitError,
@@ -332,7 +333,7 @@ def _post_json(client: httpx.Client, path: str, payload: dict[str, Any]) -> dict
     return body
 
 
-def command(profile: Profile, adapter: EngineAdapter, model_path: Path, binary: Path | None) -> list[str]:
+def command(profile: Profile, adapter: Launcher, model_path: Path, binary: Path | None) -> list[str]:
     """The server's argv: native with the given binary, or wrapped in `docker run` when the profile says so."""
     if profile.serve.docker:
         return docker_argv(profile, adapter, model_path)

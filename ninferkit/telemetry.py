@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pynvml
 
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import NinferkitError
 from ninferkit.runs import append_jsonl
 
@@ -71,7 +71,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
 class Telemetry:
     """Background samplers writing to one JSONL file; start/stop, or use as a context manager."""
 
-    def __init__(self, path: Path, adapter: EngineAdapter, log_path: Path | None, base_url: str | None, *,
+    def __init__(self, path: Path, adapter: LogReader, log_path: Path | None, base_url: str | None, *,
                  headers: Mapping[str, str] | None = None, hz: float = 10.0) -> None:
         self.path = path
         self.adapter = adapter

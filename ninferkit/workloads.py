@@ -28,7 +28,7 @@ from typing import Any, Literal
 import httpx
 import yaml
 
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, RequestFailed
 from ninferkit.redaction import scrub
 
@@ -121,7 +121,7 @@ class Tokenizer:
     Raises RequestFailed when the server does not answer.
     """
 
-    def __init__(self, base_url: str, adapter: EngineAdapter, headers: dict[str, str] | None = None,
+    def __init__(self, base_url: str, adapter: ApiDialect, headers: dict[str, str] | None = None,
                  timeout_s: float = 120.0) -> None:
         self.adapter = adapter
         self._http = httpx.Client(base_url=base_url, headers=headers or {}, timeout=timeout_s)

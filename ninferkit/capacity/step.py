@@ -26,7 +26,7 @@ from ninferkit.capacity.observations import Observation, Setting, from_log_file,
 from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from, decision_table
 from ninferkit.engines import get_adapter
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.capacity_rules import CapacityRules
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
@@ -55,7 +55,7 @@ def _check_concurrencies(profile: Profile, rule: PoolRule) -> None:
                            f"(allowed: 1..{at_most})")
 
 
-def _check_dtypes(profile: Profile, adapter: EngineAdapter, dtypes: Sequence[str | None]) -> None:
+def _check_dtypes(profile: Profile, adapter: CapacityRules, dtypes: Sequence[str | None]) -> None:
     """Refuse, before any launch, a KV dtype the engine cannot use with this model (a launch would
     only fail, after minutes of loading on a large model)."""
     layout = _layout_for(profile, adapter)
@@ -66,7 +66,7 @@ def _check_dtypes(profile: Profile, adapter: EngineAdapter, dtypes: Sequence[str
             raise ProfileError(f"capacity.kv_dtypes: {dtype!r}: {exc}") from None
 
 
-def _layout_for(profile: Profile, adapter: EngineAdapter) -> Callable[[str | None], KVLayout | None]:
+def _layout_for(profile: Profile, adapter: CapacityRules) -> Callable[[str | None], KVLayout | None]:
     path = _model_file(profile)
 
     def layout(dtype: str | None) -> KVLayout | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.launcher import Launcher
 from ninferkit.errors import NinferkitError
 from ninferkit.params.profile import Profile
 
@@ -32,7 +32,7 @@ def container_name(profile: Profile) -> str:
     return f"ninferkit-{profile.name}-{profile.serve.port}"
 
 
-def docker_argv(profile: Profile, adapter: EngineAdapter, model_path: Path) -> list[str]:
+def docker_argv(profile: Profile, adapter: Launcher, model_path: Path) -> list[str]:
     """The `docker run` argv of the engine, the model folder at /models.
 
     Inside the container the selected GPUs are numbered from 0, so the engine's own device options

@@ -1,6 +1,6 @@
 """How an engine turns (concurrency, per-slot context) into a KV pool: page size, pool range, auto headroom.
 
-Each engine adapter states its rule (`EngineAdapter.capacity_pool`), so the fit, the table and the
+Each engine adapter states its rule (`CapacityRules.capacity_pool`), so the fit, the table and the
 search never branch on engine names; it lives beside the adapters because it is engine knowledge.
 Sources: capacity-model.md §1.4 (NInfer paged pool, 64-token pages in [max(L, C), C x L] with
 L = ceil(max_context / 64), so never below max_context; auto keeps 1 GiB; at most 8 slots), §2 (vLLM

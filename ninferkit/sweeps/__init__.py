@@ -25,7 +25,7 @@ import pandas as pd
 
 from ninferkit import server
 from ninferkit.engines import get_adapter
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
 from ninferkit.progress import Progress, track
 from ninferkit.runs import Run, RunDir
@@ -97,7 +97,7 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
     return tables
 
 
-def _served(adapter: EngineAdapter, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
     """What the running server says at the adapter's `request_extensions_path` (None when it has none or
     does not answer: the adapter then reads what the profile alone says)."""
     path = adapter.request_extensions_path

@@ -28,6 +28,7 @@ import httpx
 from ninferkit import server
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell, ledger_path
@@ -430,7 +431,7 @@ RUNNERS: dict[str, Callable[[SweepContext, Cell, Recorder], Awaitable[None]]] = 
 }
 
 
-def base_row(run: Run, adapter: EngineAdapter, server_record: dict[str, Any]) -> dict[str, Any]:
+def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any]) -> dict[str, Any]:
     """The fields every row of this run shares: what makes a result reproducible."""
     artifact = run.dir.artifact
     sha = run.profile.artifact.sha256

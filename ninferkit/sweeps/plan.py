@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.params.sweeps import MAX_COUNT
@@ -84,7 +84,7 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
     return names
 
 
-def build_plan(profile: Profile, adapter: EngineAdapter, kinds: Iterable[str], explicit: bool,
+def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], explicit: bool,
                served: dict[str, Any] | None = None) -> list[Cell]:
     """The cells of the chosen kinds; a disabled kind runs only when named explicitly. `served` is what
     the running server said at the adapter's `request_extensions_path` (None before it runs).
@@ -175,7 +175,7 @@ def sent_output_tokens(api: str, asked: int) -> int:
 class _Engine:
     """What the profile's engine serves and reads, asked of its adapter once per plan."""
 
-    def __init__(self, adapter: EngineAdapter, profile: Profile, served: dict[str, Any] | None) -> None:
+    def __init__(self, adapter: ApiDialect, profile: Profile, served: dict[str, Any] | None) -> None:
         self.kind = adapter.kind
         self.who = adapter.kind + (f" build {profile.engine.fork}" if profile.engine.fork else "")
         self.apis = adapter.served_apis(profile)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.client import ROW_NUMBERS, RequestResult, RequestSpec, StreamingClient
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import BadInput, RequestFailed
 from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, read_jsonl_numbered, utc_now
 
@@ -104,7 +104,7 @@ class MeteredClient(StreamingClient):
                                f"{SETTLE_READS * SETTLE_INTERVAL_S:g} s; no server numbers attributed"}
 
 
-def record_log_truth(run: Run, adapter: EngineAdapter) -> int:
+def record_log_truth(run: Run, adapter: LogReader) -> int:
     """Join the engine's own request record to all rows of the run (one pass, so every logged
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were

@@ -20,17 +20,8 @@ from typing import Any
 
 from ninferkit.cpu import host_cpu
 from ninferkit.embedded import build_dir, llama_server_binary
-from ninferkit.engines.base import (
-    OUT_OF_MEMORY_AT_FIRST_USE,
-    EngineAdapter,
-    field_pattern,
-    integer,
-    llama_cpp_timings,
-    mib,
-    rule,
-    serve_of,
-    text,
-)
+from ninferkit.engines.api_dialect import llama_cpp_timings
+from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.llama_server.amx import NO_REPACK, repack_finding, repack_hazard
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
@@ -41,6 +32,7 @@ from ninferkit.engines.llama_server.kv_layout import (
     quantized_cache_type,
 )
 from ninferkit.engines.llama_server.options import Serve
+from ninferkit.engines.log_reader import field_pattern, integer, mib, rule, text
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.finding import Finding

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ninferkit.engines.base import EngineAdapter, llama_cpp_timings, serve_of
+from ninferkit.engines.api_dialect import llama_cpp_timings
+from ninferkit.engines.base import EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.ninfer import logs
 from ninferkit.engines.ninfer.auto_room import kv_auto_findings

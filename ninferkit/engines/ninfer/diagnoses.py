@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ninferkit.engines.base import DiagnosisRule, rule
+from ninferkit.engines.log_reader import DiagnosisRule, rule
 from ninferkit.engines.ninfer.builds import CONTAINER_REFUSAL
 from ninferkit.engines.ninfer.flags import field_of
 from ninferkit.engines.ninfer.numbers import count

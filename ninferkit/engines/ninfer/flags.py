@@ -206,7 +206,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--log-level",), "serve.log_level", lambda s: s.log_level, "stderr verbosity (debug: memory ledger)",
          engine_default="info"),
     # NInfer reads its key only from argv: the value is the key itself (a placeholder in a plan without
-    # it), which EngineAdapter.redact() hides in every record.
+    # it), which Launcher.redact() hides in every record.
     Flag(("--api-key",), "serve.api_key_env",
          lambda s: None if s.api_key_env is None else os.environ.get(s.api_key_env) or f"${{{s.api_key_env}}}",
          "bearer key, read from the variable serve.api_key_env names"),

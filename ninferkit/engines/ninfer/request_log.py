@@ -322,7 +322,7 @@ def ledger_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def throughput_rows(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`throughput` events (v9+) with the names EngineAdapter.parse_throughput uses."""
+    """`throughput` events (v9+) with the names LogReader.parse_throughput uses."""
     rows = []
     for event in events:
         if event.get("event") != "throughput":

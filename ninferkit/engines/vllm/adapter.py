@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.engines.base import EngineAdapter, rule, serve_of
+from ninferkit.engines.base import EngineAdapter, serve_of
 from ninferkit.engines.host import power_limit_files
 from ninferkit.engines.kv import KVLayout
+from ninferkit.engines.log_reader import rule
 from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
