@@ -57,7 +57,7 @@ def main() -> int:
     profile = Profile.model_validate(read_json(run_dir.manifest)["profile"])
     if profile.engine.kind != "llama_server":
         sys.exit(f"{args.run_dir} ran {profile.engine.kind}; llama-bench compares llama-server runs only")
-    context = pd.read_csv(run_dir.path / "tables" / "context.csv")
+    context = pd.read_csv(run_dir.table("context"))
     context = context[context["status"] == "done"]
     targets = [int(t) for t in context["target_prompt_tokens"]]
     output_tokens = profile.sweeps.context.output_tokens
@@ -84,7 +84,7 @@ def main() -> int:
           f"(min {table['decode_ratio'].min():.3f}, max {table['decode_ratio'].max():.3f})")
     print(f"prefill server / llama-bench: median {table['prefill_ratio'].median():.3f} "
           f"(min {table['prefill_ratio'].min():.3f}, max {table['prefill_ratio'].max():.3f})")
-    out = run_dir.path / "llama_bench.json"
+    out = run_dir.llama_bench
     write_json_atomic(out, {"created": utc_now(), "binary": str(binary), "model": str(model),
                             "repetitions": args.repetitions, "comparison": rows,
                             "llama_bench_prefill": prefill, "llama_bench_decode": decode})

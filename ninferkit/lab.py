@@ -26,7 +26,7 @@ def prepare(run: Run, templates: Path = TEMPLATES) -> Path:
     A notebook already there is kept as the session left it (its outputs and edits are the user's), so
     reopening a run's lab resumes it; delete run_dir/lab/ to start from the templates again.
     """
-    lab = run.dir.path / "lab"
+    lab = run.dir.lab
     lab.mkdir(parents=True, exist_ok=True)
     profile = str(run.loaded.source.resolve()) if run.loaded.source else ""
     for template in sorted(templates.glob("*.ipynb")):

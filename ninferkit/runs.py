@@ -182,12 +182,26 @@ def _short(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RunDir:
-    """The files of one run; the names here are the data flow of the design."""
+    """Every path of one run directory, named once: the data flow of the design.
+
+    A step, a reader or a command asks for a file by its name here, never by spelling it out, so moving
+    a file is one edit and `ls` of a run directory reads as this list.
+    """
 
     path: Path
 
+    def name(self, file: Path) -> str:
+        """A path of this run directory as the write-up cites it: relative, with forward slashes."""
+        return file.relative_to(self.path).as_posix()
+
+    @property
+    def lock(self) -> Path:
+        """Held by the run writing here (`claim`)."""
+        return self.path / ".lock"
+
     @property
     def manifest(self) -> Path:
+        """The profile, packages and host of the run, and each step's status."""
         return self.path / "manifest.json"
 
     @property
@@ -203,32 +217,97 @@ class RunDir:
         return self.path / "server.json"
 
     @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
     def server_log(self) -> Path:
-        return self.path / "logs" / "server.log"
+        return self.logs / "server.log"
+
+    @property
+    def docker(self) -> Path:
+        """The Dockerfile and power-limit unit of a Docker launch, to reproduce it by hand."""
+        return self.path / "docker"
 
     @property
     def requests(self) -> Path:
         return self.path / "requests.jsonl"
 
     @property
+    def server_truth(self) -> Path:
+        """The engine's own record of each request, joined to requests.jsonl by request_uid."""
+        return self.path / "server_truth.jsonl"
+
+    @property
     def telemetry(self) -> Path:
         return self.path / "telemetry.jsonl"
+
+    @property
+    def sweep_plan(self) -> Path:
+        return self.path / "sweeps" / "plan.json"
+
+    @property
+    def sweep_cells(self) -> Path:
+        """The ledger of finished cells (what a rerun skips)."""
+        return self.path / "sweeps" / "cells.jsonl"
+
+    @property
+    def speculation_off(self) -> Path:
+        """The run directory of the speculation A/B's second server."""
+        return self.path / "sweeps" / "speculation-off"
+
+    @property
+    def tables(self) -> Path:
+        """The sweep tables, tables/<name>.csv and its .parquet twin."""
+        return self.path / "tables"
+
+    def table(self, name: str, suffix: str = ".csv") -> Path:
+        return self.tables / f"{name}{suffix}"
 
     @property
     def capacity(self) -> Path:
         return self.path / "capacity.json"
 
     @property
+    def capacity_observations(self) -> Path:
+        return self.path / "capacity" / "observations.jsonl"
+
+    @property
+    def capacity_launches(self) -> Path:
+        """One run directory per capacity launch: launches/01, 02, ..."""
+        return self.path / "capacity" / "launches"
+
+    @property
+    def llama_bench(self) -> Path:
+        """benchmarks/bench_llama_bench.py's result, where that benchmark ran on this run."""
+        return self.path / "llama_bench.json"
+
+    @property
     def report(self) -> Path:
         return self.path / "report"
 
     @property
+    def report_figures(self) -> Path:
+        return self.report / "figures"
+
+    @property
+    def write_up(self) -> Path:
+        """The write-up as Markdown (the markdown renderer's file in report/)."""
+        return self.report / "index.md"
+
+    def comparison(self, baseline_run_id: str) -> Path:
+        """Where `ninferkit compare` writes this run against a baseline by default."""
+        return self.report / f"compare-vs-{baseline_run_id}"
+
+    @property
     def notebooks(self) -> Path:
+        """The executed notebooks: the record of what ran."""
         return self.path / "notebooks"
 
     @property
-    def logs(self) -> Path:
-        return self.path / "logs"
+    def lab(self) -> Path:
+        """JupyterLab's copies of the notebooks for this run (`ninferkit lab`)."""
+        return self.path / "lab"
 
     def read_manifest(self) -> dict[str, Any]:
         return read_json(self.manifest) if self.manifest.exists() else {}
@@ -279,7 +358,6 @@ def open_run(
     return run
 
 
-LOCK_FILE = ".lock"
 _held: dict[Path, int] = {}
 """Run directories this process holds: path -> the open lock file (the lock ends with the process)."""
 
@@ -296,8 +374,7 @@ def claim(run_dir: RunDir) -> None:
     if run_dir.path in _held:
         return
     run_dir.path.mkdir(parents=True, exist_ok=True)
-    lock = run_dir.path / LOCK_FILE
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(run_dir.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -100,8 +100,7 @@ def start(run: Run, progress: bool = True) -> dict[str, Any]:
     stop(run.dir)
     if run.profile.serve.docker:
         for name, text in get_adapter(run.profile.engine.kind).docker_files(run.profile).items():
-            (run.dir.path / "docker").mkdir(parents=True, exist_ok=True)
-            write_text_atomic(run.dir.path / "docker" / name, text)
+            write_text_atomic(run.dir.docker / name, text)
     return launch(run, model_path(run.profile), progress=progress)
 
 

@@ -31,23 +31,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def observations_path(run: Run) -> Path:
-    return run.dir.path / "capacity" / "observations.jsonl"
-
-
-def _launches_dir(run: Run) -> Path:
-    return run.dir.path / "capacity" / "launches"
-
-
 def _launch_log(run: Run, source: str) -> Path:
     """A recorded launch's log: at its path as recorded (absolute), or, where the run folder has moved
     (a published example, a copy), at the same place under this run's capacity/launches/."""
     path = Path(source)
     parts = path.parts
-    anchors = [i for i in range(len(parts) - 2) if parts[i:i + 2] == ("capacity", "launches")]
+    anchor = Path(run.dir.name(run.dir.capacity_launches)).parts
+    anchors = [i for i in range(len(parts) - len(anchor)) if parts[i:i + len(anchor)] == anchor]
     if path.exists() or not anchors:
         return path
-    return _launches_dir(run).joinpath(*parts[anchors[-1] + 2:])
+    return run.dir.capacity_launches.joinpath(*parts[anchors[-1] + len(anchor):])
 
 
 def recorded(run: Run) -> list[Observation]:
@@ -60,7 +53,7 @@ def recorded(run: Run) -> list[Observation]:
     kind = run.profile.engine.kind
     rule = get_adapter(kind).capacity_pool
     out = []
-    for row in read_jsonl(observations_path(run)):
+    for row in read_jsonl(run.dir.capacity_observations):
         saved = Observation.from_dict(row)
         log = _launch_log(run, saved.source)
         fresh = from_log_file(kind, log, saved.setting, rule) if log.exists() else None
@@ -87,7 +80,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
     memory after weights the run's own launch saw: a recorded launch that saw other free memory
     (made while something else held the GPU) is launched again rather than reused.
     """
-    root = _launches_dir(run)
+    root = run.dir.capacity_launches
 
     def launch(setting: Setting) -> Observation | None:
         for earlier in recorded(run):  # a rerun resumes: the same setting is not launched twice
@@ -130,7 +123,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
             problems = [f"{check['name']}: {check.get('detail')}" for check in record.get("checks", [])
                         if not check["ok"]]
             observation = replace(observation, extra={**observation.extra, "failure": "; ".join(problems)})
-        append_jsonl(observations_path(run), observation.as_dict())
+        append_jsonl(run.dir.capacity_observations, observation.as_dict())
         say(f"launch {index:02d} {setting.label()}: "
             + ("started and served a request" if served else f"{observation.kind}, did not serve"))
         return observation

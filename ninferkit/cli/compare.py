@@ -26,9 +26,10 @@ def main(args: argparse.Namespace) -> int:
 
     from ninferkit.report import compare_runs
     from ninferkit.report.fmt import number
+    from ninferkit.runs import RunDir
 
     comparison = compare_runs(args.run_dirs)
-    out = args.out or Path(args.run_dirs[-1]) / "report" / f"compare-vs-{comparison.run_ids[0]}"
+    out = args.out or RunDir(Path(args.run_dirs[-1])).comparison(comparison.run_ids[0])
     files = comparison.write(out)
     shown = comparison.table[SHOWN] if not comparison.table.empty else comparison.table
     with pd.option_context("display.width", 200, "display.max_colwidth", 60, "display.max_rows", None):

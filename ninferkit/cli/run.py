@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"ninferkit run: {exc}", file=sys.stderr)
         return 1
     folder = result.run.dir
-    write_up = folder.report / "index.md"
+    write_up = folder.write_up
     print_answer(folder.path, {"write_up": write_up if write_up.exists() else None, "run_directory": folder.path},
                  args.json, steps=[{"step": s.step, "status": s.status, "seconds": round(s.seconds, 1)}
                                    for s in result.steps])

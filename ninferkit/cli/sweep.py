@@ -39,6 +39,6 @@ def main(args: argparse.Namespace) -> int:
     summary = sweeps_summary(tables)
     if not args.json:
         print(summary.to_string(index=False))
-    print_answer(run.dir.path, {"tables": run.dir.path / "tables", "run_directory": run.dir.path}, args.json,
+    print_answer(run.dir.path, {"tables": run.dir.tables, "run_directory": run.dir.path}, args.json,
                  sweeps=summary.to_dict(orient="records"))
     return 0

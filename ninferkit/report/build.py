@@ -25,7 +25,7 @@ from ninferkit.latency import recorded_itl
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
-from ninferkit.report.data import FILE_STEPS, TABLE_ORDER, RunData, load_run, ordered_steps
+from ninferkit.report.data import TABLE_ORDER, RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
@@ -75,7 +75,7 @@ def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Repor
     renderers = {name: get_renderer(name) for name in chosen}  # unknown names fail before any write
     folder = run.dir.report
     folder.mkdir(parents=True, exist_ok=True)
-    figures = write_figures(run, folder / "figures", run.settings.figure_dpi)
+    figures = write_figures(run, run.dir.report_figures, run.settings.figure_dpi)
     document = build_document(run, figures)
     files = {name: render(document, folder) for name, render in renderers.items()}
     return Report(folder, files, [figure.path for figure in figures.values()])
@@ -177,7 +177,7 @@ def _steps(run: RunData) -> Section:
         rows = tuple((name, _status(info), number(info.get("seconds")), str(info.get("error") or ""))
                      for name, info in steps)
         blocks.append(Table(("step", "status", "seconds", "error"), rows))
-    missing = [f"`{name}` — written by {FILE_STEPS[name]}" for name in run.missing]
+    missing = [f"`{name}` — written by {step}" for name, step in run.missing.items()]
     if missing:
         blocks.append(Paragraph("Files this run has no data in (their sections below say so):"))
         blocks.append(Bullets(tuple(missing)))
@@ -335,17 +335,18 @@ def _errors(run: RunData) -> Section:
     for name, info in ordered_steps(run.manifest):
         if info.get("status") in ("failed", "interrupted"):
             error = str(info.get("error") or info.get("status"))
-            rows.append((f"step {name}", error.split("\n")[0], _fix_in(error), "manifest.json"))
+            rows.append((f"step {name}", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.manifest)))
     if run.server.get("error"):
         error = str(run.server["error"])
-        rows.append(("launch", error.split("\n")[0], _fix_in(error), "server.json"))
+        rows.append(("launch", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.server)))
     if run.server_log and run.server.get("engine"):
         try:
             diagnosis = get_adapter(str(run.server["engine"])).diagnose(run.server_log)
         except NinferkitError:
             diagnosis = None
         if diagnosis is not None:
-            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix, "logs/server.log"))
+            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix,
+                         run.dir.name(run.dir.server_log)))
     failed = Counter((str(r.get("sweep")), str(r.get("status")), str(r.get("http_status")),
                       str(r.get("error") or "").split("\n")[0], str(r.get("cell_id")))
                      for r in run.requests if r.get("status") != "ok")

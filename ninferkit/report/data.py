@@ -24,18 +24,8 @@ from ninferkit.sweeps.truth import rows_with_server_truth
 TABLE_ORDER = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
 STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
 
-#: Raw file -> the runbook step that writes it (for the "which steps produced no data" list).
-FILE_STEPS = {
-    "manifest.json": "any step",
-    "probe.json": "setup (00_setup)",
-    "artifact.json": "verify (01_artifact_verify)",
-    "server.json": "launch (02_launch)",
-    "logs/server.log": "launch (02_launch)",
-    "requests.jsonl": "sweeps (03_sweeps)",
-    "telemetry.jsonl": "sweeps (03_sweeps)",
-    "tables/": "sweeps (03_sweeps)",
-    "capacity.json": "capacity (04_capacity_fit)",
-}
+SETUP, VERIFY, LAUNCH, SWEEPS, CAPACITY = ("setup (00_setup)", "verify (01_artifact_verify)", "launch (02_launch)",
+                                          "sweeps (03_sweeps)", "capacity (04_capacity_fit)")
 
 
 @dataclass
@@ -58,7 +48,8 @@ class RunData:
     ledger_source: str = "server.json"
     llama_bench: dict[str, Any] = field(default_factory=dict)
     """benchmarks/bench_llama_bench.py's llama_bench.json, where that benchmark ran on this run."""
-    missing: list[str] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+    """A raw file this run has no data in -> the runbook step that writes it."""
     superseded: int = 0
     """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -119,29 +110,29 @@ def load_run(path: str | Path) -> RunData:
         raise NinferkitError(f"{path} is not a run directory; give the folder `ninferkit run` wrote "
                              "(it holds manifest.json)")
     data = RunData(run_dir)
-    data.manifest = _json(run_dir.manifest, data, "manifest.json")
-    data.probe = _json(run_dir.probe, data, "probe.json")
-    data.artifact = _json(run_dir.artifact, data, "artifact.json")
-    data.server = _json(run_dir.server, data, "server.json")
-    data.capacity = _json(run_dir.capacity, data, "capacity.json")
+    data.manifest = _json(run_dir.manifest, data, "any step")
+    data.probe = _json(run_dir.probe, data, SETUP)
+    data.artifact = _json(run_dir.artifact, data, VERIFY)
+    data.server = _json(run_dir.server, data, LAUNCH)
+    data.capacity = _json(run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
-    data.cells = _latest_cells(run_dir.path / "sweeps" / "cells.jsonl", data.manifest.get("profile_hash"))
+    data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.get("profile_hash"))
     data.requests = _counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)
     if not rows:
-        data.missing.append("requests.jsonl")
+        data.missing[run_dir.name(run_dir.requests)] = SWEEPS
     data.telemetry = list(read_jsonl(run_dir.telemetry))
     if not data.telemetry:
-        data.missing.append("telemetry.jsonl")
-    data.tables = _tables(run_dir.path / "tables")
+        data.missing[run_dir.name(run_dir.telemetry)] = SWEEPS
+    data.tables = _tables(run_dir.tables)
     if not data.tables:
-        data.missing.append("tables/")
-    if (run_dir.path / "llama_bench.json").exists():  # optional: not listed as missing without it
-        data.llama_bench = _json(run_dir.path / "llama_bench.json", data, "llama_bench.json")
+        data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
+    if run_dir.llama_bench.exists():  # optional: not listed as missing without it
+        data.llama_bench = _json(run_dir.llama_bench, data, "benchmarks/bench_llama_bench.py")
     if run_dir.server_log.exists():
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:
-        data.missing.append("logs/server.log")
+        data.missing[run_dir.name(run_dir.server_log)] = LAUNCH
     data.ledger, data.ledger_source = _ledger(data)
     return data
 
@@ -151,8 +142,8 @@ def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
     recorded: dict[str, Any] = data.server.get("ledger") or {}
     adapter = data.adapter
     if data.server_log is None or adapter is None:
-        return recorded, "server.json"
-    return adapter.parse_ledger(data.server_log), "logs/server.log"
+        return recorded, data.dir.name(data.dir.server)
+    return adapter.parse_ledger(data.server_log), data.dir.name(data.dir.server_log)
 
 
 def _latest_cells(ledger: Path, profile_hash: str | None) -> dict[str, dict[str, Any]]:
@@ -174,9 +165,9 @@ def _counted(rows: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> li
             if str((cells.get(str(row.get("cell_id"))) or {}).get("attempt")) == str(row.get("attempt"))]
 
 
-def _json(path: Path, data: RunData, name: str) -> dict[str, Any]:
+def _json(path: Path, data: RunData, written_by: str) -> dict[str, Any]:
     if not path.exists():
-        data.missing.append(name)
+        data.missing[data.dir.name(path)] = written_by
         return {}
     try:
         loaded: dict[str, Any] = read_json(path)

@@ -25,7 +25,7 @@ from ninferkit.errors import NinferkitError
 from ninferkit.redaction import remember_env
 from ninferkit.registry import Registry
 from ninferkit.report.document import Block, Bullets, Code, Document, Figure, Paragraph, Table
-from ninferkit.runs import write_text_atomic
+from ninferkit.runs import RunDir, write_text_atomic
 
 Renderer = Callable[[Document, Path], Path]
 _RENDERERS: Registry[Renderer] = Registry("report.formats names renderer", NinferkitError)
@@ -111,7 +111,7 @@ def _md_cell(text: str) -> str:
 
 def _write(path: Path, text: str) -> Path:
     """Write the file atomically, scrubbed of the API key the run's profile names (when it is set here)."""
-    remember_env(_key_variable(path.parent.parent / "manifest.json"))
+    remember_env(_key_variable(RunDir(path.parent.parent).manifest))
     return write_text_atomic(path, text)
 
 

@@ -160,7 +160,7 @@ def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
         raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
                            "profile's sweep (run the same plan there first)")
     path = Path(section.baseline_run_dir).expanduser().resolve()
-    if not (path / "requests.jsonl").exists():
+    if not RunDir(path).requests.exists():
         raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
                            "run the sweeps against the other profile into that directory first")
     return RunDir(path)

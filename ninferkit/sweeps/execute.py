@@ -31,7 +31,7 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
-from ninferkit.sweeps.plan import Cell, ledger_path
+from ninferkit.sweeps.plan import Cell
 from ninferkit.sweeps.rate import poisson_arrivals
 from ninferkit.sweeps.rules import CellTally, StopRule
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth
@@ -207,7 +207,7 @@ def _diagnose(ctx: SweepContext) -> Diagnosis | None:
 
 def _append_outcome(ctx: SweepContext, cell: Cell, outcome: CellOutcome) -> None:
     tally = outcome.tally
-    append_jsonl(ledger_path(ctx.run.dir), {
+    append_jsonl(ctx.run.dir.sweep_cells, {
         "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params, "status": outcome.status,
         "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
         "notes": list(cell.notes), "request_fields": cell.request,

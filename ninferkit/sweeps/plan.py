@@ -25,7 +25,6 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
@@ -217,13 +216,5 @@ class _Engine:
 
 def write_plan(run_dir: RunDir, cells: list[Cell], profile_hash: str) -> None:
     """The plan, written before anything runs: a resume runs exactly the cells without a result."""
-    write_json_atomic(plan_path(run_dir), {"written": utc_now(), "profile_hash": profile_hash,
+    write_json_atomic(run_dir.sweep_plan, {"written": utc_now(), "profile_hash": profile_hash,
                                            "cells": [asdict(cell) for cell in cells]})
-
-
-def plan_path(run_dir: RunDir) -> Path:
-    return run_dir.path / "sweeps" / "plan.json"
-
-
-def ledger_path(run_dir: RunDir) -> Path:
-    return run_dir.path / "sweeps" / "cells.jsonl"

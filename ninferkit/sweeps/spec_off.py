@@ -22,15 +22,9 @@ from ninferkit.runs import Run, open_run
 from ninferkit.sweeps.execute import SweepContext, base_row
 from ninferkit.sweeps.plan import SPEC_OFF, Cell
 
-FOLDER = ("sweeps", "speculation-off")
-
 
 def is_spec_off(cell: Cell) -> bool:
     return cell.params.get("speculation") == SPEC_OFF
-
-
-def spec_off_dir(run_dir: Path) -> Path:
-    return run_dir.joinpath(*FOLDER)
 
 
 @contextmanager
@@ -44,7 +38,7 @@ def spec_off_context(ctx: SweepContext, needed: bool) -> Iterator[SweepContext |
     if run.loaded.source is None:
         raise ServerError("the speculation A/B launches a second server from the profile file the run was opened "
                           "from, and this run has none")
-    other: Run = open_run(run.loaded.source, spec_off_dir(run.dir.path),
+    other: Run = open_run(run.loaded.source, run.dir.speculation_off,
                           [*run.loaded.overrides, "serve.spec={}", f"serve.port={free_port()}"])
     try:
         record = server.start(other, progress=False)

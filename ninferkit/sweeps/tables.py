@@ -27,7 +27,6 @@ import pandas as pd
 
 from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples
 from ninferkit.runs import Run, RunDir, read_jsonl
-from ninferkit.sweeps.plan import ledger_path
 from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
 from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
@@ -49,7 +48,7 @@ KEYS = {
 def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, dict[str, Any]]:
     """cell_id -> its last ledger entry (for this profile hash when given)."""
     outcomes: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(ledger_path(run_dir)):
+    for entry in read_jsonl(run_dir.sweep_cells):
         if profile_hash is None or entry.get("profile_hash") == profile_hash:
             outcomes[entry["cell_id"]] = entry
     return outcomes
@@ -297,13 +296,12 @@ def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> d
 
 def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
     """Each table as tables/<name>.csv and .parquet (for the write-up step); returns the CSV paths."""
-    folder = run_dir.path / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
+    run_dir.tables.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, table in tables.items():
-        table.to_csv(folder / f"{name}.csv", index=False)
-        table.to_parquet(folder / f"{name}.parquet", index=False)
-        written[name] = folder / f"{name}.csv"
+        table.to_csv(run_dir.table(name), index=False)
+        table.to_parquet(run_dir.table(name, ".parquet"), index=False)
+        written[name] = run_dir.table(name)
     return written
 
 

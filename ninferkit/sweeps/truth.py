@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 from ninferkit.client import ROW_NUMBERS, RequestResult, RequestSpec, StreamingClient
@@ -32,14 +31,9 @@ from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import BadInput, RequestFailed
 from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, read_jsonl_numbered, utc_now
 
-TRUTH_FILE = "server_truth.jsonl"
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it
 BOOKKEEPING = ("request_uid", "cell_id", "attempt", "written_utc")
-
-
-def truth_path(run_dir: RunDir) -> Path:
-    return run_dir.path / TRUTH_FILE
 
 
 class MeteredClient(StreamingClient):
@@ -121,7 +115,7 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
         uid = row.get("request_uid")
         if not uid or not fields or _same(fields, written.get(uid)):
             continue
-        append_jsonl(truth_path(run.dir), {"request_uid": uid, "cell_id": row.get("cell_id"),
+        append_jsonl(run.dir.server_truth, {"request_uid": uid, "cell_id": row.get("cell_id"),
                                            "attempt": row.get("attempt"), "written_utc": utc_now(), **fields})
         count += 1
     return count
@@ -129,7 +123,7 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
 
 def _latest_truth(run_dir: RunDir) -> dict[str, dict[str, Any]]:
     latest: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(truth_path(run_dir)):
+    for entry in read_jsonl(run_dir.server_truth):
         latest[str(entry.get("request_uid"))] = {k: v for k, v in entry.items() if k not in BOOKKEEPING}
     return latest
 

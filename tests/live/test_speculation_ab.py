@@ -19,10 +19,9 @@ import pytest
 from ninferkit import server, steps
 from ninferkit.errors import StepFailed
 from ninferkit.runner import NOTEBOOKS_DIR, STEPS, run_runbook
-from ninferkit.runs import open_run
+from ninferkit.runs import RunDir, open_run
 from ninferkit.server import _group_alive
 from ninferkit.sweeps import sweeps_step
-from ninferkit.sweeps.spec_off import spec_off_dir
 from tests.conftest import LOCAL_CPU, free_port
 
 
@@ -62,12 +61,12 @@ def test_the_runner_stops_the_second_server_when_the_sweep_step_dies(tmp_path: P
         shutil.copy(NOTEBOOKS_DIR / STEPS[step], folder)
     stand_in = nbformat.read(NOTEBOOKS_DIR / STEPS["setup"], as_version=4)  # its first cells open the run
     stand_in.cells = stand_in.cells[:3] + [nbformat.v4.new_code_cell(
-        "import os\nfrom ninferkit import steps\nfrom ninferkit.sweeps.spec_off import spec_off_dir\n"
-        f"other = ninferkit.open_run(profile, spec_off_dir(run.dir.path), ['serve.spec={{}}', "
+        "import os\nfrom ninferkit import steps\n"
+        f"other = ninferkit.open_run(profile, run.dir.speculation_off, ['serve.spec={{}}', "
         f"'serve.port={free_port()}'])\nsteps.launch(other, progress=False)\nos._exit(1)", id="stand-in")]
     nbformat.write(stand_in, folder / STEPS["sweeps"])
     with pytest.raises(StepFailed):
         run_runbook(LOCAL_CPU, tmp_path / "run", ["setup", "launch", "sweeps"], [f"serve.port={free_port()}"],
                     notebooks_dir=folder, say=lambda line: None)
-    other = json.loads((spec_off_dir(tmp_path / "run") / "server.json").read_text())
+    other = json.loads((RunDir(tmp_path / "run").speculation_off.joinpath("server.json")).read_text())
     assert other["state"] == "stopped" and not _group_alive(other["pgid"])

@@ -23,7 +23,7 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, ServerExited, SweepFailed
 from ninferkit.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.sweeps import plan, sweeps_step
-from ninferkit.sweeps.plan import build_plan, ledger_path
+from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
 from tests.conftest import LOCAL_CPU, free_port
 
@@ -163,7 +163,7 @@ def test_max_errors_is_a_named_rule() -> None:
 def test_server_killed_mid_sweep_then_resumed(tmp_path: Path, llama_server: Path) -> None:
     run = open_small(tmp_path, "sweeps.context.targets=[32, 48, 64, 80, 96]", "sweeps.context.output_tokens=48")
     steps.launch(run, progress=False)
-    ledger = ledger_path(run.dir)
+    ledger = run.dir.sweep_cells
 
     def kill_after_first_cell() -> None:
         deadline = time.monotonic() + 60
@@ -296,7 +296,7 @@ def test_a_refused_key_stops_the_sweep_and_the_command_fails(tmp_path: Path, lla
     err = capsys.readouterr().err
     assert code == 1 and "failed and the sweep stopped" in err and "HTTP 401" in err
     assert "Fix: export NINFERKIT_TEST_KEY with the key the server was started with" in err
-    ledger = list(read_jsonl(ledger_path(run.dir)))
+    ledger = list(read_jsonl(run.dir.sweep_cells))
     assert [entry["status"] for entry in ledger] == ["failed"]  # 4 cells planned, the first one tried
     assert ledger[0]["diagnosis"]["code"] == "access_refused"
     written = "".join(f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file())

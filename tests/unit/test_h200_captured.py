@@ -21,7 +21,7 @@ import pytest
 
 from ninferkit.capacity.fit import CapacityFit, fit
 from ninferkit.capacity.interval import hull
-from ninferkit.capacity.launches import observations_path, recorded
+from ninferkit.capacity.launches import recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_logs, fit_observations
@@ -398,7 +398,7 @@ def test_a_rerun_reads_recorded_launches_again_from_their_logs(tmp_path: Path) -
     old = from_log_file("llama_server", log, Setting(1, 16_384, "f16"), ADAPTER.capacity_pool)
     assert old is not None
     row = {**replace(old, first_use=None, served=True, extra={"note": "kept"}).as_dict(), "first_use_bytes": None}
-    append_jsonl(observations_path(run), row)
+    append_jsonl(run.dir.capacity_observations, row)
     (again,) = recorded(run)
     assert again.first_use == old.first_use and again.served and again.extra["note"] == "kept"
 

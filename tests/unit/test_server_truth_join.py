@@ -32,7 +32,7 @@ from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps.execute import CellOutcome, Recorder, SweepContext, _append_outcome, base_row
 from ninferkit.sweeps.plan import Cell
 from ninferkit.sweeps.tables import build_tables, save_tables
-from ninferkit.sweeps.truth import MeteredClient, record_log_truth, rows_with_server_truth, truth_path
+from ninferkit.sweeps.truth import MeteredClient, record_log_truth, rows_with_server_truth
 from tests.conftest import DATA, REPO
 
 NINFER_DATA = DATA / "ninfer"
@@ -101,7 +101,7 @@ def test_request_log_fields_reach_the_rows_and_tables(tmp_path: Path) -> None:
 
     raw = list(read_jsonl(run.dir.requests))
     assert all(row["request_uid"] and row["prompt_s_server"] is None for row in raw)  # the rows stay as written
-    truth = {entry["attempt"]: entry for entry in read_jsonl(truth_path(run.dir))}
+    truth = {entry["attempt"]: entry for entry in read_jsonl(run.dir.server_truth)}
     assert truth[first]["server_request_id"] == 1 and truth[second]["server_request_id"] == 3
     assert truth[first]["server_join"] == "time" and truth[first]["server_source"] == "request_log"
 
@@ -130,9 +130,9 @@ def test_rejoining_a_cell_appends_nothing_new(tmp_path: Path) -> None:
     run, ctx = ninfer_run(tmp_path, log)
     cell = context_cell(16384)
     finish_cell(ctx, cell, [client_result(started, 16384, 128)])
-    lines = truth_path(run.dir).read_text()
+    lines = run.dir.server_truth.read_text()
     assert record_log_truth(run, ctx.adapter) == 0
-    assert truth_path(run.dir).read_text() == lines
+    assert run.dir.server_truth.read_text() == lines
 
 
 def test_a_request_not_yet_logged_as_done_is_filled_in_at_the_next_pass(tmp_path: Path) -> None:
@@ -301,7 +301,7 @@ def test_vllm_deltas_reach_the_tables_and_concurrent_cells_say_why_not(tmp_path:
     together = asyncio.run(send_all([BEFORE, AFTER], 2, []))
     finish_cell(ctx, concurrency_cell(1), alone)
     finish_cell(ctx, concurrency_cell(2), together)
-    assert not truth_path(run.dir).exists()  # vLLM keeps no request log: everything is in the rows
+    assert not run.dir.server_truth.exists()  # vLLM keeps no request log: everything is in the rows
     raw = {row["cell"]["concurrency"]: row for row in read_jsonl(run.dir.requests)}
     assert raw[1]["prompt_s_server"] == pytest.approx(8.0) and raw[1]["e2e_s_server"] == pytest.approx(13.5)
     table = build_tables(run, ["concurrency"])["concurrency"].set_index("concurrency")
@@ -324,5 +324,5 @@ def test_llama_server_keeps_the_plain_client_and_no_companion_file(tmp_path: Pat
     assert type(ctx.client()) is StreamingClient and adapter.request_metrics_path is None
     assert adapter.server_log_truth(run.profile, []) is None
     finish_cell(ctx, context_cell(512), [client_result(1_800_000_000_000, 512, 16)])
-    assert not truth_path(run.dir).exists()
+    assert not run.dir.server_truth.exists()
     assert rows_with_server_truth(run.dir) == list(read_jsonl(run.dir.requests))
