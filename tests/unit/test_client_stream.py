@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -36,10 +37,11 @@ FINAL = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], 
 
 
 @asynccontextmanager
-async def serving(writes: Sequence[tuple[float, bytes]], close: bool = True) -> AsyncIterator[str]:
+async def serving(writes: Sequence[tuple[float, bytes]], close: bool = True,
+                  written: list[float] | None = None) -> AsyncIterator[str]:
     """A loopback server answering each request with `writes`: (seconds to wait, bytes) in turn,
-    each write flushed on its own, then closing the connection (or holding it open until the client
-    closes it)."""
+    each write flushed on its own (and its time.monotonic() appended to `written`), then closing the
+    connection (or holding it open until the client closes it)."""
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -50,6 +52,8 @@ async def serving(writes: Sequence[tuple[float, bytes]], close: bool = True) -> 
                 await asyncio.sleep(delay)
                 writer.write(data)
                 await writer.drain()
+                if written is not None:
+                    written.append(time.monotonic())
             if not close:
                 await reader.read()
         finally:
@@ -61,8 +65,10 @@ async def serving(writes: Sequence[tuple[float, bytes]], close: bool = True) -> 
         yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
-async def send(writes: Sequence[tuple[float, bytes]], close: bool = True, timeout_s: float = 10.0) -> RequestResult:
-    async with serving(writes, close) as url, StreamingClient(url, ADAPTER, "embedded", timeout_s=timeout_s) as client:
+async def send(writes: Sequence[tuple[float, bytes]], close: bool = True, timeout_s: float = 10.0,
+               written: list[float] | None = None) -> RequestResult:
+    async with serving(writes, close, written) as url, \
+            StreamingClient(url, ADAPTER, "embedded", timeout_s=timeout_s) as client:
         return await client.send(RequestSpec("chat", HAIKU, 3))
 
 
@@ -108,19 +114,25 @@ def test_a_connection_closed_mid_chunk_is_an_errored_row() -> None:
 
 
 def test_every_text_event_is_stamped_and_tpot_counts_the_servers_tokens() -> None:
-    """Speculative decoding sends several tokens in one event: three text events 0.1 s apart carry the 9
-    tokens the final usage counts. ITL is the gap per event (two gaps of at least 0.1 s); TPOT spreads
-    their time over the 8 tokens after the first, from usage, never from counting events."""
+    """Speculative decoding sends several tokens in one event: three text events 0.3 s apart carry the 9
+    tokens the final usage counts. ITL is the gap per event; TPOT spreads their time over the 8 tokens
+    after the first, from usage, never from counting events. Each event is stamped when it arrived: after
+    the server wrote it and before the server wrote the next (a busy machine may delay a read, but not by
+    the 0.3 s between writes)."""
     many = sse({"choices": [{"index": 0, "delta": {"content": " light house keeper"}, "finish_reason": None}]})
     final = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "id": "chatcmpl-2",
                  "usage": {"prompt_tokens": 12, "completion_tokens": 9}})
-    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0, chunk(many)), (0.1, chunk(many)),
-                               (0.1, chunk(many + final + sse("[DONE]")) + b"0\r\n\r\n")]))
+    written: list[float] = []
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0, chunk(many)), (0.3, chunk(many)),
+                               (0.3, chunk(many + final + sse("[DONE]")) + b"0\r\n\r\n")], written=written))
     assert result.status == "ok", result.error
     row = result.row()
     assert row["text_events"] == 3 and row["completion_tokens"] == 9
     gaps = row["itl_client_s"]
-    assert len(gaps) == 2 and min(gaps) >= 0.1  # stamped when each event arrived, not when the stream ended
+    sent = written[2:]  # the three writes that carried text
+    stamps = result.text_event_times
+    assert len(gaps) == 2 and all(sent[i] <= stamps[i] for i in range(3))
+    assert stamps[0] < sent[1] and stamps[1] < sent[2]  # stamped as each arrived, not when the stream ended
     assert row["tpot_client_s"] == pytest.approx(sum(gaps) / 8, abs=2e-6)  # gaps are kept to the microsecond
     assert row["tpot_client_s"] == pytest.approx(1 / row["decode_tok_s_client"])
     assert sum(gaps) / len(gaps) == pytest.approx(4 * row["tpot_client_s"], rel=1e-4)  # 4 tokens per gap
