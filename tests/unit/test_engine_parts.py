@@ -3,6 +3,8 @@ member a part declares without a default set by the engine, and every member bel
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from ninferkit.engines import KINDS, get_adapter
@@ -13,6 +15,7 @@ from ninferkit.engines.launcher import Launcher
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.engines.part import EnginePart
 from ninferkit.engines.setup_rules import SetupRules
+from tests.conftest import REPO
 
 PARTS = (Launcher, LogReader, ApiDialect, CapacityRules, SetupRules)
 
@@ -46,3 +49,28 @@ def test_every_member_has_one_part() -> None:
     assert members(EngineAdapter) == set(), "EngineAdapter only joins the parts"
     assert members(EnginePart) == {"kind"}
     assert not set(seen) & {"kind"}
+
+
+def test_whole_engine_only_where_one_part_is_not_enough() -> None:
+    """A function that takes the whole EngineAdapter uses more than one part of it, or hands it on; one
+    that uses one part takes that part, so its signature says what of an engine it depends on."""
+    part_of = {name: part.__name__ for part in PARTS for name in members(part)}
+    narrowable = []
+    for path in sorted((REPO / "ninferkit").rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for arg in [*function.args.args, *function.args.kwonlyargs]:
+                if arg.annotation is None or "EngineAdapter" not in ast.unparse(arg.annotation):
+                    continue
+                names = [node for node in ast.walk(function) if isinstance(node, ast.Name) and node.id == arg.arg]
+                asked = [node.attr for node in ast.walk(function)
+                         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                         and node.value.id == arg.arg]
+                if len(asked) < len(names):
+                    continue  # handed on whole
+                parts = {part_of[name] for name in asked if name in part_of}
+                if len(parts) <= 1:
+                    narrowable.append(f"{path.relative_to(REPO)}:{function.lineno} {function.name}({arg.arg}) "
+                                      f"uses only {parts or 'its kind'}")
+    assert narrowable == []
