@@ -22,7 +22,6 @@ from tests.conftest import DATA, GENERATED_CPU
 LOGS = sorted((DATA / "llama_server_logs").glob("*.log"))
 RULE = get_adapter("llama_server").capacity_pool
 NAME = re.compile(r"c(?P<s>\d+)-np(?P<c>\d+)-(?P<t>\w+)\.log")
-
 # The generated model's shape, as tests/data/profiles/generated-cpu.yaml makes it (4 layers, 2 KV heads x 64).
 EMBEDDED = {"general.architecture": "qwen3", "qwen3.block_count": 4, "qwen3.embedding_length": 256,
             "qwen3.attention.head_count": 4, "qwen3.attention.head_count_kv": 2,
@@ -92,21 +91,6 @@ def test_fit_separates_per_slot_and_per_context_terms() -> None:
     _, unpinned = result.terms()
     assert not q4.parameter("per_slot_bytes").bounded  # one slot count per context: not separable
     assert any("q4_0" in term and "per extra slot" in term for term in unpinned)
-
-
-def test_decision_table_for_the_local_profile() -> None:
-    profile = load_profile(GENERATED_CPU, ["capacity.memory_budget_bytes=null"]).profile
-    summary = fit_logs(profile, LOGS)
-    assert summary["free_after_weights_source"] == "the launches' own logs"
-    rows = summary["decision_table"]
-    cap = profile.capacity
-    assert len(rows) == len(cap.kv_dtypes) * len(cap.concurrencies) * len(cap.contexts) * 2
-    for row in rows:  # a per-slot pool: "starts" and "full" are the same pool
-        assert row["pool_tokens"] == row["concurrency"] * row["context_per_slot"]
-        assert row["fits"] is True and row["margin_gib"] > 0
-    assert summary["bytes_per_token"] == 2048 and summary["bytes_per_token_source"] == "architecture"
-    low, high = summary["fixed_bytes"]
-    assert 0 < low <= high
 
 
 def test_budget_turns_into_a_largest_pool_and_short_verdicts() -> None:

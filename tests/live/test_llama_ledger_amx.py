@@ -1,0 +1,35 @@
+"""llama-server's memory books on a CPU with AMX match those of a CPU without it.
+
+tests/data/llama_server_cpu_amx/ holds real startup logs of the embedded default on an AMX CPU (its
+README says where they were captured): llama.cpp puts the weights into an `AMX` model buffer beside the
+file mapping (`CPU_Mapped`). tests/data/llama_server_logs/ holds the same settings captured on a CPU
+without AMX, which prints the `CPU_Mapped` line alone. Counting the AMX copy as more weights made every
+pool look 80 MiB dearer, and the live capacity tests failed on such a machine ("no single formula fits").
+"""
+
+from __future__ import annotations
+
+from ninferkit.capacity.step import fit_logs
+from ninferkit.params import load_profile
+from tests.conftest import DATA, GENERATED_CPU
+
+AMX = sorted((DATA / "llama_server_cpu_amx").glob("c*-np*.log"))  # the generated model's (the README's table)
+
+
+def test_the_fit_over_amx_logs_agrees_with_the_fit_over_plain_logs() -> None:
+    profile = load_profile(GENERATED_CPU).profile
+    amx = fit_logs(profile, AMX)
+    plain = fit_logs(profile, sorted((DATA / "llama_server_logs").glob("*.log")))
+    assert amx["conflicts"] == [] == plain["conflicts"]
+    assert amx["bytes_per_token"] == plain["bytes_per_token"] == 2048  # f16 K+V: 4 layers x 2 heads x 64 x 2 x 2 B
+    assert amx["fixed_bytes"] == plain["fixed_bytes"]  # f16, 1 slot of 2048: the same interval to the byte
+    for dtype in ("f16", "q8_0"):
+        low_a, high_a = _per_extra_slot(amx, dtype)
+        low_p, high_p = _per_extra_slot(plain, dtype)
+        assert max(low_a, low_p) <= min(high_a, high_p), dtype  # the intervals overlap
+
+
+def _per_extra_slot(summary: dict, dtype: str) -> tuple[int, int]:
+    term = next(t for t in summary["terms_pinned"] if t.startswith(f"kv={dtype}: fixed part per extra slot"))
+    low, high = term.partition("[")[2].rstrip("] B").split(", ")
+    return int(low.replace(",", "")), int(high.replace(",", ""))
