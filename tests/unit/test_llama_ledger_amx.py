@@ -37,13 +37,16 @@ def test_an_amx_cpu_books_what_a_cpu_without_amx_books(name: str) -> None:
     assert amx["free_after_weights_bytes"] > 0
 
 
-def test_q4_1_weights_repacked_into_amx_tiles_are_booked_once_with_each_buffer_named() -> None:
-    # A Q4_1 model on the AMX CPU (README: SmolLM2-135M's shape, llama-quantize'd): the AMX copy is larger
-    # than the file's mapping (the tile layout), and both are named; the weights are the mapping's.
-    repack = ADAPTER.parse_ledger(
-        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-repack.log").read_text())
-    plain = ADAPTER.parse_ledger(
-        (DATA / "llama_server_cpu_amx" / "smollm-shape-q4_1-c2048-np1-no-repack.log").read_text())
+@pytest.mark.parametrize(("repacked", "not_repacked"), [
+    ("smollm-shape-q4_1-c2048-np1-repack.log", "smollm-shape-q4_1-c2048-np1-no-repack.log"),
+    ("smollm2-q4_1-c8192-np2-t1-repack.log", "smollm2-q4_1-c8192-np2-t1-no-repack.log"),
+])
+def test_q4_1_weights_repacked_into_amx_tiles_are_booked_once_with_each_buffer_named(repacked: str,
+                                                                                     not_repacked: str) -> None:
+    # Q4_1 on the AMX CPU (README: SmolLM2-135M's shape llama-quantize'd, and the real SmolLM2 file): the AMX
+    # copy is larger than the file's mapping (the tile layout), and both are named; the weights are the mapping's.
+    repack = ADAPTER.parse_ledger((DATA / "llama_server_cpu_amx" / repacked).read_text())
+    plain = ADAPTER.parse_ledger((DATA / "llama_server_cpu_amx" / not_repacked).read_text())
     assert repack["model_buffer_AMX_bytes"] > repack["model_buffer_CPU_Mapped_bytes"]
     assert repack["weights_bytes"] == repack["model_buffer_CPU_Mapped_bytes"]
     assert "model_buffer_AMX_bytes" not in plain and plain["weights_bytes"] == plain["model_buffer_CPU_Mapped_bytes"]

