@@ -24,12 +24,11 @@ from ninferkit.capacity.observations import Setting
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
-from ninferkit.runs import RunDir, write_json_atomic
+from ninferkit.runs import RunDir
 from ninferkit.sweeps.plan import SWEEP_KINDS, build_plan
 
 LAUNCHING = ("launch", "sweeps", "capacity")
 """The steps that start the server (the sweeps launch one when the run has none)."""
-PLANNED_STEPS = "planned_steps"
 """The manifest key that holds the steps `ninferkit run` was asked for."""
 
 
@@ -58,15 +57,12 @@ def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str
 
 def record_plan(run_dir: RunDir, steps: Sequence[str]) -> None:
     """Write the steps this run will execute into its manifest (the setup notebook checks those)."""
-    manifest = run_dir.read_manifest()
-    manifest[PLANNED_STEPS] = list(steps)
-    write_json_atomic(run_dir.manifest, manifest)
+    run_dir.update_manifest(planned_steps=list(steps))
 
 
 def planned_steps(run_dir: RunDir) -> list[str] | None:
     """The steps `ninferkit run` recorded for this run; None when none did (a notebook run by hand)."""
-    steps = run_dir.read_manifest().get(PLANNED_STEPS)
-    return list(steps) if steps is not None else None
+    return run_dir.read_manifest().planned_steps
 
 
 def _launch_problems(profile: Profile) -> list[str]:

@@ -26,6 +26,7 @@ from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
 from ninferkit.params.profile import Profile
+from ninferkit.records import ProbeRecord
 from ninferkit.units import GIB
 
 
@@ -218,11 +219,6 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
     return [replace(finding, waived=finding.code in waived) for finding in out]
 
 
-def blocking(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The findings of a probe result that stop the run: severity error, not waived by the profile."""
-    return [f for f in result["findings"] if f["severity"] == "error" and not f.get("waived")]
-
-
 def _driver_findings(facts: dict[str, Any], profile: Profile | None, gpus: list[dict[str, Any]]) -> list[Finding]:
     out: list[Finding] = []
     gpu = facts["gpu"]
@@ -356,15 +352,15 @@ def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
                     "tensor_parallel_without_nvlink in gpu.waive to measure the PCIe case on purpose")]
 
 
-def probe(profile: Profile | None = None) -> dict[str, Any]:
+def probe(profile: Profile | None = None) -> ProbeRecord:
     """Facts plus findings, as written to probe.json."""
     facts = collect(profile)
-    return {"facts": facts, "findings": [asdict(f) for f in findings(facts, profile)]}
+    return ProbeRecord.model_validate({"facts": facts, "findings": [asdict(f) for f in findings(facts, profile)]})
 
 
-def summary(result: dict[str, Any]) -> str:
+def describe(record: ProbeRecord) -> str:
     """A few human lines: the GPUs, then each finding with its fix."""
-    facts = result["facts"]
+    facts = record.facts
     lines = []
     gpu = facts["gpu"]
     if gpu.get("available"):
@@ -379,7 +375,7 @@ def summary(result: dict[str, Any]) -> str:
     lines.append(f"CUDA toolkit: {facts['cuda_toolkit']['version'] or 'not found'}; docker: "
                  f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
     lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / GIB:.1f} GiB")
-    for f in result["findings"]:
-        waived = ", waived by gpu.waive" if f.get("waived") else ""
-        lines.append(f"[{f['severity']}{waived}] {f['code']}: {f['message']}" + (f" -> {f['fix']}" if f["fix"] else ""))
+    for f in record.findings:
+        waived = ", waived by gpu.waive" if f.waived else ""
+        lines.append(f"[{f.severity}{waived}] {f.code}: {f.message}" + (f" -> {f.fix}" if f.fix else ""))
     return "\n".join(lines)

@@ -27,10 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from ninferkit.errors import BadInput, DiskFull, RunDirBusy
 from ninferkit.params import LoadedProfile, Profile, load_profile
+from ninferkit.records import ArtifactRecord, CapacityRecord, Manifest, ProbeRecord, RunFile, ServerRecord
 from ninferkit.redaction import remember_env, scrub, scrub_data
 
 SCHEMA_VERSION = 1
@@ -309,15 +312,58 @@ class RunDir:
         """JupyterLab's copies of the notebooks for this run (`ninferkit lab`)."""
         return self.path / "lab"
 
-    def read_manifest(self) -> dict[str, Any]:
-        return read_json(self.manifest) if self.manifest.exists() else {}
+    def read_manifest(self) -> Manifest:
+        """The manifest as a record (empty when no step has written one yet)."""
+        return Manifest.model_validate(self._manifest_fields())
+
+    def read_probe(self) -> ProbeRecord | None:
+        return _read_record(self.probe, ProbeRecord)
+
+    def read_artifact(self) -> ArtifactRecord | None:
+        return _read_record(self.artifact, ArtifactRecord)
+
+    def read_server(self) -> ServerRecord | None:
+        return _read_record(self.server, ServerRecord)
+
+    def read_capacity(self) -> CapacityRecord | None:
+        return _read_record(self.capacity, CapacityRecord)
+
+    def update_manifest(self, **fields: Any) -> None:
+        """Merge top-level fields into the manifest, keeping every field it has."""
+        manifest = self._manifest_fields()
+        manifest.update(fields)
+        write_json_atomic(self.manifest, manifest)
 
     def record_step(self, step: str, **fields: Any) -> None:
         """Merge fields into the manifest entry of one step (status, times, error)."""
-        manifest = self.read_manifest()
+        manifest = self._manifest_fields()
         manifest.setdefault("steps", {}).setdefault(step, {}).update(fields)
         manifest["updated"] = utc_now()
         write_json_atomic(self.manifest, manifest)
+
+    def _manifest_fields(self) -> dict[str, Any]:
+        found: dict[str, Any] = read_json(self.manifest) if self.manifest.exists() else {}
+        return found
+
+
+Record = TypeVar("Record", bound=RunFile)
+
+
+def _read_record(path: Path, record: type[Record]) -> Record | None:
+    """The record of a run file; None when the step that writes it has not run. BadInput (naming the file)
+    when it is not a JSON object of that shape."""
+    if not path.exists():
+        return None
+    try:
+        return record.model_validate(read_json(path))
+    except ValidationError as exc:
+        raise BadInput(f"{path} is not a {record.__name__} ({_short(exc)}): restore it, or run the step that "
+                       "writes it again") from exc
+
+
+def write_record(path: Path, record: RunFile) -> Path:
+    """Write a record as its file: the fields it was given or read with (a default it never had is not added)."""
+    return write_json_atomic(path, record.model_dump(mode="json", exclude_unset=True))
 
 
 @dataclass(frozen=True)
@@ -416,7 +462,7 @@ def _ancestors() -> set[int]:
 
 
 def _write_manifest(run: Run) -> None:
-    manifest = run.dir.read_manifest()
+    manifest = run.dir._manifest_fields()
     previous = manifest.get("profile_hash")
     manifest.update(
         {

@@ -1,23 +1,33 @@
-"""The runbook's steps as library calls: each notebook cell calls one of these.
+"""The runbook's six steps, as the notebooks call them: each cell calls one function of this facade.
 
-Each step reads what earlier steps wrote into the run directory and writes its own file there, so a
-step can be re-run alone, from JupyterLab or headless.
+Every step has one shape, `step(run, *, options) -> record`: it reads what earlier steps wrote into the
+run directory, writes its own file there and returns the record of what it wrote, so a step can be
+re-run alone, from JupyterLab or headless. The steps live with their work (setup_step, artifact,
+launch_step, sweeps, capacity, report); this module only gathers them with the small tables the
+notebooks show.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from ninferkit import preflight, probe, server
-from ninferkit.errors import NinferkitError
-from ninferkit.runs import Run, open_run, write_json_atomic
+from ninferkit.artifact.step import verify
+from ninferkit.capacity.step import capacity
+from ninferkit.launch_step import launch
+from ninferkit.records import ProbeRecord, ServerRecord
+from ninferkit.report.build import writeup
+from ninferkit.runs import Run, open_run
+from ninferkit.setup_step import setup
+from ninferkit.sweeps import sweeps
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 """The checkout the notebooks belong to: where their relative parameters point."""
+
+__all__ = ["REPOSITORY", "acceptance_table", "capacity", "findings_table", "gpu_table", "launch", "ledger_table",
+           "notebook_run", "setup", "sweeps", "verify", "writeup"]
 
 
 def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()) -> Run:
@@ -37,45 +47,20 @@ def _in_repository(path: str) -> Path:
     return given if given.is_absolute() else REPOSITORY / given
 
 
-def setup(run: Run) -> dict[str, Any]:
-    """Check the run's whole plan, probe the machine, judge it against the profile, write probe.json.
-
-    The first step stops a run that cannot succeed before anything is downloaded or launched: a plan
-    that cannot finish raises ProfileError (nothing probed or written); a finding of severity error
-    that the profile does not waive (gpu.waive) raises NinferkitError with its fix, after probe.json
-    is written, so the record of what the machine is stays.
-    """
-    preflight.check(run.loaded, preflight.planned_steps(run.dir))
-    result = probe.probe(run.profile)
-    result["profile_hash"] = run.profile_hash
-    write_json_atomic(run.dir.probe, result)
-    stopping = probe.blocking(result)
-    if stopping:
-        raise NinferkitError(f"this machine cannot run profile {run.profile.name}: {len(stopping)} setup finding(s) "
-                             "of severity error (probe.json has every finding):\n"
-                             + "\n".join(f"  - {f['code']}: {f['message']}. Fix: {f['fix']}" for f in stopping)
-                             + "\nTo go on regardless, list the code in the profile's gpu.waive.")
-    return result
+def findings_table(record: ProbeRecord) -> pd.DataFrame:
+    return pd.DataFrame([finding.model_dump() for finding in record.findings],
+                        columns=["severity", "code", "message", "fix", "waived"])
 
 
-def findings_table(result: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(result["findings"], columns=["severity", "code", "message", "fix", "waived"])
+def gpu_table(record: ProbeRecord) -> pd.DataFrame:
+    return pd.DataFrame(record.gpus)
 
 
-def gpu_table(result: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(result["facts"]["gpu"].get("gpus", []))
+def acceptance_table(record: ServerRecord) -> pd.DataFrame:
+    """The launch step's checks of the fresh server (health, models, one chat request)."""
+    return pd.DataFrame([{"check": c.name, "ok": c.ok, "seconds": c.seconds, "detail": c.detail}
+                         for c in record.checks])
 
 
-def launch(run: Run, progress: bool = True) -> dict[str, Any]:
-    """The launch step: the run's server, fresh and checked (server.start), its record in server.json."""
-    return server.start(run, progress=progress)
-
-
-def checks_table(record: dict[str, Any]) -> pd.DataFrame:
-    rows = [{"check": c["name"], "ok": c["ok"], "seconds": c["seconds"], "detail": c["detail"]}
-            for c in record.get("checks", [])]
-    return pd.DataFrame(rows)
-
-
-def ledger_table(record: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(sorted(record.get("ledger", {}).items()), columns=["quantity", "value"])
+def ledger_table(record: ServerRecord) -> pd.DataFrame:
+    return pd.DataFrame(sorted(record.ledger.items()), columns=["quantity", "value"])

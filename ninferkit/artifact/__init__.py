@@ -14,7 +14,7 @@ from ninferkit.artifact.container import ContainerInfo, read_container
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.paths import local_dir, model_path, planned_path
 from ninferkit.artifact.source import ArtifactSource, UnpinnedArtifactWarning, check_pin, resolve_source
-from ninferkit.artifact.step import checks_table, summary, verify_step
+from ninferkit.artifact.step import describe, verification_table, verify
 from ninferkit.artifact.verify import FileReport, Sha256Result, sha256_file, verify_file
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "UnpinnedArtifactWarning",
     "check_container_compatibility",
     "check_pin",
-    "checks_table",
+    "describe",
     "download",
     "local_dir",
     "model_path",
@@ -34,7 +34,7 @@ __all__ = [
     "read_container",
     "resolve_source",
     "sha256_file",
-    "summary",
+    "verification_table",
     "verify_file",
-    "verify_step",
+    "verify",
 ]

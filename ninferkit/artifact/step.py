@@ -26,13 +26,14 @@ from ninferkit.embedded import generate_model
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params.profile import Profile
+from ninferkit.records import ArtifactRecord
 from ninferkit.redaction import remember_env
 from ninferkit.runs import Run, utc_now, write_json_atomic
 
 SCHEMA_VERSION = 1
 
 
-def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
+def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
     """Download the profile's artifact if it is missing, verify it and the engine's pinned files (binaries,
     release tarball), write ``run_dir/artifact.json``, and return that record.
 
@@ -41,7 +42,7 @@ def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
     engine cannot read, missing binary or tarball, a local artifact that is not there);
     artifact.json is written first, also when a download fails.
 
-    Example: ``ninferkit.artifact.verify_step(ninferkit.open_run("params/local-cpu.yaml"))["sha256"]``
+    Example: ``ninferkit.steps.verify(ninferkit.open_run("params/local-cpu.yaml")).sha256``
     """
     profile = run.profile
     artifact = profile.artifact
@@ -137,7 +138,7 @@ def verify_step(run: Run, progress: bool = True) -> dict[str, Any]:
         error = ChecksumMismatch if mismatch else ArtifactError
         raise error(f"{path} failed verification:\n" + "\n".join(f"  - {p}" for p in report.problems)
                     + f"\nDetails: {run.dir.artifact}")
-    return record
+    return ArtifactRecord.model_validate(record)
 
 
 def _fail(run: Run, source: dict[str, Any], path: Path, warnings: list[str], error: ArtifactError) -> NoReturn:
@@ -173,9 +174,9 @@ def _auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def summary(record: dict[str, Any]) -> str:
+def describe(record: ArtifactRecord) -> str:
     """A few lines for people: what was checked, where it came from, how fast it hashed."""
-    source = record["source"]
+    source = record.source
     origin = source["url"] or {
         "local": "already in place (no source to fetch it from)",
         "package": f"{source.get('filename')} inside the wheel of {source.get('package')} (wheel sha256 "
@@ -183,25 +184,25 @@ def summary(record: dict[str, Any]) -> str:
     }.get(source["kind"], "generated locally")
     if source.get("revision"):
         origin += f" (revision {source['revision']}, {'pinned' if source['pinned'] else 'NOT pinned'})"
-    rate = record["verification"]["sha256_bytes_per_s"]
-    files = record.get("files") or []
+    rate = record.verification["sha256_bytes_per_s"]
+    files = record.files or []
     lines = [
-        f"artifact   {record['path']}",
+        f"artifact   {record.path}",
         f"source     {origin}",
-        f"size       {record['size_bytes']:,} bytes" + (f" in {len(files)} files" if files else ""),
-        f"sha256     {record['sha256']}" + (f"  ({rate / 2**20:,.0f} MiB/s)" if rate else "")
+        f"size       {record.size_bytes:,} bytes" + (f" in {len(files)} files" if files else ""),
+        f"sha256     {record.sha256}" + (f"  ({rate / 2**20:,.0f} MiB/s)" if rate else "")
         if not files else f"sha256     per file ({sum(1 for f in files if f['ok'])} of {len(files)} as pinned)",
-        "container  " + (f"v{record['container_version']}" if record["container_version"] else "not a .ninfer file"),
+        "container  " + (f"v{record.container_version}" if record.container_version else "not a .ninfer file"),
     ]
-    tarball = record.get("engine_tarball")
+    tarball = record.engine_tarball
     if tarball:
         lines.append(f"engine     {tarball['path']}: sha256 {tarball['sha256']}"
                      + (" (as pinned)" if tarball["ok"] and tarball["expected_sha256"] else ""))
-    lines += [f"warning    {text}" for text in record["warnings"]]
-    lines.append("verdict    " + ("all checks passed" if record["ok"] else "; ".join(record["problems"])))
+    lines += [f"warning    {text}" for text in record.warnings]
+    lines.append("verdict    " + ("all checks passed" if record.ok else "; ".join(record.problems)))
     return "\n".join(lines)
 
 
-def checks_table(record: dict[str, Any]) -> pd.DataFrame:
-    """Each check as a row: name, expected, actual, ok."""
-    return pd.DataFrame(record["checks"], columns=["name", "expected", "actual", "ok"])
+def verification_table(record: ArtifactRecord) -> pd.DataFrame:
+    """Each check of the file as a row: name, expected, actual, ok."""
+    return pd.DataFrame([check.model_dump() for check in record.checks], columns=["name", "expected", "actual", "ok"])

@@ -13,7 +13,7 @@ from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
 from ninferkit.capacity.step import (
-    capacity_step,
+    capacity,
     fit_logs,
     fit_observations,
     observations_frame,
@@ -30,7 +30,7 @@ __all__ = [
     "Observation",
     "Priors",
     "Setting",
-    "capacity_step",
+    "capacity",
     "fit",
     "fit_logs",
     "fit_observations",

@@ -31,6 +31,7 @@ from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.records import CapacityRecord
 from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
@@ -104,8 +105,8 @@ def _available(result: CapacityFit, profile: Profile, observations: Sequence[Obs
     return result.available
 
 
-def summarize(profile: Profile, observations: Sequence[Observation],
-              searches: Sequence[SearchResult] = ()) -> dict[str, Any]:
+def _capacity_fields(profile: Profile, observations: Sequence[Observation],
+                     searches: Sequence[SearchResult] = ()) -> dict[str, Any]:
     """capacity.json's content: the fit, the decision table, the search, and what the data leaves open."""
     rule = get_adapter(profile.engine.kind).capacity_pool
     result = fit_observations(profile, observations)
@@ -180,7 +181,7 @@ def _available_source(profile: Profile, result: CapacityFit) -> str:
     return "the launches' own logs" if result.available is not None else "unknown"
 
 
-def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
+def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> CapacityRecord:
     """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
     prints them, override the profile's; otherwise the profile's serve settings are assumed."""
     rule = get_adapter(profile.engine.kind).capacity_pool
@@ -191,10 +192,10 @@ def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> dict[str, Any]:
         found = from_log_file(profile.engine.kind, Path(log), base, rule)
         if found is not None:
             observations.append(found)
-    return summarize(profile, observations)
+    return CapacityRecord.model_validate(_capacity_fields(profile, observations))
 
 
-def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any]:
+def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
     """Gather, fit, (launch,) tabulate and write run_dir/capacity.json; returns its content."""
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
@@ -235,10 +236,10 @@ def capacity_step(run: Run, say: Callable[[str], None] = print) -> dict[str, Any
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens"
                     + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
-    summary = summarize(profile, observations, searches)
-    summary["profile_hash"] = run.profile_hash
-    write_json_atomic(run.dir.capacity, summary)
-    return summary
+    fields = _capacity_fields(profile, observations, searches)
+    fields["profile_hash"] = run.profile_hash
+    write_json_atomic(run.dir.capacity, fields)
+    return CapacityRecord.model_validate(fields)
 
 
 def _all(run: Run, own: Observation | None) -> list[Observation]:
@@ -258,29 +259,29 @@ def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     return None if found is None else with_served(found, server.passed_checks(record))
 
 
-def table_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def table_frame(record: CapacityRecord) -> pd.DataFrame:
     """The decision table for display: one row per cell and reading."""
     columns = ["kv_dtype", "concurrency", "context_per_slot", "reading", "pool_tokens", "fits", "margin_gib",
                "verdict"]
-    return pd.DataFrame(summary["decision_table"]).reindex(columns=columns)
+    return pd.DataFrame(record.decision_table).reindex(columns=columns)
 
 
-def observations_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def observations_frame(record: CapacityRecord) -> pd.DataFrame:
     rows = [{"source": Path(o["source"]).name, "kind": o["kind"], **{k: o["setting"][k] for k in
             ("concurrency", "context_per_slot", "kv_dtype")}, "kv_tokens": o["kv_tokens"], "started": o["started"],
-             "served": o["served"], "runtime_bytes": o["runtime_bytes"]} for o in summary["observations"]]
+             "served": o["served"], "runtime_bytes": o["runtime_bytes"]} for o in record.observations]
     return pd.DataFrame(rows)
 
 
-def terms_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def terms_frame(record: CapacityRecord) -> pd.DataFrame:
     """Pinned and open terms of the formula, one row each (conflicts first)."""
-    rows = [{"status": "CONFLICT", "term": text} for text in summary["conflicts"]]
-    rows += [{"status": "pinned", "term": text} for text in summary["terms_pinned"]]
-    rows += [{"status": "open", "term": text} for text in summary["terms_unpinned"]]
+    rows = [{"status": "CONFLICT", "term": text} for text in record.conflicts]
+    rows += [{"status": "pinned", "term": text} for text in record.terms_pinned]
+    rows += [{"status": "open", "term": text} for text in record.terms_unpinned]
     return pd.DataFrame(rows, columns=["status", "term"])
 
 
-def searches_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def searches_frame(record: CapacityRecord) -> pd.DataFrame:
     """One row per search: the largest pool that started and served, per-slot context, launches, and what
     bounded it (memory, or the engine's own rule; capacity.json files older than that column have none)."""
     rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"],
@@ -288,17 +289,17 @@ def searches_frame(summary: dict[str, Any]) -> pd.DataFrame:
              "server_kv_tokens": found["server_kv_tokens"], "verified_by_request": found["verified_by_request"],
              "launches": found["launches"], "mode": found["mode"], "bounded_by": found.get("bounded_by"),
              "note": found["note"]}
-            for found in summary.get("searches") or []]
+            for found in record.searches]
     columns = ["kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
                "verified_by_request", "launches", "mode", "bounded_by", "note"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def search_launches_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def search_launches_frame(record: CapacityRecord) -> pd.DataFrame:
     """Every step of the searches, in order: their launches, and the earlier launches each started from
     (`settled`); empty when the profile does not ask for a search."""
     columns = ["kv_dtype", "concurrency", "kv_tokens", "server_kv_tokens", "why", "started", "served", "fits",
                "runtime_bytes", "reused", "settled"]
     rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"], **step}
-            for found in summary.get("searches") or [] for step in found["results"]]
+            for found in record.searches for step in found["results"]]
     return pd.DataFrame(rows, columns=columns)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+
+if TYPE_CHECKING:
+    from ninferkit.records import CapacityRecord
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
 JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "first_use_bytes",
@@ -35,40 +38,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.capacity import capacity_step, fit_logs
+    from ninferkit.capacity import capacity, fit_logs
     from ninferkit.params import load_profile
     from ninferkit.runs import open_run
 
     if args.capacity_command == "fit":
-        summary = fit_logs(load_profile(args.profile, args.overrides).profile, args.logs)
+        record = fit_logs(load_profile(args.profile, args.overrides).profile, args.logs)
     else:
         overrides = [*args.overrides, "capacity.search=true"]
         run = open_run(args.profile, args.run_dir, overrides)
-        summary = capacity_step(run, say=lambda line: None if args.json else print(line))
+        record = capacity(run, say=lambda line: None if args.json else print(line))
         if not args.json:
             print(f"capacity.json: {run.dir.capacity}")
     if args.json:
-        print(json.dumps({key: summary.get(key) for key in JSON_KEYS}, indent=2, default=str))
+        print(json.dumps({key: getattr(record, key) for key in JSON_KEYS}, indent=2, default=str))
         return 0
-    print(_text(summary))
+    print(_text(record))
     return 0
 
 
-def _text(summary: dict[str, Any]) -> str:
+def _text(record: CapacityRecord) -> str:
     from ninferkit.capacity import table_frame
 
-    lines = [f"bytes/token: {summary['bytes_per_token']} ({summary['bytes_per_token_source']})",
-             f"fixed part: {summary['fixed_bytes']} B at {summary['fixed_bytes_at']}",
-             f"free after weights: {summary['free_after_weights_bytes']} B ({summary['free_after_weights_source']})",
-             f"taken at first use: {summary.get('first_use_bytes')} B",
-             f"largest pool at the profile's setting: {summary['max_kv_tokens_interval']} tokens"]
-    lines += [f"  pinned: {term}" for term in summary["terms_pinned"]]
-    lines += [f"  open:   {term}" for term in summary["terms_unpinned"]]
-    lines += [f"  CONFLICT: {text}" for text in summary["conflicts"]]
-    for found in summary.get("searches") or []:
+    lines = [f"bytes/token: {record.bytes_per_token} ({record.bytes_per_token_source})",
+             f"fixed part: {record.fixed_bytes} B at {record.fixed_bytes_at}",
+             f"free after weights: {record.free_after_weights_bytes} B ({record.free_after_weights_source})",
+             f"taken at first use: {record.first_use_bytes} B",
+             f"largest pool at the profile's setting: {record.max_kv_tokens_interval} tokens"]
+    lines += [f"  pinned: {term}" for term in record.terms_pinned]
+    lines += [f"  open:   {term}" for term in record.terms_unpinned]
+    lines += [f"  CONFLICT: {text}" for text in record.conflicts]
+    for found in record.searches:
         setting = found["setting"]
         lines.append(f"search C={setting['concurrency']} kv={setting['kv_dtype']} ({found['mode']}): "
                      f"{found['answer_kv_tokens']} tokens after {found['launches']} launch(es); {found['note']}")
-    frame = table_frame(summary)
+    frame = table_frame(record)
     lines.append(frame.to_string(index=False))
     return "\n".join(lines)

@@ -21,8 +21,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit import steps
     from ninferkit.engines import get_adapter
+    from ninferkit.launch_step import launch
     from ninferkit.params import load_profile
     from ninferkit.runs import open_run
     from ninferkit.server import planned_argv
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
                 print(text, end="")
         return 0
     run = open_run(args.profile, args.run_dir, args.overrides)
-    record = steps.launch(run)
-    print(f"ready at {record['url']} after {record['ready_s']} s (pid {record['pid']})")
+    record = launch(run)
+    print(f"ready at {record.url} after {record.ready_s} s (pid {record.pid})")
     print(f"stop it with: ninferkit stop {run.dir.path}")
     return 0

@@ -19,9 +19,9 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.params import load_profile
 
     profile = load_profile(args.profile).profile if args.profile else None
-    result = probe.probe(profile)
+    record = probe.probe(profile)
     if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True))
+        print(json.dumps(record.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True))
     else:
-        print(probe.summary(result))
-    return 1 if probe.blocking(result) else 0  # an error the profile waives (gpu.waive) does not count
+        print(probe.describe(record))
+    return 1 if record.blocking() else 0  # an error the profile waives (gpu.waive) does not count

@@ -27,7 +27,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.runs import open_run
-    from ninferkit.sweeps import plan, serving, sweeps_step, sweeps_summary
+    from ninferkit.sweeps import plan, serving, sweeps
 
     say = say_for(args)
     run = open_run(args.profile, args.run_dir, args.overrides)
@@ -35,10 +35,10 @@ def main(args: argparse.Namespace) -> int:
     with serving(run) as launched:
         if launched:
             say(f"launched the server of {run.dir.path} (it is stopped at the end)")
-        tables = sweeps_step(run, only=args.only)
-    summary = sweeps_summary(tables)
+        tables = sweeps(run, only=args.only)
+    counts = tables.cell_counts()
     if not args.json:
-        print(summary.to_string(index=False))
+        print(counts.to_string(index=False))
     print_answer(run.dir.path, {"tables": run.dir.tables, "run_directory": run.dir.path}, args.json,
-                 sweeps=summary.to_dict(orient="records"))
+                 sweeps=counts.to_dict(orient="records"))
     return 0

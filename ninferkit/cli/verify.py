@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.artifact import summary, verify_step
+    from ninferkit.artifact import describe, verify
     from ninferkit.runs import open_run
 
     if (args.profile is None) == (args.file is None):
@@ -57,11 +57,11 @@ def main(args: argparse.Namespace) -> int:
     if args.sha256 or args.size:
         raise ProfileError("--sha256 and --size go with --file; a profile pins artifact.sha256 / artifact.size_bytes")
     run = open_run(args.profile, args.run_dir, args.overrides)
-    record = verify_step(run)  # raises (exit 1) with every problem listed when a check fails
+    record = verify(run)  # raises (exit 1) with every problem listed when a check fails
     if args.json:
-        print(json.dumps(record, indent=2, sort_keys=True))
+        print(json.dumps(record.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True))
     else:
-        print(summary(record))
+        print(describe(record))
         print(f"artifact.json: {run.dir.artifact}")
     return 0
 

@@ -4,11 +4,12 @@
     >>> report.write_report("runs/20261130-110000-local-cpu").markdown   # doctest: +SKIP
 """
 
-from ninferkit.report.build import Report, build_document, write_report
+from ninferkit.report.build import Report, build_document, write_report, writeup
 from ninferkit.report.compare import Comparison, compare_runs
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.headline import HeadlineRow, headline, headline_table
 from ninferkit.report.render import get_renderer, register_renderer, renderers
 
 __all__ = ["Comparison", "HeadlineRow", "Report", "RunData", "build_document", "compare_runs", "get_renderer",
-           "headline", "headline_table", "load_run", "register_renderer", "renderers", "write_report"]
+           "headline", "headline_table", "load_run", "register_renderer", "renderers", "write_report",
+           "writeup"]

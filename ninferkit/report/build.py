@@ -22,6 +22,7 @@ import pandas as pd
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.latency import recorded_itl
+from ninferkit.records import ArtifactRecord, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
@@ -33,7 +34,7 @@ from ninferkit.report.headline import HeadlineRow, headline
 from ninferkit.report.recipe import launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
 from ninferkit.report.views import latency_view, sweep_view, what_fits
-from ninferkit.runs import utc_now
+from ninferkit.runs import Run, utc_now
 
 GENERATED_PREFIX = "Generated at "
 
@@ -60,6 +61,11 @@ class Report:
             return f"![{match[1]}](data:image/png;base64,{data})"
 
         return re.sub(r"!\[([^\]]*)\]\((figures/[^)]+\.png)\)", embed, self.markdown.read_text())
+
+
+def writeup(run: Run, *, formats: list[str] | None = None) -> Report:
+    """The write-up step (05_writeup): the run's report/ from its raw files, as `write_report` writes it."""
+    return write_report(run.dir.path, formats)
 
 
 def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Report:
@@ -105,7 +111,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
 def _source(run: RunData) -> str:
     """Which run the write-up is of: its directory, and its own id and start where they say more."""
     name = run.dir.path.name
-    made = f"made {run.manifest['created']}" if run.manifest.get("created") else ""
+    made = f"made {run.manifest.created}" if run.manifest.created else ""
     called = f'run id "{run.run_id}"' if run.run_id != name else ""
     details = ", ".join(part for part in (called, made) if part)
     return f"from the run directory {name}" + (f" ({details})" if details else "")
@@ -120,9 +126,10 @@ def _version() -> str:
 def _title(run: RunData) -> str:
     if run.settings.title:
         return run.settings.title
-    engine = (run.profile.get("engine") or {}).get("kind") or run.server.get("engine") or "unknown engine"
+    engine = (run.profile.get("engine") or {}).get("kind") or (run.server.engine if run.server else None) \
+        or "unknown engine"
     hardware = ", ".join(sorted({str(gpu.get("name")) for gpu in run.probe_gpus})) or "CPU"
-    name = run.manifest.get("profile_name") or run.run_id
+    name = run.manifest.profile_name or run.run_id
     return f"{name}: {engine} on {hardware}"
 
 
@@ -174,7 +181,7 @@ def _steps(run: RunData) -> Section:
     steps = ordered_steps(run.manifest)
     blocks: list[Any] = []
     if steps:
-        rows = tuple((name, _status(info), number(info.get("seconds")), str(info.get("error") or ""))
+        rows = tuple((name, _status(info), number(info.seconds), str(info.error or ""))
                      for name, info in steps)
         blocks.append(Table(("step", "status", "seconds", "error"), rows))
     missing = [f"`{name}` — written by {step}" for name, step in run.missing.items()]
@@ -186,13 +193,13 @@ def _steps(run: RunData) -> Section:
     return Section("Steps and data", blocks)
 
 
-def _status(info: dict[str, Any]) -> str:
-    status = str(info.get("status"))
+def _status(info: StepEntry) -> str:
+    status = str(info.status)
     return "running when this write-up was generated" if status == "running" else status
 
 
 def _environment(run: RunData) -> Section:
-    facts = run.probe.get("facts") or {}
+    facts = run.probe.facts if run.probe else {}
     if not facts:
         return Section("Environment", [Paragraph("No probe.json: the setup step (00_setup) produced no data.")])
     gpu = facts.get("gpu") or {}
@@ -214,9 +221,9 @@ def _environment(run: RunData) -> Section:
     amx = f", AMX {', '.join(cpu['amx']) or 'no'}" if "amx" in cpu else ""  # probes before issue 18 have no "amx"
     rows.append(("CPU", f"{cpu.get('model')}, {cpu.get('cores')} cores, AVX-512 "
                         f"{'yes' if cpu.get('avx512f') else 'no'}{amx}"))
-    rows.append(("platform", str(run.manifest.get("platform"))))
-    findings = [f"{f.get('severity')}: {f.get('message')}" + (f" Fix: {f['fix']}" if f.get("fix") else "")
-                for f in run.probe.get("findings") or []]
+    rows.append(("platform", str(run.manifest.platform)))
+    findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
+                for f in (run.probe.findings if run.probe else [])]
     blocks: list[Any] = [Table(("fact", "value"), tuple(rows))]
     if findings:
         blocks += [Paragraph("Setup findings:"), Bullets(tuple(findings))]
@@ -234,8 +241,8 @@ def _recipe(run: RunData) -> Section:
         ("engine commit", str(build.get("commit") or "—")),
         ("engine tarball sha256", str(build.get("tarball_sha256") or "—")),
         ("engine binary sha256", ", ".join(f"{k}: {v}" for k, v in sorted((build.get("binary_sha256") or {}).items()))
-         or (f"{run.server['binary']}: {run.server['binary_sha256']} (hashed at launch)"
-             if run.server.get("binary_sha256") else "not recorded (engine.build.binary_sha256 is empty)")),
+         or (f"{run.server.binary}: {run.server.binary_sha256} (hashed at launch)"
+             if run.server and run.server.binary_sha256 else "not recorded (engine.build.binary_sha256 is empty)")),
         ("engine backend", str(build.get("backend"))
          + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")),
         ("container base", str(engine.get("docker_image") or "none: the server runs as a native process")),
@@ -257,7 +264,7 @@ def _recipe(run: RunData) -> Section:
                  ("artifact size (pinned)", number(artifact.get("size_bytes")))]
     rows += _verified_artifact(run.artifact)
     blocks: list[Any] = [Table(("item", "value"), tuple(rows))]
-    argv = list(run.server.get("argv") or [])
+    argv = list(run.server.argv) if run.server else []
     if not argv:
         blocks.append(Paragraph("No server.json: the launch step (02_launch) produced no data, so there is no argv."))
         return Section("Pinned recipe", blocks)
@@ -272,30 +279,28 @@ def _recipe(run: RunData) -> Section:
     return Section("Pinned recipe", blocks)
 
 
-def _verified_artifact(record: dict[str, Any]) -> list[tuple[str, str]]:
+def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     """What the verify step measured (artifact.json), beside what the profile pins."""
-    if not record:
+    if record is None:
         return [("artifact verification", "no artifact.json: the verify step (01_artifact_verify) produced no data")]
-    problems = "; ".join(str(p) for p in record.get("problems") or []) or "none"
-    rows = [("artifact sha256 (measured)", str(record.get("sha256"))),
-            ("artifact size (measured)", f"{number(record.get('size_bytes'))} bytes"),
-            ("artifact container version", str(record.get("container_version") or "—")),
-            ("artifact verified", f"{'yes' if record.get('ok') else 'NO'} (problems: {problems})")]
-    for binary in record.get("binaries") or []:
+    problems = "; ".join(str(p) for p in record.problems) or "none"
+    rows = [("artifact sha256 (measured)", str(record.sha256)),
+            ("artifact size (measured)", f"{number(record.size_bytes)} bytes"),
+            ("artifact container version", str(record.container_version or "—")),
+            ("artifact verified", f"{'yes' if record.ok else 'NO'} (problems: {problems})")]
+    for binary in record.binaries:
         fields = ", ".join(f"{k}={v}" for k, v in sorted(binary.items()) if not isinstance(v, (dict, list)))
         rows.append(("engine binary (verified)", fields))
     return rows
 
 
 def _acceptance(run: RunData) -> Section:
-    if not run.server:
+    if run.server is None:
         return Section("Acceptance checks",
                        [Paragraph("No server.json: the launch step (02_launch) produced no data.")])
-    checks = run.server.get("checks") or []
-    rows = tuple((str(c.get("name")), "pass" if c.get("ok") else "FAIL", number(c.get("seconds")),
-                  _detail(c.get("detail") or {})) for c in checks)
-    blocks: list[Any] = [Paragraph(f"Server state {run.server.get('state')}, ready after "
-                                   f"{number(run.server.get('ready_s'))} s.")]
+    rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds), _detail(c.detail))
+                 for c in run.server.checks)
+    blocks: list[Any] = [Paragraph(f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
     blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
                   else Paragraph("The server recorded no acceptance checks."))
     if run.ledger:
@@ -333,15 +338,15 @@ def _detail(detail: dict[str, Any]) -> str:
 def _errors(run: RunData) -> Section:
     rows: list[tuple[str, str, str, str]] = []
     for name, info in ordered_steps(run.manifest):
-        if info.get("status") in ("failed", "interrupted"):
-            error = str(info.get("error") or info.get("status"))
+        if info.status in ("failed", "interrupted"):
+            error = str(info.error or info.status)
             rows.append((f"step {name}", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.manifest)))
-    if run.server.get("error"):
-        error = str(run.server["error"])
+    if run.server and run.server.error:
+        error = run.server.error
         rows.append(("launch", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.server)))
-    if run.server_log and run.server.get("engine"):
+    if run.server_log and run.server and run.server.engine:
         try:
-            diagnosis = get_adapter(str(run.server["engine"])).diagnose(run.server_log)
+            diagnosis = get_adapter(run.server.engine).diagnose(run.server_log)
         except NinferkitError:
             diagnosis = None
         if diagnosis is not None:
@@ -447,30 +452,29 @@ def _speculation(run: RunData) -> Section:
 
 def _capacity(run: RunData) -> Section:
     capacity = run.capacity
-    if not capacity:
+    if capacity is None:
         return Section("Capacity",
                        [Paragraph("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])
     blocks: list[Any] = []
-    if capacity.get("formula"):
-        blocks.append(Code(str(capacity["formula"])))
+    if capacity.formula:
+        blocks.append(Code(capacity.formula))
     blocks.append(Table(("term", "value"), (
-        ("bytes per pool token", _value("bytes_per_token", capacity.get("bytes_per_token"))),
-        ("fixed part (interval)", _value("fixed_bytes", capacity.get("fixed_bytes"))),
-        ("free after weights (interval)", _value("free_after_weights_bytes", capacity.get("free_after_weights_bytes"))),
-        ("taken at first use, U (interval)", _value("first_use_bytes", capacity.get("first_use_bytes"))),
-        ("largest KV pool, tokens", _value("max_kv_tokens", capacity.get("max_kv_tokens"))),
-        ("largest KV pool, tokens (interval)",
-         _value("max_kv_tokens_interval", capacity.get("max_kv_tokens_interval"))),
-        ("largest KV pool, bounded by", _value("max_kv_tokens_note", capacity.get("max_kv_tokens_note")
-                                               or capacity.get("max_kv_tokens_bounded_by"))),
-        ("terms not pinned", ", ".join(map(str, capacity.get("terms_unpinned") or [])) or "—"),
-        ("observations", number(len(capacity.get("observations") or []))),
-        ("search launches", _value("launches", capacity.get("search_launches"))),
+        ("bytes per pool token", _value("bytes_per_token", capacity.bytes_per_token)),
+        ("fixed part (interval)", _value("fixed_bytes", capacity.fixed_bytes)),
+        ("free after weights (interval)", _value("free_after_weights_bytes", capacity.free_after_weights_bytes)),
+        ("taken at first use, U (interval)", _value("first_use_bytes", capacity.first_use_bytes)),
+        ("largest KV pool, tokens", _value("max_kv_tokens", capacity.max_kv_tokens)),
+        ("largest KV pool, tokens (interval)", _value("max_kv_tokens_interval", capacity.max_kv_tokens_interval)),
+        ("largest KV pool, bounded by", _value("max_kv_tokens_note", capacity.max_kv_tokens_note
+                                               or capacity.max_kv_tokens_bounded_by)),
+        ("terms not pinned", ", ".join(map(str, capacity.terms_unpinned)) or "—"),
+        ("observations", number(len(capacity.observations))),
+        ("search launches", _value("launches", capacity.search_launches)),
     )))
-    pinned = [str(term) for term in capacity.get("terms_pinned") or []]
+    pinned = [str(term) for term in capacity.terms_pinned]
     if pinned:
         blocks += [Paragraph("Terms the launches pinned:"), Bullets(tuple(pinned))]
-    searches = capacity.get("searches") or []
+    searches = capacity.searches
     if searches:
         columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
                    "verified_by_request", "launches", "bounded_by", "note")
@@ -480,10 +484,10 @@ def _capacity(run: RunData) -> Section:
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
             "the cells the server's own KV line reported at it, the launches each search took, and what set the "
             "answer: memory, or the engine's own rule (then with what memory alone would allow)."))
-    decisions = capacity.get("decision_table") or []
+    decisions = capacity.decision_table
     if decisions:
         blocks.append(what_fits(decisions))
-    notes = [str(note) for note in [*(capacity.get("conflicts") or []), *(capacity.get("notes") or [])]]
+    notes = [str(note) for note in [*capacity.conflicts, *capacity.notes]]
     if notes:
         blocks.append(Bullets(tuple(notes)))
     return Section("Capacity", blocks)
@@ -530,28 +534,27 @@ def _caveats(run: RunData) -> Section:
 
 def _provenance(run: RunData) -> Section:
     manifest = run.manifest
-    packages = manifest.get("packages") or {}
     rows = [("run directory", run.dir.path.name), ("run id", run.run_id),
-            ("schema version", str(manifest.get("schema_version"))),
-            ("ninferkit that made the run", _maker(manifest)), ("python", str(manifest.get("python"))),
-            ("packages", ", ".join(f"{name} {version}" for name, version in sorted(packages.items())
+            ("schema version", str(manifest.schema_version)),
+            ("ninferkit that made the run", _maker(manifest)), ("python", str(manifest.python)),
+            ("packages", ", ".join(f"{name} {version}" for name, version in sorted(manifest.packages.items())
                                    if name != "ninferkit" and version) or "not recorded"),
-            ("platform", str(manifest.get("platform"))),
-            ("profile", f"{manifest.get('profile_name')} (hash {manifest.get('profile_hash')})"),
-            ("profile overrides", ", ".join(manifest.get("profile_overrides") or []) or "none"),
+            ("platform", str(manifest.platform)),
+            ("profile", f"{manifest.profile_name} (hash {manifest.profile_hash})"),
+            ("profile overrides", ", ".join(manifest.profile_overrides) or "none"),
             ("engine version", _distinct(run, "engine_version")),
             ("artifact sha256", _distinct(run, "artifact_sha256")),
-            ("run created", str(manifest.get("created"))),
+            ("run created", str(manifest.created)),
             ("write-up generated by", f"ninferkit {_version()}")]
     return Section("Provenance", [Table(("item", "value"), tuple(rows),
                                         "What this write-up was generated from; every number traces to these files.")])
 
 
-def _maker(manifest: dict[str, Any]) -> str:
+def _maker(manifest: Manifest) -> str:
     """ninferkit's version and commit as the manifest recorded them; a run made before ninferkit recorded its
     own version (it read installed metadata, absent from a checkout never pip-installed) says so."""
-    version = (manifest.get("packages") or {}).get("ninferkit")
-    git = manifest.get("git") or {}
+    version = manifest.packages.get("ninferkit")
+    git = manifest.git
     shown = (f"version {version}" if version else
              "version not recorded (this run predates ninferkit recording its own version: the commit names it)")
     commit = git.get("commit")

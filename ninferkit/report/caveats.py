@@ -120,10 +120,10 @@ def caveats(run: RunData) -> list[str]:
         most = max(int(row["cached_tokens"]) for row in cached)
         notes.append(f"{len(cached)} context-sweep requests reused up to {most} cached prompt tokens (the shared "
                      "chat-template prefix before the salt); prefill speed counts only the tokens processed.")
-    if run.manifest.get("profile_history"):
-        notes.append(f"The profile changed during this run ({len(run.manifest['profile_history'])} earlier "
+    if run.manifest.profile_history:
+        notes.append(f"The profile changed during this run ({len(run.manifest.profile_history)} earlier "
                      f"hash(es)); rows carry the profile_hash they were measured with.")
-    if (run.manifest.get("git") or {}).get("dirty"):
+    if run.manifest.git.get("dirty"):
         notes.append("The ninferkit checkout had uncommitted changes when this run was made (manifest git.dirty).")
     return notes
 
@@ -161,8 +161,8 @@ def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[s
             f"first token than the server spent on their whole prompt (that wait: median "
             f"{number(statistics.median(slow))} s, max {number(max(slow))} s): the engine did work before prefill "
             "that its timings leave out, so the server's prefill speed overstates what a user sees.")
-    engine = run.server.get("engine")
-    cause = get_adapter(str(engine)).work_before_prefill(run.server_log) if engine and run.server_log else None
+    engine = run.server.engine if run.server else None
+    cause = get_adapter(engine).work_before_prefill(run.server_log) if engine and run.server_log else None
     return [note + (f" The server log says why: {cause}" if cause else "")]
 
 

@@ -7,10 +7,9 @@ the write-up names, not an error.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -18,6 +17,7 @@ from ninferkit.engines import KINDS, get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
+from ninferkit.records import ArtifactRecord, CapacityRecord, Manifest, ProbeRecord, RunFile, ServerRecord, StepEntry
 from ninferkit.runs import RunDir, read_json, read_jsonl
 from ninferkit.sweeps.truth import rows_with_server_truth
 
@@ -33,14 +33,14 @@ class RunData:
     """Everything the write-up may use from one run directory; absent files are empty values."""
 
     dir: RunDir
-    manifest: dict[str, Any] = field(default_factory=dict)
-    probe: dict[str, Any] = field(default_factory=dict)
-    artifact: dict[str, Any] = field(default_factory=dict)
-    server: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest = field(default_factory=Manifest)
+    probe: ProbeRecord | None = None
+    artifact: ArtifactRecord | None = None
+    server: ServerRecord | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    capacity: dict[str, Any] = field(default_factory=dict)
+    capacity: CapacityRecord | None = None
     server_log: str | None = None
     ledger: dict[str, Any] = field(default_factory=dict)
     """The launch step's startup ledger: what this ninferkit reads in logs/server.log (the log is the record,
@@ -57,19 +57,22 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.dir.path.name)
+        return str(self.manifest.run_id or self.dir.path.name)
 
     @property
     def profile(self) -> dict[str, Any]:
-        profile: dict[str, Any] = self.manifest.get("profile") or {}
-        return profile
+        return self.manifest.profile
+
+    @property
+    def engine(self) -> str | None:
+        """The engine that ran: server.json's, else the profile's."""
+        return (self.server.engine if self.server else None) or (self.profile.get("engine") or {}).get("kind")
 
     @property
     def adapter(self) -> EngineAdapter | None:
         """The adapter of the engine that ran (server.json's, else the profile's); None for an engine this
         ninferkit does not know (a run directory from elsewhere still gets its write-up)."""
-        engine = self.server.get("engine") or (self.profile.get("engine") or {}).get("kind")
-        return get_adapter(str(engine)) if engine in KINDS else None
+        return get_adapter(self.engine) if self.engine in KINDS else None
 
     @property
     def settings(self) -> ReportSection:
@@ -79,13 +82,13 @@ class RunData:
     @property
     def probe_gpus(self) -> list[dict[str, Any]]:
         """The GPUs the setup step's probe found (none without a probe)."""
-        return list(((self.probe.get("facts") or {}).get("gpu") or {}).get("gpus") or [])
+        return self.probe.gpus if self.probe else []
 
     @property
     def gpu_available(self) -> bool:
         """From the setup step's probe; a run without one (`ninferkit sweep` alone) has a GPU when NVML
         sampled one."""
-        gpu = (self.probe.get("facts") or {}).get("gpu")
+        gpu = self.probe.facts.get("gpu") if self.probe else None
         return bool(gpu.get("available")) if gpu else bool(self.nvml())
 
     def measured(self, sweep: str | None = None) -> list[dict[str, Any]]:
@@ -110,13 +113,14 @@ def load_run(path: str | Path) -> RunData:
         raise NinferkitError(f"{path} is not a run directory; give the folder `ninferkit run` wrote "
                              "(it holds manifest.json)")
     data = RunData(run_dir)
-    data.manifest = _json(run_dir.manifest, data, "any step")
-    data.probe = _json(run_dir.probe, data, SETUP)
-    data.artifact = _json(run_dir.artifact, data, VERIFY)
-    data.server = _json(run_dir.server, data, LAUNCH)
-    data.capacity = _json(run_dir.capacity, data, CAPACITY)
+    data.manifest = _present(run_dir.read_manifest() if run_dir.manifest.exists() else None, run_dir.manifest,
+                             data, "any step") or Manifest()
+    data.probe = _present(run_dir.read_probe(), run_dir.probe, data, SETUP)
+    data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, VERIFY)
+    data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
+    data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
-    data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.get("profile_hash"))
+    data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.profile_hash)
     data.requests = _counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)
     if not rows:
@@ -128,7 +132,7 @@ def load_run(path: str | Path) -> RunData:
     if not data.tables:
         data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
     if run_dir.llama_bench.exists():  # optional: not listed as missing without it
-        data.llama_bench = _json(run_dir.llama_bench, data, "benchmarks/bench_llama_bench.py")
+        data.llama_bench = read_json(run_dir.llama_bench)
     if run_dir.server_log.exists():
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:
@@ -139,7 +143,7 @@ def load_run(path: str | Path) -> RunData:
 
 def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
     """(ledger, where it was read): the engine adapter's reading of the server log, else server.json's."""
-    recorded: dict[str, Any] = data.server.get("ledger") or {}
+    recorded = data.server.ledger if data.server else {}
     adapter = data.adapter
     if data.server_log is None or adapter is None:
         return recorded, data.dir.name(data.dir.server)
@@ -165,16 +169,14 @@ def _counted(rows: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> li
             if str((cells.get(str(row.get("cell_id"))) or {}).get("attempt")) == str(row.get("attempt"))]
 
 
-def _json(path: Path, data: RunData, written_by: str) -> dict[str, Any]:
-    if not path.exists():
+Record = TypeVar("Record", bound=RunFile)
+
+
+def _present(record: Record | None, path: Path, data: RunData, written_by: str) -> Record | None:
+    """The record as read; a file that is not there is listed as missing, with the step that writes it."""
+    if record is None:
         data.missing[data.dir.name(path)] = written_by
-        return {}
-    try:
-        loaded: dict[str, Any] = read_json(path)
-    except json.JSONDecodeError as exc:
-        raise NinferkitError(f"{path} is not valid JSON ({exc}); the step that writes it writes atomically, "
-                             "so the file was edited by hand: restore it or re-run that step") from exc
-    return loaded
+    return record
 
 
 def _tables(folder: Path) -> dict[str, pd.DataFrame]:
@@ -186,8 +188,8 @@ def _tables(folder: Path) -> dict[str, pd.DataFrame]:
     return {name: pd.read_csv(found[name]) for name in order}
 
 
-def ordered_steps(manifest: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def ordered_steps(manifest: Manifest) -> list[tuple[str, StepEntry]]:
     """The manifest's steps in runbook order (setup ... writeup), then any others by name."""
-    steps: dict[str, dict[str, Any]] = manifest.get("steps") or {}
+    steps = manifest.steps
     known = [name for name in STEP_ORDER if name in steps]
     return [(name, steps[name]) for name in known + sorted(set(steps) - set(known))]

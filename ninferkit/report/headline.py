@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.latency import Targets, distribution, goodput
+from ninferkit.records import CapacityRecord
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
 from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
@@ -203,15 +204,15 @@ def _memory(run: RunData) -> list[HeadlineRow]:
         "Memory: KV cache at startup (server ledger)", "GiB", kv_bytes / GIB if kv_bytes is not None else None,
         None, None, no_pool if pool is None else pool.how,
         f"{run.ledger_source} kv_cache_bytes" if pool is None else pool.source, 0 if kv_bytes is None else 1))
-    capacity = run.capacity
-    max_kv = capacity.get("max_kv_tokens")
-    free = capacity.get("free_after_weights_bytes") or [None, None]
+    capacity = run.capacity or CapacityRecord()
+    max_kv = capacity.max_kv_tokens
+    free = capacity.free_after_weights_bytes or [None, None]
     low = free[0] / GIB if free[0] is not None else None
     high = free[1] / GIB if free[1] is not None else None
-    interval = capacity.get("max_kv_tokens_interval") or [None, None]
+    interval = capacity.max_kv_tokens_interval or [None, None]
     rows.append(HeadlineRow(
         "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
-        (capacity.get("max_kv_tokens_note") or "capacity fit") if max_kv is not None
+        (capacity.max_kv_tokens_note or "capacity fit") if max_kv is not None
         else "no data: no capacity.json (04_capacity_fit)",
         "capacity.json max_kv_tokens", 1 if max_kv is not None else 0))
     rows.append(HeadlineRow(

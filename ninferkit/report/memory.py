@@ -60,11 +60,11 @@ def layout_bytes_per_token(run: RunData) -> tuple[int | None, str]:
     """(the KV cache's bytes per token, where from) of the run's model at its profile's KV dtype, from
     capacity.json; (None, why not) when the capacity step did not know the layout."""
     capacity = run.capacity
-    if not capacity:
+    if capacity is None:
         return None, "no bytes: no capacity.json (04_capacity_fit), which records the model's KV layout"
-    value, source = capacity.get("bytes_per_token"), capacity.get("bytes_per_token_source")
+    value, source = capacity.bytes_per_token, capacity.bytes_per_token_source
     if isinstance(value, int) and source in LAYOUT_SOURCES:
-        return value, str(capacity.get("architecture") or source)
+        return value, str(capacity.architecture or source)
     fitted = "" if value is None else f"; the capacity fit bounds bytes per pool token only to {_bytes(value)}"
     unset = " capacity.model is null, so" if (run.profile.get("capacity") or {}).get("model", "") is None else ""
     return None, f"no bytes:{unset} the model's KV layout is unknown{fitted}"

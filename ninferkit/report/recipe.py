@@ -31,9 +31,9 @@ class Flag:
 
 def profile_comments(run: RunData) -> tuple[dict[str, str], str]:
     """(key path -> comment, where they came from): recorded in the manifest, else from the profile file."""
-    source = run.manifest.get("profile_source")
-    if "profile_comments" in run.manifest:
-        recorded = dict(run.manifest["profile_comments"])
+    source = run.manifest.profile_source
+    if run.manifest.profile_comments is not None:
+        recorded = dict(run.manifest.profile_comments)
         return recorded, f"comments of {source or 'the profile'} (recorded in the manifest)"
     if not source:
         return {}, "the manifest names no profile file"
@@ -84,7 +84,7 @@ def launch_flags(run: RunData) -> list[Flag]:
               for path, value in _leaves(profile.get(section) or {}, section)]
     extra = set((profile.get("serve") or {}).get("extra_args") or [])
     adapter = run.adapter
-    _, pairs = split_argv(list(run.server.get("argv") or []))
+    _, pairs = split_argv(list(run.server.argv) if run.server else [])
     flags = []
     for flag, value in pairs:
         if flag == POSITIONAL:

@@ -1,15 +1,15 @@
 """Sweeps: the measurements of 03_sweeps, resumable, with the server's own accounting beside the client's.
 
-`sweeps_step(run)` finds the run's server, writes the plan, runs every cell that has no result yet
+`sweeps(run)` finds the run's server, writes the plan, runs every cell that has no result yet
 (with telemetry sampling in the background), and returns the tables it saved under
-`run_dir/tables/`. Rerunning it continues where it stopped, and runs failed cells again. A server
+`run_dir/tables/` (SweepTables). Rerunning it continues where it stopped, and runs failed cells again. A server
 that dies mid-sweep fails its cell with the diagnosis from the server log, and the step raises
 ServerExited after saving the tables of what finished; cells that measured nothing make it raise
 SweepFailed (after saving the tables), and so does a server that refuses the requests' credentials,
 at the first refusal. Task cells planned with `speculation: off` (sweeps.tasks.speculation_ab) run against a
 second server of the profile with speculation off, started for them and stopped after (spec_off.py).
 
-    tables = sweeps_step(run, only="context,prefix_reuse")
+    tables = sweeps(run, only="context,prefix_reuse")
     tables["context"]
 """
 
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pandas as pd
 
 from ninferkit import server
 from ninferkit.engines import get_adapter
@@ -33,7 +32,7 @@ from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
-from ninferkit.sweeps.tables import ab_table, build_tables, latest_outcomes, save_tables
+from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.telemetry import Telemetry
 from ninferkit.workloads import Tokenizer
@@ -41,10 +40,10 @@ from ninferkit.workloads import Tokenizer
 FINISHED = ("done", "skipped")
 
 
-def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: bool = True) -> dict[str, pd.DataFrame]:
+def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool = True) -> SweepTables:
     """Run the sweeps of the profile (or only the named kinds) against the run's server.
 
-    `only`: "context,tasks" or a list; None runs every enabled kind. Returns the tables by name.
+    `only`: "context,tasks" or a list; None runs every enabled kind. Returns the tables it saved.
     Raises ProfileError (bad sizes or names, before anything is sent), ServerError when no server
     is running, ServerExited when it dies mid-sweep (finished cells and their rows are kept),
     SweepFailed when cells measured nothing or the server refused the credentials (tables saved).
@@ -94,7 +93,7 @@ def sweeps_step(run: Run, only: str | Iterable[str] | None = None, progress: boo
     if failed:
         raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
                           "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].get('reason')}" for c in failed))
-    return tables
+    return SweepTables(tables)
 
 
 def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
@@ -113,7 +112,7 @@ def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str,
 
 
 def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
-    """The cells `sweeps_step` would run, checked against the profile; sends nothing, writes nothing.
+    """The cells `sweeps` would run, checked against the profile; sends nothing, writes nothing.
     A skip that depends on what the running server says (llama-server's /props: does its model's chat
     template render tools?) is decided when the sweep runs; here the profile alone decides.
 
@@ -182,14 +181,4 @@ def serving(run: Run, progress: bool = True) -> Iterator[bool]:
         yield False
 
 
-def sweeps_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One line per table: how many cells, and how many finished, failed or were skipped."""
-    rows: list[dict[str, Any]] = []
-    for name, table in tables.items():
-        status = table["status"].value_counts().to_dict() if "status" in table else {}
-        counts = {k: status.get(k, 0) for k in ("done", "failed", "skipped")}
-        rows.append({"table": name, "cells": len(table), **counts})
-    return pd.DataFrame(rows)
-
-
-__all__ = ["SWEEP_KINDS", "ab_table", "build_tables", "plan", "serving", "sweeps_step", "sweeps_summary"]
+__all__ = ["SWEEP_KINDS", "SweepTables", "ab_table", "build_tables", "plan", "serving", "sweeps"]

@@ -20,6 +20,7 @@ built, so new targets need no rerun), the most requests in flight at once, how l
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +293,25 @@ def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> d
     lines = pd.DataFrame([r for r in telemetry if r.get("source") == "engine_log" and start <= r["t_mono"] <= end])
     numeric = lines.drop(columns=["t_mono"], errors="ignore").select_dtypes("number") if len(lines) else lines
     return {f"engine_log_{name}_median": numeric[name].median() for name in numeric.columns}
+
+
+@dataclass(frozen=True)
+class SweepTables:
+    """What the sweeps step wrote under tables/: one frame per table, by name (context, tasks, ...)."""
+
+    frames: dict[str, pd.DataFrame]
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.frames[name]
+
+    def cell_counts(self) -> pd.DataFrame:
+        """One line per table: how many cells, and how many finished, failed or were skipped."""
+        rows: list[dict[str, Any]] = []
+        for name, table in self.frames.items():
+            status = table["status"].value_counts().to_dict() if "status" in table else {}
+            counts = {k: status.get(k, 0) for k in ("done", "failed", "skipped")}
+            rows.append({"table": name, "cells": len(table), **counts})
+        return pd.DataFrame(rows)
 
 
 def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:

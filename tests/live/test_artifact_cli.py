@@ -10,7 +10,7 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
-from ninferkit.artifact import model_path, sha256_file, verify_step
+from ninferkit.artifact import model_path, sha256_file, verify
 from ninferkit.cli import main
 from ninferkit.errors import ArtifactError
 from ninferkit.params import load_profile
@@ -40,7 +40,7 @@ def test_engine_binaries_are_checked_against_pinned_sha256(tmp_path: Path) -> No
     pins = f"engine.build.binary_sha256={{llama-server: {good}, libengine.so: {'ab' * 32}}}"
     run = open_run(LOCAL_CPU, tmp_path / "run", [f"engine.binary={binary}", pins])
     with pytest.raises(ArtifactError) as failed:
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     message = str(failed.value)
     library_sha = sha256_file(binary.parent / "libengine.so").hexdigest
     assert f"binary libengine.so sha256: expected {'ab' * 32}, actual {library_sha}" in message

@@ -22,7 +22,7 @@ import pytest
 
 from ninferkit import server, steps
 from ninferkit.artifact import model_path
-from ninferkit.capacity import capacity_step
+from ninferkit.capacity import capacity
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation
@@ -41,32 +41,32 @@ GRID = ["capacity.concurrencies=[1, 2]", "capacity.contexts=[2048]", "capacity.k
 @pytest.fixture(scope="module")
 def capacity_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> tuple[Run, dict]:
     run = open_run(GENERATED_CPU, tmp_path_factory.mktemp("capacity"), [*GRID, f"serve.port={free_port()}"])
-    return run, capacity_step(run, say=lambda line: None)
+    return run, capacity(run, say=lambda line: None)
 
 
 def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
     meta = gguf_metadata(model_path(run.profile))
-    grid = [o for o in summary["observations"] if o["kind"] == "ledger"]
+    grid = [o for o in summary.observations if o["kind"] == "ledger"]
     assert {(o["setting"]["concurrency"], o["setting"]["kv_dtype"]) for o in grid} >= {
         (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
     for row in grid:
         obs = Observation.from_dict(row)
         b = llama_cpp_kv_layout(meta, obs.setting.kv_dtype or "f16", obs.setting.kv_dtype or "f16").bytes_per_token
         assert obs.kv_bytes is not None and obs.kv_bytes.holds(b * obs.kv_tokens), row["source"]
-    assert summary["bytes_per_token"] == 2048 and summary["conflicts"] == []
-    assert summary["payload_bytes_per_token_by_dtype"]["q8_0"][0] <= 1088 <= \
-        summary["payload_bytes_per_token_by_dtype"]["q8_0"][1]
-    assert any("per extra slot" in term for term in summary["terms_pinned"])
+    assert summary.bytes_per_token == 2048 and summary.conflicts == []
+    assert summary.payload_bytes_per_token_by_dtype["q8_0"][0] <= 1088 <= \
+        summary.payload_bytes_per_token_by_dtype["q8_0"][1]
+    assert any("per extra slot" in term for term in summary.terms_pinned)
     assert run.dir.capacity.exists()
 
 
 def test_each_search_answer_is_a_launch_that_served_within_the_budget(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
-    searches = summary["searches"]
+    searches = summary.searches
     assert {(s["setting"]["concurrency"], s["setting"]["kv_dtype"]) for s in searches} == {
         (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
-    assert summary["search_launches"] == sum(s["launches"] for s in searches)
+    assert summary.search_launches == sum(s["launches"] for s in searches)
     for search in searches:
         concurrency = search["setting"]["concurrency"]
         assert search["mode"] == "budget-bisection" and search["verified_by_request"], search
@@ -88,10 +88,10 @@ def test_each_search_answer_is_a_launch_that_served_within_the_budget(capacity_r
 def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> None:
     run, first = capacity_run
     before = len(list((run.dir.path / "capacity" / "launches").iterdir()))
-    again = capacity_step(run, say=lambda line: None)
+    again = capacity(run, say=lambda line: None)
     assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
-    assert [s["answer_kv_tokens"] for s in again["searches"]] == [s["answer_kv_tokens"] for s in first["searches"]]
-    assert all(step["reused"] or step["settled"] for search in again["searches"] for step in search["results"])
+    assert [s["answer_kv_tokens"] for s in again.searches] == [s["answer_kv_tokens"] for s in first.searches]
+    assert all(step["reused"] or step["settled"] for search in again.searches for step in search["results"])
 
 
 def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: Path, llama_server: Path) -> None:
@@ -101,7 +101,7 @@ def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: P
         "capacity.concurrencies=[1]", "capacity.contexts=[2048]", "capacity.kv_dtypes=[f16]", "capacity.search=true",
         f"capacity.memory_budget_bytes={2**30}", "capacity.max_launches=4", "serve.max_concurrency=1",
         "serve.max_context=2048", "serve.kv.dtype=f16", f"serve.port={free_port()}"])
-    (search,) = capacity_step(run, say=lambda line: None)["searches"]
+    (search,) = capacity(run, say=lambda line: None).searches
     trained = gguf_metadata(model_path(run.profile))["qwen3.context_length"]
     assert search["answer_context_per_slot"] == trained and search["verified_by_request"]
     assert "memory is not the limit" in search["note"]
@@ -118,14 +118,14 @@ def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, ll
     steps.launch(run, progress=False)
     pgid = int(read_json(run.dir.server)["pgid"])
     said: list[str] = []
-    summary = capacity_step(run, say=said.append)
+    summary = capacity(run, say=said.append)
     assert said[0] == "stopped the launch step's server: the capacity launches need the memory it holds"
     assert read_json(run.dir.server)["state"] == "stopped"
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)
-    own = summary["observations"][0]
+    own = summary.observations[0]
     assert own["source"] == str(run.dir.server_log) and own["served"]  # its acceptance checks passed at launch
-    assert len(summary["observations"]) == 2  # and the grid point was launched after it
+    assert len(summary.observations) == 2  # and the grid point was launched after it
 
 
 def test_a_bad_grid_is_refused_before_the_launch_steps_server_is_stopped(tmp_path: Path, llama_server: Path) -> None:
@@ -133,7 +133,7 @@ def test_a_bad_grid_is_refused_before_the_launch_steps_server_is_stopped(tmp_pat
     steps.launch(run, progress=False)
     try:
         with pytest.raises(ProfileError, match=r"capacity.kv_dtypes: 'q9_9'.*not a ggml type"):
-            capacity_step(run, say=lambda line: None)
+            capacity(run, say=lambda line: None)
         assert read_json(run.dir.server)["state"] == "ready"
     finally:
         server.stop(run.dir)
@@ -145,7 +145,7 @@ def test_a_recorded_launch_that_saw_other_free_memory_is_launched_again(tmp_path
     run = open_run(GENERATED_CPU, tmp_path, [
         "capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
         "capacity.fit_launches=true", "capacity.search=false", f"serve.port={free_port()}"])
-    capacity_step(run, say=lambda line: None)
+    capacity(run, say=lambda line: None)
     (earlier,) = recorded(run)
     assert earlier.available is not None and earlier.available.high is not None
     rule = get_adapter("llama_server").capacity_pool

@@ -158,7 +158,7 @@ def _through(run: Run, proxy: FaultProxy) -> None:
 def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(small_run: Run) -> None:
     from ninferkit.errors import SweepFailed
     from ninferkit.report import write_report
-    from ninferkit.sweeps import sweeps_step
+    from ninferkit.sweeps import sweeps
 
     port = int(json.loads(small_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
     with FaultProxy(port) as proxy:
@@ -166,7 +166,7 @@ def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(s
                             body=b'{"error": {"message": "rejected ') for _ in range(4)])
         _through(small_run, proxy)
         with pytest.raises(SweepFailed, match="2 of 2 cells measured nothing") as failed:
-            sweeps_step(small_run, only="context", progress=False)
+            sweeps(small_run, only="context", progress=False)
     assert KEY not in str(failed.value) and "<redacted>" in str(failed.value)
     write_report(small_run.dir.path)
     stored = {path: path.read_text(errors="replace") for path in small_run.dir.path.rglob("*") if path.is_file()}
@@ -177,12 +177,12 @@ def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(s
 def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) -> None:
     from ninferkit.errors import DiskFull
     from ninferkit.runs import read_jsonl
-    from ninferkit.sweeps import sweeps_step
+    from ninferkit.sweeps import sweeps
 
     small_run.dir.requests.symlink_to("/dev/full")  # the kernel answers every write with ENOSPC
     with pytest.raises(DiskFull, match="requests.jsonl: No space left on device"):
-        sweeps_step(small_run, only="context", progress=False)
+        sweeps(small_run, only="context", progress=False)
     small_run.dir.requests.unlink()
-    table = sweeps_step(small_run, only="context", progress=False)["context"]
+    table = sweeps(small_run, only="context", progress=False)["context"]
     assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [1, 1]
     assert len(list(read_jsonl(small_run.dir.requests))) == 2

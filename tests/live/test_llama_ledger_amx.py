@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ninferkit.capacity.step import fit_logs
 from ninferkit.params import load_profile
+from ninferkit.records import CapacityRecord
 from tests.conftest import DATA, GENERATED_CPU
 
 AMX = sorted((DATA / "llama_server_cpu_amx").glob("c*-np*.log"))  # the generated model's (the README's table)
@@ -20,16 +21,16 @@ def test_the_fit_over_amx_logs_agrees_with_the_fit_over_plain_logs() -> None:
     profile = load_profile(GENERATED_CPU).profile
     amx = fit_logs(profile, AMX)
     plain = fit_logs(profile, sorted((DATA / "llama_server_logs").glob("*.log")))
-    assert amx["conflicts"] == [] == plain["conflicts"]
-    assert amx["bytes_per_token"] == plain["bytes_per_token"] == 2048  # f16 K+V: 4 layers x 2 heads x 64 x 2 x 2 B
-    assert amx["fixed_bytes"] == plain["fixed_bytes"]  # f16, 1 slot of 2048: the same interval to the byte
+    assert amx.conflicts == [] == plain.conflicts
+    assert amx.bytes_per_token == plain.bytes_per_token == 2048  # f16 K+V: 4 layers x 2 heads x 64 x 2 x 2 B
+    assert amx.fixed_bytes == plain.fixed_bytes  # f16, 1 slot of 2048: the same interval to the byte
     for dtype in ("f16", "q8_0"):
         low_a, high_a = _per_extra_slot(amx, dtype)
         low_p, high_p = _per_extra_slot(plain, dtype)
         assert max(low_a, low_p) <= min(high_a, high_p), dtype  # the intervals overlap
 
 
-def _per_extra_slot(summary: dict, dtype: str) -> tuple[int, int]:
-    term = next(t for t in summary["terms_pinned"] if t.startswith(f"kv={dtype}: fixed part per extra slot"))
+def _per_extra_slot(summary: CapacityRecord, dtype: str) -> tuple[int, int]:
+    term = next(t for t in summary.terms_pinned if t.startswith(f"kv={dtype}: fixed part per extra slot"))
     low, high = term.partition("[")[2].rstrip("] B").split(", ")
     return int(low.replace(",", "")), int(high.replace(",", ""))

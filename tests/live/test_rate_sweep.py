@@ -13,7 +13,7 @@ from ninferkit import server, steps
 from ninferkit.latency import Targets, distribution, goodput, samples
 from ninferkit.report import write_report
 from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import plan, sweeps_step
+from ninferkit.sweeps import plan, sweeps
 from ninferkit.sweeps.rate import poisson_arrivals
 from tests.conftest import LOCAL_CPU, free_port
 
@@ -32,7 +32,7 @@ def rate_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> It
 
 def test_the_rate_sweep_runs_only_when_named_and_keeps_its_schedule(rate_run: Run) -> None:
     assert [cell.sweep for cell in plan(rate_run)].count("rate") == 0  # off unless named or enabled
-    table = sweeps_step(rate_run, only="rate", progress=False)["rate"]
+    table = sweeps(rate_run, only="rate", progress=False)["rate"]
     assert list(table["rate_rps"]) == [2, 500] and set(table["status"]) == {"done"}
     rows = [r for r in read_jsonl(rate_run.dir.requests) if r["sweep"] == "rate" and not r["warmup"]]
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
@@ -51,7 +51,7 @@ def test_the_rate_sweep_runs_only_when_named_and_keeps_its_schedule(rate_run: Ru
 
 
 def test_the_rate_table_recomputes_from_the_rows(rate_run: Run) -> None:
-    table = sweeps_step(rate_run, only="rate", progress=False)["rate"]  # a rerun: nothing sent again
+    table = sweeps(rate_run, only="rate", progress=False)["rate"]  # a rerun: nothing sent again
     rows = [r for r in read_jsonl(rate_run.dir.requests) if r["sweep"] == "rate" and not r["warmup"]]
     assert len(rows) == 12
     targets = Targets(ttft_s=5, itl_s=2)

@@ -21,7 +21,7 @@ from ninferkit.errors import StepFailed
 from ninferkit.runner import NOTEBOOKS_DIR, STEPS, run_runbook
 from ninferkit.runs import RunDir, open_run
 from ninferkit.server import _group_alive
-from ninferkit.sweeps import sweeps_step
+from ninferkit.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 
@@ -33,7 +33,7 @@ def test_both_sides_live(tmp_path: Path, llama_server: Path) -> None:
     run = open_run(LOCAL_CPU, tmp_path / "run", overrides)
     steps.launch(run, progress=False)
     try:
-        table = sweeps_step(run, only="tasks", progress=False)["tasks"]
+        table = sweeps(run, only="tasks", progress=False)["tasks"]
     finally:
         server.stop(run.dir)
     assert list(table["speculation"]) == ["ngram-mod", "off"] and set(table["status"]) == {"done"}

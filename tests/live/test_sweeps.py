@@ -22,7 +22,7 @@ from ninferkit.embedded import llama_cpp_source
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import ProfileError, ServerExited, SweepFailed
 from ninferkit.runs import Run, open_run, read_json, read_jsonl
-from ninferkit.sweeps import plan, sweeps_step
+from ninferkit.sweeps import plan, sweeps
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
 from tests.conftest import LOCAL_CPU, free_port
@@ -56,7 +56,7 @@ def rows_of(run: Run, sweep: str) -> list[dict]:
 
 
 def test_context_sweep(sweep_run: Run) -> None:
-    table = sweeps_step(sweep_run, only="context", progress=False)["context"]
+    table = sweeps(sweep_run, only="context", progress=False)["context"]
     assert list(table["target_prompt_tokens"]) == [64, 128]
     assert list(table["n_ok"]) == [2, 2] and set(table["status"]) == {"done"}
     assert set(table["reasoning_effort"]) == {"none"}  # llama-server reads it; the rows say it was sent
@@ -77,15 +77,15 @@ def test_context_sweep(sweep_run: Run) -> None:
 
 
 def test_rerun_resumes_without_resending(sweep_run: Run) -> None:
-    sweeps_step(sweep_run, only="context", progress=False)
+    sweeps(sweep_run, only="context", progress=False)
     before = len(list(read_jsonl(sweep_run.dir.requests)))
-    table = sweeps_step(sweep_run, only="context", progress=False)["context"]
+    table = sweeps(sweep_run, only="context", progress=False)["context"]
     assert len(list(read_jsonl(sweep_run.dir.requests))) == before
     assert list(table["n_ok"]) == [2, 2]
 
 
 def test_tasks_sweep(sweep_run: Run) -> None:
-    table = sweeps_step(sweep_run, only="tasks", progress=False)["tasks"]
+    table = sweeps(sweep_run, only="tasks", progress=False)["tasks"]
     assert list(table["task"]) == ["coding", "chit_chat"] and list(table["context_depth"]) == [64, 64]
     assert list(table["speculation"]) == ["ngram-mod"] * 2  # the profile's, which every cell ran with
     assert (table["n_ok"] == 1).all() and (table["completion_tokens_median"] == 4).all()
@@ -95,7 +95,7 @@ def test_tasks_sweep(sweep_run: Run) -> None:
 
 
 def test_concurrency_sweep_sees_the_queue(sweep_run: Run) -> None:
-    table = sweeps_step(sweep_run, only="concurrency", progress=False)["concurrency"]
+    table = sweeps(sweep_run, only="concurrency", progress=False)["concurrency"]
     one, three = table.iloc[0], table.iloc[1]
     assert (one["concurrency"], three["concurrency"]) == (1, 3)
     assert (one["n_ok"], three["n_ok"]) == (1, 3)
@@ -107,7 +107,7 @@ def test_concurrency_sweep_sees_the_queue(sweep_run: Run) -> None:
 
 
 def test_prefix_reuse_sweep(sweep_run: Run) -> None:
-    table = sweeps_step(sweep_run, only="prefix_reuse", progress=False)["prefix_reuse"].set_index("scenario")
+    table = sweeps(sweep_run, only="prefix_reuse", progress=False)["prefix_reuse"].set_index("scenario")
     assert table.loc["cold", "cached_share_median"] < 0.2  # only the chat template's header is shared
     assert table.loc["identical_resend", "cached_share_median"] > 0.9
     assert table.loc["session_marker_changed", "cached_share_median"] < 0.2
@@ -131,7 +131,7 @@ def test_prefix_reuse_sweep(sweep_run: Run) -> None:
 def test_a_size_over_the_context_fails_before_anything_is_sent(tmp_path: Path) -> None:
     run = open_small(tmp_path, "sweeps.context.targets=[8000]")
     with pytest.raises(ProfileError, match=r"sweeps.context.targets: 8000 prompt \+ 4 output tokens exceed"):
-        sweeps_step(run, only="context")
+        sweeps(run, only="context")
     assert not run.dir.requests.exists() and not (run.dir.path / "sweeps").exists()
     with pytest.raises(ProfileError, match="unknown sweep kind"):
         plan(run, "contexts")
@@ -175,7 +175,7 @@ def test_server_killed_mid_sweep_then_resumed(tmp_path: Path, llama_server: Path
     killer.start()
     try:
         with pytest.raises(ServerExited):
-            sweeps_step(run, only="context", progress=False)
+            sweeps(run, only="context", progress=False)
     finally:
         killer.join()
         server.stop(run.dir)
@@ -188,7 +188,7 @@ def test_server_killed_mid_sweep_then_resumed(tmp_path: Path, llama_server: Path
 
     steps.launch(run, progress=False)
     try:
-        table = sweeps_step(run, only="context", progress=False)["context"]
+        table = sweeps(run, only="context", progress=False)["context"]
     finally:
         server.stop(run.dir)
     rows_after = collections.Counter(r["cell_id"] for r in read_jsonl(run.dir.requests))
@@ -234,12 +234,12 @@ def test_notebook_runs_headless_against_a_live_server(tmp_path: Path, llama_serv
 
 def test_ab_pairs_the_same_plan_by_cell(sweep_run: Run, tmp_path: Path) -> None:
     """Side A is the module's run (context done there); side B is another profile (one thread)."""
-    sweeps_step(sweep_run, only="context", progress=False)
+    sweeps(sweep_run, only="context", progress=False)
     run_b = open_small(tmp_path, "serve.threads=1", f"sweeps.ab.baseline_run_dir={sweep_run.dir.path}")
     assert run_b.profile_hash != sweep_run.profile_hash
     steps.launch(run_b, progress=False)
     try:
-        tables = sweeps_step(run_b, only="context,ab", progress=False)
+        tables = sweeps(run_b, only="context,ab", progress=False)
     finally:
         server.stop(run_b.dir)
     ab = tables["ab"]
@@ -263,10 +263,10 @@ def test_a_cell_the_server_refuses_fails_is_retried_and_fails_the_sweep(tmp_path
     steps.launch(run, progress=False)
     try:
         with pytest.raises(SweepFailed, match=r"1 of 2 cells measured nothing") as first:
-            sweeps_step(run, only="context", progress=False)
+            sweeps(run, only="context", progress=False)
         sent_before = collections.Counter(r["cell"]["target_prompt_tokens"] for r in read_jsonl(run.dir.requests))
         with pytest.raises(SweepFailed):
-            sweeps_step(run, only="context", progress=False)  # the failed cell is run again; the done one is not
+            sweeps(run, only="context", progress=False)  # the failed cell is run again; the done one is not
         sent_after = collections.Counter(r["cell"]["target_prompt_tokens"] for r in read_jsonl(run.dir.requests))
     finally:
         server.stop(run.dir)
@@ -317,7 +317,7 @@ def test_reasoning_at_xhigh_and_the_agent_task_only_where_the_template_renders_t
     for name, run in (("plain", plain), ("tools", tools)):
         steps.launch(run, progress=False)
         try:
-            tables[name] = sweeps_step(run, only="tasks" if name == "plain" else "context,tasks", progress=False)
+            tables[name] = sweeps(run, only="tasks" if name == "plain" else "context,tasks", progress=False)
         finally:
             server.stop(run.dir)
     plain_tasks = tables["plain"]["tasks"].set_index("task")

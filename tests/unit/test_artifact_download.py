@@ -20,7 +20,7 @@ from ninferkit.artifact import (
     download,
     resolve_source,
     sha256_file,
-    verify_step,
+    verify,
 )
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params import validate_profile
@@ -183,17 +183,17 @@ def test_step_downloads_verifies_and_records_provenance(server: RangeServer, tmp
     sha = sha256_file(entry).hexdigest
     run = _hub_run(tmp_path, server, filename="m.ninfer", sha256=sha, size_bytes=entry.stat().st_size,
                    container_version=2)
-    record = verify_step(run, progress=False)
+    record = verify(run, progress=False)
     saved = json.loads(run.dir.artifact.read_text())
-    assert saved == json.loads(json.dumps(record))
+    assert saved == record.model_dump(mode="json", exclude_unset=True)
     assert saved["ok"] and saved["sha256"] == sha and saved["container_version"] == 2
     assert saved["source"]["url"] == f"{server.url}/org/model/resolve/{COMMIT}/m.ninfer" and saved["source"]["pinned"]
     assert saved["container"]["identity"] == {"model_id": "qwen3.8-27b", "weights_id": "groupwise-int"}
     assert saved["engine"]["accepted_container_versions"] == [2]
     assert saved["verification"]["sha256_computed_while_downloading"] and saved["downloads"][0]["bytes_received"]
     assert {c["name"] for c in saved["checks"]} == {"size_bytes", "sha256", "container_version"}
-    again = verify_step(run, progress=False)  # in place: verified again, not downloaded again
-    assert again["downloads"] == [] and len(server.log) == 1
+    again = verify(run, progress=False)  # in place: verified again, not downloaded again
+    assert again.downloads == [] and len(server.log) == 1
 
 
 def test_step_refuses_v3_for_a_v2_engine_and_still_writes_artifact_json(server: RangeServer, tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_step_refuses_v3_for_a_v2_engine_and_still_writes_artifact_json(server: 
     v2_commit = "c8b8c1c0df4c74df3c190c6aa3a7f24dc614721c"
     run = _hub_run(tmp_path, server, filename="m.ninfer", container_revisions={2: v2_commit})
     with pytest.raises(ArtifactError, match=f"pin revision {v2_commit} \\(container v2\\) instead"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     saved = json.loads(run.dir.artifact.read_text())
     assert saved["ok"] is False and saved["container_version"] == 3
 
@@ -210,8 +210,8 @@ def test_step_fetches_v3_continuation_parts(server: RangeServer, tmp_path: Path)
     write_v3(server.root / "m.ninfer", parts=2)
     run = _hub_run(tmp_path, server, filename="m.ninfer")
     run = open_run(run.loaded.source, run.dir.path, ["engine.fork=zhongpei/ninfer-4090"])
-    record = verify_step(run, progress=False)
-    assert record["ok"] and len(record["downloads"]) == 3 and len(record["parts"]) == 2
+    record = verify(run, progress=False)
+    assert record.ok and len(record.downloads) == 3 and len(record.parts) == 2
     for name in ("m.ninfer.part-0001", "m.ninfer.part-0002"):
         assert (tmp_path / "models" / name).read_bytes() == (server.root / name).read_bytes()
 
@@ -224,7 +224,7 @@ def test_step_never_overwrites_a_file_in_place(server: RangeServer, tmp_path: Pa
     before = local.read_bytes()
     run = _hub_run(tmp_path, server, filename="m.ninfer", sha256=sha256_file(entry).hexdigest)
     with pytest.raises(ChecksumMismatch, match="sha256: expected"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert local.read_bytes() == before and server.log == []
 
 
@@ -232,13 +232,13 @@ def test_branch_revision_is_refused_before_any_request(server: RangeServer, tmp_
     write_v1_v2(server.root / "m.ninfer", 2)
     run = _hub_run(tmp_path, server, filename="m.ninfer", revision="main")
     with pytest.raises(ArtifactError, match="revision 'main' is not a commit hash"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert server.log == [] and not (tmp_path / "models").exists() and not run.dir.artifact.exists()
     allowed = open_run(run.loaded.source, run.dir.path, ["artifact.allow_branch=true"])
     with pytest.warns(UnpinnedArtifactWarning, match="is a branch"):
-        record = verify_step(allowed, progress=False)
-    assert record["ok"] and record["source"]["pinned"] is False
-    assert any("is a branch" in w for w in record["warnings"])
+        record = verify(allowed, progress=False)
+    assert record.ok and record.source["pinned"] is False
+    assert any("is a branch" in w for w in record.warnings)
 
 
 def test_complete_part_is_accepted_without_fetching_the_body_again(server: RangeServer, tmp_path: Path) -> None:
@@ -252,7 +252,7 @@ def test_step_records_a_failed_download_in_artifact_json(server: RangeServer, tm
     write_v1_v2(server.root / "m.ninfer", 2)
     run = _hub_run(tmp_path, server, filename="m.ninfer", sha256="ab" * 32)
     with pytest.raises(ChecksumMismatch, match=f"sha256: expected {'ab' * 32}, actual"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     saved = json.loads(run.dir.artifact.read_text())
     assert saved["ok"] is False and "sha256: expected" in saved["problems"][0]
     assert not (tmp_path / "models" / "m.ninfer").exists()
@@ -273,7 +273,7 @@ def test_hub_token_is_sent_but_never_recorded(server: RangeServer, tmp_path: Pat
     write_v1_v2(server.root / "m.ninfer", 2)
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value_123")
     run = _hub_run(tmp_path, server, filename="m.ninfer")
-    verify_step(run, progress=False)
+    verify(run, progress=False)
     assert server.log[0].authorization == "Bearer hf_secret_value_123"
     assert "hf_secret_value_123" not in run.dir.artifact.read_text()
     assert "hf_secret_value_123" not in run.dir.manifest.read_text()

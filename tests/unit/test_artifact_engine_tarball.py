@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.artifact import sha256_file, verify_step
+from ninferkit.artifact import sha256_file, verify
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.runs import Run, open_run
 from tests.range_server import RangeServer
@@ -50,15 +50,16 @@ def test_tarball_url_is_downloaded_and_checked(tmp_path: Path, cache: Path) -> N
     sha = sha256_file(tarball).hexdigest
     with RangeServer(tarball.parent) as server:
         url = f"{server.url}/releases/download/v1.0/{tarball.name}"
-        record = verify_step(run_with(tmp_path, tarball=url, tarball_sha256=sha), progress=False)
-        again = verify_step(run_with(tmp_path, tarball=url, tarball_sha256=sha), progress=False)
+        record = verify(run_with(tmp_path, tarball=url, tarball_sha256=sha), progress=False)
+        again = verify(run_with(tmp_path, tarball=url, tarball_sha256=sha), progress=False)
         assert len(server.log) == 1  # the second step checks the file in place
     landed = cache / "engines" / tarball.name
     assert landed.read_bytes() == tarball.read_bytes()
-    assert record["engine_tarball"] == {"tarball": url, "path": str(landed), "expected_sha256": sha, "sha256": sha,
+    assert record.engine_tarball == {"tarball": url, "path": str(landed), "expected_sha256": sha, "sha256": sha,
                                         "size_bytes": 300_000, "downloaded": True, "ok": True}
-    assert again["ok"] and again["engine_tarball"]["downloaded"] is False
-    assert {"name": "engine tarball sha256", "expected": sha, "actual": sha, "ok": True} in record["checks"]
+    assert again.ok and again.engine_tarball["downloaded"] is False
+    checks = [check.model_dump() for check in record.checks]
+    assert {"name": "engine tarball sha256", "expected": sha, "actual": sha, "ok": True} in checks
 
 
 def test_tarball_url_serving_other_bytes_fails_the_step(tmp_path: Path, cache: Path) -> None:
@@ -67,7 +68,7 @@ def test_tarball_url_serving_other_bytes_fails_the_step(tmp_path: Path, cache: P
         run = run_with(tmp_path, tarball=f"{server.url}/{tarball.name}", tarball_sha256="ab" * 32)
         actual = sha256_file(tarball).hexdigest
         with pytest.raises(ArtifactError, match=f"sha256: expected {'ab' * 32}, actual {actual}"):
-            verify_step(run, progress=False)
+            verify(run, progress=False)
     assert not (cache / "engines" / tarball.name).exists()
     assert json.loads(run.dir.artifact.read_text())["engine_tarball"]["ok"] is False
 
@@ -80,23 +81,23 @@ def test_tarball_by_name_in_the_cache_is_checked(tmp_path: Path, cache: Path) ->
     run = run_with(tmp_path, tarball=local.name, tarball_sha256=expected)
     with pytest.raises(ChecksumMismatch, match=f"engine tarball sha256: expected {expected}, actual "
                                                f"{sha256_file(local).hexdigest}"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
 
 
 def test_missing_tarball_without_url_says_where_to_put_it(tmp_path: Path, cache: Path) -> None:
     run = run_with(tmp_path, tarball="ninfer-linux-x64-1.0.tar.gz", tarball_sha256="0" * 64)
     with pytest.raises(ArtifactError, match=f"not found at {cache / 'engines' / 'ninfer-linux-x64-1.0.tar.gz'}; "
                                             "the profile gives no URL"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
 
 
 def test_unpinned_tarball_is_recorded_and_a_pin_without_tarball_is_warned(tmp_path: Path) -> None:
     local = tmp_path / "dist" / "engine.tar.gz"
     local.parent.mkdir()
     local.write_bytes(b"bytes")
-    record = verify_step(run_with(tmp_path, tarball=str(local)), progress=False)
-    assert record["ok"] and record["engine_tarball"]["sha256"] == sha256_file(local).hexdigest
-    assert any("tarball_sha256 is not pinned" in warning for warning in record["warnings"])
-    record = verify_step(run_with(tmp_path, tarball_sha256="0" * 64), progress=False)
-    assert record["ok"] and record["engine_tarball"] is None
-    assert any("does not say where the tarball lies" in warning for warning in record["warnings"])
+    record = verify(run_with(tmp_path, tarball=str(local)), progress=False)
+    assert record.ok and record.engine_tarball["sha256"] == sha256_file(local).hexdigest
+    assert any("tarball_sha256 is not pinned" in warning for warning in record.warnings)
+    record = verify(run_with(tmp_path, tarball_sha256="0" * 64), progress=False)
+    assert record.ok and record.engine_tarball is None
+    assert any("does not say where the tarball lies" in warning for warning in record.warnings)

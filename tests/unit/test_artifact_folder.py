@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.artifact import sha256_file, verify_step
-from ninferkit.artifact.step import summary
+from ninferkit.artifact import sha256_file, verify
+from ninferkit.artifact.step import describe
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
 from ninferkit.runs import open_run
@@ -64,20 +64,20 @@ def folder_run(tmp_path: Path, server: RangeServer, **artifact: Any) -> Any:
 
 def test_folder_downloads_each_file_from_the_resolve_url_and_verifies(server: RangeServer, tmp_path: Path) -> None:
     run = folder_run(tmp_path, server, files=pins(server.root))
-    record = verify_step(run, progress=False)
+    record = verify(run, progress=False)
     folder = tmp_path / "models" / "qwen-ckpt"
     asked = sorted(s.path for s in server.log)
     assert asked == sorted(f"/org/qwen-ckpt/resolve/{COMMIT}/{name}" for name in CHECKPOINT)
     for name in CHECKPOINT:
         assert (folder / name).read_bytes() == (server.root / name).read_bytes()
-    assert record["ok"] and record["path"] == str(folder) and record["sha256"] is None
-    assert [row["path"] for row in record["files"]] == sorted(CHECKPOINT)
-    assert all(row["ok"] and row["pinned"] for row in record["files"])
-    assert record["size_bytes"] == sum((server.root / name).stat().st_size for name in CHECKPOINT)
-    assert len(record["checks"]) == 2 * len(CHECKPOINT) and record["verification"]["sha256_computed_while_downloading"]
-    assert "per file (4 of 4 as pinned)" in summary(record)
-    again = verify_step(run, progress=False)  # in place: checked again, nothing fetched
-    assert again["ok"] and again["downloads"] == [] and len(server.log) == len(CHECKPOINT)
+    assert record.ok and record.path == str(folder) and record.sha256 is None
+    assert [row["path"] for row in record.files] == sorted(CHECKPOINT)
+    assert all(row["ok"] and row["pinned"] for row in record.files)
+    assert record.size_bytes == sum((server.root / name).stat().st_size for name in CHECKPOINT)
+    assert len(record.checks) == 2 * len(CHECKPOINT) and record.verification["sha256_computed_while_downloading"]
+    assert "per file (4 of 4 as pinned)" in describe(record)
+    again = verify(run, progress=False)  # in place: checked again, nothing fetched
+    assert again.ok and again.downloads == [] and len(server.log) == len(CHECKPOINT)
 
 
 def test_a_dropped_shard_resumes_where_it_stopped(server: RangeServer, tmp_path: Path) -> None:
@@ -85,13 +85,13 @@ def test_a_dropped_shard_resumes_where_it_stopped(server: RangeServer, tmp_path:
     # the first shard is cut, and its download resumes from the byte where it stopped.
     server.faults = Faults(drop_after_bytes=700_000, drops=2)
     run = folder_run(tmp_path, server, files=pins(server.root))
-    record = verify_step(run, progress=False)
-    assert record["ok"]
+    record = verify(run, progress=False)
+    assert record.ok
     asked = [(s.path.rsplit("/", 1)[1], s.range, s.body_bytes) for s in server.log]
     shard = "model-00001-of-00002.safetensors"
     assert asked[1:3] == [(shard, None, 700_000), (shard, "bytes=700000-", CHECKPOINT[shard] - 700_000)]
-    assert [result["resumed_from_bytes"] for result in record["downloads"]] == [0, 0, 0, 0]
-    assert [result["attempts"] for result in record["downloads"]] == [1, 2, 1, 1]
+    assert [result["resumed_from_bytes"] for result in record.downloads] == [0, 0, 0, 0]
+    assert [result["attempts"] for result in record.downloads] == [1, 2, 1, 1]
 
 
 def test_a_changed_byte_on_the_server_is_refused_naming_the_file(server: RangeServer, tmp_path: Path) -> None:
@@ -104,19 +104,19 @@ def test_a_changed_byte_on_the_server_is_refused_naming_the_file(server: RangeSe
     expected = pinned["model-00002-of-00002.safetensors"]["sha256"]
     with pytest.raises(ChecksumMismatch, match=f"model-00002-of-00002.safetensors does not match its pin: sha256: "
                                                f"expected {expected}, actual {sha256_file(shard).hexdigest}"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     saved = json.loads(run.dir.artifact.read_text())
     assert saved["ok"] is False and not (tmp_path / "models" / "qwen-ckpt" / shard.name).exists()
 
 
 def test_a_file_in_place_that_differs_is_named_and_kept(server: RangeServer, tmp_path: Path) -> None:
     run = folder_run(tmp_path, server, files=pins(server.root))
-    verify_step(run, progress=False)
+    verify(run, progress=False)
     local = tmp_path / "models" / "qwen-ckpt" / "tokenizer.json"
     local.write_bytes(local.read_bytes()[:-1])
     (tmp_path / "models" / "qwen-ckpt" / "stray.safetensors").write_bytes(b"x")
     with pytest.raises(ChecksumMismatch, match="tokenizer.json size_bytes: expected 300000, actual 299999") as failed:
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert "tokenizer.json sha256: expected" in str(failed.value) and len(local.read_bytes()) == 299_999
     saved = json.loads(run.dir.artifact.read_text())
     assert any("does not pin: stray.safetensors" in warning for warning in saved["warnings"])
@@ -126,7 +126,7 @@ def test_a_file_in_place_that_differs_is_named_and_kept(server: RangeServer, tmp
 def test_a_branch_is_refused_before_any_request(server: RangeServer, tmp_path: Path) -> None:
     run = folder_run(tmp_path, server, files=pins(server.root), revision="main")
     with pytest.raises(ArtifactError, match="revision 'main' is not a commit hash"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert server.log == []
 
 
@@ -139,20 +139,20 @@ def test_seed_001_folder_fetched_by_hand_is_hashed_and_recorded(served: Path, tm
         (models / "qwen3.8-27b-nvfp4" / name).write_bytes((served / name).read_bytes())
     (models / "qwen3.8-27b-nvfp4" / ".msc").write_bytes(b"modelscope bookkeeping")  # hidden: not the checkpoint
     run = open_run(VLLM, tmp_path / "run", [f"artifact.local_dir={models}"])
-    record = verify_step(run, progress=False)
-    assert record["ok"] and record["source"]["kind"] == "local" and record["downloads"] == []
-    recorded = {row["path"]: {"size_bytes": row["size_bytes"], "sha256": row["sha256"]} for row in record["files"]}
+    record = verify(run, progress=False)
+    assert record.ok and record.source["kind"] == "local" and record.downloads == []
+    recorded = {row["path"]: {"size_bytes": row["size_bytes"], "sha256": row["sha256"]} for row in record.files}
     assert recorded == pins(served)
-    assert any("artifact.files pins nothing" in warning for warning in record["warnings"])
+    assert any("artifact.files pins nothing" in warning for warning in record.warnings)
     overrides = [f"artifact.local_dir={models}", f"artifact.files={json.dumps(recorded)}"]
     pinned = open_run(VLLM, tmp_path / "run2", overrides)
-    assert verify_step(pinned, progress=False)["ok"]
+    assert verify(pinned, progress=False).ok
 
 
 def test_seed_001_folder_missing_says_there_is_no_source(tmp_path: Path) -> None:
     run = open_run(VLLM, tmp_path / "run", [f"artifact.local_dir={tmp_path / 'models'}"])
     with pytest.raises(ArtifactError, match="does not exist, and the profile names no source to fetch it from"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert json.loads(run.dir.artifact.read_text())["ok"] is False
 
 

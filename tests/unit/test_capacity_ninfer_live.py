@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.capacity import capacity_step
+from ninferkit.capacity import capacity
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.report import write_report
@@ -73,9 +73,9 @@ def high(ledger: dict[str, Any], key: str) -> float:
 
 def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: Path) -> None:
     run, said = replayed(SEARCH, SEARCH / "capacity" / "launches" / "01" / "manifest.json", tmp_path)
-    summary = capacity_step(run, say=said.append)
+    summary = capacity(run, say=said.append)
     assert sum(line.startswith("reusing the earlier launch") for line in said) == 4  # no launch made here
-    searches = {found["setting"]["concurrency"]: found for found in summary["searches"]}
+    searches = {found["setting"]["concurrency"]: found for found in summary.searches}
     assert [searches[c]["answer_kv_tokens"] for c in (1, 4)] == [32_768, 131_072]  # as in capsearch.json
     assert all(found["bounded_by"] == "engine" and found["verified_by_request"] for found in searches.values())
     # What memory would allow, from the launches' own lines: the fixed part is never negative at a setting
@@ -93,9 +93,9 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
             f"(pool ≤ max_context × max_concurrency); memory is not the limit here: it would allow at least {memory:,} "
             "tokens; raise serve.max_context or serve.max_concurrency (up to 8) to use it")
     # the same words for the profile's own setting (1 slot), and in the decision table
-    assert summary["max_kv_tokens_bounded_by"] == "engine"
-    assert summary["max_kv_tokens_note"] == searches[1]["note"]
-    starts = [row for row in summary["decision_table"] if row["reading"] == "starts"]
+    assert summary.max_kv_tokens_bounded_by == "engine"
+    assert summary.max_kv_tokens_note == searches[1]["note"]
+    starts = [row for row in summary.decision_table if row["reading"] == "starts"]
     assert all("the engine's limit (pool ≤ max_context × max_concurrency; memory would allow at least" in row["verdict"]
                for row in starts)
 
@@ -111,10 +111,10 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
     """The V100 flags' run names its model (capacity.model qwen3.6-27b): 35,904 B per pool token for int8 KV
     with MTP, so what memory would allow is bounded on both sides by the rounding of the printed figures."""
     run, said = replayed(V100_FLAGS, V100_FLAGS / "manifest.json", tmp_path)
-    summary = capacity_step(run, say=said.append)
+    summary = capacity(run, say=said.append)
     assert sum(line.startswith("reusing the earlier launch") for line in said) == 2
-    (found,) = summary["searches"]
-    assert summary["bytes_per_token"] == 35_904 and found["answer_kv_tokens"] == 262_144 == 2 * 131_072
+    (found,) = summary.searches
+    assert summary.bytes_per_token == 35_904 and found["answer_kv_tokens"] == 262_144 == 2 * 131_072
     ledger = printed(V100_FLAGS / "capacity" / "launches" / "02" / "logs" / "server.log")
     sure = 262_144 + math.floor((low(ledger, "free_after_weights_bytes") - high(ledger, "runtime_bytes"))
                                 / 35_904 / 64) * 64
@@ -135,6 +135,6 @@ def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path:
                          ("capacity.concurrencies=[1, 9]",))
     launches = sorted((run.dir.path / "capacity" / "launches").iterdir())
     with pytest.raises(ProfileError, match=r"capacity.concurrencies: \[9\]: ninfer takes at most 8 slots"):
-        capacity_step(run, say=said.append)
+        capacity(run, say=said.append)
     assert said == [] and sorted((run.dir.path / "capacity" / "launches").iterdir()) == launches
     assert not run.dir.capacity.exists()

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import ninferkit.artifact.fetch as fetch
-from ninferkit.artifact import download, sha256_file, verify_step
+from ninferkit.artifact import download, sha256_file, verify
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.runs import open_run
 from tests.range_server import Faults, RangeServer
@@ -112,7 +112,7 @@ def test_token_goes_to_the_pinned_host_only(server: RangeServer, tmp_path: Path,
         server.faults = Faults(redirect=f"{cdn.url}/blob.bin")
         monkeypatch.setenv("HF_TOKEN", "hf_only_for_the_hub_9931")
         run = _hub_run(tmp_path, server, filename="blob.bin", sha256=_sha(server), size_bytes=SIZE)
-        verify_step(run, progress=False)
+        verify(run, progress=False)
         assert [entry.authorization for entry in server.log] == ["Bearer hf_only_for_the_hub_9931"]
         assert [entry.authorization for entry in cdn.log] == [None]
     assert sha256_file(tmp_path / "models" / "blob.bin").hexdigest == _sha(server)

@@ -87,9 +87,9 @@ def test_the_refusal_it_replaces_is_diagnosed_from_the_log() -> None:
 
 def test_fit_over_the_h200_launches() -> None:
     summary = fit_logs(PROFILE, [LOGS / name for name in GRID])
-    assert summary["bytes_per_token"] == 92_160 and summary["conflicts"] == []
+    assert summary.bytes_per_token == 92_160 and summary.conflicts == []
     # device-only accounting: one more slot costs nothing fixed, one more token of slot context ~1 KiB
-    pinned = " ".join(summary["terms_pinned"])
+    pinned = " ".join(summary.terms_pinned)
     assert "per extra slot [-2,997, 2,997] B" in pinned
     assert "per token of per-slot context [1,023, 1,025] B" in pinned
 
@@ -97,7 +97,7 @@ def test_fit_over_the_h200_launches() -> None:
 def test_the_fit_predicts_the_largest_pool_that_started() -> None:
     """8 slots: the fit over the grid predicts the pool, and the real launch just under it started."""
     summary = fit_logs(PROFILE, [LOGS / name for name in GRID])
-    largest_predicted = summary["max_kv_tokens"]
+    largest_predicted = summary.max_kv_tokens
     started = ADAPTER.parse_ledger((LOGS / "c190976-np8-f16.log").read_text())
     assert started["kv_tokens"] == 1_527_808 <= largest_predicted < 1_527_808 * 1.02
 
@@ -240,7 +240,7 @@ def test_capacity_launches_beside_the_runbooks_server_saw_its_memory_taken() -> 
     # its weights and runtime, plus what its CUDA context held beside them (no log line prints that)
     assert 0 < held - (launch["weights_bytes"] + launch["runtime_bytes"]) < GIB
     summary = fit_logs(PROFILE, [CAPACITY / "launch-c81920-np8-f16.log", CAPACITY / "f16-c16384-np1.log"])
-    assert any("free memory after weights drifted" in note for note in summary["notes"])
+    assert any("free memory after weights drifted" in note for note in summary.notes)
 
 
 def test_a_search_without_a_prediction_starts_above_what_already_served() -> None:

@@ -177,7 +177,7 @@ def test_the_setup_step_alone_checks_the_plan_the_run_recorded(hub: RangeServer,
     assert not run.dir.probe.exists()
     preflight.record_plan(run.dir, ["setup", "verify", "launch"])
     assert preflight.planned_steps(run.dir) == ["setup", "verify", "launch"]
-    assert steps.setup(run)["profile_hash"] == run.profile_hash
+    assert steps.setup(run).profile_hash == run.profile_hash
     assert run.dir.probe.exists() and hub.log == []
 
 
@@ -194,4 +194,4 @@ def test_a_setup_error_stops_the_step_unless_the_profile_waives_it(tmp_path: Pat
     assert recorded["disk_low"]["severity"] == "error" and not recorded["disk_low"]["waived"]
     waived = open_run(LOCAL_CPU, tmp_path / "waived", [*huge, "gpu.waive=[disk_low]"])
     result = steps.setup(waived)
-    assert {f["code"]: f["waived"] for f in result["findings"]}["disk_low"] is True
+    assert {f.code: f.waived for f in result.findings}["disk_low"] is True

@@ -19,6 +19,7 @@ from ninferkit import probe
 from ninferkit.engines.ninfer.auto_room import AUTO_ESTIMATE_SLACK, auto_room
 from ninferkit.errors import ProfileError
 from ninferkit.params import Profile, load_profile
+from ninferkit.records import ProbeRecord
 from tests.conftest import DATA, REPO
 
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
@@ -72,15 +73,15 @@ def _codes(facts: dict[str, Any], profile: Profile | None) -> dict[str, probe.Fi
 
 def test_this_machine_is_probed_without_error() -> None:
     result = probe.probe(load_profile(LOCAL_CPU).profile)
-    facts = result["facts"]
+    facts = result.facts
     assert facts["cpu"]["cores"] >= 1
     assert facts["disk"]["free_bytes"] > 0
     assert all({"address", "id", "class", "driver"} <= set(card) for card in facts["pci_gpus"])
-    codes = {f["code"]: f["severity"] for f in result["findings"]}
+    codes = {f.code: f.severity for f in result.findings}
     if not facts["gpu"]["available"]:  # the embedded default needs no GPU: nothing of it stops the run
         assert codes.get("no_gpu", codes.get("gpu_without_driver")) in ("info", "warning")
-    assert probe.blocking(result) == []
-    assert probe.summary(result)
+    assert result.blocking() == []
+    assert probe.describe(result)
 
 
 def test_field_report_rules_fire_on_a_misconfigured_volta_box() -> None:
@@ -120,9 +121,9 @@ def test_a_waived_error_is_recorded_but_does_not_stop_the_run() -> None:
     assert found["open_module_on_volta"].waived and found["open_module_on_volta"].severity == "error"
     assert found["cuda13_for_sm70"].severity == "error"  # llama-server is built here, with this toolkit
     assert not found["cuda13_for_sm70"].waived
-    result = {"facts": facts, "findings": [asdict(f) for f in found.values()]}
-    assert [f["code"] for f in probe.blocking(result)] == ["cuda13_for_sm70"]
-    assert "[error, waived by gpu.waive] open_module_on_volta" in probe.summary(result)
+    result = ProbeRecord.model_validate({"facts": facts, "findings": [asdict(f) for f in found.values()]})
+    assert [f.code for f in result.blocking()] == ["cuda13_for_sm70"]
+    assert "[error, waived by gpu.waive] open_module_on_volta" in probe.describe(result)
 
 
 def test_an_unknown_waiver_code_is_a_profile_error_listing_the_codes() -> None:

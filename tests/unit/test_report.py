@@ -16,6 +16,7 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
+from ninferkit.records import Manifest, ProbeRecord, ServerRecord
 from ninferkit.report import headline, load_run, renderers, write_report
 from ninferkit.report.caveats import caveats
 from ninferkit.report.data import RunData
@@ -221,7 +222,7 @@ def test_acceptance_and_throttle_caveats() -> None:
         {"sweep": "tasks", "cell": {"task": "fiction"}, "status": "ok", "warmup": False,
          "decode_tok_s_server": 44.9, "drafted_tokens_server": 100, "accepted_tokens_server": 26},
     ]
-    gpu = {"facts": {"gpu": {"available": True, "gpus": [{"index": 0, "power_limit_w": 250.0}]}}}
+    gpu = ProbeRecord(facts={"gpu": {"available": True, "gpus": [{"index": 0, "power_limit_w": 250.0}]}})
     # Telemetry rows shaped like the sampler's; the values exercise the rule, they are not a measurement.
     telemetry = [{"source": "nvml", "gpu": 0, "t_mono": 1.0, "power_w": 200.0, "sm_clock_mhz": 1380,
                   "throttled": True, "throttle_reasons": ["sw_power_cap"]},
@@ -259,8 +260,8 @@ def test_ninfer_launch_flags_map_to_profile_keys_and_their_comments() -> None:
 
     source = REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml"
     loaded = load_profile(source, ["artifact.revision=" + "ab" * 20])
-    run = RunData(RunDir(Path("unused")), server={"argv": planned_argv(loaded.profile)},
-                  manifest={"profile": loaded.profile.model_dump(mode="json"), "profile_source": str(source)})
+    run = RunData(RunDir(Path("unused")), server=ServerRecord(argv=planned_argv(loaded.profile)),
+                  manifest=Manifest(profile=loaded.profile.model_dump(mode="json"), profile_source=str(source)))
     flags = {flag.flag: flag for flag in launch_flags(run)}
     for flag, key in (("--max-context", "serve.max_context"), ("--kv-capacity", "serve.kv.capacity"),
                       ("--kv-dtype", "serve.kv.dtype"), ("--pending-timeout-ms", "serve.pending_timeout_ms"),
@@ -284,8 +285,8 @@ def test_ninfer_flags_whose_names_differ_from_their_fields_come_from_the_flag_ta
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the report's own 30 s queue-timeout trap, asserted elsewhere
         argv = planned_argv(loaded.profile)
-    run = RunData(RunDir(Path("unused")), server={"argv": argv, "engine": "ninfer"},
-                  manifest={"profile": loaded.profile.model_dump(mode="json"), "profile_source": str(source)})
+    run = RunData(RunDir(Path("unused")), server=ServerRecord(argv=argv, engine="ninfer"),
+                  manifest=Manifest(profile=loaded.profile.model_dump(mode="json"), profile_source=str(source)))
     flags = {flag.flag: flag for flag in launch_flags(run)}
     assert flags["--tp"].key == "serve.tensor_parallel" and flags["--devices"].key == "serve.gpu_devices"
     assert flags["--vision-max-tokens"].key == "serve.vision_max_tokens"

@@ -14,6 +14,7 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
+from ninferkit.records import Manifest, ProbeRecord
 from ninferkit.report import compare_runs
 from ninferkit.report.caveats import comparison_caveats
 from ninferkit.report.data import RunData
@@ -90,8 +91,8 @@ def test_decode_delta_at_different_acceptance_is_flagged() -> None:
         rows = [{"sweep": "tasks", "cell": {"task": task}, "status": "ok", "warmup": False, "repetition": 0,
                  "decode_tok_s_server": tok_s, "drafted_tokens_server": 100, "accepted_tokens_server": acc}
                 for task, (tok_s, acc) in (("coding", coding), ("fiction", fiction))]
-        return RunData(RunDir(Path(run_id)), manifest={"run_id": run_id}, requests=rows,
-                       probe={"facts": {"gpu": {"available": True}}})
+        return RunData(RunDir(Path(run_id)), manifest=Manifest(run_id=run_id), requests=rows,
+                       probe=ProbeRecord(facts={"gpu": {"available": True}}))
 
     notes = comparison_caveats([run("a", (58.6, 89), (44.9, 26)), run("b", (90.9, 89), (44.9, 89))])
     assert notes == ["tasks / task=fiction: acceptance 26% in a vs 89% in b; its decode delta is not comparable."]

@@ -41,7 +41,7 @@ def test_manifest_records_profile_hash_versions_and_git(tmp_path: Path) -> None:
     assert set(manifest["git"]) == {"commit", "dirty"}
     run.dir.record_step("setup", status="ok")
     reopened = open_run(LOCAL_CPU, tmp_path / "run", ["serve.max_context=2048"])
-    assert reopened.dir.read_manifest()["steps"]["setup"]["status"] == "ok"
+    assert reopened.dir.read_manifest().steps["setup"].status == "ok"
 
 
 def test_a_bad_profile_creates_no_run_directory(tmp_path: Path) -> None:

@@ -476,7 +476,7 @@ def test_3090_key_never_on_a_command_line(tmp_path: Path, monkeypatch: pytest.Mo
 def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report's tarball pin is checked, not only printed: a tarball in the cache's engines/ folder
     whose bytes differ from the report's fails the step, saying which sha256 was expected and found."""
-    from ninferkit.artifact import verify_step
+    from ninferkit.artifact import verify
     from ninferkit.artifact.verify import sha256_file
     from ninferkit.errors import ArtifactError
     from ninferkit.runs import open_run
@@ -491,7 +491,7 @@ def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch:
     write_v1_v2(models / "qwen3_8_27b.ninfer", 2)  # a small stand-in: its own size and sha256 mismatch too
     run = open_run(RTX3090, tmp_path / "run", [f"artifact.local_dir={models}"])
     with pytest.raises(ArtifactError) as failed:
-        verify_step(run, progress=False)
+        verify(run, progress=False)
     actual = sha256_file(tarball).hexdigest
     expected = load(RTX3090).profile.engine.build.tarball_sha256
     assert f"engine tarball sha256: expected {expected}, actual {actual}" in str(failed.value)

@@ -1,0 +1,16 @@
+"""The launch step (02_launch): the run's server, fresh and checked, its record in server.json."""
+
+from __future__ import annotations
+
+from ninferkit import server
+from ninferkit.records import ServerRecord
+from ninferkit.runs import Run
+
+
+def launch(run: Run, *, progress: bool = True) -> ServerRecord:
+    """Stop what this run left running, start its server, wait for it and check it (server.start).
+
+    Raises ServerStartError, ReadinessTimeout or ServerError as server.start does; server.json says
+    what happened either way.
+    """
+    return ServerRecord.model_validate(server.start(run, progress=progress))

@@ -1,0 +1,183 @@
+"""The files steps hand each other, as typed records: one class per run file, each with its schema version.
+
+A record names the fields the runbook reads and keeps every other field its file holds (extra="allow"),
+so a run directory written by an older or newer ninferkit still loads and loses nothing: a field this
+version does not name is read back as it was written. Fields default to what an older file lacked.
+Steps write their files as plain JSON (`ninferkit.runs`, atomic and scrubbed) and return the record of
+what they wrote; `RunDir`'s readers return the same records.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RunFile(BaseModel):
+    """A JSON file of a run directory."""
+
+    model_config = ConfigDict(extra="allow")
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+    """The version this ninferkit writes."""
+
+    schema_version: int | None = None
+    """The version the file says it is; None in probe.json and server.json, which carried none in version 1."""
+    profile_hash: str | None = None
+
+
+class RecordedFinding(BaseModel):
+    """One judgement of the machine against the profile, with the fix the field reports use."""
+
+    model_config = ConfigDict(extra="allow")
+
+    severity: str | None = None
+    code: str | None = None
+    message: str | None = None
+    fix: str = ""
+    waived: bool = False
+
+
+class ProbeRecord(RunFile):
+    """probe.json: what the machine is (facts by area: gpu, kernel_module, cpu, docker, disk...) and findings."""
+
+    facts: dict[str, Any] = {}
+    findings: list[RecordedFinding] = []
+
+    @property
+    def gpus(self) -> list[dict[str, Any]]:
+        return list((self.facts.get("gpu") or {}).get("gpus") or [])
+
+    def blocking(self) -> list[RecordedFinding]:
+        """The findings that stop the run: severity error, not waived by the profile."""
+        return [f for f in self.findings if f.severity == "error" and not f.waived]
+
+
+class ArtifactCheck(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    expected: Any = None
+    actual: Any = None
+    ok: bool = False
+
+
+class ArtifactRecord(RunFile):
+    """artifact.json: the model file (or checkpoint folder) as verified, where it came from, and the engine's
+    pinned files. A step that could not get the file writes only source, path, ok and problems."""
+
+    source: dict[str, Any] = {}
+    path: str | None = None
+    size_bytes: int | None = None
+    sha256: str | None = None
+    container_version: int | None = None
+    container: dict[str, Any] | None = None
+    files: list[dict[str, Any]] | None = None
+    verification: dict[str, Any] = {}
+    engine_tarball: dict[str, Any] | None = None
+    binaries: list[dict[str, Any]] = []
+    downloads: list[dict[str, Any]] = []
+    checks: list[ArtifactCheck] = []
+    warnings: list[str] = []
+    ok: bool = False
+    problems: list[str] = []
+
+
+class AcceptanceCheck(BaseModel):
+    """One of the launch step's checks of a fresh server (health, models, one chat request)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    ok: bool = False
+    seconds: int | float | None = None
+    detail: dict[str, Any] = {}
+
+
+class ServerRecord(RunFile):
+    """server.json: how the run's server was started, where it listens, what it printed at startup, and
+    whether it passed its acceptance checks. The runner and `ninferkit stop` find the server from it."""
+
+    state: str | None = None
+    engine: str | None = None
+    argv: list[str] = []
+    pid: int | None = None
+    pgid: int | None = None
+    url: str | None = None
+    log: str | None = None
+    started: str | None = None
+    ready_s: int | float | None = None
+    model_id: str | None = None
+    ledger: dict[str, Any] = {}
+    checks: list[AcceptanceCheck] = []
+    binary: str | None = None
+    binary_sha256: str | None = None
+    error: str | None = None
+
+
+class CapacityRecord(RunFile):
+    """capacity.json: the memory formula fitted to the launches' own logs, the decision table and searches.
+    Byte quantities are a number or a [low, high] interval (printed figures pin a value only so finely)."""
+
+    created: str | None = None
+    engine: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    setting: dict[str, Any] = {}
+    formula: str | None = None
+    page_tokens: int | None = None
+    auto_headroom_bytes: Any = None
+    bytes_per_token: Any = None
+    bytes_per_token_source: str | None = None
+    bytes_per_token_by_dtype: dict[str, Any] = {}
+    payload_bytes_per_token_by_dtype: dict[str, Any] = {}
+    architecture: Any = None
+    fixed_bytes: Any = None
+    fixed_bytes_at: dict[str, Any] | None = None
+    free_after_weights_bytes: Any = None
+    free_after_weights_source: str | None = None
+    first_use_bytes: Any = None
+    max_kv_tokens: int | None = None
+    max_kv_tokens_interval: list[int | None] | None = None
+    max_kv_tokens_bounded_by: str | None = None
+    max_kv_tokens_note: str | None = None
+    observations: list[dict[str, Any]] = []
+    decision_table: list[dict[str, Any]] = []
+    searches: list[dict[str, Any]] = []
+    search_launches: int | None = None
+    terms_pinned: list[str] = []
+    terms_unpinned: list[str] = []
+    conflicts: list[str] = []
+    notes: list[str] = []
+
+
+class StepEntry(BaseModel):
+    """A step's line in the manifest: its status as the runner (or a step) recorded it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str | None = None
+    seconds: int | float | None = None
+    error: str | None = None
+
+
+class Manifest(RunFile):
+    """manifest.json: the profile the run was made with (and its hash), packages, host, each step's status."""
+
+    run_id: str | None = None
+    created: str | None = None
+    profile_name: str | None = None
+    profile_source: str | None = None
+    profile_overrides: list[str] = []
+    profile: dict[str, Any] = {}
+    profile_comments: dict[str, str] | None = None
+    """The comment written beside each profile value (key path -> text); None in manifests older than that."""
+    profile_history: list[dict[str, Any]] = []
+    packages: dict[str, str | None] = {}
+    python: str | None = None
+    platform: str | None = None
+    git: dict[str, Any] = {}
+    steps: dict[str, StepEntry] = {}
+    planned_steps: list[str] | None = None
+    """The steps `ninferkit run` chose (the setup step checks those); None for notebooks run by hand."""
