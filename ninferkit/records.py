@@ -23,7 +23,8 @@ class RunFile(BaseModel):
     """The version this ninferkit writes."""
 
     schema_version: int | None = None
-    """The version the file says it is; None in probe.json and server.json, which carried none in version 1."""
+    """The version the file says it is; None in probe.json and server.json written before they carried one
+    (version 1 all the same)."""
     profile_hash: str | None = None
 
 

@@ -43,6 +43,7 @@ from ninferkit.errors import (
 )
 from ninferkit.params.profile import Profile
 from ninferkit.progress import track
+from ninferkit.records import ServerRecord
 from ninferkit.redaction import remember_env, scrub
 from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic, write_text_atomic
 
@@ -126,6 +127,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         )
     _children[process.pid] = process
     record: dict[str, Any] = {
+        "schema_version": ServerRecord.SCHEMA_VERSION,
         "state": ServerState.STARTING.value,
         "engine": profile.engine.kind,
         "argv": adapter.redact(argv),

@@ -20,6 +20,7 @@ def setup(run: Run) -> ProbeRecord:
     """
     preflight.check(run.loaded, preflight.planned_steps(run.dir))
     record = probe.probe(run.profile)
+    record.schema_version = ProbeRecord.SCHEMA_VERSION
     record.profile_hash = run.profile_hash
     write_record(run.dir.probe, record)
     stopping = record.blocking()

@@ -40,9 +40,9 @@ def test_launch_parses_the_ledger_and_passes_the_checks(live_run: Run) -> None:
 def test_stop_leaves_no_process_and_is_idempotent(tmp_path: Path, llama_server: Path) -> None:
     run = _run(tmp_path)
     record = steps.launch(run, progress=False)
-    assert server._group_alive(record["pgid"])
+    assert record.pgid is not None and server._group_alive(record.pgid)
     assert server.stop(run.dir) is True
-    assert not server._group_alive(record["pgid"])
+    assert not server._group_alive(record.pgid)
     assert server.stop(run.dir) is False
     assert json.loads(run.dir.server.read_text())["state"] == "stopped"
 
@@ -83,10 +83,10 @@ def test_api_key_is_used_but_never_written(tmp_path: Path, llama_server: Path, m
     run = _run(tmp_path, "serve.api_key_env=NINFERKIT_TEST_KEY")
     try:
         record = steps.launch(run, progress=False)
-        assert all(check["ok"] for check in record["checks"])  # the checks sent the key
+        assert all(check.ok for check in record.checks)  # the checks sent the key
         import httpx
 
-        refused = httpx.post(record["url"] + "/v1/chat/completions", json={"messages": []})
+        refused = httpx.post(f"{record.url}/v1/chat/completions", json={"messages": []})
         assert refused.status_code == 401
     finally:
         server.stop(run.dir)
