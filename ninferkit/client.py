@@ -164,7 +164,8 @@ ROW_LEFT_OUT = frozenset({"server", "text_event_times"})
 and gaps (`text_events`, `itl_client_s`)."""
 ROW_NUMBERS = frozenset(
     [item.name for item in fields(RequestResult) if str(item.type).split(" | ")[0] in ("int", "float")]
-    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", "tpot_client_s", "text_events", *SERVER_FIELDS])
+    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", "tpot_client_s", "text_events", "scheduled_s",
+       "schedule_lag_s", *SERVER_FIELDS])
 """The fields of a requests.jsonl row that hold a number (or null): what the tables compute with."""
 
 

@@ -60,21 +60,21 @@ def distribution(values: Sequence[float]) -> Distribution:
     return Distribution(len(values), p50, p90, p99, float(data.std()))
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
     """A row's number; None for an absent one (None, or the NaN a table gives a row without the field)."""
     if value is None or isinstance(value, bool):
         return None
-    number = float(value)
-    return None if math.isnan(number) else number
+    found = float(value)
+    return None if math.isnan(found) else found
 
 
 def tpot_s(row: Row) -> float | None:
     """A request's time per output token after the first; rows written before the client recorded
     `tpot_client_s` have it as the inverse of their `decode_tok_s_client` (the same formula)."""
-    value = _number(row.get("tpot_client_s"))
+    value = number(row.get("tpot_client_s"))
     if value is not None:
         return value
-    rate = _number(row.get("decode_tok_s_client"))
+    rate = number(row.get("decode_tok_s_client"))
     return 1 / rate if rate else None
 
 
@@ -91,7 +91,7 @@ def samples(rows: Iterable[Row], metric: str) -> list[float]:
         if metric == "itl_client_s":
             out.extend(gaps(row) or ())
             continue
-        value = tpot_s(row) if metric == "tpot_client_s" else _number(row.get(metric))
+        value = tpot_s(row) if metric == "tpot_client_s" else number(row.get(metric))
         if value is not None:
             out.append(value)
     return out
@@ -104,15 +104,15 @@ def recorded_itl(rows: Iterable[Row]) -> bool:
 
 def wall_s(rows: Sequence[Row]) -> float | None:
     """First send to last end of the rows, on the client's monotonic clock."""
-    sends = [t for t in (_number(row.get("t_send")) for row in rows) if t is not None]
-    ends = [t for t in (_number(row.get("t_done")) for row in rows) if t is not None]
+    sends = [t for t in (number(row.get("t_send")) for row in rows) if t is not None]
+    ends = [t for t in (number(row.get("t_done")) for row in rows) if t is not None]
     return max(ends) - min(sends) if sends and ends and max(ends) > min(sends) else None
 
 
 def peak_in_flight(rows: Sequence[Row]) -> int:
     """The most requests in flight at once (sent, not yet ended), from their send and end times."""
     edges = sorted((time, step) for row in rows
-                   for time, step in ((_number(row.get("t_send")), 1), (_number(row.get("t_done")), -1))
+                   for time, step in ((number(row.get("t_send")), 1), (number(row.get("t_done")), -1))
                    if time is not None)
     peak = current = 0
     for _, step in edges:  # at a tie an end sorts before a send: a slot freed and taken again is not two
@@ -121,9 +121,10 @@ def peak_in_flight(rows: Sequence[Row]) -> int:
     return peak
 
 
-def requests_per_s(ok: Sequence[Row]) -> float | None:
-    """Finished (ok) requests over their wall time."""
-    wall = wall_s(ok)
+def requests_per_s(ok: Sequence[Row], sent: Sequence[Row]) -> float | None:
+    """Finished (ok) requests over the wall time of every request sent, failed ones included (vLLM's
+    request throughput: completed requests over the benchmark's duration)."""
+    wall = wall_s(sent)
     return len(ok) / wall if ok and wall else None
 
 
@@ -150,7 +151,7 @@ class Targets:
         those targets (as vLLM counts its TPOT as 0); a target set on rows that never recorded gaps is not met."""
         if row.get("status") != "ok":
             return False
-        ttft = _number(row.get("ttft_client_s"))
+        ttft = number(row.get("ttft_client_s"))
         if self.ttft_s is not None and (ttft is None or ttft > self.ttft_s):
             return False
         tpot = tpot_s(row)

@@ -414,7 +414,7 @@ def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
 
 def _latency(run: RunData) -> Section:
     """Per-cell latency distributions of every sweep, recomputed from the request rows."""
-    tables = [table for name in TABLE_ORDER if (table := latency_view(name, run.measured(name))) is not None]
+    tables = [table for name in TABLE_ORDER if (table := latency_view(name, run.cell_rows(name))) is not None]
     if not tables:
         return Section("Latency", [Paragraph("No measured request: the sweeps step (03_sweeps) produced no data.")])
     unrecorded = (" Rows recorded before ninferkit stamped every text event have no ITL (their TPOT comes from "

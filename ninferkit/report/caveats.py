@@ -17,7 +17,7 @@ from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
-from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
+from ninferkit.sweeps.rate import kept_up
 from ninferkit.telemetry import THROTTLING
 
 WAIT_ALONE_S = 0.25
@@ -168,17 +168,14 @@ def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[s
 
 def _rate_notes(run: RunData) -> list[str]:
     """Offered rates the server did not keep up with, and requests the client sent late (rate sweep)."""
-    cells: dict[float, list[dict[str, Any]]] = defaultdict(list)
-    for row in run.measured("rate"):
-        cells[float((row.get("cell") or {}).get("rate_rps") or 0)].append(row)
+    cells = {float((rows[0].get("cell") or {}).get("rate_rps") or 0): rows for rows in run.cell_rows("rate").values()}
     notes = []
-    growth = {rate: backlog_growth(rows) for rate, rows in sorted(cells.items())}
-    behind = {rate: value for rate, value in growth.items() if value is not None and value > KEPT_UP_GROWTH}
+    behind = [_behind(rate, rows) for rate, rows in sorted(cells.items()) if kept_up(rows)[0] is False]
     if behind:
-        served = ", ".join(f"{rate:g} ({100 / (1 + value):.0f}%)" for rate, value in behind.items())
-        notes.append(f"The server did not keep up with every offered rate: at {served} requests/s offered (the share "
-                     "of that rate it served, from how fast latency grew as requests kept arriving) the latencies "
-                     "and goodput measure a queue still growing when the cell ended, not a steady state.")
+        notes.append(f"The server did not keep up with every offered rate: at {', '.join(behind)} requests/s offered "
+                     "(the share of that rate it served, from how fast latency grew as requests kept arriving, or the "
+                     "requests that failed) the latencies and goodput measure a queue still growing when the cell "
+                     "ended, not a steady state.")
     lags = [float(row["schedule_lag_s"]) for rows in cells.values() for row in rows
             if row.get("schedule_lag_s") is not None]
     late = [lag for lag in lags if lag > LATE_SEND_S]
@@ -187,6 +184,14 @@ def _rate_notes(run: RunData) -> list[str]:
                      f"{number(1000 * LATE_SEND_S)} ms after their scheduled time (at worst {number(1000 * max(late))} "
                      "ms): the offered rate was lower than planned by that much, and the client's machine was busy.")
     return notes
+
+
+def _behind(rate: float, rows: list[dict[str, Any]]) -> str:
+    """'4 (80%)': an offered rate and the share of it served; '4 (3 of 20 failed)' when requests failed."""
+    failed = sum(1 for row in rows if row.get("status") != "ok")
+    if failed:
+        return f"{rate:g} ({failed} of {len(rows)} failed)"
+    return f"{rate:g} ({100 / (1 + (kept_up(rows)[1] or 0.0)):.0f}%)"
 
 
 def _status_notes(run: RunData) -> list[str]:

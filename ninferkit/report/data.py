@@ -7,6 +7,7 @@ the write-up names, not an error.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,6 +98,15 @@ class RunData:
         return [row for row in self.requests
                 if row.get("status") == "ok" and not row.get("warmup") and row.get("prefix_role") != "seed"
                 and (sweep is None or row.get("sweep") == sweep)]
+
+    def cell_rows(self, sweep: str) -> dict[str, list[dict[str, Any]]]:
+        """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
+        requests that failed, where `measured` keeps only the finished ones."""
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in self.requests:
+            if row.get("sweep") == sweep and not row.get("warmup") and row.get("prefix_role") != "seed":
+                out[str(row.get("cell_id"))].append(row)
+        return dict(out)
 
     def nvml(self) -> list[dict[str, Any]]:
         return [row for row in self.telemetry if row.get("source") == "nvml"]

@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import Targets, distribution, goodput
+from ninferkit.latency import Targets, distribution, goodput, wall_s
 from ninferkit.records import CapacityRecord
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
-from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
+from ninferkit.sweeps.rate import kept_up
 from ninferkit.units import GIB
 
 
@@ -85,9 +85,9 @@ def concurrency_groups(run: RunData) -> list[ConcurrencyGroup]:
         if any(row.get("t_send") is None or row.get("t_done") is None or row.get("completion_tokens") is None
                for row in rows):
             continue
-        wall = max(row["t_done"] for row in rows) - min(row["t_send"] for row in rows)
+        wall = wall_s(rows)
         concurrency = int((rows[0].get("cell") or {}).get("concurrency") or 1)
-        if wall > 0:
+        if wall:
             out.append(ConcurrencyGroup(concurrency, cell_id, len(rows),
                                         sum(int(row["completion_tokens"]) for row in rows), wall))
     return sorted(out, key=lambda g: (g.concurrency, g.cell_id))
@@ -148,17 +148,13 @@ def _concurrency(run: RunData) -> HeadlineRow:
 def _rate(run: RunData) -> list[HeadlineRow]:
     """The rate sweep's answers (nothing when it did not run): the highest offered rate the server kept up
     with, and the best goodput under the profile's latency targets."""
-    cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in run.requests:
-        if row.get("sweep") == "rate" and not row.get("warmup"):
-            cells[str(row.get("cell_id"))].append(row)
+    cells = run.cell_rows("rate")
     if not cells:
         return []
     offered = {cell_id: float((rows[0].get("cell") or {}).get("rate_rps") or 0) for cell_id, rows in cells.items()}
-    kept = [cell_id for cell_id, rows in cells.items()
-            if (growth := backlog_growth([r for r in rows if r.get("status") == "ok"])) is not None
-            and growth <= KEPT_UP_GROWTH]
-    source = "requests.jsonl, rate sweep, per cell: slope of (t_done - scheduled send) over scheduled send"
+    kept = [cell_id for cell_id, rows in cells.items() if kept_up(rows)[0]]
+    source = ("requests.jsonl, rate sweep, per cell: slope of (t_done - scheduled send) over scheduled send, "
+              "and no failed request")
     best_kept = max(kept, key=lambda cell_id: offered[cell_id], default=None)
     rows = [HeadlineRow("Rate: highest offered rate kept up with", "requests/s",
                         offered[best_kept] if best_kept else None, None, None,

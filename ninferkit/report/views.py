@@ -21,7 +21,6 @@ from ninferkit.latency import distribution, recorded_itl, requests_per_s, sample
 from ninferkit.params.sweeps import ALL_SCENARIOS
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
-from ninferkit.sweeps.rate import KEPT_UP_GROWTH
 from ninferkit.workloads import TASK_NAMES
 
 Row = Mapping[str, Any]
@@ -113,11 +112,11 @@ def _goodput(row: Row) -> str | None:
 
 
 def _kept_up(row: Row) -> str | None:
-    growth = _get(row, "backlog_growth")
-    if growth is None:
+    verdict, growth = _get(row, "kept_up"), _get(row, "backlog_growth")
+    if verdict is None or growth is None:
         return None
-    verdict = "yes" if growth <= KEPT_UP_GROWTH else "no"
-    return f"{verdict} ({number(float(growth))} s/s)"
+    failed = _get(row, "n_errored")
+    return f"{'yes' if verdict else 'no'} ({number(float(growth))} s/s" + (f", {failed} failed)" if failed else ")")
 
 
 GPU = Column("GPU: power, SM clock (median)", _gpu)
@@ -218,15 +217,16 @@ def _label(name: str, cell: Row) -> str:
     return " ".join(parts) or str(_get(cell, "cell_id"))
 
 
-def latency_view(name: str, rows: Sequence[Row]) -> Table | None:
+def latency_view(name: str, cell_rows: Mapping[str, Sequence[Row]]) -> Table | None:
     """TTFT, TPOT, ITL and end-to-end latency (p50 / p90 / p99 and standard deviation, in milliseconds) and
-    requests per second, per cell of one sweep, from its measured requests (None: the sweep measured none).
-    The ITL column is left out when none of the rows recorded their gaps."""
-    cells: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        cells[str(row.get("cell_id"))].append(row)
+    requests per second, per cell of one sweep, from its finished requests (None: the sweep finished none);
+    requests per second count the wall time of every request the cell sent. The ITL column is left out when
+    none of the rows recorded their gaps."""
+    cells = {cell_id: [row for row in rows if row.get("status") == "ok"] for cell_id, rows in cell_rows.items()}
+    cells = {cell_id: rows for cell_id, rows in cells.items() if rows}
     if not cells:
         return None
+    rows = [row for group in cells.values() for row in group]
     order = sorted(cells, key=lambda cell_id: _order(name, cells[cell_id][0].get("cell") or {}))
     metrics = [("TTFT", "ttft_client_s"), ("TPOT", "tpot_client_s"), ("ITL", "itl_client_s"),
                ("end to end", "e2e_client_s")]
@@ -236,7 +236,8 @@ def latency_view(name: str, rows: Sequence[Row]) -> Table | None:
     table_rows = []
     for cell_id in order:
         group = cells[cell_id]
-        table_rows.append((_label(name, group[0].get("cell") or {}), str(len(group)), number(requests_per_s(group)),
+        table_rows.append((_label(name, group[0].get("cell") or {}), str(len(group)),
+                           number(requests_per_s(group, cell_rows[cell_id])),
                            *(_distribution_ms(samples(group, metric)) for _, metric in metrics)))
     return Table(("cell", "requests", "requests/s", *(f"{label}, ms" for label, _ in metrics)), tuple(table_rows),
                  f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd)" + ("" if with_itl else "; no ITL recorded"))

@@ -56,10 +56,11 @@ class SweepContext:
     timeout_s: float
     log_path: Path | None
 
-    def client(self, connections: int = 8) -> StreamingClient:
+    def client(self, connections: int = 8, metered: bool = True) -> StreamingClient:
         """A client per cell; it reads the engine's per-request counters around requests that run alone
-        when the engine has such counters (truth.MeteredClient)."""
-        kind = StreamingClient if self.adapter.request_metrics_path is None else MeteredClient
+        when the engine has such counters (truth.MeteredClient), unless `metered` is off: the open loop's
+        sends keep their schedule, and a read of /metrics before each would delay them."""
+        kind = MeteredClient if metered and self.adapter.request_metrics_path is not None else StreamingClient
         return kind(self.url, self.adapter, self.model_id, headers=self.headers,
                     timeout_s=self.timeout_s, max_connections=connections)
 
@@ -298,7 +299,7 @@ async def _rate(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
     params = cell.params
     arrivals = poisson_arrivals(params["rate_rps"], params["requests"], params["duration_s"], params["arrival_seed"])
     prompts = [exact_prompt(ctx.tokenizer, params["prompt_tokens"]) for _ in range(params["warmup"] + len(arrivals))]
-    async with ctx.client(connections=len(arrivals) + 1) as client:
+    async with ctx.client(connections=len(arrivals) + 1, metered=False) as client:
         for index, prompt in enumerate(prompts[:params["warmup"]]):
             result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
             record(result, index - params["warmup"], True, prompt_content_tokens=prompt.content_tokens)

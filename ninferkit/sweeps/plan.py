@@ -146,10 +146,12 @@ def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], expl
     if wanted("rate", rate.enabled):
         fits("sweeps.rate.prompt_tokens", rate.prompt_tokens, sent_output_tokens(rate.api, rate.output_tokens))
         for offered in rate.rates:
-            count = len(poisson_arrivals(offered, rate.requests, rate.duration_s, rate.arrival_seed))
+            # drawn only up to one past the limit: 10,000 requests/s for a day would be 864 million
+            count = len(poisson_arrivals(offered, rate.requests or MAX_COUNT + 1, rate.duration_s, rate.arrival_seed))
             if count > MAX_COUNT:
-                raise ProfileError(f"sweeps.rate: {offered:g} requests/s for {rate.duration_s:g} s is {count} "
-                                   f"requests; allowed: at most {MAX_COUNT} per rate (a shorter duration_s)")
+                raise ProfileError(f"sweeps.rate: {offered:g} requests/s for {rate.duration_s:g} s is more than "
+                                   f"{MAX_COUNT} requests; allowed: at most {MAX_COUNT} per rate (a shorter "
+                                   "duration_s)")
             cells.append(engine.cell("rate", rate_rps=offered, requests=rate.requests, duration_s=rate.duration_s,
                                      arrival_seed=rate.arrival_seed, prompt_tokens=rate.prompt_tokens,
                                      output_tokens=rate.output_tokens, api=rate.api, pin_output=rate.pin_output,

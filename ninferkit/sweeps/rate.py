@@ -10,7 +10,8 @@ included) does not grow as requests keep arriving. When it cannot keep up, reque
 arrives at i / offered and ends at about i / served, so that latency grows by (offered / served - 1)
 seconds per second of arrivals. The least-squares slope of latency over arrival time
 (`backlog_growth`) is about 0 below the server's limit; above it the server served about
-1 / (1 + growth) of the offered rate.
+1 / (1 + growth) of the offered rate. A cell with a failed request did not keep up either, whatever the
+slope: a request refused at once reads as served fast, and one that timed out leaves no end to fit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from ninferkit.latency import number
 
 KEPT_UP_GROWTH = 0.1
 """Above this backlog growth (the server served less than 1 / 1.1, about 91%, of the offered rate) it did not
@@ -40,9 +43,12 @@ def poisson_arrivals(rate_rps: float, requests: int | None, duration_s: float | 
 def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
     """The slope of (end - scheduled send) over scheduled send, over the requests given (the finished ones:
     a request refused at once would read as served fast); None below 3 requests or without a schedule."""
-    points = [(float(row["scheduled_s"]), float(row["t_done"]) - float(row["t_send"]) + float(row["schedule_lag_s"]))
-              for row in rows if row.get("scheduled_s") is not None and row.get("t_done") is not None
-              and row.get("t_send") is not None and row.get("schedule_lag_s") is not None]
+    points = []
+    for row in rows:
+        scheduled, done, sent, lag = (number(row.get(name)) for name in ("scheduled_s", "t_done", "t_send",
+                                                                          "schedule_lag_s"))
+        if scheduled is not None and done is not None and sent is not None and lag is not None:
+            points.append((scheduled, done - sent + lag))
     if len(points) < 3:
         return None
     arrivals = np.array([p[0] for p in points])
@@ -50,3 +56,13 @@ def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
         return None
     latency = np.array([p[1] for p in points])
     return float(np.polyfit(arrivals, latency, 1)[0])
+
+
+def kept_up(sent: Sequence[Mapping[str, Any]]) -> tuple[bool | None, float | None]:
+    """(whether the server kept up with the cell's offered rate, its backlog growth) over the cell's measured
+    requests, failed ones included: not when latency grew faster than KEPT_UP_GROWTH, nor when any request
+    failed; (None, None) when fewer than 3 finished."""
+    growth = backlog_growth([row for row in sent if row.get("status") == "ok"])
+    if growth is None:
+        return None, None
+    return growth <= KEPT_UP_GROWTH and all(row.get("status") == "ok" for row in sent), growth

@@ -26,9 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples
+from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, wall_s
 from ninferkit.runs import Run, RunDir, read_jsonl
-from ninferkit.sweeps.rate import KEPT_UP_GROWTH, backlog_growth
+from ninferkit.sweeps.rate import kept_up
 from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
@@ -150,28 +150,27 @@ def _cell_metrics(kind: str, cell_rows: pd.DataFrame, targets: Targets) -> dict[
     for name in MEDIAN:
         values = _numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
-    finished = ok.to_dict("records")
+    finished, sent = ok.to_dict("records"), measured.to_dict("records")
     for metric in METRICS:
         out.update(distribution(samples(finished, metric)).columns(metric))
-    out["requests_per_s"] = requests_per_s(finished)
+    out["requests_per_s"] = requests_per_s(finished, sent)
     out["server_note"] = _server_note(ok)
     if kind in ("concurrency", "rate"):
         out.update(_aggregate(ok))
     if kind == "rate":
-        out.update(_rate(measured.to_dict("records"), finished, targets))
+        out.update(_rate(sent, targets))
     if kind == "prefix_reuse":
         out.update(_prefix(measured, ok))
     return out
 
 
-def _rate(sent: list[dict[str, Any]], finished: list[dict[str, Any]], targets: Targets) -> dict[str, Any]:
+def _rate(sent: list[dict[str, Any]], targets: Targets) -> dict[str, Any]:
     """Goodput under the targets, the most requests in flight at once, the client's schedule lag and whether
     the server kept up with the offered rate (sweeps/rate.py)."""
-    growth = backlog_growth(finished)
+    verdict, growth = kept_up(sent)
     lag = distribution(samples(sent, "schedule_lag_s"))
     return {**goodput(sent, targets), "slo": targets.describe(), "peak_in_flight": peak_in_flight(sent),
-            "schedule_lag_s_p99": lag.p99, "backlog_growth": growth,
-            "kept_up": None if growth is None else growth <= KEPT_UP_GROWTH}
+            "schedule_lag_s_p99": lag.p99, "backlog_growth": growth, "kept_up": verdict}
 
 
 def _server_note(ok: pd.DataFrame) -> str | None:
@@ -201,12 +200,12 @@ def _aggregate(ok: pd.DataFrame) -> dict[str, Any]:
     if not len(ok):
         return {"wall_s": None, "aggregate_output_tok_s_client": None,
                 "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
-    wall = float(ok["t_done"].max() - ok["t_send"].min())
+    wall = wall_s(ok.to_dict("records"))
     wait = (pd.to_numeric(ok["ttft_client_s"], errors="coerce")
             - pd.to_numeric(ok.get("prompt_s_server"), errors="coerce")).dropna()
     return {
         "wall_s": wall,
-        "aggregate_output_tok_s_client": float(_numbers(ok, "completion_tokens").sum()) / wall if wall > 0 else None,
+        "aggregate_output_tok_s_client": float(_numbers(ok, "completion_tokens").sum()) / wall if wall else None,
         "wait_before_prefill_s_median": wait.median() if len(wait) else None,
         "wait_before_prefill_s_max": wait.max() if len(wait) else None,
     }

@@ -157,10 +157,15 @@ def request_rows(run_dir: RunDir) -> list[dict[str, Any]]:
         bad = next((name for name in sorted(ROW_NUMBERS) if not _number_or_none(row.get(name))), None)
         if bad is None and not isinstance(row.get("status", ""), str):
             bad = "status"
+        gaps = row.get("itl_client_s")
+        if bad is None and gaps is not None and not (isinstance(gaps, list) and all(
+                _number_or_none(gap) and gap is not None for gap in gaps)):
+            bad = "itl_client_s"
         if bad is not None:
             shown = repr(row[bad])
+            wanted = {"status": "text", "itl_client_s": "list of numbers"}.get(bad, "number")
             raise BadInput(f"{run_dir.requests}, line {number}: {bad} is {shown[:60]}"
-                           f"{'...' if len(shown) > 60 else ''}, not a {'text' if bad == 'status' else 'number'}; "
+                           f"{'...' if len(shown) > 60 else ''}, not a {wanted}; "
                            "ninferkit writes numbers there, so the row was edited or damaged: fix or delete that line")
         rows.append(row)
     return rows

@@ -25,7 +25,7 @@ from ninferkit.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.sweeps import plan, sweeps
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
-from tests.conftest import LOCAL_CPU, free_port
+from tests.conftest import LOCAL_CPU, REPO, free_port
 
 SMALL = [
     "sweeps.context.targets=[64, 128]", "sweeps.context.output_tokens=4", "sweeps.context.repetitions=2",
@@ -208,7 +208,7 @@ def test_cli_launches_sweeps_and_stops(tmp_path: Path, llama_server: Path, capsy
     assert cli_main(["sweep", str(LOCAL_CPU), "--run-dir", str(tmp_path), "--only", "nope"]) == 2
 
 
-NOTEBOOK = LOCAL_CPU.parent.parent / "notebooks" / "03_sweeps.ipynb"
+NOTEBOOK = REPO / "notebooks" / "03_sweeps.ipynb"
 
 
 def test_notebook_runs_headless_against_a_live_server(tmp_path: Path, llama_server: Path) -> None:

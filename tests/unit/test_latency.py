@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, tpot_s
 from ninferkit.params import load_profile
-from ninferkit.sweeps.rate import backlog_growth, poisson_arrivals
+from ninferkit.params.sweeps import MAX_COUNT
+from ninferkit.sweeps.plan import build_plan
+from ninferkit.sweeps.rate import backlog_growth, kept_up, poisson_arrivals
 from tests.conftest import DATA, REPO
 
 RUNS = DATA / "run_dirs"
@@ -50,7 +53,10 @@ def test_itl_pools_the_gaps_of_every_request() -> None:
 
 def test_requests_per_second_and_peak_in_flight_from_send_and_end_times() -> None:
     rows = [{"t_send": 0.0, "t_done": 2.0}, {"t_send": 1.0, "t_done": 3.0}, {"t_send": 3.0, "t_done": 4.0}]
-    assert requests_per_s(rows) == pytest.approx(3 / 4)
+    assert requests_per_s(rows, rows) == pytest.approx(3 / 4)
+    timed_out = {"status": "errored", "t_send": 0.5, "t_done": 600.5}
+    # vLLM's request throughput: finished requests over the whole run, the one that timed out included
+    assert requests_per_s(rows, [*rows, timed_out]) == pytest.approx(3 / 600.5)
     assert peak_in_flight(rows) == 2  # the third starts as the second ends: a slot freed and taken, not three
 
 
@@ -95,6 +101,19 @@ def test_backlog_growth_says_how_far_the_offered_rate_outran_the_server() -> Non
     assert backlog_growth(steady) == pytest.approx(0.0, abs=1e-9)
     assert backlog_growth(behind) == pytest.approx(1.0)
     assert backlog_growth(steady[:2]) is None
+    assert kept_up([{**row, "status": "ok"} for row in steady]) == (True, pytest.approx(0.0, abs=1e-9))
+    assert kept_up([{**row, "status": "ok"} for row in behind])[0] is False
+
+
+def test_a_cell_with_failed_requests_did_not_keep_up_whatever_the_slope() -> None:
+    """Every other request refused at once (a 503): the finished ones alone show a flat latency, which is not
+    a server keeping up; nor is one whose requests timed out."""
+    arrivals = [0.25 * i for i in range(20)]
+    rows = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "t_done": 101 + t,
+             "status": "ok" if i % 2 == 0 else "errored"} for i, t in enumerate(arrivals)]
+    verdict, growth = kept_up(rows)
+    assert verdict is False and growth == pytest.approx(0.0, abs=1e-9)
+    assert kept_up([row for row in rows if row["status"] == "errored"]) == (None, None)  # none finished: unknown
 
 
 def test_rate_section_takes_a_count_or_a_duration_not_both(tmp_path: Path) -> None:
@@ -108,3 +127,11 @@ def test_rate_section_takes_a_count_or_a_duration_not_both(tmp_path: Path) -> No
     assert loaded.sweeps.rate.duration_s == 30 and loaded.sweeps.rate.slo.ttft_s == 2
     with pytest.raises(ProfileError, match="sweeps.rate.rates"):
         load_profile(profile, ["sweeps.rate.rates=[0]"])
+
+
+def test_a_rate_plan_too_long_is_refused_without_drawing_it_whole() -> None:
+    """10,000 requests/s for a day would be 864 million arrivals: the plan draws one past the limit and stops."""
+    profile = load_profile(REPO / "params" / "local-cpu.yaml", [
+        "sweeps.rate.rates=[10000]", "sweeps.rate.duration_s=86400", "sweeps.rate.requests=null"]).profile
+    with pytest.raises(ProfileError, match=f"10000 requests/s for 86400 s is more than {MAX_COUNT} requests"):
+        build_plan(profile, get_adapter("llama_server"), ["rate"], explicit=True)
