@@ -314,10 +314,16 @@ class SweepTables:
 
 
 def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
-    """Each table as tables/<name>.csv and .parquet (for the write-up step); returns the CSV paths."""
+    """Each table as tables/<name>.csv and .parquet (for the write-up step); returns the CSV paths. A sweep
+    that planned no cell (the rate sweep is off by default) has no table: an empty frame has no columns, and
+    its CSV would be a file no reader can parse; one left by an earlier build is removed."""
     run_dir.tables.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, table in tables.items():
+        if table.empty:
+            for suffix in (".csv", ".parquet"):
+                run_dir.table(name, suffix).unlink(missing_ok=True)
+            continue
         table.to_csv(run_dir.table(name), index=False)
         table.to_parquet(run_dir.table(name, ".parquet"), index=False)
         written[name] = run_dir.table(name)

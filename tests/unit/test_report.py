@@ -12,6 +12,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ninferkit.cli import main as cli_main
@@ -23,6 +24,7 @@ from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.recipe import launch_flags
 from ninferkit.runs import RunDir
+from ninferkit.sweeps.tables import save_tables
 from tests.conftest import DATA, REPO
 
 RUNS = DATA / "run_dirs"
@@ -302,3 +304,15 @@ def test_decode_falls_back_to_the_client_figure_when_the_engine_reports_none(tmp
     client = [r["decode_tok_s_client"] for r in run.measured("context")
               if r["cell"]["target_prompt_tokens"] == first.prompt_tokens]
     assert (first.metric, first.best, first.low) == ("Decode (client)", max(client), min(client))
+
+
+def test_a_sweep_that_planned_no_cell_has_no_table_and_the_write_up_reads_the_rest(tmp_path: Path) -> None:
+    """The rate sweep is off by default, so its table has no cell: an empty frame, without columns, whose CSV
+    stopped the runbook's 05_writeup with pandas' EmptyDataError on 2026-12-01. It is not written, and the file
+    such a build left is removed."""
+    run_dir = RunDir(copy_run(RUN_A, tmp_path))
+    tables = {"context": load_run(run_dir.path).tables["context"], "rate": pd.DataFrame([])}
+    run_dir.table("rate").write_text("\n")  # what that build wrote
+    written = save_tables(run_dir, tables)
+    assert list(written) == ["context"] and not run_dir.table("rate").exists()
+    assert "## Latency" in write_report(run_dir.path).markdown.read_text()
