@@ -113,10 +113,11 @@ def _goodput(row: Row) -> str | None:
 
 def _kept_up(row: Row) -> str | None:
     verdict, growth = _get(row, "kept_up"), _get(row, "backlog_growth")
-    if verdict is None or growth is None:
+    if growth is None:
         return None
     failed = _get(row, "n_errored")
-    return f"{'yes' if verdict else 'no'} ({number(float(growth))} s/s" + (f", {failed} failed)" if failed else ")")
+    said = "unclear" if verdict is None else "yes" if verdict else "no"
+    return f"{said} ({number(float(growth))} s/s" + (f", {failed} failed)" if failed else ")")
 
 
 GPU = Column("GPU: power, SM clock (median)", _gpu)

@@ -11,11 +11,14 @@ arrives at i / offered and ends at about i / served, so that latency grows by (o
 seconds per second of arrivals. The least-squares slope of latency over arrival time
 (`backlog_growth`) is about 0 below the server's limit; above it the server served about
 1 / (1 + growth) of the offered rate. A cell with a failed request did not keep up either, whatever the
-slope: a request refused at once reads as served fast, and one that timed out leaves no end to fit.
+slope: a request refused at once reads as served fast, and one that timed out leaves no end to fit. Near
+the server's limit a few dozen Poisson arrivals leave the slope uncertain, so a growth within two standard
+errors of the threshold is "unclear", not a verdict.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +46,30 @@ def poisson_arrivals(rate_rps: float, requests: int | None, duration_s: float | 
 def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
     """The slope of (end - scheduled send) over scheduled send, over the requests given (the finished ones:
     a request refused at once would read as served fast); None below 3 requests or without a schedule."""
+    fit = _growth_fit(rows)
+    return None if fit is None else fit[0]
+
+
+def kept_up(sent: Sequence[Mapping[str, Any]]) -> tuple[bool | None, float | None]:
+    """(whether the server kept up with the cell's offered rate, its backlog growth) over the cell's measured
+    requests, failed ones included: not when latency grew faster than KEPT_UP_GROWTH, nor when any request
+    failed. The verdict is None ("unclear") when the growth lies within two standard errors of the threshold:
+    near the server's limit, 32 Poisson arrivals leave the slope that uncertain; and (None, None) when fewer
+    than 3 requests finished."""
+    fit = _growth_fit([row for row in sent if row.get("status") == "ok"])
+    if fit is None:
+        return None, None
+    growth, error = fit
+    if any(row.get("status") != "ok" for row in sent):
+        return False, growth
+    if error is not None and abs(growth - KEPT_UP_GROWTH) <= 2 * error:
+        return None, growth
+    return growth <= KEPT_UP_GROWTH, growth
+
+
+def _growth_fit(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float | None] | None:
+    """The least-squares slope of latency over scheduled arrival and its standard error (None below 4 points,
+    where the residuals leave no degree of freedom to estimate it)."""
     points = []
     for row in rows:
         scheduled, done, sent, lag = (number(row.get(name)) for name in ("scheduled_s", "t_done", "t_send",
@@ -55,14 +82,10 @@ def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
     if float(arrivals.max() - arrivals.min()) <= 0:
         return None
     latency = np.array([p[1] for p in points])
-    return float(np.polyfit(arrivals, latency, 1)[0])
-
-
-def kept_up(sent: Sequence[Mapping[str, Any]]) -> tuple[bool | None, float | None]:
-    """(whether the server kept up with the cell's offered rate, its backlog growth) over the cell's measured
-    requests, failed ones included: not when latency grew faster than KEPT_UP_GROWTH, nor when any request
-    failed; (None, None) when fewer than 3 finished."""
-    growth = backlog_growth([row for row in sent if row.get("status") == "ok"])
-    if growth is None:
-        return None, None
-    return growth <= KEPT_UP_GROWTH and all(row.get("status") == "ok" for row in sent), growth
+    line = np.polyfit(arrivals, latency, 1)
+    slope = float(line[0])
+    if len(points) < 4:
+        return slope, None
+    residuals = latency - np.polyval(line, arrivals)
+    spread = float(((arrivals - arrivals.mean()) ** 2).sum())
+    return slope, math.sqrt(float((residuals ** 2).sum()) / (len(points) - 2) / spread)

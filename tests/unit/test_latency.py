@@ -116,6 +116,18 @@ def test_a_cell_with_failed_requests_did_not_keep_up_whatever_the_slope() -> Non
     assert kept_up([row for row in rows if row["status"] == "errored"]) == (None, None)  # none finished: unknown
 
 
+def test_a_growth_within_two_standard_errors_of_the_threshold_is_unclear() -> None:
+    """Latency that grows 0.12 s per s of arrivals, with +-1 s of alternating noise: the slope's standard error
+    (about 0.04) puts 0.1 within reach, so no verdict; the same growth without the noise did not keep up."""
+    arrivals = [0.5 * i for i in range(32)]
+    noisy = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "status": "ok",
+              "t_done": 101 + t + 0.12 * t + (1.0 if i % 2 else -1.0)} for i, t in enumerate(arrivals)]
+    clean = [{**row, "t_done": 101 + row["scheduled_s"] * 1.12} for row in noisy]
+    verdict, growth = kept_up(noisy)
+    assert verdict is None and growth == pytest.approx(0.12, abs=0.02)
+    assert kept_up(clean) == (False, pytest.approx(0.12))
+
+
 def test_rate_section_takes_a_count_or_a_duration_not_both(tmp_path: Path) -> None:
     profile = tmp_path / "rate.yaml"
     base = (REPO / "params" / "local-cpu.yaml").read_text()
