@@ -88,19 +88,25 @@ class CellOutcome:
 
 
 class Recorder:
-    """Turns a finished request into a row, appends it, and applies the stop rules."""
+    """Turns a finished request into a row, appends it, and applies the stop rules.
+
+    The row is written and fsynced in a worker thread, one row at a time: on the event loop, a write that
+    waits for the disk (milliseconds, more on a busy one) would delay every other stream's reads, and their
+    inter-token gaps and first tokens would carry it."""
 
     def __init__(self, ctx: SweepContext, cell: Cell, attempt: str,
                  on_request: Callable[[CellTally], None] | None = None) -> None:
         self.ctx, self.cell, self.attempt, self.on_request = ctx, cell, attempt, on_request
         self.tally = CellTally()
         self.measured = CellTally()  # without warm-up and cache seeds: what the table reports
+        self._writing = asyncio.Lock()
 
-    def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
+    async def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
         row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id, "cell": self.cell.params,
                "attempt": self.attempt, "request_uid": uuid.uuid4().hex, "repetition": repetition, "warmup": warmup,
                **result.row(), **extra}
-        append_jsonl(self.ctx.run.dir.requests, row)
+        async with self._writing:  # one append at a time: a torn-tail repair must never see another's half row
+            await asyncio.to_thread(append_jsonl, self.ctx.run.dir.requests, row)
         self.tally.add(result.status, result.error, result.http_status)
         if self.on_request is not None:
             self.on_request(self.tally)
@@ -251,7 +257,7 @@ async def _context(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
             prompt = exact_prompt(ctx.tokenizer, params["target_prompt_tokens"])
             result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
             warmup = index < params["warmup"]
-            record(result, index - params["warmup"], warmup, prompt_content_tokens=prompt.content_tokens)
+            await record(result, index - params["warmup"], warmup, prompt_content_tokens=prompt.content_tokens)
 
 
 async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
@@ -261,7 +267,7 @@ async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
         for index in range(params["warmup"] + params["repetitions"]):
             request = task_request(ctx.tokenizer, task, params["context_depth"])
             result = await client.send(_spec(ctx, cell, request.messages, tools=request.tools))
-            record(result, index - params["warmup"], index < params["warmup"],
+            await record(result, index - params["warmup"], index < params["warmup"],
                    prompt_content_tokens=request.prompt.content_tokens)
 
 
@@ -278,14 +284,14 @@ async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
     async with ctx.client(connections=max(level, 1) + 1) as client:
         for index in range(params["warmup"]):
             result = await client.send(_spec(ctx, cell, user_messages(prompts[index].text)))
-            record(result, index - params["warmup"], True, prompt_content_tokens=prompts[index].content_tokens)
+            await record(result, index - params["warmup"], True, prompt_content_tokens=prompts[index].content_tokens)
         queue = prompts[params["warmup"]:]
 
         async def closed_loop(client_index: int) -> None:
             for repetition in range(per_client):
                 prompt = queue[client_index * per_client + repetition]
                 result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-                record(result, repetition, False, client_index=client_index,
+                await record(result, repetition, False, client_index=client_index,
                        prompt_content_tokens=prompt.content_tokens)
 
         await _gather_or_cancel([closed_loop(i) for i in range(level)])
@@ -302,14 +308,14 @@ async def _rate(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
     async with ctx.client(connections=len(arrivals) + 1, metered=False) as client:
         for index, prompt in enumerate(prompts[:params["warmup"]]):
             result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-            record(result, index - params["warmup"], True, prompt_content_tokens=prompt.content_tokens)
+            await record(result, index - params["warmup"], True, prompt_content_tokens=prompt.content_tokens)
         start = time.monotonic()
 
         async def arrive(index: int, at: float) -> None:
             await asyncio.sleep(start + at - time.monotonic())
             prompt = prompts[params["warmup"] + index]
             result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-            record(result, index, False, scheduled_s=at, schedule_lag_s=result.t_send - (start + at),
+            await record(result, index, False, scheduled_s=at, schedule_lag_s=result.t_send - (start + at),
                    prompt_content_tokens=prompt.content_tokens)
 
         await _gather_or_cancel([arrive(index, at) for index, at in enumerate(arrivals)])
@@ -338,14 +344,14 @@ async def _prefix_reuse(ctx: SweepContext, cell: Cell, record: Recorder) -> None
 
 async def _send_pair(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int,
                      seed: RequestSpec, measured: RequestSpec, seeded_by: str) -> None:
-    seed_result = record(await client.send(seed), repetition, False, prefix_role="seed")
-    record(await client.send(measured), repetition, False, prefix_role="measured", seeded_by=seeded_by,
+    seed_result = await record(await client.send(seed), repetition, False, prefix_role="seed")
+    await record(await client.send(measured), repetition, False, prefix_role="measured", seeded_by=seeded_by,
            seed_prompt_tokens=seed_result.prompt_tokens)
 
 
 async def _cold(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int) -> None:
     prompt = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"])
-    record(await client.send(_spec(ctx, cell, user_messages(prompt.text))), repetition, False,
+    await record(await client.send(_spec(ctx, cell, user_messages(prompt.text))), repetition, False,
            prefix_role="measured", seeded_by=None)
 
 
@@ -411,13 +417,13 @@ async def _cache_breakpoint(ctx: SweepContext, cell: Cell, client: StreamingClie
 async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
                              repetition: int) -> None:
     text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    seed = record(await client.send(_spec(ctx, cell, user_messages(text), api="responses")), repetition, False,
+    seed = await record(await client.send(_spec(ctx, cell, user_messages(text), api="responses")), repetition, False,
                   prefix_role="seed")
     if seed.response_id is None:
         return  # the seed failed (its row says why); there is no response to continue
     follow_up = _spec(ctx, cell, user_messages("Continue."), api="responses",
                       previous_response_id=seed.response_id)
-    record(await client.send(follow_up), repetition, False, prefix_role="measured",
+    await record(await client.send(follow_up), repetition, False, prefix_role="measured",
            seeded_by="the response named by previous_response_id", seed_prompt_tokens=seed.prompt_tokens)
 
 

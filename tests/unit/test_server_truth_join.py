@@ -66,7 +66,7 @@ def finish_cell(ctx: SweepContext, cell: Cell, results: list[RequestResult]) -> 
     attempt = uuid.uuid4().hex[:8]
     record = Recorder(ctx, cell, attempt)
     for repetition, result in enumerate(results):
-        record(result, repetition, False)
+        asyncio.run(record(result, repetition, False))
     record_log_truth(ctx.run, ctx.adapter)
     _append_outcome(ctx, cell, CellOutcome(cell.cell_id, "done", attempt, tally=record.tally))
     return attempt

@@ -9,6 +9,7 @@ llama-server is in tests/live/test_sweeps.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def test_the_captured_cell_that_served_nothing_is_failed_and_retried(tmp_path: P
     record = Recorder(ctx, cell, "replay")
     for row in read_jsonl(G1_RUN / "requests.jsonl"):
         if row["cell_id"] == captured["cell_id"]:
-            record(recorded(row), row["repetition"], row["warmup"], prefix_role=row.get("prefix_role"))
+            asyncio.run(record(recorded(row), row["repetition"], row["warmup"], prefix_role=row.get("prefix_role")))
     outcome = ended_outcome(ctx, record)
     assert outcome.status == "failed"
     assert "0 measured of 1 sent" in str(outcome.reason)
@@ -163,7 +164,7 @@ def test_a_cell_refused_at_admission_is_failed_with_the_diagnosis(tmp_path: Path
     cell = Cell("context", {"target_prompt_tokens": 1024, "api": "chat", "output_tokens": 32})
     record = Recorder(ctx, cell, "replay")
     for repetition in range(2):
-        record(answered("chat", "queue"), repetition, False)
+        asyncio.run(record(answered("chat", "queue"), repetition, False))
     outcome = ended_outcome(ctx, record)
     assert outcome.status == "failed" and "HTTP 503: request_queue_timeout" in str(outcome.reason)
     assert outcome.diagnosis is not None and outcome.diagnosis["code"] == "request_queue_timeout"
@@ -175,7 +176,7 @@ def test_a_refused_key_stops_the_cell_with_the_engines_diagnosis(tmp_path: Path)
     ctx = context(tmp_path)
     record = Recorder(ctx, Cell("context", {"target_prompt_tokens": 64, "api": "chat"}), "replay")
     with pytest.raises(AccessRefused, match="HTTP 401: invalid_api_key: missing or invalid API key") as refused:
-        record(answered("chat", "chat_wrongkey"), 0, False)
+        asyncio.run(record(answered("chat", "chat_wrongkey"), 0, False))
     diagnosis = _access_diagnosis(ctx, refused.value.body)
     assert diagnosis.code == "invalid_api_key" and "serve.api_key_env" in diagnosis.fix
 
@@ -186,8 +187,8 @@ def test_a_cell_with_one_measured_success_is_done(tmp_path: Path) -> None:
     rows = [row for row in read_jsonl(G1_RUN / "requests.jsonl") if row["sweep"] == "context"]
     cell = Cell("context", rows[0]["cell"])
     record = Recorder(ctx, cell, "replay")
-    record(answered("chat", "chat_too_long"), -1, True)
-    record(recorded(next(row for row in rows if not row["warmup"])), 0, False)
+    asyncio.run(record(answered("chat", "chat_too_long"), -1, True))
+    asyncio.run(record(recorded(next(row for row in rows if not row["warmup"])), 0, False))
     assert ended_outcome(ctx, record).status == "done"
 
 
