@@ -37,6 +37,7 @@ from ninferkit.records import ArtifactRecord, CapacityRecord, Manifest, ProbeRec
 from ninferkit.redaction import remember_env, scrub, scrub_data
 
 SCHEMA_VERSION = 1
+"""The version of a requests.jsonl row (each JSON run file's is its record's, ninferkit.records)."""
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -466,7 +467,7 @@ def _write_manifest(run: Run) -> None:
     previous = manifest.get("profile_hash")
     manifest.update(
         {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": Manifest.SCHEMA_VERSION,
             "run_id": run.dir.path.name,
             "profile_name": run.profile.name,
             "profile_source": str(run.loaded.source) if run.loaded.source else None,

@@ -30,8 +30,6 @@ from ninferkit.records import ArtifactRecord
 from ninferkit.redaction import remember_env
 from ninferkit.runs import Run, utc_now, write_json_atomic
 
-SCHEMA_VERSION = 1
-
 
 def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
     """Download the profile's artifact if it is missing, verify it and the engine's pinned files (binaries,
@@ -101,7 +99,7 @@ def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
     binaries = verify_binaries(profile, report)
     tarball = verify_tarball(profile, report, warnings, progress)
     record = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": ArtifactRecord.SCHEMA_VERSION,
         "profile_hash": run.profile_hash,
         "source": source,
         "path": str(path),
@@ -143,9 +141,9 @@ def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
 
 def _fail(run: Run, source: dict[str, Any], path: Path, warnings: list[str], error: ArtifactError) -> NoReturn:
     """Record a step that could not get the artifact, then raise."""
-    write_json_atomic(run.dir.artifact, {"schema_version": SCHEMA_VERSION, "profile_hash": run.profile_hash,
-                                         "source": source, "path": str(path), "ok": False,
-                                         "problems": [str(error)], "warnings": warnings})
+    write_json_atomic(run.dir.artifact, {"schema_version": ArtifactRecord.SCHEMA_VERSION,
+                                         "profile_hash": run.profile_hash, "source": source, "path": str(path),
+                                         "ok": False, "problems": [str(error)], "warnings": warnings})
     raise error
 
 

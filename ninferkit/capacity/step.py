@@ -32,7 +32,7 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.records import CapacityRecord
-from ninferkit.runs import SCHEMA_VERSION, Run, read_json, utc_now, write_json_atomic
+from ninferkit.runs import Run, read_json, utc_now, write_json_atomic
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
            "b the bytes per pool token (the KV cache's, and any compute buffer that grows with the pool) and "
@@ -133,7 +133,7 @@ def _capacity_fields(profile: Profile, observations: Sequence[Observation],
     pinned, unpinned = result.terms()
     layout = result.layouts.get(reference_family[0])
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": CapacityRecord.SCHEMA_VERSION,
         "created": utc_now(),
         "engine": profile.engine.kind,
         "python": sys.version.split()[0],
