@@ -43,6 +43,7 @@ import httpx
 
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
+from ninferkit.records import RequestRow
 from ninferkit.redaction import remember, scrub
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
@@ -141,13 +142,13 @@ class RequestResult:
         return [round(later - earlier, 6) for earlier, later in zip(times, times[1:], strict=False)]
 
     def row(self) -> dict[str, Any]:
-        """The requests.jsonl fields of this request (the sweep adds run and cell fields)."""
+        """The requests.jsonl fields of this request (records.RequestRow; the sweep adds run and cell fields)."""
         out = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in ROW_LEFT_OUT}
         server = self.server
         out.update(ttft_client_s=self.ttft_client_s, e2e_client_s=self.e2e_client_s,
                    decode_tok_s_client=self.decode_tok_s_client, tpot_client_s=self.tpot_client_s,
                    text_events=len(self.text_event_times), itl_client_s=self.itl_client_s)
-        for name in SERVER_FIELDS:
+        for name in RequestRow.SERVER_FIELDS:
             out[name] = server.get(name)
         out.update({name: value for name, value in server.items() if name not in out})  # engine extras
         drafted, accepted = server.get("drafted_tokens_server"), server.get("accepted_tokens_server")
@@ -156,17 +157,9 @@ class RequestResult:
         return out
 
 
-SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_server", "prefill_tok_s_server",
-                 "decode_tokens_server", "decode_s_server", "decode_tok_s_server", "queue_s_server",
-                 "drafted_tokens_server", "accepted_tokens_server", "acceptance_server")
 ROW_LEFT_OUT = frozenset({"server", "text_event_times"})
 """Fields a row states otherwise: the server's are spread out by name, the event times become their count
 and gaps (`text_events`, `itl_client_s`)."""
-ROW_NUMBERS = frozenset(
-    [item.name for item in fields(RequestResult) if str(item.type).split(" | ")[0] in ("int", "float")]
-    + ["ttft_client_s", "e2e_client_s", "decode_tok_s_client", "tpot_client_s", "text_events", "scheduled_s",
-       "schedule_lag_s", *SERVER_FIELDS])
-"""The fields of a requests.jsonl row that hold a number (or null): what the tables compute with."""
 
 
 def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:

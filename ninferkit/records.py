@@ -3,6 +3,7 @@
 A record names the fields the runbook reads and keeps every other field its file holds (extra="allow"),
 so a run directory written by an older or newer ninferkit still loads and loses nothing: a field this
 version does not name is read back as it was written. Fields default to what an older file lacked.
+requests.jsonl's row is a record too (`RequestRow`), strict: a number field holding text is a damaged row.
 Steps write their files as plain JSON (`ninferkit.runs`, atomic and scrubbed) and return the record of
 what they wrote; `RunDir`'s readers return the same records.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RunFile(BaseModel):
@@ -182,3 +183,131 @@ class Manifest(RunFile):
     steps: dict[str, StepEntry] = {}
     planned_steps: list[str] | None = None
     """The steps `ninferkit run` chose (the setup step checks those); None for notebooks run by hand."""
+
+
+Seconds = int | float | None
+"""A time or a rate as the file holds it: an int stays an int, so a row reads back as it was written."""
+
+
+_LOG_ONLY: dict[str, Any] = {"request_log_only": True}
+
+
+def _request_log_only() -> Any:
+    """A server field only NInfer's request log carries (engines/ninfer/request_log.py), not every engine's
+    per-request timings: the client does not write it, the join with the log does."""
+    return Field(None, json_schema_extra=_LOG_ONLY)
+
+
+class RequestRow(RunFile):
+    """A line of requests.jsonl: one request as the sweep recorded it.
+
+    The run's fields (what makes a result reproducible), the sweep's (which cell, attempt and repetition),
+    the client's (ninferkit.client.RequestResult: monotonic times, usage, derived latencies) and the
+    server's own per-request timings (the fields ending in `_server`; None where the engine reports none).
+    server_truth.jsonl lays the engine's own record over a row (sweeps/truth.py) with the `server_*` ids.
+    Engine extras are kept (extra="allow"). Strict: a count is an int, a time an int or a float, never text
+    or a bool, so a damaged row is refused where it is read, not deep in a table.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    run_id: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    artifact_sha256: str | None = None
+
+    sweep: str | None = None
+    cell_id: str | None = None
+    cell: dict[str, Any] | None = None
+    """The cell's parameters, as planned."""
+    attempt: str | None = None
+    """Which attempt at the cell: the ledger (sweep_cells.jsonl) names the one its table counts."""
+    request_uid: str | None = None
+    """This row's id; server_truth.jsonl entries name their row by it."""
+    repetition: int | None = None
+    """The cell's repetition index; warm-up requests count up to -1."""
+    warmup: bool | None = None
+    prefix_role: str | None = None
+    """prefix_reuse cells: "seed" (fills the cache, not reported) or "measured"."""
+    seeded_by: str | None = None
+    seed_prompt_tokens: int | None = None
+    prompt_content_tokens: int | None = None
+    """Prompt tokens of the content alone, without the chat template's."""
+    client_index: int | None = None
+    """concurrency cells: which of the concurrent clients sent it."""
+    scheduled_s: Seconds = None
+    """rate cells: when the open loop planned the send, seconds after the cell's start."""
+    schedule_lag_s: Seconds = None
+    """rate cells: how late the send was against its schedule (the client's own delay)."""
+
+    api: str | None = None
+    status: str = "incomplete"
+    """ok, errored or incomplete."""
+    error: str | None = None
+    http_status: int | None = None
+    started_utc: str | None = None
+    retried: str | None = None
+    """The error of a first try that got no response byte, when the request was sent again."""
+    t_send: Seconds = None
+    """Monotonic seconds, telemetry.jsonl's clock, as are the other t_ fields."""
+    t_first_byte: Seconds = None
+    t_first_token: Seconds = None
+    t_last_token: Seconds = None
+    t_done: Seconds = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    temperature: Seconds = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    ttft_client_s: Seconds = None
+    e2e_client_s: Seconds = None
+    decode_tok_s_client: Seconds = None
+    tpot_client_s: Seconds = None
+    text_events: int | None = None
+    """How many events carried generated text."""
+    itl_client_s: list[int | float] | None = None
+    """The gaps between those events (vLLM's ITL)."""
+
+    prompt_tokens_server: int | None = None
+    cached_tokens_server: int | None = None
+    prompt_s_server: Seconds = None
+    prefill_tok_s_server: Seconds = None
+    decode_tokens_server: int | None = None
+    decode_s_server: Seconds = None
+    decode_tok_s_server: Seconds = None
+    queue_s_server: Seconds = None
+    drafted_tokens_server: int | None = None
+    accepted_tokens_server: int | None = None
+    acceptance_server: Seconds = None
+    """accepted / drafted tokens of speculative decoding."""
+    ttft_s_server: Seconds = _request_log_only()
+    e2e_s_server: Seconds = _request_log_only()
+    completion_tokens_server: int | None = _request_log_only()
+    reasoning_tokens_server: int | None = _request_log_only()
+    spec_rounds_server: int | None = _request_log_only()
+
+    server_join: str | None = None
+    """How server_truth.jsonl's entry was paired with the row, or None."""
+    server_note: str | None = None
+    """Why there is no pair, when there is none."""
+    server_request_id: str | None = None
+    server_instance_id: str | None = None
+
+    LOG_FIELDS: ClassVar[tuple[str, ...]]
+    """Every server field, in order: what a join with NInfer's request log fills in."""
+    SERVER_FIELDS: ClassVar[tuple[str, ...]]
+    """The server fields every engine's per-request timings may fill (the client spreads them out by name)."""
+    NUMBERS: ClassVar[frozenset[str]]
+    """The fields that hold a number (or null): what the tables compute with."""
+
+
+RequestRow.LOG_FIELDS = tuple(name for name in RequestRow.model_fields if name.endswith("_server"))
+RequestRow.SERVER_FIELDS = tuple(name for name in RequestRow.LOG_FIELDS
+                                 if RequestRow.model_fields[name].json_schema_extra != _LOG_ONLY)
+RequestRow.NUMBERS = frozenset(name for name, field in RequestRow.model_fields.items()
+                               if field.annotation in (Seconds, int | None))

@@ -26,9 +26,10 @@ import asyncio
 import json
 from typing import Any
 
-from ninferkit.client import ROW_NUMBERS, RequestResult, RequestSpec, StreamingClient
+from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import BadInput, RequestFailed
+from ninferkit.records import RequestRow
 from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, read_jsonl_numbered, utc_now
 
 SETTLE_READS = 20
@@ -150,11 +151,11 @@ def rows_with_server_truth(run_dir: RunDir) -> list[dict[str, Any]]:
 
 
 def request_rows(run_dir: RunDir) -> list[dict[str, Any]]:
-    """requests.jsonl's rows; BadInput for a row whose number fields (client.ROW_NUMBERS) hold anything but
+    """requests.jsonl's rows; BadInput for a row whose number fields (RequestRow.NUMBERS) hold anything but
     a number or null, or whose status is not text."""
     rows = []
     for number, row in read_jsonl_numbered(run_dir.requests):
-        bad = next((name for name in sorted(ROW_NUMBERS) if not _number_or_none(row.get(name))), None)
+        bad = next((name for name in sorted(RequestRow.NUMBERS) if not _number_or_none(row.get(name))), None)
         if bad is None and not isinstance(row.get("status", ""), str):
             bad = "status"
         gaps = row.get("itl_client_s")

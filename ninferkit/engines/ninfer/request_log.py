@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import NinferkitError
+from ninferkit.records import RequestRow
 
 ARTIFACT_TYPE = "ninfer_serve_request_log"
 KNOWN_SCHEMAS = (2, 8, 9, 19, 21)
@@ -138,13 +139,8 @@ def _done_fields(event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-SERVER_FIELDS = ("prompt_tokens_server", "cached_tokens_server", "prompt_s_server", "prefill_tok_s_server",
-                 "decode_tokens_server", "decode_s_server", "decode_tok_s_server", "queue_s_server",
-                 "drafted_tokens_server", "accepted_tokens_server", "acceptance_server", "ttft_s_server",
-                 "e2e_s_server", "completion_tokens_server", "reasoning_tokens_server", "spec_rounds_server")
-
-
-JOIN_FIELDS = ("server_join", "server_note", "server_request_id", "server_instance_id")
+SERVER_FIELDS = RequestRow.LOG_FIELDS
+JOIN_FIELDS = tuple(name for name in RequestRow.model_fields if name.startswith("server_"))
 """What join_client_rows adds beside SERVER_FIELDS: how the pair was made, and the server's own ids."""
 
 
