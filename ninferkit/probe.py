@@ -21,10 +21,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit.artifact.paths import local_dir, planned_path
 from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
+from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.records import ProbeRecord
 from ninferkit.units import GIB

@@ -27,8 +27,6 @@ from typing import Any
 
 import httpx
 
-from ninferkit.artifact.paths import model_path
-from ninferkit.artifact.verify import sha256_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
@@ -41,6 +39,8 @@ from ninferkit.errors import (
     ServerExited,
     ServerStartError,
 )
+from ninferkit.hashing import sha256_file
+from ninferkit.model_files import model_path, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.progress import track
 from ninferkit.records import ServerRecord
@@ -344,7 +344,6 @@ def command(profile: Profile, adapter: Launcher, model_path: Path, binary: Path 
 
 def planned_argv(profile: Profile) -> list[str]:
     """The argv a launch would run, without building, generating or downloading anything (--dry-run)."""
-    from ninferkit.artifact import planned_path
 
     adapter = get_adapter(profile.engine.kind)
     binary = Path(profile.engine.binary or adapter.default_binary)

@@ -37,8 +37,8 @@ from typing import IO, Any
 import httpcore
 import httpx
 
-from ninferkit.artifact.verify import Sha256Result, hash_file_into
 from ninferkit.errors import ArtifactError, ChecksumMismatch
+from ninferkit.hashing import Sha256Result, hash_file_into
 from ninferkit.progress import Progress, track
 from ninferkit.transports import BackendTransport
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.source import ArtifactSource
-from ninferkit.artifact.verify import FileReport, Sha256Result, sha256_file
+from ninferkit.artifact.verify import FileReport
+from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import FilePin
 
 

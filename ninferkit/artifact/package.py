@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninferkit.artifact.verify import Sha256Result, sha256_file
 from ninferkit.embedded import cache_dir
 from ninferkit.errors import ArtifactError, ChecksumMismatch
+from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import ArtifactSection
 from ninferkit.pip_download import pip_download
 

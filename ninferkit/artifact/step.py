@@ -19,12 +19,13 @@ from ninferkit.artifact.engine_files import verify_binaries, verify_tarball
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.folder import fetch_folder, verify_folder
 from ninferkit.artifact.package import fetch_package_file
-from ninferkit.artifact.paths import local_dir, planned_path
 from ninferkit.artifact.source import ArtifactSource, check_pin, resolve_source
-from ninferkit.artifact.verify import Sha256Result, verify_file
+from ninferkit.artifact.verify import verify_file
 from ninferkit.embedded import generate_model
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ArtifactError, ChecksumMismatch
+from ninferkit.hashing import Sha256Result
+from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.records import ArtifactRecord
 from ninferkit.redaction import remember_env
