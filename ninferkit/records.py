@@ -295,7 +295,8 @@ class RequestRow(RunFile):
     """How server_truth.jsonl's entry was paired with the row, or None."""
     server_note: str | None = None
     """Why there is no pair, when there is none."""
-    server_request_id: str | None = None
+    server_request_id: int | str | None = None
+    """The engine's id of the request (NInfer's is a number)."""
     server_instance_id: str | None = None
 
     LOG_FIELDS: ClassVar[tuple[str, ...]]
@@ -304,6 +305,22 @@ class RequestRow(RunFile):
     """The server fields every engine's per-request timings may fill (the client spreads them out by name)."""
     NUMBERS: ClassVar[frozenset[str]]
     """The fields that hold a number (or null): what the tables compute with."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, with the fields it holds and no default added: what pandas frames and
+        the engine adapters take, equal to the line it was read from (with any server truth laid over)."""
+        held = self.model_fields_set
+        return {name: value for name, value in self.__dict__.items() if name in held} | (self.model_extra or {})
+
+    @classmethod
+    def expected(cls, name: str) -> str:
+        """What a field holds, in words, for the error that names a damaged row's field."""
+        if name == "itl_client_s":
+            return "list of numbers"
+        if name in cls.NUMBERS:
+            return "number"
+        annotation: Any = cls.model_fields[name].annotation
+        return {bool | None: "true or false", dict[str, Any] | None: "JSON object"}.get(annotation, "text")
 
 
 RequestRow.LOG_FIELDS = tuple(name for name in RequestRow.model_fields if name.endswith("_server"))

@@ -129,7 +129,7 @@ def load_run(path: str | Path) -> RunData:
     data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, VERIFY)
     data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
-    rows = rows_with_server_truth(run_dir)
+    rows = [row.as_dict() for row in rows_with_server_truth(run_dir)]
     data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.profile_hash)
     data.requests = _counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)

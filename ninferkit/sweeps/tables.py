@@ -58,7 +58,7 @@ def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[st
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
     attempts = {(cid, entry["attempt"]) for cid, entry in outcomes.items()}
-    rows = [r for r in rows_with_server_truth(run_dir) if (r.get("cell_id"), r.get("attempt")) in attempts]
+    rows = [r.as_dict() for r in rows_with_server_truth(run_dir) if (r.cell_id, r.attempt) in attempts]
     return pd.DataFrame(rows)
 
 

@@ -26,6 +26,8 @@ import asyncio
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import BadInput, RequestFailed
@@ -104,20 +106,20 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were
     appended (0 when the engine keeps no record)."""
-    rows = [row for row in request_rows(run.dir) if row.get("profile_hash") == run.profile_hash]
-    if not any(row.get("request_uid") for row in rows):
+    rows = [row for row in request_rows(run.dir) if row.profile_hash == run.profile_hash]
+    if not any(row.request_uid for row in rows):
         return 0
-    found = adapter.server_log_truth(run.profile, rows, run.dir.server_log)
+    found = adapter.server_log_truth(run.profile, [row.as_dict() for row in rows], run.dir.server_log)
     if found is None:
         return 0
     written = _latest_truth(run.dir)
     count = 0
     for row, fields in zip(rows, found, strict=True):
-        uid = row.get("request_uid")
+        uid = row.request_uid
         if not uid or not fields or _same(fields, written.get(uid)):
             continue
-        append_jsonl(run.dir.server_truth, {"request_uid": uid, "cell_id": row.get("cell_id"),
-                                           "attempt": row.get("attempt"), "written_utc": utc_now(), **fields})
+        append_jsonl(run.dir.server_truth, {"request_uid": uid, "cell_id": row.cell_id,
+                                           "attempt": row.attempt, "written_utc": utc_now(), **fields})
         count += 1
     return count
 
@@ -135,42 +137,34 @@ def _same(fields: dict[str, Any], previous: dict[str, Any] | None) -> bool:
     return json.dumps(fields, sort_keys=True, default=str) == json.dumps(previous, sort_keys=True, default=str)
 
 
-def rows_with_server_truth(run_dir: RunDir) -> list[dict[str, Any]]:
+def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
     """requests.jsonl rows, each with its latest server_truth.jsonl entry laid over it: the entry's
     values replace the row's where the entry has one (the engine's own record is the unrounded
     account), and `server_join`/`server_note` say how the pair was made or why there is none."""
     latest = _latest_truth(run_dir)
     out = []
     for row in request_rows(run_dir):
-        entry = latest.get(str(row.get("request_uid"))) if row.get("request_uid") else None
+        entry = latest.get(row.request_uid) if row.request_uid else None
         if entry:
-            row = {**row, **{k: v for k, v in entry.items() if v is not None},
-                   "server_join": entry.get("server_join"), "server_note": entry.get("server_note")}
+            row = row.model_copy(update={**{k: v for k, v in entry.items() if v is not None},
+                                         "server_join": entry.get("server_join"),
+                                         "server_note": entry.get("server_note")})
         out.append(row)
     return out
 
 
-def request_rows(run_dir: RunDir) -> list[dict[str, Any]]:
-    """requests.jsonl's rows; BadInput for a row whose number fields (RequestRow.NUMBERS) hold anything but
-    a number or null, or whose status is not text."""
+def request_rows(run_dir: RunDir) -> list[RequestRow]:
+    """requests.jsonl's rows as records; BadInput naming the line and field for a row the record refuses
+    (a number field holding text, a status that is not text)."""
     rows = []
     for number, row in read_jsonl_numbered(run_dir.requests):
-        bad = next((name for name in sorted(RequestRow.NUMBERS) if not _number_or_none(row.get(name))), None)
-        if bad is None and not isinstance(row.get("status", ""), str):
-            bad = "status"
-        gaps = row.get("itl_client_s")
-        if bad is None and gaps is not None and not (isinstance(gaps, list) and all(
-                _number_or_none(gap) and gap is not None for gap in gaps)):
-            bad = "itl_client_s"
-        if bad is not None:
+        try:
+            rows.append(RequestRow.model_validate(row))
+        except ValidationError as error:
+            bad = str(error.errors()[0]["loc"][0])
             shown = repr(row[bad])
-            wanted = {"status": "text", "itl_client_s": "list of numbers"}.get(bad, "number")
             raise BadInput(f"{run_dir.requests}, line {number}: {bad} is {shown[:60]}"
-                           f"{'...' if len(shown) > 60 else ''}, not a {wanted}; "
-                           "ninferkit writes numbers there, so the row was edited or damaged: fix or delete that line")
-        rows.append(row)
+                           f"{'...' if len(shown) > 60 else ''}, not a {RequestRow.expected(bad)}; "
+                           "ninferkit writes numbers there, so the row was edited or damaged: fix or delete that line"
+                           ) from None
     return rows
-
-
-def _number_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))

@@ -105,13 +105,13 @@ def test_request_log_fields_reach_the_rows_and_tables(tmp_path: Path) -> None:
     assert truth[first]["server_request_id"] == 1 and truth[second]["server_request_id"] == 3
     assert truth[first]["server_join"] == "time" and truth[first]["server_source"] == "request_log"
 
-    rows = {row["attempt"]: row for row in rows_with_server_truth(run.dir)}
-    assert rows[first]["ttft_s_server"] == 16.47
-    assert rows[first]["prompt_s_server"] == pytest.approx(16.38)
-    assert rows[first]["decode_tok_s_server"] == pytest.approx(127 / 1.905)
-    assert (rows[first]["drafted_tokens_server"], rows[first]["accepted_tokens_server"]) == (120, 87)
-    assert rows[first]["acceptance_server"] == pytest.approx(87 / 120)
-    assert rows[second]["cached_tokens_server"] == 16384
+    rows = {row.attempt: row for row in rows_with_server_truth(run.dir)}
+    assert rows[first].ttft_s_server == 16.47
+    assert rows[first].prompt_s_server == pytest.approx(16.38)
+    assert rows[first].decode_tok_s_server == pytest.approx(127 / 1.905)
+    assert (rows[first].drafted_tokens_server, rows[first].accepted_tokens_server) == (120, 87)
+    assert rows[first].acceptance_server == pytest.approx(87 / 120)
+    assert rows[second].cached_tokens_server == 16384
 
     tables = build_tables(run, ["context"])
     table = tables["context"].set_index("target_prompt_tokens")
@@ -146,12 +146,12 @@ def test_a_request_not_yet_logged_as_done_is_filled_in_at_the_next_pass(tmp_path
     run, ctx = ninfer_run(tmp_path, log)
     finish_cell(ctx, context_cell(16384), [client_result(started + 3, 16384, 128)])
     first = rows_with_server_truth(run.dir)[0]
-    assert first["server_join"] is None and first["prompt_s_server"] is None and "matched" in first["server_note"]
+    assert first.server_join is None and first.prompt_s_server is None and "matched" in first.server_note
     with log.open("a") as handle:
         handle.write("".join(lines[done:]))
     assert record_log_truth(run, ctx.adapter) == 1  # the end-of-step pass
     row = rows_with_server_truth(run.dir)[0]
-    assert row["server_join"] == "time" and row["server_note"] is None and row["ttft_s_server"] == 16.47
+    assert row.server_join == "time" and row.server_note is None and row.ttft_s_server == 16.47
 
 
 def twice_logged(tmp_path: Path, second_offset_ms: int) -> tuple[Path, int]:
@@ -181,12 +181,12 @@ def test_requests_sent_together_are_paired_in_start_order_and_say_so(tmp_path: P
     run, ctx = ninfer_run(tmp_path, log)
     finish_cell(ctx, concurrency_cell(2), [client_result(start + 1, 8200, 1001), client_result(start, 8200, 1001)])
 
-    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: row["started_utc"])
-    assert [row["server_request_id"] for row in rows] == [1, 2]
-    assert [row["queue_s_server"] for row in rows] == [49.0, 0.5]
-    assert {row["server_join"] for row in rows} == {"time_order"}
-    assert "paired in start order" in rows[0]["server_note"]
-    assert rows[0]["reasoning_tokens_server"] == 700 and rows[0]["acceptance_server"] == pytest.approx(700 / 900)
+    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: str(row.started_utc))
+    assert [row.server_request_id for row in rows] == [1, 2]
+    assert [row.queue_s_server for row in rows] == [49.0, 0.5]
+    assert {row.server_join for row in rows} == {"time_order"}
+    assert "paired in start order" in rows[0].server_note
+    assert rows[0].reasoning_tokens_server == 700 and rows[0].acceptance_server == pytest.approx(700 / 900)
     note = build_tables(run, ["concurrency"])["concurrency"].loc[0, "server_note"]
     assert note.startswith("2 of 2 requests:") and "start order" in note
 
@@ -197,8 +197,8 @@ def test_requests_sent_one_after_the_other_pair_plainly(tmp_path: Path) -> None:
     log, start = twice_logged(tmp_path, 120)
     run, ctx = ninfer_run(tmp_path, log)
     finish_cell(ctx, context_cell(8200), [client_result(start - 1, 8200, 1001), client_result(start + 119, 8200, 1001)])
-    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: row["started_utc"])
-    assert [(row["server_request_id"], row["server_join"], row["server_note"]) for row in rows] == [
+    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: str(row.started_utc))
+    assert [(row.server_request_id, row.server_join, row.server_note) for row in rows] == [
         (1, "time", None), (2, "time", None)]
     assert pd.isna(build_tables(run, ["context"])["context"].loc[0, "server_note"])
 
@@ -207,7 +207,7 @@ def test_a_missing_request_log_is_a_note_not_an_error(tmp_path: Path) -> None:
     run, ctx = ninfer_run(tmp_path, tmp_path / "nowhere.jsonl")
     finish_cell(ctx, context_cell(512), [client_result(1_800_000_000_000, 512, 16)])
     row = rows_with_server_truth(run.dir)[0]
-    assert row["prompt_s_server"] is None and "nowhere.jsonl" in row["server_note"]
+    assert row.prompt_s_server is None and "nowhere.jsonl" in row.server_note
     assert "not read" in build_tables(run, ["context"])["context"].loc[0, "server_note"]
 
 
@@ -217,8 +217,8 @@ def test_a_row_the_log_does_not_have_stays_unjoined(tmp_path: Path) -> None:
     started = request_rows(read_events(log))[0]["started_unix_ms"]
     finish_cell(ctx, context_cell(16384), [client_result(started, 9999, 128)])  # counts differ: another request
     row = rows_with_server_truth(run.dir)[0]
-    assert row["server_join"] is None and row.get("ttft_s_server") is None
-    assert "no request in request_log_v9.jsonl matched" in row["server_note"]
+    assert row.server_join is None and row.ttft_s_server is None
+    assert "no request in request_log_v9.jsonl matched" in row.server_note
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,4 +325,4 @@ def test_llama_server_keeps_the_plain_client_and_no_companion_file(tmp_path: Pat
     assert adapter.server_log_truth(run.profile, []) is None
     finish_cell(ctx, context_cell(512), [client_result(1_800_000_000_000, 512, 16)])
     assert not run.dir.server_truth.exists()
-    assert rows_with_server_truth(run.dir) == list(read_jsonl(run.dir.requests))
+    assert [row.as_dict() for row in rows_with_server_truth(run.dir)] == list(read_jsonl(run.dir.requests))
