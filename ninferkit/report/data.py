@@ -18,7 +18,16 @@ from ninferkit.engines import KINDS, get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
-from ninferkit.records import ArtifactRecord, CapacityRecord, Manifest, ProbeRecord, RunFile, ServerRecord, StepEntry
+from ninferkit.records import (
+    ArtifactRecord,
+    CapacityRecord,
+    Manifest,
+    ProbeRecord,
+    RequestRow,
+    RunFile,
+    ServerRecord,
+    StepEntry,
+)
 from ninferkit.runs import RunDir, read_json, read_jsonl
 from ninferkit.sweeps.truth import rows_with_server_truth
 
@@ -129,9 +138,9 @@ def load_run(path: str | Path) -> RunData:
     data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, VERIFY)
     data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
-    rows = [row.as_dict() for row in rows_with_server_truth(run_dir)]
+    rows = rows_with_server_truth(run_dir)
     data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.profile_hash)
-    data.requests = _counted(rows, data.cells) if data.cells else rows
+    data.requests = [row.as_dict() for row in (_counted(rows, data.cells) if data.cells else rows)]
     data.superseded = len(rows) - len(data.requests)
     if not rows:
         data.missing[run_dir.name(run_dir.requests)] = SWEEPS
@@ -169,14 +178,14 @@ def _latest_cells(ledger: Path, profile_hash: str | None) -> dict[str, dict[str,
     return latest
 
 
-def _counted(rows: list[dict[str, Any]], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _counted(rows: list[RequestRow], cells: dict[str, dict[str, Any]]) -> list[RequestRow]:
     """The rows the sweep tables count: of each cell, only the attempt its last ledger entry names.
 
     The sweeps step appends one entry per finished cell to sweeps/cells.jsonl; a rerun (after a failure
     or with a changed profile) adds a new attempt, and the tables count that one only.
     """
     return [row for row in rows
-            if str((cells.get(str(row.get("cell_id"))) or {}).get("attempt")) == str(row.get("attempt"))]
+            if str((cells.get(str(row.cell_id)) or {}).get("attempt")) == str(row.attempt)]
 
 
 Record = TypeVar("Record", bound=RunFile)
