@@ -1,0 +1,95 @@
+"""Imports run one way, down the layers of docs/architecture.md, and never in a circle.
+
+Read from the source: every module-level `ninferkit` import (a `TYPE_CHECKING` block and imports inside
+functions are not run at import time, so they are left out). A new module must be placed in LAYERS; a new
+upward import fails here until the design says why (docs/architecture.md, "Layers").
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "ninferkit"
+LAYERS = (
+    {"steps", "runner", "cli", "lab", "__main__"},
+    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact"},
+    {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files"},
+    {"engines"},
+    {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
+     "hashing", "cpu"},
+)
+"""Top to bottom. engines/ itself (the kinds) and engines/<kind>/options.py sit with the profile schema."""
+UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}
+"""The one import that runs up, and why: docs/architecture.md, "Layers"."""
+
+
+@cache
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        found[name] = path
+    return found
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # ninferkit/__init__.py loads its subpackages on first use
+    if parts[1] == "engines" and (len(parts) == 2 or parts[-1] == "options"):
+        return len(LAYERS) - 1
+    return next(i for i, names in enumerate(LAYERS) if parts[1] in names)
+
+
+def imports(path: Path) -> set[str]:
+    """The modules an import runs: `from package import submodule` runs the submodule (and the package's
+    __init__, which test_no_import_circle adds), `from module import name` the module."""
+    names = modules()
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ninferkit"):
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(names)
+            found |= submodules
+            if len(submodules) < len(node.names):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("ninferkit"))
+    return found
+
+
+def test_every_module_has_a_layer_and_imports_run_down() -> None:
+    upward = set()
+    for module, path in modules().items():
+        mine = layer(module)  # a module outside LAYERS fails here: place it
+        for target in imports(path):
+            theirs = layer(target)
+            if mine is not None and theirs is not None and theirs < mine:
+                upward.add((module, target))
+    assert upward == UPWARD
+
+
+def test_no_import_circle() -> None:
+    """Module-level imports, each with the package __init__ files it runs, have no cycle."""
+    found = modules()
+    edges: dict[str, set[str]] = {}
+    for module, path in found.items():
+        targets = {t for t in imports(path) if t in found and t != module}
+        parents = {".".join(t.split(".")[:i]) for t in targets for i in range(2, t.count(".") + 1)}
+        edges[module] = targets | {p for p in parents if p in found and p != module and not module.startswith(p + ".")}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            assert state.get(target) != 1, " -> ".join([*path[path.index(target):], target])
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(found):
+        if module not in state:
+            visit(module, [module])
