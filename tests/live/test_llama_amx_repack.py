@@ -1,13 +1,6 @@
-"""The AMX crash of the pinned llama.cpp (SIGSEGV at warm-up after repacking Q4_1 weights into AMX tiles):
-found by the setup step from the CPU's flags, avoided at launch with --no-repack, diagnosed from a log.
-
-No log of that crash has been captured (the machines with AMX were not available to record one), so the
-diagnosis is tested on real logs of AMX launches that served (tests/data/llama_server_cpu_amx/, the
-generated f16 model), cut where the crash stops its log: right after the warm-up line (llama.cpp has no
-SIGSEGV handler, so nothing follows). The CPU flags are passed in, never read from this machine, so the
-tests mean the same on a CPU with AMX and one without; the AMX flags are those the device machine's
-/proc/cpuinfo printed (tests/data/llama_server_cpu_amx/README.md).
-"""
+"""The AMX rule on the real embedded model (SmolLM2's Q4_1 file, fetched through pip): its weight type is read
+from the file, the setup finding says why, and the launch adds --no-repack on a CPU with AMX flags (passed in,
+never read from this machine). The rule itself and the crash diagnosis: tests/unit/test_llama_amx_repack.py."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The headless runner: notebooks under papermill against the live embedded server, and teardown."""
+"""The headless runner against the live embedded server: steps run headless, a failing or killed step stops
+the server it started (the runner's own logic: tests/unit/test_runner.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,22 +15,10 @@ import nbformat
 import pytest
 
 from ninferkit.errors import StepFailed
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS, run_runbook
+from ninferkit.runner import STEPS, run_runbook
 from ninferkit.server import _group_alive
 from tests.conftest import LOCAL_CPU, REPO, free_port
-
-
-def _notebooks_with(tmp_path: Path, sweeps_source: str | None) -> Path:
-    """The real setup and launch notebooks, plus (optionally) a stand-in sweeps notebook."""
-    folder = tmp_path / "notebooks"
-    folder.mkdir()
-    for step in ("setup", "launch"):
-        shutil.copy(NOTEBOOKS_DIR / STEPS[step], folder)
-    if sweeps_source is not None:
-        notebook = nbformat.read(NOTEBOOKS_DIR / STEPS["setup"], as_version=4)
-        notebook.cells = notebook.cells[:3] + [nbformat.v4.new_code_cell(sweeps_source, id="stand-in")]
-        nbformat.write(notebook, folder / STEPS["sweeps"])
-    return folder
+from tests.unit.test_runner import notebooks_with
 
 
 def _server_pgid(run_dir: Path) -> int:
@@ -40,7 +28,7 @@ def _server_pgid(run_dir: Path) -> int:
 def test_setup_and_launch_headless(tmp_path: Path, llama_server: Path) -> None:
     lines: list[str] = []
     result = run_runbook(LOCAL_CPU, tmp_path / "run", ["setup", "launch", "sweeps"], [f"serve.port={free_port()}"],
-                         notebooks_dir=_notebooks_with(tmp_path, None), say=lines.append)
+                         notebooks_dir=notebooks_with(tmp_path, None), say=lines.append)
     run_dir = tmp_path / "run"
     assert [s.status for s in result.steps] == ["ok", "ok", "not_available"]
     assert any("sweeps" in line and "not available" in line for line in lines)
@@ -61,7 +49,7 @@ def test_a_failing_step_names_itself_and_stops_the_server(tmp_path: Path, llama_
     failing = "raise ninferkit.ServerError('the stand-in sweep failed on purpose')"
     with pytest.raises(StepFailed) as err:
         run_runbook(LOCAL_CPU, tmp_path / "run", ["setup", "launch", "sweeps"], [f"serve.port={free_port()}"],
-                    notebooks_dir=_notebooks_with(tmp_path, failing), say=lambda line: None)
+                    notebooks_dir=notebooks_with(tmp_path, failing), say=lambda line: None)
     assert err.value.step == "sweeps"
     assert "failed on purpose" in str(err.value)
     assert not _group_alive(_server_pgid(tmp_path / "run"))
@@ -75,7 +63,7 @@ def test_a_failing_step_names_itself_and_stops_the_server(tmp_path: Path, llama_
 def test_sigterm_mid_step_stops_the_server(tmp_path: Path, llama_server: Path) -> None:
     # The stand-in sweep blocks until the runner is told to stop; the test waits on the manifest.
     blocking = "import threading\nthreading.Event().wait()"
-    folder = _notebooks_with(tmp_path, blocking)
+    folder = notebooks_with(tmp_path, blocking)
     run_dir = tmp_path / "run"
     code = (f"from ninferkit.runner import run_runbook; from pathlib import Path; "
             f"run_runbook({str(LOCAL_CPU)!r}, {str(run_dir)!r}, ['setup', 'launch', 'sweeps'], "

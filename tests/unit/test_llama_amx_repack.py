@@ -1,12 +1,12 @@
 """The AMX crash of the pinned llama.cpp (SIGSEGV at warm-up after repacking Q4_1 weights into AMX tiles):
 found by the setup step from the CPU's flags, avoided at launch with --no-repack, diagnosed from a log.
 
-No log of that crash has been captured (the machines with AMX were not available to record one), so the
-diagnosis is tested on real logs of AMX launches that served (tests/data/llama_server_cpu_amx/, the
-generated f16 model), cut where the crash stops its log: right after the warm-up line (llama.cpp has no
-SIGSEGV handler, so nothing follows). The CPU flags are passed in, never read from this machine, so the
-tests mean the same on a CPU with AMX and one without; the AMX flags are those the device machine's
-/proc/cpuinfo printed (tests/data/llama_server_cpu_amx/README.md).
+No log of that crash has been captured (on the device machine's AMX Xeon the real file served with
+repacking on: tests/data/llama_server_cpu_amx/README.md), so the diagnosis is tested on real logs of AMX
+launches that served (tests/data/llama_server_cpu_amx/), cut where the crash stops its log: right after the
+warm-up line (llama.cpp has no SIGSEGV handler, so nothing follows). The CPU flags are passed in, never read
+from this machine, so the tests mean the same on a CPU with AMX and one without; the AMX flags are those the
+device machine's /proc/cpuinfo printed (tests/data/llama_server_cpu_amx/README.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ninferkit.runner import NOTEBOOKS_DIR, STEPS, PrintedLines, run_runbook
 from tests.conftest import LOCAL_CPU, REPO, free_port
 
 
-def _notebooks_with(tmp_path: Path, sweeps_source: str | None) -> Path:
+def notebooks_with(tmp_path: Path, sweeps_source: str | None) -> Path:
     """The real setup and launch notebooks, plus (optionally) a stand-in sweeps notebook."""
     folder = tmp_path / "notebooks"
     folder.mkdir()
@@ -37,7 +37,7 @@ def test_a_setup_error_stops_the_runner_before_the_launch(tmp_path: Path) -> Non
     with pytest.raises(StepFailed) as err:
         run_runbook(LOCAL_CPU, run_dir, ["setup", "launch"],
                     [f"serve.port={free_port()}", "artifact.size_bytes=1152921504606846976"],
-                    notebooks_dir=_notebooks_with(tmp_path, None), say=lambda line: None)
+                    notebooks_dir=notebooks_with(tmp_path, None), say=lambda line: None)
     assert err.value.step == "setup"
     assert "disk_low" in err.value.reason and "free disk space" in err.value.reason
     assert (run_dir / "probe.json").exists() and not (run_dir / "server.json").exists()
