@@ -260,7 +260,7 @@ class RequestRow(RunFile):
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     response_id: str | None = None
-    temperature: Seconds = None
+    temperature: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
