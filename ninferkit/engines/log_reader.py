@@ -111,6 +111,11 @@ class LogReader(EnginePart):
         """A periodic throughput line as numbers, or None when the line is not one."""
         return None
 
+    def build_banner(self, log_text: str) -> str | None:
+        """The build as the server's own log names it (number, commit, compiler), for the write-up's recipe
+        beside what the profile pins; None when the log does not say."""
+        return None
+
     def describe_log(self, log_text: str, profile: Profile | None = None) -> dict[str, Any]:
         """What a log says beyond its ledger, throughput lines and diagnoses (`ninferkit diagnose`): `build`
         (the builds that print such a log), `lines` (how many of each kind), `unread` (lines or parts of

@@ -230,6 +230,11 @@ def _environment(run: RunData) -> Section:
     return Section("Environment", blocks)
 
 
+def _build_banner(run: RunData) -> str | None:
+    adapter = run.adapter
+    return adapter.build_banner(run.server_log) if adapter and run.server_log else None
+
+
 def _recipe(run: RunData) -> Section:
     profile = run.profile
     engine = profile.get("engine") or {}
@@ -239,6 +244,7 @@ def _recipe(run: RunData) -> Section:
         ("engine", f"{engine.get('kind')} {engine.get('version') or ''}".strip()),
         ("engine source", str(build.get("source") or "not pinned (engine.build.source is empty)")),
         ("engine commit", str(build.get("commit") or "—")),
+        *((("engine build (as its log names it)", banner),) if (banner := _build_banner(run)) else ()),
         ("engine tarball sha256", str(build.get("tarball_sha256") or "—")),
         ("engine binary sha256", ", ".join(f"{k}: {v}" for k, v in sorted((build.get("binary_sha256") or {}).items()))
          or (f"{run.server.binary}: {run.server.binary_sha256} (hashed at launch)"

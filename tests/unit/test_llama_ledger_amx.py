@@ -51,3 +51,14 @@ def test_q4_1_weights_repacked_into_amx_tiles_are_booked_once_with_each_buffer_n
     assert repack["weights_bytes"] == repack["model_buffer_CPU_Mapped_bytes"]
     assert "model_buffer_AMX_bytes" not in plain and plain["weights_bytes"] == plain["model_buffer_CPU_Mapped_bytes"]
     assert repack["kv_cache_bytes"] == plain["kv_cache_bytes"]
+
+
+def test_the_build_names_itself_in_its_log() -> None:
+    """The device's build from the pinned sdist (LLAMA_BUILD_NUMBER from the package version; the sdist has no
+    git, so no commit), against a log from a build without the number (tests/data/llama_server_logs)."""
+    device = (DATA / "llama_server_cpu_amx" / "smollm2-q4_1-c8192-np2-t1-repack.log").read_text()
+    assert ADAPTER.build_banner(device) == "build 11434, commit not recorded (GNU 13.3.0, Linux x86_64)"
+    older = (DATA / "llama_server_logs" / "c16384-np2-f16.log").read_text()
+    assert ADAPTER.build_banner(older) == ("build number not recorded (0), commit not recorded "
+                                           "(GNU 12.2.0, Linux x86_64)")
+    assert ADAPTER.build_banner("main: server is listening") is None

@@ -42,6 +42,9 @@ from ninferkit.units import MIB
 LOG_VERBOSITY = "4"
 
 
+BUILD_LINE = re.compile(r"\bbuild (\d+) \(([^)]*)\) with (.+?) for (.+)$", re.MULTILINE)
+"""common_params_print_info: build 11434 (unknown) with GNU 12.2.0 for Linux x86_64"""
+
 class LlamaServer(EngineAdapter):
     kind = "llama_server"
     default_binary = "llama-server"
@@ -127,6 +130,17 @@ class LlamaServer(EngineAdapter):
         ledger = super().parse_ledger(log_text)
         ledger.update(_capacity_ledger(log_text, ledger))
         return ledger
+
+    def build_banner(self, log_text: str) -> str | None:
+        """llama.cpp's `build N (COMMIT) with COMPILER for TARGET` line. A build from a source tree without git
+        (the PyPI sdist) prints commit "unknown", and without LLAMA_BUILD_NUMBER, build 0."""
+        found = BUILD_LINE.search(log_text)
+        if found is None:
+            return None
+        number, commit, compiler, target = found.groups()
+        said = f"build {number}" if number != "0" else "build number not recorded (0)"
+        said += f", commit {commit}" if commit != "unknown" else ", commit not recorded"
+        return f"{said} ({compiler}, {target})"
 
     def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
         """A failed buffer allocation at startup, with the --fit projection printed before it.
