@@ -185,8 +185,9 @@ class Manifest(RunFile):
     """The steps `ninferkit run` chose (the setup step checks those); None for notebooks run by hand."""
 
 
-Seconds = int | float | None
-"""A time or a rate as the file holds it: an int stays an int, so a row reads back as it was written."""
+Number = int | float | None
+"""A time, a rate or a temperature as the file holds it: an int stays an int, so a row reads back as it was
+written."""
 
 
 _LOG_ONLY: dict[str, Any] = {"request_log_only": True}
@@ -235,9 +236,9 @@ class RequestRow(RunFile):
     """Prompt tokens of the content alone, without the chat template's."""
     client_index: int | None = None
     """concurrency cells: which of the concurrent clients sent it."""
-    scheduled_s: Seconds = None
+    scheduled_s: Number = None
     """rate cells: when the open loop planned the send, seconds after the cell's start."""
-    schedule_lag_s: Seconds = None
+    schedule_lag_s: Number = None
     """rate cells: how late the send was against its schedule (the client's own delay)."""
 
     api: str | None = None
@@ -248,26 +249,26 @@ class RequestRow(RunFile):
     started_utc: str | None = None
     retried: str | None = None
     """The error of a first try that got no response byte, when the request was sent again."""
-    t_send: Seconds = None
+    t_send: Number = None
     """Monotonic seconds, telemetry.jsonl's clock, as are the other t_ fields."""
-    t_first_byte: Seconds = None
-    t_first_token: Seconds = None
-    t_last_token: Seconds = None
-    t_done: Seconds = None
+    t_first_byte: Number = None
+    t_first_token: Number = None
+    t_last_token: Number = None
+    t_done: Number = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     response_id: str | None = None
-    temperature: float | None = None
+    temperature: Number = None
     seed: int | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
-    ttft_client_s: Seconds = None
-    e2e_client_s: Seconds = None
-    decode_tok_s_client: Seconds = None
-    tpot_client_s: Seconds = None
+    ttft_client_s: Number = None
+    e2e_client_s: Number = None
+    decode_tok_s_client: Number = None
+    tpot_client_s: Number = None
     text_events: int | None = None
     """How many events carried generated text."""
     itl_client_s: list[int | float] | None = None
@@ -275,18 +276,18 @@ class RequestRow(RunFile):
 
     prompt_tokens_server: int | None = None
     cached_tokens_server: int | None = None
-    prompt_s_server: Seconds = None
-    prefill_tok_s_server: Seconds = None
+    prompt_s_server: Number = None
+    prefill_tok_s_server: Number = None
     decode_tokens_server: int | None = None
-    decode_s_server: Seconds = None
-    decode_tok_s_server: Seconds = None
-    queue_s_server: Seconds = None
+    decode_s_server: Number = None
+    decode_tok_s_server: Number = None
+    queue_s_server: Number = None
     drafted_tokens_server: int | None = None
     accepted_tokens_server: int | None = None
-    acceptance_server: Seconds = None
+    acceptance_server: Number = None
     """accepted / drafted tokens of speculative decoding."""
-    ttft_s_server: Seconds = _request_log_only()
-    e2e_s_server: Seconds = _request_log_only()
+    ttft_s_server: Number = _request_log_only()
+    e2e_s_server: Number = _request_log_only()
     completion_tokens_server: int | None = _request_log_only()
     reasoning_tokens_server: int | None = _request_log_only()
     spec_rounds_server: int | None = _request_log_only()
@@ -327,4 +328,4 @@ RequestRow.LOG_FIELDS = tuple(name for name in RequestRow.model_fields if name.e
 RequestRow.SERVER_FIELDS = tuple(name for name in RequestRow.LOG_FIELDS
                                  if RequestRow.model_fields[name].json_schema_extra != _LOG_ONLY)
 RequestRow.NUMBERS = frozenset(name for name, field in RequestRow.model_fields.items()
-                               if field.annotation in (Seconds, int | None))
+                               if field.annotation in (Number, int | None))
