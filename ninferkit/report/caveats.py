@@ -170,7 +170,8 @@ def _rate_notes(run: RunData) -> list[str]:
     """Offered rates the server did not keep up with, and requests the client sent late (rate sweep)."""
     cells = {float((rows[0].get("cell") or {}).get("rate_rps") or 0): rows for rows in run.cell_rows("rate").values()}
     notes = []
-    behind = [_behind(rate, rows) for rate, rows in sorted(cells.items()) if kept_up(rows)[0] is False]
+    verdicts = {rate: kept_up(rows) for rate, rows in sorted(cells.items())}
+    behind = [_behind(rate, cells[rate], growth) for rate, (verdict, growth) in verdicts.items() if verdict is False]
     if behind:
         notes.append(f"The server did not keep up with every offered rate: at {', '.join(behind)} requests/s offered "
                      "(the share of that rate it served, from how fast latency grew as requests kept arriving, or the "
@@ -186,12 +187,12 @@ def _rate_notes(run: RunData) -> list[str]:
     return notes
 
 
-def _behind(rate: float, rows: list[dict[str, Any]]) -> str:
+def _behind(rate: float, rows: list[dict[str, Any]], growth: float | None) -> str:
     """'4 (80%)': an offered rate and the share of it served; '4 (3 of 20 failed)' when requests failed."""
     failed = sum(1 for row in rows if row.get("status") != "ok")
     if failed:
         return f"{rate:g} ({failed} of {len(rows)} failed)"
-    return f"{rate:g} ({100 / (1 + (kept_up(rows)[1] or 0.0)):.0f}%)"
+    return f"{rate:g} ({100 / (1 + (growth or 0.0)):.0f}%)"
 
 
 def _status_notes(run: RunData) -> list[str]:
