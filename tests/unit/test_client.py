@@ -24,9 +24,17 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, RequestSpec, StreamingClient, error_summary, request_body
+from ninferkit.client import (
+    RESPONSES_MIN_OUTPUT_TOKENS,
+    RequestResult,
+    RequestSpec,
+    StreamingClient,
+    error_summary,
+    request_body,
+)
 from ninferkit.engines import get_adapter
 from ninferkit.errors import RequestFailed
+from ninferkit.records import RequestRow
 from tests.conftest import DATA, free_port
 
 SSE = DATA / "sse"
@@ -193,3 +201,15 @@ def test_error_summary_reads_the_engines_error_bodies() -> None:
     llama = json.loads((SSE / "chat_error_400.json").read_text())["error"]
     assert error_summary((SSE / "chat_error_400.json").read_text()) == f"{llama['code']}: {llama['message']}"
     assert error_summary("upstream timed out") == "upstream timed out"
+
+
+def test_every_field_of_a_clients_row_is_declared_by_the_row_record() -> None:
+    """client.RequestResult writes the row, records.RequestRow reads it back: the two list the same fields,
+    so one that only the writer knows would be read as an undeclared extra, untyped."""
+    result = RequestResult(api="chat", status="ok", t_send=1.0, t_first_token=1.5, t_last_token=2.5, t_done=2.6,
+                           completion_tokens=11, text_event_times=[1.5, 2.0, 2.5],
+                           server=ADAPTER.server_timings({"timings": {"prompt_n": 12, "prompt_ms": 5.0,
+                                                                      "predicted_n": 11, "predicted_ms": 9.0}}))
+    row = result.row()
+    assert set(row) - set(RequestRow.model_fields) == set()
+    assert RequestRow.model_validate(row).as_dict() == row
