@@ -268,7 +268,7 @@ async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
             request = task_request(ctx.tokenizer, task, params["context_depth"])
             result = await client.send(_spec(ctx, cell, request.messages, tools=request.tools))
             await record(result, index - params["warmup"], index < params["warmup"],
-                   prompt_content_tokens=request.prompt.content_tokens)
+                         prompt_content_tokens=request.prompt.content_tokens)
 
 
 async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
@@ -292,7 +292,7 @@ async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
                 prompt = queue[client_index * per_client + repetition]
                 result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
                 await record(result, repetition, False, client_index=client_index,
-                       prompt_content_tokens=prompt.content_tokens)
+                             prompt_content_tokens=prompt.content_tokens)
 
         await _gather_or_cancel([closed_loop(i) for i in range(level)])
 
@@ -316,7 +316,7 @@ async def _rate(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
             prompt = prompts[params["warmup"] + index]
             result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
             await record(result, index, False, scheduled_s=at, schedule_lag_s=result.t_send - (start + at),
-                   prompt_content_tokens=prompt.content_tokens)
+                         prompt_content_tokens=prompt.content_tokens)
 
         await _gather_or_cancel([arrive(index, at) for index, at in enumerate(arrivals)])
 
@@ -346,13 +346,13 @@ async def _send_pair(ctx: SweepContext, cell: Cell, client: StreamingClient, rec
                      seed: RequestSpec, measured: RequestSpec, seeded_by: str) -> None:
     seed_result = await record(await client.send(seed), repetition, False, prefix_role="seed")
     await record(await client.send(measured), repetition, False, prefix_role="measured", seeded_by=seeded_by,
-           seed_prompt_tokens=seed_result.prompt_tokens)
+                 seed_prompt_tokens=seed_result.prompt_tokens)
 
 
 async def _cold(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int) -> None:
     prompt = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"])
     await record(await client.send(_spec(ctx, cell, user_messages(prompt.text))), repetition, False,
-           prefix_role="measured", seeded_by=None)
+                 prefix_role="measured", seeded_by=None)
 
 
 async def _identical(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
@@ -418,13 +418,13 @@ async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingCli
                              repetition: int) -> None:
     text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
     seed = await record(await client.send(_spec(ctx, cell, user_messages(text), api="responses")), repetition, False,
-                  prefix_role="seed")
+                        prefix_role="seed")
     if seed.response_id is None:
         return  # the seed failed (its row says why); there is no response to continue
     follow_up = _spec(ctx, cell, user_messages("Continue."), api="responses",
                       previous_response_id=seed.response_id)
     await record(await client.send(follow_up), repetition, False, prefix_role="measured",
-           seeded_by="the response named by previous_response_id", seed_prompt_tokens=seed.prompt_tokens)
+                 seeded_by="the response named by previous_response_id", seed_prompt_tokens=seed.prompt_tokens)
 
 
 SCENARIOS: dict[str, ScenarioRun] = {
