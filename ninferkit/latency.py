@@ -25,15 +25,15 @@ by every request sent, errored ones included (AIPerf: a server that drops reques
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from ninferkit.records import Number, RequestRow
+
 METRICS = ("ttft_client_s", "tpot_client_s", "itl_client_s", "e2e_client_s")
 PERCENTILES = (50, 90, 99)
-Row = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -60,59 +60,56 @@ def distribution(values: Sequence[float]) -> Distribution:
     return Distribution(len(values), p50, p90, p99, float(data.std()))
 
 
-def number(value: Any) -> float | None:
-    """A row's number; None for an absent one (None, or the NaN a table gives a row without the field)."""
-    if value is None or isinstance(value, bool):
-        return None
-    found = float(value)
-    return None if math.isnan(found) else found
+def number(value: Number) -> float | None:
+    """A row's number as a float; None for an absent one (None, or a NaN JSON let through)."""
+    return None if value is None or math.isnan(value) else float(value)
 
 
-def tpot_s(row: Row) -> float | None:
+def tpot_s(row: RequestRow) -> float | None:
     """A request's time per output token after the first; rows written before the client recorded
     `tpot_client_s` have it as the inverse of their `decode_tok_s_client` (the same formula)."""
-    value = number(row.get("tpot_client_s"))
+    value = number(row.tpot_client_s)
     if value is not None:
         return value
-    rate = number(row.get("decode_tok_s_client"))
+    rate = number(row.decode_tok_s_client)
     return 1 / rate if rate else None
 
 
-def gaps(row: Row) -> list[float] | None:
+def gaps(row: RequestRow) -> list[float] | None:
     """A request's ITL gaps; None for a row written before the client stamped every text event."""
-    value = row.get("itl_client_s")
-    return [float(gap) for gap in value] if isinstance(value, list) else None
+    return None if row.itl_client_s is None else [float(gap) for gap in row.itl_client_s]
 
 
-def samples(rows: Iterable[Row], metric: str) -> list[float]:
-    """The metric's samples over `rows`: one per request, except ITL, whose gaps are pooled."""
+def samples(rows: Iterable[RequestRow], metric: str) -> list[float]:
+    """The metric's samples over `rows` (a number field of RequestRow): one per request, except ITL, whose
+    gaps are pooled."""
     out: list[float] = []
     for row in rows:
         if metric == "itl_client_s":
             out.extend(gaps(row) or ())
             continue
-        value = tpot_s(row) if metric == "tpot_client_s" else number(row.get(metric))
+        value = tpot_s(row) if metric == "tpot_client_s" else number(getattr(row, metric))
         if value is not None:
             out.append(value)
     return out
 
 
-def recorded_itl(rows: Iterable[Row]) -> bool:
+def recorded_itl(rows: Iterable[RequestRow]) -> bool:
     """Whether any of the rows carries ITL gaps (rows from before the client stamped every event do not)."""
-    return any(gaps(row) is not None for row in rows)
+    return any(row.itl_client_s is not None for row in rows)
 
 
-def wall_s(rows: Sequence[Row]) -> float | None:
+def wall_s(rows: Sequence[RequestRow]) -> float | None:
     """First send to last end of the rows, on the client's monotonic clock."""
-    sends = [t for t in (number(row.get("t_send")) for row in rows) if t is not None]
-    ends = [t for t in (number(row.get("t_done")) for row in rows) if t is not None]
+    sends = [t for t in (number(row.t_send) for row in rows) if t is not None]
+    ends = [t for t in (number(row.t_done) for row in rows) if t is not None]
     return max(ends) - min(sends) if sends and ends and max(ends) > min(sends) else None
 
 
-def peak_in_flight(rows: Sequence[Row]) -> int:
+def peak_in_flight(rows: Sequence[RequestRow]) -> int:
     """The most requests in flight at once (sent, not yet ended), from their send and end times."""
     edges = sorted((time, step) for row in rows
-                   for time, step in ((number(row.get("t_send")), 1), (number(row.get("t_done")), -1))
+                   for time, step in ((number(row.t_send), 1), (number(row.t_done), -1))
                    if time is not None)
     peak = current = 0
     for _, step in edges:  # at a tie an end sorts before a send: a slot freed and taken again is not two
@@ -121,7 +118,7 @@ def peak_in_flight(rows: Sequence[Row]) -> int:
     return peak
 
 
-def requests_per_s(ok: Sequence[Row], sent: Sequence[Row]) -> float | None:
+def requests_per_s(ok: Sequence[RequestRow], sent: Sequence[RequestRow]) -> float | None:
     """Finished (ok) requests over the wall time of every request sent, failed ones included (vLLM's
     request throughput: completed requests over the benchmark's duration)."""
     wall = wall_s(sent)
@@ -146,12 +143,12 @@ class Targets:
                  (("TTFT", self.ttft_s), ("TPOT", self.tpot_s), ("every ITL gap", self.itl_s)) if value is not None]
         return ", ".join(parts) or "none set"
 
-    def met(self, row: Row) -> bool:
+    def met(self, row: RequestRow) -> bool:
         """Finished, and within every target set. A request of one token has no TPOT and no gap, so it meets
         those targets (as vLLM counts its TPOT as 0); a target set on rows that never recorded gaps is not met."""
-        if row.get("status") != "ok":
+        if row.status != "ok":
             return False
-        ttft = number(row.get("ttft_client_s"))
+        ttft = number(row.ttft_client_s)
         if self.ttft_s is not None and (ttft is None or ttft > self.ttft_s):
             return False
         tpot = tpot_s(row)
@@ -161,7 +158,7 @@ class Targets:
         return self.itl_s is None or (found is not None and max(found, default=0.0) <= self.itl_s)
 
 
-def goodput(sent: Sequence[Row], targets: Targets) -> dict[str, float | None]:
+def goodput(sent: Sequence[RequestRow], targets: Targets) -> dict[str, float | None]:
     """`goodput_rps` (good requests over the wall time of all sent) and `good_fraction` (good over sent);
     both None when no target is set: without targets every finished request would count."""
     if not targets.any or not sent:

@@ -190,6 +190,35 @@ Number = int | float | None
 written."""
 
 
+class RunRow(RunFile):
+    """A line of a JSONL run file (requests.jsonl, telemetry.jsonl, sweeps/cells.jsonl).
+
+    Strict: a number field holding text or a bool is a damaged line, refused where it is read (naming the
+    file, line and field, `ninferkit.runs.read_rows`), not deep in a table. Fields the record does not name
+    are kept (an engine's extras, a newer ninferkit's), so a line reads back as it was written.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The line as a plain dict, with the fields it holds and no default added: what pandas frames and
+        the engine adapters take, equal to the line it was read from."""
+        held = self.model_fields_set
+        return {name: value for name, value in self.__dict__.items() if name in held} | (self.model_extra or {})
+
+    @classmethod
+    def expected(cls, name: str) -> str:
+        """What a field holds, in words ("a number"), for the error that names a damaged line's field."""
+        annotation: Any = cls.model_fields[name].annotation if name in cls.model_fields else None
+        if annotation in (Number, int | None, int | float):
+            return "a number"
+        return _WORDS.get(annotation, "a text")
+
+
+_WORDS: dict[Any, str] = {bool | None: "true or false", dict[str, Any] | None: "a JSON object",
+                          list[int | float] | None: "a list of numbers", list[str] | None: "a list of text"}
+
+
 _LOG_ONLY: dict[str, Any] = {"request_log_only": True}
 
 
@@ -199,18 +228,15 @@ def _request_log_only() -> Any:
     return Field(None, json_schema_extra=_LOG_ONLY)
 
 
-class RequestRow(RunFile):
+class RequestRow(RunRow):
     """A line of requests.jsonl: one request as the sweep recorded it.
 
     The run's fields (what makes a result reproducible), the sweep's (which cell, attempt and repetition),
     the client's (ninferkit.client.RequestResult: monotonic times, usage, derived latencies) and the
     server's own per-request timings (the fields ending in `_server`; None where the engine reports none).
     server_truth.jsonl lays the engine's own record over a row (sweeps/truth.py) with the `server_*` ids.
-    Engine extras are kept (extra="allow"). Strict: a count is an int, a time an int or a float, never text
-    or a bool, so a damaged row is refused where it is read, not deep in a table.
+    Engine extras are kept. Strict (RunRow): a count is an int, a time an int or a float, never text or a bool.
     """
-
-    model_config = ConfigDict(extra="allow", strict=True)
 
     run_id: str | None = None
     engine: str | None = None
@@ -304,28 +330,66 @@ class RequestRow(RunFile):
     """Every server field, in order: what a join with NInfer's request log fills in."""
     SERVER_FIELDS: ClassVar[tuple[str, ...]]
     """The server fields every engine's per-request timings may fill (the client spreads them out by name)."""
-    NUMBERS: ClassVar[frozenset[str]]
-    """The fields that hold a number (or null): what the tables compute with."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, with the fields it holds and no default added: what pandas frames and
-        the engine adapters take, equal to the line it was read from (with any server truth laid over)."""
-        held = self.model_fields_set
-        return {name: value for name, value in self.__dict__.items() if name in held} | (self.model_extra or {})
-
-    @classmethod
-    def expected(cls, name: str) -> str:
-        """What a field holds, in words, for the error that names a damaged row's field."""
-        if name == "itl_client_s":
-            return "list of numbers"
-        if name in cls.NUMBERS:
-            return "number"
-        annotation: Any = cls.model_fields[name].annotation
-        return {bool | None: "true or false", dict[str, Any] | None: "JSON object"}.get(annotation, "text")
 
 
 RequestRow.LOG_FIELDS = tuple(name for name in RequestRow.model_fields if name.endswith("_server"))
 RequestRow.SERVER_FIELDS = tuple(name for name in RequestRow.LOG_FIELDS
                                  if RequestRow.model_fields[name].json_schema_extra != _LOG_ONLY)
-RequestRow.NUMBERS = frozenset(name for name, field in RequestRow.model_fields.items()
-                               if field.annotation in (Number, int | None))
+
+
+class TelemetrySample(RunRow):
+    """A line of telemetry.jsonl: one sample on the requests' monotonic clock (`t_mono`), of one `source`:
+    `nvml` (one GPU's power, clocks and throttling, ninferkit/telemetry.py), `engine_log` (one periodic
+    throughput line of the engine, its numbers named by the adapter's parse_throughput: the named ones
+    below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics)."""
+
+    t_mono: int | float
+    t_utc: str | None = None
+    source: str
+
+    gpu: int | None = None
+    power_w: Number = None
+    sm_clock_mhz: Number = None
+    mem_clock_mhz: Number = None
+    temperature_c: Number = None
+    util_gpu_pct: Number = None
+    util_mem_pct: Number = None
+    memory_used_bytes: int | None = None
+    throttle_reasons: list[str] | None = None
+    throttled: bool | None = None
+
+    interval_s: Number = None
+    """engine_log: the window the line's rates are over."""
+    decode_tok_s: Number = None
+    prefill_tok_s: Number = None
+    decode_tokens: Number = None
+    """engine_log: tokens the line counts in its window, where it prints them (else rate x interval)."""
+    prefill_tokens: Number = None
+
+    values: dict[str, Any] | None = None
+    """metrics: the scraped values by metric name."""
+
+
+class CellEntry(RunRow):
+    """A line of sweeps/cells.jsonl: one finished attempt at a sweep cell (the sweeps step appends one per
+    cell it ran). A cell's last entry for the run's profile hash is its outcome, and names the attempt whose
+    rows the tables count; a rerun after a failure or a changed profile appends a new attempt."""
+
+    cell_id: str
+    sweep: str
+    cell: dict[str, Any] = {}
+    """The cell's parameters, as planned."""
+    status: str
+    """done, failed or skipped."""
+    attempt: str
+    reason: str | None = None
+    diagnosis: dict[str, Any] | None = None
+    """The engine adapter's diagnosis of the failure (code, message, fix), where the log gave one."""
+    notes: list[str] = []
+    """What the plan sent differently from what was asked."""
+    request_fields: dict[str, Any] | None = None
+    finished_utc: str | None = None
+    requests_sent: int | None = None
+    requests_ok: int | None = None
+    requests_errored: int | None = None
+    requests_incomplete: int | None = None

@@ -33,7 +33,18 @@ from pydantic import ValidationError
 
 from ninferkit.errors import BadInput, DiskFull, RunDirBusy
 from ninferkit.params import LoadedProfile, Profile, load_profile
-from ninferkit.records import ArtifactRecord, CapacityRecord, Manifest, ProbeRecord, RunFile, ServerRecord
+from ninferkit.records import (
+    ArtifactRecord,
+    CapacityRecord,
+    CellEntry,
+    Manifest,
+    ProbeRecord,
+    RequestRow,
+    RunFile,
+    RunRow,
+    ServerRecord,
+    TelemetrySample,
+)
 from ninferkit.redaction import remember_env, scrub, scrub_data
 
 SCHEMA_VERSION = 1
@@ -329,6 +340,17 @@ class RunDir:
     def read_capacity(self) -> CapacityRecord | None:
         return _read_record(self.capacity, CapacityRecord)
 
+    def read_requests(self) -> list[RequestRow]:
+        """requests.jsonl as written by the client (sweeps/truth.py lays the engine's own record over it)."""
+        return read_rows(self.requests, RequestRow)
+
+    def read_telemetry(self) -> list[TelemetrySample]:
+        return read_rows(self.telemetry, TelemetrySample)
+
+    def read_cells(self) -> list[CellEntry]:
+        """The sweeps step's ledger: one entry per finished attempt at a cell, in the order they finished."""
+        return read_rows(self.sweep_cells, CellEntry)
+
     def update_manifest(self, **fields: Any) -> None:
         """Merge top-level fields into the manifest, keeping every field it has."""
         manifest = self._manifest_fields()
@@ -360,6 +382,28 @@ def _read_record(path: Path, record: type[Record]) -> Record | None:
     except ValidationError as exc:
         raise BadInput(f"{path} is not a {record.__name__} ({_short(exc)}): restore it, or run the step that "
                        "writes it again") from exc
+
+
+Row = TypeVar("Row", bound=RunRow)
+
+
+def read_rows(path: Path, record: type[Row]) -> list[Row]:
+    """A JSONL run file's lines as records (none when it does not exist); BadInput naming the line and field
+    of a line the record refuses (a number field holding text, a status that is not text)."""
+    rows = []
+    for number, row in read_jsonl_numbered(path):
+        try:
+            rows.append(record.model_validate(row))
+        except ValidationError as error:
+            first = error.errors()[0]
+            bad = str(first["loc"][0])
+            expected = record.expected(bad)
+            shown = repr(row.get(bad))
+            found = (f"has no {bad}" if first["type"] == "missing" else
+                     f"{bad} is {shown[:60]}{'...' if len(shown) > 60 else ''}, not {expected}")
+            raise BadInput(f"{path}, line {number}: {found}; ninferkit writes {expected} there, so the line was "
+                           "edited or damaged: fix or delete that line") from None
+    return rows
 
 
 def write_record(path: Path, record: RunFile) -> Path:

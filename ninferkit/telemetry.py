@@ -30,6 +30,7 @@ import pynvml
 
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import NinferkitError
+from ninferkit.records import TelemetrySample
 from ninferkit.runs import append_jsonl
 
 log = logging.getLogger(__name__)
@@ -211,20 +212,20 @@ def _nvml_sample(handle: Any) -> dict[str, Any]:
     }
 
 
-def window_summary(rows: Iterable[Mapping[str, Any]], t_start: float, t_end: float) -> dict[str, Any]:
+def window_summary(rows: Iterable[TelemetrySample], t_start: float, t_end: float) -> dict[str, Any]:
     """Median and max power and SM clock of the NVML rows in [t_start, t_end], and whether it throttled.
 
     All values are None when no GPU sample falls in the window (no driver, or a window shorter
     than the sampling interval).
     """
-    samples = [r for r in rows if r.get("source") == "nvml" and t_start <= r["t_mono"] <= t_end]
+    samples = [r for r in rows if r.source == "nvml" and t_start <= r.t_mono <= t_end]
     if not samples:
         return {"power_w_median": None, "power_w_max": None, "sm_clock_mhz_median": None,
                 "sm_clock_mhz_max": None, "throttled": None, "throttle_reasons": None, "gpu_samples": 0}
-    power = [r["power_w"] for r in samples if r.get("power_w") is not None]
-    clock = [r["sm_clock_mhz"] for r in samples if r.get("sm_clock_mhz") is not None]
-    flags = [r["throttled"] for r in samples if r.get("throttled") is not None]
-    reasons = sorted({name for r in samples for name in r.get("throttle_reasons") or () if name in THROTTLING})
+    power = [r.power_w for r in samples if r.power_w is not None]
+    clock = [r.sm_clock_mhz for r in samples if r.sm_clock_mhz is not None]
+    flags = [r.throttled for r in samples if r.throttled is not None]
+    reasons = sorted({name for r in samples for name in r.throttle_reasons or () if name in THROTTLING})
     return {"power_w_median": statistics.median(power) if power else None, "power_w_max": max(power, default=None),
             "sm_clock_mhz_median": statistics.median(clock) if clock else None,
             "sm_clock_mhz_max": max(clock, default=None), "throttled": any(flags) if flags else None,

@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.latency import recorded_itl
-from ninferkit.records import ArtifactRecord, Manifest, StepEntry
+from ninferkit.records import ArtifactRecord, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
@@ -358,28 +358,24 @@ def _errors(run: RunData) -> Section:
         if diagnosis is not None:
             rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix,
                          run.dir.name(run.dir.server_log)))
-    failed = Counter((str(r.get("sweep")), str(r.get("status")), str(r.get("http_status")),
-                      str(r.get("error") or "").split("\n")[0], str(r.get("cell_id")))
-                     for r in run.requests if r.get("status") != "ok")
+    failed = Counter((str(r.sweep), r.status, str(r.http_status), str(r.error or "").split("\n")[0], str(r.cell_id))
+                     for r in run.requests if r.status != "ok")
     for (sweep, status, http_status, error, cell_id), count in sorted(failed.items()):
         rows.append((f"{count} {status} request(s), {sweep} sweep", f"HTTP {http_status}: {error}",
-                     _cell_outcome(run.cells.get(cell_id) or {}), "requests.jsonl, sweeps/cells.jsonl"))
+                     _cell_outcome(run.cells.get(cell_id)), "requests.jsonl, sweeps/cells.jsonl"))
     if not rows:
         return Section("Errors met", [Paragraph("No step failed, the server log holds no known failure, and no "
                                                 "request errored.")])
     return Section("Errors met", [Table(("where", "error", "fix", "source"), tuple(rows))])
 
 
-def _cell_outcome(entry: dict[str, Any]) -> str:
+def _cell_outcome(entry: CellEntry | None) -> str:
     """What the sweeps step did about a cell whose requests failed: its diagnosis, or its final status."""
-    diagnosis = entry.get("diagnosis")
-    if isinstance(diagnosis, dict) and diagnosis.get("fix"):
-        return str(diagnosis["fix"])
-    if diagnosis:
-        return str(diagnosis)
-    if entry.get("status"):
-        return f"cell {entry['status']}" + (f": {entry['reason']}" if entry.get("reason") else "")
-    return "—"
+    if entry is None:
+        return "—"
+    if entry.diagnosis:
+        return str(entry.diagnosis.get("fix") or entry.diagnosis)
+    return f"cell {entry.status}" + (f": {entry.reason}" if entry.reason else "")
 
 
 def _fix_in(text: str) -> str:
@@ -512,7 +508,7 @@ def _value(key: str, value: Any) -> str:
 
 def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
     gpus = gpu_conditions(run)
-    other = Counter(str(row.get("source")) for row in run.telemetry if row.get("source") != "nvml")
+    other = Counter(row.source for row in run.telemetry if row.source != "nvml")
     blocks: list[Any] = []
     if gpus:
         blocks.append(Table(("GPU", "samples", "window", "power median, W", "power max, W", "SM clock median, MHz",
@@ -570,5 +566,6 @@ def _maker(manifest: Manifest) -> str:
 
 
 def _distinct(run: RunData, name: str) -> str:
-    values = sorted({str(row.get(name)) for row in run.requests if row.get(name) is not None})
+    """The values a text field of RequestRow takes over the run's rows."""
+    values = sorted({str(value) for row in run.requests if (value := getattr(row, name)) is not None})
     return ", ".join(values) or "not recorded in requests.jsonl"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ninferkit.engines import get_adapter
+from ninferkit.records import RequestRow
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
@@ -28,32 +29,34 @@ LATE_SEND_S = 0.01
 """A rate-sweep request the client sent later than this after its scheduled time is worth a caveat."""
 
 
-def acceptance(row: dict[str, Any]) -> float | None:
+def acceptance(row: RequestRow) -> float | None:
     """accepted/drafted of one request (server-side), or None without speculative decoding."""
-    if row.get("acceptance_server") is not None:
-        return float(row["acceptance_server"])
-    drafted, accepted = row.get("drafted_tokens_server"), row.get("accepted_tokens_server")
+    if row.acceptance_server is not None:
+        return float(row.acceptance_server)
+    drafted, accepted = row.drafted_tokens_server, row.accepted_tokens_server
     if drafted and accepted is not None:
         return float(accepted) / float(drafted)
     return None
 
 
-def cell_acceptance(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
+def cell_acceptance(rows: Sequence[RequestRow]) -> dict[tuple[str, str], float]:
     """Median acceptance per (sweep, cell label), over the rows that report one."""
     found: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in rows:
         value = acceptance(row)
         if value is not None:
-            found[(str(row.get("sweep")), cell_label(row))].append(value)
+            found[(str(row.sweep), cell_label(row))].append(value)
     return {key: statistics.median(values) for key, values in sorted(found.items())}
 
 
-def cell_spread_pct(rows: Sequence[dict[str, Any]], name: str) -> dict[tuple[str, str], float]:
-    """Run-to-run spread per cell: sample standard deviation over mean, in %, for cells with 2+ values."""
+def cell_spread_pct(rows: Sequence[RequestRow], name: str) -> dict[tuple[str, str], float]:
+    """Run-to-run spread per cell (of a number field of RequestRow): sample standard deviation over mean, in %,
+    for cells with 2+ values."""
     found: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in rows:
-        if row.get(name) is not None:
-            found[(str(row.get("sweep")), cell_label(row))].append(float(row[name]))
+        value = getattr(row, name)
+        if value is not None:
+            found[(str(row.sweep), cell_label(row))].append(float(value))
     return {key: 100 * statistics.stdev(values) / statistics.mean(values)
             for key, values in sorted(found.items()) if len(values) > 1 and statistics.mean(values) > 0}
 
@@ -63,13 +66,13 @@ def method(run: RunData) -> list[str]:
     rows = run.measured()
     if not rows:
         return ["No request was measured (requests.jsonl is missing or empty), so there is no method to state."]
-    warmups = sum(1 for row in run.requests if row.get("warmup"))
-    temperatures = sorted({float(row["temperature"]) for row in rows if row.get("temperature") is not None})
-    seeds = sorted({int(row["seed"]) for row in rows if row.get("seed") is not None})
-    apis = sorted({str(row.get("api")) for row in rows})
+    warmups = sum(1 for row in run.requests if row.warmup)
+    temperatures = sorted({float(row.temperature) for row in rows if row.temperature is not None})
+    seeds = sorted({row.seed for row in rows if row.seed is not None})
+    apis = sorted({str(row.api) for row in rows})
     reps: dict[tuple[str, str], set[int]] = defaultdict(set)
     for row in rows:
-        reps[(str(row.get("sweep")), cell_label(row))].add(int(row.get("repetition") or 0))
+        reps[(str(row.sweep), cell_label(row))].add(row.repetition or 0)
     per_cell = sorted({len(values) for values in reps.values()})
     return [
         f"{len(rows)} measured requests in {len(reps)} cells over the {', '.join(apis)} API(s); "
@@ -115,9 +118,9 @@ def caveats(run: RunData) -> list[str]:
         notes.append(f"{len(noisy)} of {len(spreads)} cells vary by more than {number(settings.spread_pct)}% "
                      f"between repetitions in server decode speed (worst {worst:.0f}%: {sweep} sweep, {label}); "
                      "treat differences smaller than that spread as noise.")
-    cached = [row for row in run.measured("context") if row.get("cached_tokens")]
+    cached = [row.cached_tokens for row in run.measured("context") if row.cached_tokens]
     if cached:
-        most = max(int(row["cached_tokens"]) for row in cached)
+        most = max(cached)
         notes.append(f"{len(cached)} context-sweep requests reused up to {most} cached prompt tokens (the shared "
                      "chat-template prefix before the salt); prefill speed counts only the tokens processed.")
     if run.manifest.profile_history:
@@ -130,10 +133,9 @@ def caveats(run: RunData) -> list[str]:
 
 def _client_vs_server(run: RunData) -> list[str]:
     rows = run.measured()
-    gaps = [row["ttft_client_s"] - row["prompt_s_server"] for row in rows
-            if row.get("ttft_client_s") is not None and row.get("prompt_s_server") is not None]
-    ratios = [row["decode_tok_s_client"] / row["decode_tok_s_server"] for row in rows
-              if row.get("decode_tok_s_client") and row.get("decode_tok_s_server")]
+    gaps = [wait for row in rows if (wait := wait_before_prefill_s(row)) is not None]
+    ratios = [row.decode_tok_s_client / row.decode_tok_s_server for row in rows
+              if row.decode_tok_s_client and row.decode_tok_s_server]
     notes = []
     if gaps:
         notes.append(f"Client TTFT exceeds the server's prompt time by a median of {number(statistics.median(gaps))} s "
@@ -148,13 +150,21 @@ def _client_vs_server(run: RunData) -> list[str]:
     return notes
 
 
-def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[str]:
+def wait_before_prefill_s(row: RequestRow) -> float | None:
+    """Client TTFT minus the server's prompt time: HTTP, queueing and the first chunk's trip (None without
+    both)."""
+    if row.ttft_client_s is None or row.prompt_s_server is None:
+        return None
+    return row.ttft_client_s - row.prompt_s_server
+
+
+def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:
     """Requests sent alone (no other client) that waited longer before their first token than the
     server spent on the whole prompt: time the engine's own timings do not show."""
-    alone = [row for row in rows if row.get("sweep") not in LOADED and row.get("ttft_client_s") is not None
-             and row.get("prompt_s_server") is not None]
-    slow = [row["ttft_client_s"] - row["prompt_s_server"] for row in alone
-            if row["ttft_client_s"] - row["prompt_s_server"] > max(WAIT_ALONE_S, row["prompt_s_server"])]
+    alone = [(wait, row.prompt_s_server) for row in rows
+             if row.sweep not in LOADED and (wait := wait_before_prefill_s(row)) is not None
+             and row.prompt_s_server is not None]
+    slow = [wait for wait, prompt_s in alone if wait > max(WAIT_ALONE_S, prompt_s)]
     if not slow:
         return []
     note = (f"{len(slow)} of {len(alone)} requests sent with no other request in flight waited longer before their "
@@ -168,7 +178,7 @@ def _work_before_prefill(run: RunData, rows: Sequence[dict[str, Any]]) -> list[s
 
 def _rate_notes(run: RunData) -> list[str]:
     """Offered rates the server did not keep up with, and requests the client sent late (rate sweep)."""
-    cells = {float((rows[0].get("cell") or {}).get("rate_rps") or 0): rows for rows in run.cell_rows("rate").values()}
+    cells = {float((rows[0].cell or {}).get("rate_rps") or 0): rows for rows in run.cell_rows("rate").values()}
     notes = []
     verdicts = {rate: kept_up(rows) for rate, rows in sorted(cells.items())}
     behind = [_behind(rate, cells[rate], growth) for rate, (verdict, growth) in verdicts.items() if verdict is False]
@@ -177,8 +187,7 @@ def _rate_notes(run: RunData) -> list[str]:
                      "(the share of that rate it served, from how fast latency grew as requests kept arriving, or the "
                      "requests that failed) the latencies and goodput measure a queue still growing when the cell "
                      "ended, not a steady state.")
-    lags = [float(row["schedule_lag_s"]) for rows in cells.values() for row in rows
-            if row.get("schedule_lag_s") is not None]
+    lags = [float(row.schedule_lag_s) for rows in cells.values() for row in rows if row.schedule_lag_s is not None]
     late = [lag for lag in lags if lag > LATE_SEND_S]
     if late:
         notes.append(f"The client sent {len(late)} of {len(lags)} rate-sweep requests more than "
@@ -187,9 +196,9 @@ def _rate_notes(run: RunData) -> list[str]:
     return notes
 
 
-def _behind(rate: float, rows: list[dict[str, Any]], growth: float | None) -> str:
+def _behind(rate: float, rows: list[RequestRow], growth: float | None) -> str:
     """'4 (80%)': an offered rate and the share of it served; '4 (3 of 20 failed)' when requests failed."""
-    failed = sum(1 for row in rows if row.get("status") != "ok")
+    failed = sum(1 for row in rows if row.status != "ok")
     if failed:
         return f"{rate:g} ({failed} of {len(rows)} failed)"
     return f"{rate:g} ({100 / (1 + (growth or 0.0)):.0f}%)"
@@ -198,7 +207,7 @@ def _behind(rate: float, rows: list[dict[str, Any]], growth: float | None) -> st
 def _status_notes(run: RunData) -> list[str]:
     counts: dict[str, int] = defaultdict(int)
     for row in run.requests:
-        counts[str(row.get("status"))] += 1
+        counts[row.status] += 1
     bad = {status: count for status, count in sorted(counts.items()) if status != "ok"}
     if not bad:
         return []

@@ -19,10 +19,11 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import NinferkitError
+from ninferkit.records import RequestRow
 from ninferkit.report.caveats import cell_acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Bullets, Document, Paragraph, Section, table_from_frame
-from ninferkit.report.headline import cell_label
+from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
 from ninferkit.runs import utc_now
 
@@ -99,32 +100,32 @@ def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
                 gap = _acceptance_gap(accept_a.get(label_key), accept_b.get(label_key))
                 comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
                 rows.append({"candidate": other.run_id, "sweep": key[0], "cell": _label(key),
-                             "cell_id": base_cells[key][0].get("cell_id"), "metric": metric,
+                             "cell_id": base_cells[key][0].cell_id, "metric": metric,
                              **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
                              "comparable": comparable})
     return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs))
 
 
-def _cells(run: RunData) -> dict[CellKey, list[dict[str, Any]]]:
-    cells: dict[CellKey, list[dict[str, Any]]] = defaultdict(list)
+def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:
+    cells: dict[CellKey, list[RequestRow]] = defaultdict(list)
     for row in run.measured():
-        params = row.get("cell")
-        key = json.dumps(params, sort_keys=True) if params else f"cell_id={row.get('cell_id')}"
-        cells[(str(row.get("sweep")), key)].append(row)
+        key = json.dumps(row.cell, sort_keys=True) if row.cell else f"cell_id={row.cell_id}"
+        cells[(str(row.sweep), key)].append(row)
     return cells
 
 
 def _label(key: CellKey) -> str:
     if key[1].startswith("cell_id="):
         return key[1]
-    return cell_label({"cell": json.loads(key[1])})
+    return params_label(json.loads(key[1]))
 
 
-def _per_repetition(rows: list[dict[str, Any]], metric: str) -> dict[int, float]:
+def _per_repetition(rows: list[RequestRow], metric: str) -> dict[int, float]:
     found: dict[int, list[float]] = defaultdict(list)
     for row in rows:
-        if row.get(metric) is not None:
-            found[int(row.get("repetition") or 0)].append(float(row[metric]))
+        value = getattr(row, metric)
+        if value is not None:
+            found[row.repetition or 0].append(float(value))
     return {rep: statistics.median(values) for rep, values in found.items()}
 
 
@@ -134,7 +135,7 @@ def _spread_pct(values: list[float]) -> float | None:
     return 100 * statistics.stdev(values) / statistics.mean(values)
 
 
-def _delta(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], metric: str,
+def _delta(rows_a: list[RequestRow], rows_b: list[RequestRow], metric: str,
            higher_better: bool) -> dict[str, Any] | None:
     a, b = _per_repetition(rows_a, metric), _per_repetition(rows_b, metric)
     if not a or not b:

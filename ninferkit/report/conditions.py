@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
+from ninferkit.records import TelemetrySample
 from ninferkit.report.data import RunData
 
 
@@ -31,8 +31,8 @@ class GpuConditions:
 
 def load_window(run: RunData) -> tuple[float, float] | None:
     """(first t_send, last t_done) of the measured requests, on the telemetry clock (time.monotonic)."""
-    starts = [row["t_send"] for row in run.requests if row.get("t_send") is not None]
-    ends = [row["t_done"] for row in run.requests if row.get("t_done") is not None]
+    starts = [row.t_send for row in run.requests if row.t_send is not None]
+    ends = [row.t_done for row in run.requests if row.t_done is not None]
     return (min(starts), max(ends)) if starts and ends else None
 
 
@@ -40,22 +40,21 @@ def gpu_conditions(run: RunData) -> list[GpuConditions]:
     """One summary per GPU from the nvml rows; an empty list when none were recorded (a CPU run)."""
     rows = run.nvml()
     window = load_window(run)
-    in_window = [row for row in rows if window and window[0] <= row.get("t_mono", -1) <= window[1]]
+    in_window = [row for row in rows if window and window[0] <= row.t_mono <= window[1]]
     label = "while requests were in flight" if in_window else "whole run"
     chosen = in_window or rows
-    by_gpu: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_gpu: dict[str, list[TelemetrySample]] = defaultdict(list)
     for row in chosen:
-        by_gpu[str(row.get("gpu", 0))].append(row)
+        by_gpu[str(row.gpu or 0)].append(row)
     return [_summarise(gpu, samples, label) for gpu, samples in sorted(by_gpu.items())]
 
 
-def _summarise(gpu: str, rows: list[dict[str, Any]], window: str) -> GpuConditions:
-    def values(name: str) -> list[float]:
-        return [float(row[name]) for row in rows if row.get(name) is not None]
-
-    power, clock, temperature = values("power_w"), values("sm_clock_mhz"), values("temperature_c")
-    reasons = sorted({str(reason) for row in rows for reason in row.get("throttle_reasons") or []})
-    throttled = sum(1 for row in rows if row.get("throttled"))
+def _summarise(gpu: str, rows: list[TelemetrySample], window: str) -> GpuConditions:
+    power = [float(row.power_w) for row in rows if row.power_w is not None]
+    clock = [float(row.sm_clock_mhz) for row in rows if row.sm_clock_mhz is not None]
+    temperature = [float(row.temperature_c) for row in rows if row.temperature_c is not None]
+    reasons = sorted({reason for row in rows for reason in row.throttle_reasons or []})
+    throttled = sum(1 for row in rows if row.throttled)
     return GpuConditions(
         gpu, len(rows), window,
         statistics.median(power) if power else None, max(power) if power else None,

@@ -21,14 +21,17 @@ from ninferkit.params.report import ReportSection
 from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
+    CellEntry,
     Manifest,
     ProbeRecord,
     RequestRow,
     RunFile,
     ServerRecord,
     StepEntry,
+    TelemetrySample,
 )
-from ninferkit.runs import RunDir, read_json, read_jsonl
+from ninferkit.runs import RunDir, read_json
+from ninferkit.sweeps.tables import latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
 
 TABLE_ORDER = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
@@ -47,8 +50,9 @@ class RunData:
     probe: ProbeRecord | None = None
     artifact: ArtifactRecord | None = None
     server: ServerRecord | None = None
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
+    """The rows the sweep tables count (with the engine's own record laid over them)."""
+    telemetry: list[TelemetrySample] = field(default_factory=list)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     capacity: CapacityRecord | None = None
     server_log: str | None = None
@@ -62,8 +66,8 @@ class RunData:
     """A raw file this run has no data in -> the runbook step that writes it."""
     superseded: int = 0
     """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
-    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """cell_id -> the last entry of sweeps/cells.jsonl (status, reason, diagnosis of the cell)."""
+    cells: dict[str, CellEntry] = field(default_factory=dict)
+    """cell_id -> the last entry of sweeps/cells.jsonl for the run's profile (status, reason, diagnosis)."""
 
     @property
     def run_id(self) -> str:
@@ -101,24 +105,24 @@ class RunData:
         gpu = self.probe.facts.get("gpu") if self.probe else None
         return bool(gpu.get("available")) if gpu else bool(self.nvml())
 
-    def measured(self, sweep: str | None = None) -> list[dict[str, Any]]:
+    def measured(self, sweep: str | None = None) -> list[RequestRow]:
         """Requests with status ok that are measurements (of one sweep, or all): not warm-ups, and not the
         requests a prefix-reuse cell sends only to seed the cache (prefix_role "seed")."""
         return [row for row in self.requests
-                if row.get("status") == "ok" and not row.get("warmup") and row.get("prefix_role") != "seed"
-                and (sweep is None or row.get("sweep") == sweep)]
+                if row.status == "ok" and not row.warmup and row.prefix_role != "seed"
+                and (sweep is None or row.sweep == sweep)]
 
-    def cell_rows(self, sweep: str) -> dict[str, list[dict[str, Any]]]:
+    def cell_rows(self, sweep: str) -> dict[str, list[RequestRow]]:
         """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
         requests that failed, where `measured` keeps only the finished ones."""
-        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        out: dict[str, list[RequestRow]] = defaultdict(list)
         for row in self.requests:
-            if row.get("sweep") == sweep and not row.get("warmup") and row.get("prefix_role") != "seed":
-                out[str(row.get("cell_id"))].append(row)
+            if row.sweep == sweep and not row.warmup and row.prefix_role != "seed":
+                out[str(row.cell_id)].append(row)
         return dict(out)
 
-    def nvml(self) -> list[dict[str, Any]]:
-        return [row for row in self.telemetry if row.get("source") == "nvml"]
+    def nvml(self) -> list[TelemetrySample]:
+        return [row for row in self.telemetry if row.source == "nvml"]
 
 
 def load_run(path: str | Path) -> RunData:
@@ -139,12 +143,12 @@ def load_run(path: str | Path) -> RunData:
     data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
-    data.cells = _latest_cells(run_dir.sweep_cells, data.manifest.profile_hash)
-    data.requests = [row.as_dict() for row in (_counted(rows, data.cells) if data.cells else rows)]
+    data.cells = latest_outcomes(run_dir, data.manifest.profile_hash)
+    data.requests = _counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)
     if not rows:
         data.missing[run_dir.name(run_dir.requests)] = SWEEPS
-    data.telemetry = list(read_jsonl(run_dir.telemetry))
+    data.telemetry = run_dir.read_telemetry()
     if not data.telemetry:
         data.missing[run_dir.name(run_dir.telemetry)] = SWEEPS
     data.tables = _tables(run_dir.tables)
@@ -169,23 +173,13 @@ def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
     return adapter.parse_ledger(data.server_log), data.dir.name(data.dir.server_log)
 
 
-def _latest_cells(ledger: Path, profile_hash: str | None) -> dict[str, dict[str, Any]]:
-    """cell_id -> its last entry in the sweeps step's ledger (for the run's profile hash)."""
-    latest: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(ledger):
-        if profile_hash is None or entry.get("profile_hash") == profile_hash:
-            latest[str(entry.get("cell_id"))] = entry
-    return latest
-
-
-def _counted(rows: list[RequestRow], cells: dict[str, dict[str, Any]]) -> list[RequestRow]:
+def _counted(rows: list[RequestRow], cells: dict[str, CellEntry]) -> list[RequestRow]:
     """The rows the sweep tables count: of each cell, only the attempt its last ledger entry names.
 
     The sweeps step appends one entry per finished cell to sweeps/cells.jsonl; a rerun (after a failure
     or with a changed profile) adds a new attempt, and the tables count that one only.
     """
-    return [row for row in rows
-            if str((cells.get(str(row.cell_id)) or {}).get("attempt")) == str(row.attempt)]
+    return [row for row in rows if (entry := cells.get(str(row.cell_id))) is not None and entry.attempt == row.attempt]
 
 
 Record = TypeVar("Record", bound=RunFile)

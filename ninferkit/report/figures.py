@@ -12,13 +12,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ninferkit.records import RequestRow
 from ninferkit.report.caveats import acceptance
 from ninferkit.report.conditions import load_window
 from ninferkit.report.data import RunData
@@ -43,19 +43,19 @@ def _new(width: float = 7.0, height: float = 4.0) -> MplFigure:
     return figure
 
 
-def _by_cell(rows: Sequence[dict[str, Any]], x: str, y: str) -> tuple[list[float], list[float]]:
-    """Median of y per distinct x, sorted by x (the line drawn through the per-request points)."""
+def _by_cell(rows: Sequence[RequestRow], x: str, y: str) -> tuple[list[float], list[float]]:
+    """Median of y per distinct x (number fields of RequestRow), sorted by x (the line drawn through the
+    per-request points)."""
     groups: dict[float, list[float]] = defaultdict(list)
-    for row in rows:
-        if row.get(x) is not None and row.get(y) is not None:
-            groups[float(row[x])].append(float(row[y]))
+    for x_value, y_value in _points(rows, x, y):
+        groups[x_value].append(y_value)
     xs = sorted(groups)
     return xs, [statistics.median(groups[value]) for value in xs]
 
 
-def _token_axis(ax: Axes, rows: Sequence[dict[str, Any]]) -> None:
+def _token_axis(ax: Axes, rows: Sequence[RequestRow]) -> None:
     """A log2 x axis of prompt lengths, ticked at the lengths measured and labelled as plain numbers."""
-    lengths = sorted({int(row["prompt_tokens"]) for row in rows if row.get("prompt_tokens") is not None})
+    lengths = sorted({row.prompt_tokens for row in rows if row.prompt_tokens is not None})
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [f"{length:,}" for length in lengths])
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -72,20 +72,28 @@ def _one_two_five(value: float, _: int) -> str:
 PLAIN = FuncFormatter(_one_two_five)
 
 
-def _points(rows: Sequence[dict[str, Any]], x: str, y: str) -> tuple[list[float], list[float]]:
-    pairs = [(float(row[x]), float(row[y])) for row in rows if row.get(x) is not None and row.get(y) is not None]
+def _points(rows: Sequence[RequestRow], x: str, y: str) -> list[tuple[float, float]]:
+    """(x, y) of the rows that carry both (number fields of RequestRow)."""
+    pairs = ((getattr(row, x), getattr(row, y)) for row in rows)
+    return [(float(x_value), float(y_value)) for x_value, y_value in pairs
+            if x_value is not None and y_value is not None]
+
+
+def _scatter(rows: Sequence[RequestRow], x: str, y: str) -> tuple[list[float], list[float]]:
+    """The xs and the ys of `_points`, as a scatter plot takes them."""
+    pairs = _points(rows, x, y)
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def context_speed(run: RunData) -> MplFigure | None:
     rows = run.measured("context")
-    if not any(row.get("decode_tok_s_server") is not None for row in rows):
+    if not any(row.decode_tok_s_server is not None for row in rows):
         return None
     figure = _new(9.0, 3.8)
     axes = figure.subplots(1, 2, sharex=True)
     for ax, name, title, color in ((axes[0], "prefill_tok_s_server", "Prefill", COLORS[0]),
                                    (axes[1], "decode_tok_s_server", "Decode", COLORS[1])):
-        ax.scatter(*_points(rows, "prompt_tokens", name), s=14, alpha=0.5, color=color, label="each request")
+        ax.scatter(*_scatter(rows, "prompt_tokens", name), s=14, alpha=0.5, color=color, label="each request")
         ax.plot(*_by_cell(rows, "prompt_tokens", name), marker="o", color=color, label="median")
         _token_axis(ax, rows)
         ax.set_title(title)
@@ -100,15 +108,15 @@ def context_speed(run: RunData) -> MplFigure | None:
 
 def context_ttft(run: RunData) -> MplFigure | None:
     rows = run.measured("context")
-    if not any(row.get("ttft_client_s") is not None for row in rows):
+    if not any(row.ttft_client_s is not None for row in rows):
         return None
     figure = _new()
     ax = figure.subplots()
-    ax.scatter(*_points(rows, "prompt_tokens", "ttft_client_s"), s=14, alpha=0.5, color=COLORS[0],
+    ax.scatter(*_scatter(rows, "prompt_tokens", "ttft_client_s"), s=14, alpha=0.5, color=COLORS[0],
                label="TTFT, each request (client)")
     ax.plot(*_by_cell(rows, "prompt_tokens", "ttft_client_s"), marker="o", color=COLORS[0],
             label="TTFT median (client)")
-    if any(row.get("prompt_s_server") is not None for row in rows):
+    if any(row.prompt_s_server is not None for row in rows):
         ax.plot(*_by_cell(rows, "prompt_tokens", "prompt_s_server"), marker="s", linestyle="--", color=COLORS[3],
                 label="prompt processing median (server)")
     _token_axis(ax, rows)
@@ -124,18 +132,18 @@ def context_ttft(run: RunData) -> MplFigure | None:
 
 
 def tasks_acceptance(run: RunData) -> MplFigure | None:
-    rows = [row for row in run.measured() if (row.get("cell") or {}).get("task") is not None
-            and acceptance(row) is not None and row.get("decode_tok_s_server") is not None]
+    rows = [row for row in run.measured() if (row.cell or {}).get("task") is not None
+            and acceptance(row) is not None and row.decode_tok_s_server is not None]
     if not rows:
         return None
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_task: dict[str, list[RequestRow]] = defaultdict(list)
     for row in rows:
-        by_task[str(row["cell"]["task"])].append(row)
+        by_task[str((row.cell or {})["task"])].append(row)
     figure = _new()
     ax = figure.subplots()
     for index, (task, task_rows) in enumerate(sorted(by_task.items())):
         xs = [100 * (acceptance(row) or 0.0) for row in task_rows]
-        ys = [float(row["decode_tok_s_server"]) for row in task_rows]
+        ys = [float(row.decode_tok_s_server or 0.0) for row in task_rows]
         ax.scatter(xs, ys, s=22, color=COLORS[index % len(COLORS)], label=task)
         ax.annotate(task, (statistics.median(xs), statistics.median(ys)), fontsize=8, xytext=(4, 4),
                     textcoords="offset points")
@@ -171,16 +179,16 @@ def concurrency_scaling(run: RunData) -> MplFigure | None:
 
 
 def prefix_reuse_ttft(run: RunData) -> MplFigure | None:
-    rows = [row for row in run.measured("prefix_reuse") if row.get("ttft_client_s") is not None]
-    if not rows:
+    timed = [(row, row.ttft_client_s) for row in run.measured("prefix_reuse") if row.ttft_client_s is not None]
+    if not timed:
         return None
     order: list[str] = []
     values: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        scenario = str((row.get("cell") or {}).get("scenario", row.get("cell_id")))
+    for row, ttft in timed:
+        scenario = str((row.cell or {}).get("scenario", row.cell_id))
         if scenario not in order:
             order.append(scenario)
-        values[scenario].append(float(row["ttft_client_s"]))
+        values[scenario].append(float(ttft))
     figure = _new()
     ax = figure.subplots()
     positions = list(range(len(order)))
@@ -196,19 +204,19 @@ def prefix_reuse_ttft(run: RunData) -> MplFigure | None:
 
 
 def telemetry_timeline(run: RunData) -> MplFigure | None:
-    rows = [row for row in run.nvml() if row.get("t_mono") is not None]
+    rows = run.nvml()
     if not rows:
         return None
-    start = min(float(row["t_mono"]) for row in rows)
+    start = min(float(row.t_mono) for row in rows)
     figure = _new(9.0, 4.5)
     power_ax, clock_ax = figure.subplots(2, 1, sharex=True)
-    gpus = sorted({str(row.get("gpu", 0)) for row in rows})
+    gpus = sorted({str(row.gpu or 0) for row in rows})
     for index, gpu in enumerate(gpus):
-        mine = sorted((row for row in rows if str(row.get("gpu", 0)) == gpu), key=lambda r: r["t_mono"])
-        t = [float(row["t_mono"]) - start for row in mine]
-        power_ax.plot(t, [row.get("power_w") for row in mine], color=COLORS[index % len(COLORS)], label=f"GPU {gpu}")
-        clock_ax.plot(t, [row.get("sm_clock_mhz") for row in mine], color=COLORS[index % len(COLORS)])
-        throttled = [x for x, row in zip(t, mine, strict=True) if row.get("throttled")]
+        mine = sorted((row for row in rows if str(row.gpu or 0) == gpu), key=lambda r: r.t_mono)
+        t = [float(row.t_mono) - start for row in mine]
+        power_ax.plot(t, [row.power_w for row in mine], color=COLORS[index % len(COLORS)], label=f"GPU {gpu}")
+        clock_ax.plot(t, [row.sm_clock_mhz for row in mine], color=COLORS[index % len(COLORS)])
+        throttled = [x for x, row in zip(t, mine, strict=True) if row.throttled]
         if throttled:
             clock_ax.scatter(throttled, [0] * len(throttled), marker="|", color=COLORS[1], label="throttled")
     window = load_window(run)

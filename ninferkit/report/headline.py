@@ -12,7 +12,7 @@ the KV pool and its bytes) and the capacity fit.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.latency import Targets, distribution, goodput, wall_s
-from ninferkit.records import CapacityRecord
+from ninferkit.records import CapacityRecord, RequestRow
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
 from ninferkit.sweeps.rate import kept_up
@@ -68,28 +68,31 @@ class ConcurrencyGroup:
 LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "rate_rps", "scenario", "api")
 
 
-def cell_label(row: dict[str, Any]) -> str:
+def cell_label(row: RequestRow) -> str:
     """A short human label for a request's cell, e.g. 'target_prompt_tokens=512, api=chat'."""
-    cell = row.get("cell") or {}
+    return params_label(row.cell or {}) or str(row.cell_id or "?")
+
+
+def params_label(cell: Mapping[str, Any]) -> str:
+    """A cell's parameters in short: the naming ones (LABEL_KEYS) where it has any, else all of them."""
     keys = [key for key in LABEL_KEYS if key in cell] or sorted(cell)
-    return ", ".join(f"{key}={cell[key]}" for key in keys) or str(row.get("cell_id", "?"))
+    return ", ".join(f"{key}={cell[key]}" for key in keys)
 
 
 def concurrency_groups(run: RunData) -> list[ConcurrencyGroup]:
     """One group per concurrency cell (its ok, non-warmup rows); its wall time spans all its requests."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[RequestRow]] = defaultdict(list)
     for row in run.measured("concurrency"):
-        groups[str(row.get("cell_id"))].append(row)
+        groups[str(row.cell_id)].append(row)
     out = []
     for cell_id, rows in sorted(groups.items()):
-        if any(row.get("t_send") is None or row.get("t_done") is None or row.get("completion_tokens") is None
-               for row in rows):
+        if any(row.t_send is None or row.t_done is None or row.completion_tokens is None for row in rows):
             continue
         wall = wall_s(rows)
-        concurrency = int((rows[0].get("cell") or {}).get("concurrency") or 1)
+        concurrency = int((rows[0].cell or {}).get("concurrency") or 1)
         if wall:
             out.append(ConcurrencyGroup(concurrency, cell_id, len(rows),
-                                        sum(int(row["completion_tokens"]) for row in rows), wall))
+                                        sum(row.completion_tokens or 0 for row in rows), wall))
     return sorted(out, key=lambda g: (g.concurrency, g.cell_id))
 
 
@@ -101,9 +104,9 @@ def headline(run: RunData) -> list[HeadlineRow]:
     nothing (a run without a context sweep has one decode, prefill and TTFT row, of no prompt length).
     Example: ``[(r.prompt_tokens, r.metric, r.best) for r in headline(load_run("runs/x"))]``.
     """
-    by_length: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
+    by_length: dict[int | None, list[RequestRow]] = defaultdict(list)
     for row in run.measured("context"):
-        by_length[(row.get("cell") or {}).get("target_prompt_tokens")].append(row)
+        by_length[(row.cell or {}).get("target_prompt_tokens")].append(row)
     rows: list[HeadlineRow] = []
     for length in sorted(by_length, key=lambda n: (n is None, n or 0)) or [None]:
         group = by_length.get(length, [])
@@ -113,13 +116,14 @@ def headline(run: RunData) -> list[HeadlineRow]:
     return [*rows, _concurrency(run), *_rate(run), *_memory(run)]
 
 
-def _extreme(label: str, unit: str, rows: Sequence[dict[str, Any]], names: Sequence[str],
+def _extreme(label: str, unit: str, rows: Sequence[RequestRow], names: Sequence[str],
              pick: Callable[..., Any], prompt_tokens: int | None) -> HeadlineRow:
-    """Best, range and distribution of the first field in `names` that the rows carry: the server's own
-    figure when the engine reports one, else the client's (an engine without per-request accounting)."""
-    name = next((n for n in names if any(row.get(n) is not None for row in rows)), names[0])
+    """Best, range and distribution of the first field in `names` (number fields of RequestRow) that the rows
+    carry: the server's own figure when the engine reports one, else the client's (an engine without
+    per-request accounting)."""
+    name = next((n for n in names if any(getattr(row, n) is not None for row in rows)), names[0])
     metric = f"{label} ({'server' if name.endswith('_server') else 'client'})"
-    values = [(row[name], row) for row in rows if row.get(name) is not None]
+    values = [(value, row) for row in rows if (value := getattr(row, name)) is not None]
     source = f"requests.jsonl, context sweep, {name}"
     if not values:
         return HeadlineRow(metric, unit, None, None, None, "no data: the context sweep recorded no value", source,
@@ -127,7 +131,7 @@ def _extreme(label: str, unit: str, rows: Sequence[dict[str, Any]], names: Seque
     best_value, best_row = pick(values, key=lambda item: item[0])
     numbers = [value for value, _ in values]
     spread = distribution(numbers)
-    where = f"{cell_label(best_row)} ({best_row.get('prompt_tokens')} prompt tokens)"
+    where = f"{cell_label(best_row)} ({best_row.prompt_tokens} prompt tokens)"
     return HeadlineRow(metric, unit, best_value, min(numbers), max(numbers), where, source, len(values),
                        prompt_tokens, spread.p50, spread.p90, spread.p99, spread.std)
 
@@ -151,7 +155,7 @@ def _rate(run: RunData) -> list[HeadlineRow]:
     cells = run.cell_rows("rate")
     if not cells:
         return []
-    offered = {cell_id: float((rows[0].get("cell") or {}).get("rate_rps") or 0) for cell_id, rows in cells.items()}
+    offered = {cell_id: float((rows[0].cell or {}).get("rate_rps") or 0) for cell_id, rows in cells.items()}
     kept = [cell_id for cell_id, rows in cells.items() if kept_up(rows)[0]]
     source = ("requests.jsonl, rate sweep, per cell: slope of (t_done - scheduled send) over scheduled send, "
               "and no failed request")

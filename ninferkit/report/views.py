@@ -19,6 +19,7 @@ import pandas as pd
 
 from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.params.sweeps import ALL_SCENARIOS
+from ninferkit.records import RequestRow
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
 from ninferkit.workloads import TASK_NAMES
@@ -218,17 +219,17 @@ def _label(name: str, cell: Row) -> str:
     return " ".join(parts) or str(_get(cell, "cell_id"))
 
 
-def latency_view(name: str, cell_rows: Mapping[str, Sequence[Row]]) -> Table | None:
+def latency_view(name: str, cell_rows: Mapping[str, Sequence[RequestRow]]) -> Table | None:
     """TTFT, TPOT, ITL and end-to-end latency (p50 / p90 / p99 and standard deviation, in milliseconds) and
     requests per second, per cell of one sweep, from its finished requests (None: the sweep finished none);
     requests per second count the wall time of every request the cell sent. The ITL column is left out when
     none of the rows recorded their gaps."""
-    cells = {cell_id: [row for row in rows if row.get("status") == "ok"] for cell_id, rows in cell_rows.items()}
+    cells = {cell_id: [row for row in rows if row.status == "ok"] for cell_id, rows in cell_rows.items()}
     cells = {cell_id: rows for cell_id, rows in cells.items() if rows}
     if not cells:
         return None
     rows = [row for group in cells.values() for row in group]
-    order = sorted(cells, key=lambda cell_id: _order(name, cells[cell_id][0].get("cell") or {}))
+    order = sorted(cells, key=lambda cell_id: _order(name, cells[cell_id][0].cell or {}))
     metrics = [("TTFT", "ttft_client_s"), ("TPOT", "tpot_client_s"), ("ITL", "itl_client_s"),
                ("end to end", "e2e_client_s")]
     with_itl = recorded_itl(rows)
@@ -237,7 +238,7 @@ def latency_view(name: str, cell_rows: Mapping[str, Sequence[Row]]) -> Table | N
     table_rows = []
     for cell_id in order:
         group = cells[cell_id]
-        table_rows.append((_label(name, group[0].get("cell") or {}), str(len(group)),
+        table_rows.append((_label(name, group[0].cell or {}), str(len(group)),
                            number(requests_per_s(group, cell_rows[cell_id])),
                            *(_distribution_ms(samples(group, metric)) for _, metric in metrics)))
     return Table(("cell", "requests", "requests/s", *(f"{label}, ms" for label, _ in metrics)), tuple(table_rows),

@@ -27,6 +27,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
 from ninferkit.progress import Progress, track
+from ninferkit.records import CellEntry
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
@@ -59,7 +60,7 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     cells, baseline = _checked_plan(run, kinds, explicit, served)
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
-    pending = [cell for cell in cells if outcomes.get(cell.cell_id, {}).get("status") not in FINISHED]
+    pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]
     log_path = Path(record["log"]) if record.get("log") else None
     rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
     telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
@@ -87,13 +88,19 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
         tables["ab"] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
     done = latest_outcomes(run.dir, run.profile_hash)
-    failed = [cell for cell in cells if done.get(cell.cell_id, {}).get("status") == "failed"]
+    failed = [cell for cell in cells if _status(done, cell) == "failed"]
     run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
                         telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
     if failed:
         raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
-                          "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].get('reason')}" for c in failed))
+                          "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
     return SweepTables(tables)
+
+
+def _status(outcomes: dict[str, CellEntry], cell: Cell) -> str | None:
+    """The cell's status in the ledger's last entry for it; None for a cell never run."""
+    entry = outcomes.get(cell.cell_id)
+    return entry.status if entry else None
 
 
 def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:

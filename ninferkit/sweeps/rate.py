@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from ninferkit.latency import number
+from ninferkit.records import RequestRow
 
 KEPT_UP_GROWTH = 0.1
 """Above this backlog growth (the server served less than 1 / 1.1, about 91%, of the offered rate) it did not
@@ -43,37 +43,37 @@ def poisson_arrivals(rate_rps: float, requests: int | None, duration_s: float | 
         times.append(now)
 
 
-def backlog_growth(rows: Sequence[Mapping[str, Any]]) -> float | None:
+def backlog_growth(rows: Sequence[RequestRow]) -> float | None:
     """The slope of (end - scheduled send) over scheduled send, over the requests given (the finished ones:
     a request refused at once would read as served fast); None below 3 requests or without a schedule."""
     fit = _growth_fit(rows)
     return None if fit is None else fit[0]
 
 
-def kept_up(sent: Sequence[Mapping[str, Any]]) -> tuple[bool | None, float | None]:
+def kept_up(sent: Sequence[RequestRow]) -> tuple[bool | None, float | None]:
     """(whether the server kept up with the cell's offered rate, its backlog growth) over the cell's measured
     requests, failed ones included: not when latency grew faster than KEPT_UP_GROWTH, nor when any request
     failed. The verdict is None ("unclear") when the growth lies within two standard errors of the threshold:
     near the server's limit, 32 Poisson arrivals leave the slope that uncertain; and (None, None) when fewer
     than 3 requests finished."""
-    fit = _growth_fit([row for row in sent if row.get("status") == "ok"])
+    fit = _growth_fit([row for row in sent if row.status == "ok"])
     if fit is None:
         return None, None
     growth, error = fit
-    if any(row.get("status") != "ok" for row in sent):
+    if any(row.status != "ok" for row in sent):
         return False, growth
     if error is not None and abs(growth - KEPT_UP_GROWTH) <= 2 * error:
         return None, growth
     return growth <= KEPT_UP_GROWTH, growth
 
 
-def _growth_fit(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float | None] | None:
+def _growth_fit(rows: Sequence[RequestRow]) -> tuple[float, float | None] | None:
     """The least-squares slope of latency over scheduled arrival and its standard error (None below 4 points,
     where the residuals leave no degree of freedom to estimate it)."""
     points = []
     for row in rows:
-        scheduled, done, sent, lag = (number(row.get(name)) for name in ("scheduled_s", "t_done", "t_send",
-                                                                          "schedule_lag_s"))
+        scheduled, done, sent, lag = (number(value) for value in (row.scheduled_s, row.t_done, row.t_send,
+                                                                   row.schedule_lag_s))
         if scheduled is not None and done is not None and sent is not None and lag is not None:
             points.append((scheduled, done - sent + lag))
     if len(points) < 3:

@@ -19,7 +19,7 @@ built, so new targets need no rerun), the most requests in flight at once, how l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,8 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, wall_s
-from ninferkit.runs import Run, RunDir, read_jsonl
+from ninferkit.records import CellEntry, RequestRow, TelemetrySample
+from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.rate import kept_up
 from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
@@ -46,27 +47,23 @@ KEYS = {
 }
 
 
-def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, dict[str, Any]]:
+def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, CellEntry]:
     """cell_id -> its last ledger entry (for this profile hash when given)."""
-    outcomes: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(run_dir.sweep_cells):
-        if profile_hash is None or entry.get("profile_hash") == profile_hash:
-            outcomes[entry["cell_id"]] = entry
-    return outcomes
+    return {entry.cell_id: entry for entry in run_dir.read_cells()
+            if profile_hash is None or entry.profile_hash == profile_hash}
 
 
-def counted_rows(run_dir: RunDir, outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
     """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
-    attempts = {(cid, entry["attempt"]) for cid, entry in outcomes.items()}
-    rows = [r.as_dict() for r in rows_with_server_truth(run_dir) if (r.cell_id, r.attempt) in attempts]
-    return pd.DataFrame(rows)
+    attempts = {(cid, entry.attempt) for cid, entry in outcomes.items()}
+    return [r for r in rows_with_server_truth(run_dir) if (r.cell_id, r.attempt) in attempts]
 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
     """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry."""
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     rows = counted_rows(run.dir, outcomes)
-    telemetry = list(read_jsonl(run.dir.telemetry)) if run.dir.telemetry.exists() else None
+    telemetry = run.dir.read_telemetry() if run.dir.telemetry.exists() else None
     targets = Targets(**run.profile.sweeps.rate.slo.model_dump())
     tables = {}
     for kind in kinds or KEYS:
@@ -75,26 +72,30 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
     return tables
 
 
-def sweep_table(kind: str, rows: pd.DataFrame, outcomes: Mapping[str, Mapping[str, Any]],
-                telemetry: list[dict[str, Any]] | None, speculation: str | None = None,
+def sweep_table(kind: str, rows: Sequence[RequestRow], outcomes: Mapping[str, CellEntry],
+                telemetry: list[TelemetrySample] | None, speculation: str | None = None,
                 targets: Targets = NO_TARGETS) -> pd.DataFrame:
-    """One table; `telemetry` is telemetry.jsonl's rows, None when the run has none; `speculation` the
-    profile's speculative decoding method, which a task cell without a `speculation` of its own ran with;
-    `targets` the latency targets of the rate sweep's goodput."""
+    """One table; `rows` the counted rows (`counted_rows`), `telemetry` telemetry.jsonl's samples, None when
+    the run has none; `speculation` the profile's speculative decoding method, which a task cell without a
+    `speculation` of its own ran with; `targets` the latency targets of the rate sweep's goodput.
+
+    Column statistics (median, min, max) come from one frame of all the rows, so a column's type is the
+    run's, not one cell's; the latency distributions and verdicts read the rows' records."""
     records = []
-    engine_lines = [r for r in telemetry or () if r.get("source") == "engine_log"]
+    frame = _frame(rows)
+    engine_lines = [r for r in telemetry or () if r.source == "engine_log"]
     for cell_id, outcome in outcomes.items():
-        if outcome["sweep"] != kind:
+        if outcome.sweep != kind:
             continue
-        cell_rows = rows[rows["cell_id"] == cell_id] if len(rows) else rows
-        record = {key: _param(outcome["cell"], key) for key in KEYS[kind]}
+        cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
+        record = {key: _param(outcome.cell, key) for key in KEYS[kind]}
         if kind == "tasks":
             record["speculation"] = record["speculation"] or speculation or "off"
-        record.update(_cell_metrics(kind, cell_rows, targets))
-        diagnosis = outcome.get("diagnosis") or {}
-        record.update(status=outcome["status"], reason=outcome.get("reason"),
+        record.update(_cell_metrics(kind, cell_rows, rows, targets))
+        diagnosis = outcome.diagnosis or {}
+        record.update(status=outcome.status, reason=outcome.reason,
                       diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
-                      notes="; ".join(outcome.get("notes") or ()) or None,
+                      notes="; ".join(outcome.notes) or None,
                       reasoning_effort=_sent(_measured(kind, cell_rows), "reasoning_effort"), cell_id=cell_id)
         if kind == "tasks":
             record["finish_reason"] = _sent(_measured(kind, cell_rows), "finish_reason")
@@ -124,6 +125,16 @@ def _sort_key(kind: str) -> Any:
     return None
 
 
+def _frame(rows: Sequence[RequestRow]) -> pd.DataFrame:
+    """The rows as one frame, indexed by their position in `rows` (`_records` maps a slice back)."""
+    return pd.DataFrame([row.as_dict() for row in rows])
+
+
+def _records(frame: pd.DataFrame, rows: Sequence[RequestRow]) -> list[RequestRow]:
+    """The records of a slice of `_frame(rows)`."""
+    return [rows[position] for position in frame.index]
+
+
 def _param(cell: Mapping[str, Any], key: str) -> Any:
     return cell.get("prompt_tokens") if key == "prompt_tokens_target" else cell.get(key)
 
@@ -137,7 +148,8 @@ def _measured(kind: str, cell_rows: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def _cell_metrics(kind: str, cell_rows: pd.DataFrame, targets: Targets) -> dict[str, Any]:
+def _cell_metrics(kind: str, cell_rows: pd.DataFrame, rows: Sequence[RequestRow], targets: Targets
+                  ) -> dict[str, Any]:
     measured = _measured(kind, cell_rows)
     ok = measured[measured["status"] == "ok"] if len(measured) else measured
     failed = int((measured["status"] != "ok").sum()) if len(measured) else 0
@@ -150,13 +162,13 @@ def _cell_metrics(kind: str, cell_rows: pd.DataFrame, targets: Targets) -> dict[
     for name in MEDIAN:
         values = _numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
-    finished, sent = ok.to_dict("records"), measured.to_dict("records")
+    finished, sent = _records(ok, rows), _records(measured, rows)
     for metric in METRICS:
         out.update(distribution(samples(finished, metric)).columns(metric))
     out["requests_per_s"] = requests_per_s(finished, sent)
     out["server_note"] = _server_note(ok)
     if kind in ("concurrency", "rate"):
-        out.update(_aggregate(ok))
+        out.update(_aggregate(ok, finished))
     if kind == "rate":
         out.update(_rate(sent, targets))
     if kind == "prefix_reuse":
@@ -164,7 +176,7 @@ def _cell_metrics(kind: str, cell_rows: pd.DataFrame, targets: Targets) -> dict[
     return out
 
 
-def _rate(sent: list[dict[str, Any]], targets: Targets) -> dict[str, Any]:
+def _rate(sent: list[RequestRow], targets: Targets) -> dict[str, Any]:
     """Goodput under the targets, the most requests in flight at once, the client's schedule lag and whether
     the server kept up with the offered rate (sweeps/rate.py)."""
     verdict, growth = kept_up(sent)
@@ -191,7 +203,7 @@ def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(frame[name], errors="coerce").dropna()
 
 
-def _aggregate(ok: pd.DataFrame) -> dict[str, Any]:
+def _aggregate(ok: pd.DataFrame, finished: Sequence[RequestRow]) -> dict[str, Any]:
     """Whole-level rates: tokens of all clients over the wall time from the first send to the last end.
 
     `wait_before_prefill_s` = client TTFT minus the server's prompt time: the time a request spent
@@ -200,7 +212,7 @@ def _aggregate(ok: pd.DataFrame) -> dict[str, Any]:
     if not len(ok):
         return {"wall_s": None, "aggregate_output_tok_s_client": None,
                 "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
-    wall = wall_s(ok.to_dict("records"))
+    wall = wall_s(finished)
     wait = (pd.to_numeric(ok["ttft_client_s"], errors="coerce")
             - pd.to_numeric(ok.get("prompt_s_server"), errors="coerce")).dropna()
     return {
@@ -239,7 +251,7 @@ def _window(cell_rows: pd.DataFrame) -> tuple[float, float]:
     return float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
 
 
-def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
+def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
                    telemetry_found: bool) -> dict[str, Any]:
     """The engine's own decode rate during the cell, from its periodic throughput lines (telemetry rows
     of source engine_log): the peak window (seed 004's "5 秒峰值"), the mean over the windows that decoded
@@ -259,10 +271,10 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
         out["engine_decode_note"] = f"{_sent(cell_rows, 'engine')} printed no throughput line while the sweeps ran"
         return out
     start, end = _window(cell_rows)
-    inside = [r for r in engine_lines if r.get("interval_s") and r.get("decode_tok_s") is not None
-              and r["t_mono"] - r["interval_s"] >= start - LOG_POLL_S and r["t_mono"] - LOG_POLL_S <= end]
-    rates = engine_rates(inside, "decode")
-    lengths = [float(r["interval_s"]) for r in engine_lines if r.get("interval_s")]
+    inside = [r for r in engine_lines if r.interval_s and r.decode_tok_s is not None
+              and r.t_mono - r.interval_s >= start - LOG_POLL_S and r.t_mono - LOG_POLL_S <= end]
+    rates = engine_rates([r.as_dict() for r in inside], "decode")  # the lines as the adapter parsed them
+    lengths = [float(r.interval_s) for r in engine_lines if r.interval_s]
     window = float(pd.Series(lengths).median()) if lengths else None
     if not rates["windows"]:
         out["engine_window_s"] = window
@@ -271,27 +283,27 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[dict[str, Any]],
                                      if not inside else f"the engine decoded in none of the {len(inside)} whole "
                                      "windows inside this cell (prefill only)")
         return out
-    decoding = [float(r["interval_s"]) for r in inside if r["decode_tok_s"] > 0]
+    decoding = [float(r.interval_s) for r in inside if r.interval_s and (r.decode_tok_s or 0) > 0]
     out.update(decode_tok_s_engine_peak=rates["peak_tok_s"], decode_tok_s_engine_mean=rates["mean_tok_s"],
                engine_window_s=float(pd.Series(decoding).median()), engine_windows=rates["windows"])
     return out
 
 
-def _telemetry(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
+def _telemetry(cell_rows: pd.DataFrame, telemetry: list[TelemetrySample]) -> dict[str, Any]:
     if not len(cell_rows):
         return window_summary([], 0.0, 0.0)
     return window_summary(telemetry, *_window(cell_rows))
 
 
-def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
+def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[TelemetrySample]) -> dict[str, Any]:
     """Medians of the numbers in the engine's periodic throughput lines during the cell (decode batching
-    as the engine reports it); nothing for an engine that prints no such lines."""
+    as the engine reports it), in the order of their names; nothing for an engine that prints no such lines."""
     if not len(cell_rows):
         return {}
     start, end = _window(cell_rows)
-    lines = pd.DataFrame([r for r in telemetry if r.get("source") == "engine_log" and start <= r["t_mono"] <= end])
+    lines = pd.DataFrame([r.as_dict() for r in telemetry if r.source == "engine_log" and start <= r.t_mono <= end])
     numeric = lines.drop(columns=["t_mono"], errors="ignore").select_dtypes("number") if len(lines) else lines
-    return {f"engine_log_{name}_median": numeric[name].median() for name in numeric.columns}
+    return {f"engine_log_{name}_median": numeric[name].median() for name in sorted(numeric.columns)}
 
 
 @dataclass(frozen=True)
@@ -338,17 +350,16 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     """
     sides = {}
     for label, run_dir in (("a", baseline), ("b", candidate)):
-        outcomes = {cid: o for cid, o in latest_outcomes(run_dir).items() if o["status"] == "done"}
-        rows = counted_rows(run_dir, outcomes)
-        sides[label] = (outcomes, rows)
+        outcomes = {cid: o for cid, o in latest_outcomes(run_dir).items() if o.status == "done"}
+        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)))
     records = []
     for cell_id, outcome in sides["a"][0].items():
-        if cell_id not in sides["b"][0] or outcome["sweep"] not in KEYS:
+        if cell_id not in sides["b"][0] or outcome.sweep not in KEYS:
             continue
-        record: dict[str, Any] = {"sweep": outcome["sweep"], "cell": _cell_label(outcome), "cell_id": cell_id}
+        record: dict[str, Any] = {"sweep": outcome.sweep, "cell": _cell_label(outcome), "cell_id": cell_id}
         for label in ("a", "b"):
             rows = sides[label][1]
-            measured = _measured(outcome["sweep"], rows[rows["cell_id"] == cell_id])
+            measured = _measured(outcome.sweep, rows[rows["cell_id"] == cell_id])
             ok = measured[measured["status"] == "ok"]
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = _numbers(ok, name)
@@ -360,6 +371,6 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def _cell_label(outcome: Mapping[str, Any]) -> str:
-    keys = KEYS[outcome["sweep"]]
-    return " ".join(f"{k}={_param(outcome['cell'], k)}" for k in keys if _param(outcome["cell"], k) is not None)
+def _cell_label(outcome: CellEntry) -> str:
+    keys = KEYS[outcome.sweep]
+    return " ".join(f"{k}={_param(outcome.cell, k)}" for k in keys if _param(outcome.cell, k) is not None)

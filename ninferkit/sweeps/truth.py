@@ -26,13 +26,11 @@ import asyncio
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.log_reader import LogReader
-from ninferkit.errors import BadInput, RequestFailed
+from ninferkit.errors import RequestFailed
 from ninferkit.records import RequestRow
-from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, read_jsonl_numbered, utc_now
+from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, utc_now
 
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it
@@ -106,7 +104,7 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were
     appended (0 when the engine keeps no record)."""
-    rows = [row for row in request_rows(run.dir) if row.profile_hash == run.profile_hash]
+    rows = [row for row in run.dir.read_requests() if row.profile_hash == run.profile_hash]
     if not any(row.request_uid for row in rows):
         return 0
     found = adapter.server_log_truth(run.profile, [row.as_dict() for row in rows], run.dir.server_log)
@@ -143,7 +141,7 @@ def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
     account), and `server_join`/`server_note` say how the pair was made or why there is none."""
     latest = _latest_truth(run_dir)
     out = []
-    for row in request_rows(run_dir):
+    for row in run_dir.read_requests():
         entry = latest.get(row.request_uid) if row.request_uid else None
         if entry:
             row = row.model_copy(update={**{k: v for k, v in entry.items() if v is not None},
@@ -151,20 +149,3 @@ def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
                                          "server_note": entry.get("server_note")})
         out.append(row)
     return out
-
-
-def request_rows(run_dir: RunDir) -> list[RequestRow]:
-    """requests.jsonl's rows as records; BadInput naming the line and field for a row the record refuses
-    (a number field holding text, a status that is not text)."""
-    rows = []
-    for number, row in read_jsonl_numbered(run_dir.requests):
-        try:
-            rows.append(RequestRow.model_validate(row))
-        except ValidationError as error:
-            bad = str(error.errors()[0]["loc"][0])
-            shown = repr(row[bad])
-            raise BadInput(f"{run_dir.requests}, line {number}: {bad} is {shown[:60]}"
-                           f"{'...' if len(shown) > 60 else ''}, not a {RequestRow.expected(bad)}; "
-                           "ninferkit writes numbers there, so the row was edited or damaged: fix or delete that line"
-                           ) from None
-    return rows

@@ -11,6 +11,7 @@ import pytest
 
 from ninferkit import server, steps
 from ninferkit.latency import Targets, distribution, goodput, samples
+from ninferkit.records import RequestRow
 from ninferkit.report import write_report
 from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps import plan, sweeps
@@ -57,12 +58,13 @@ def test_the_rate_table_recomputes_from_the_rows(rate_run: Run) -> None:
     assert len(rows) == 12
     targets = Targets(ttft_s=5, itl_s=2)
     for _, line in table.iterrows():
-        cell = [r for r in rows if r["cell_id"] == line["cell_id"]]
+        cell = [RequestRow.model_validate(r) for r in rows if r["cell_id"] == line["cell_id"]]
         ttft = distribution(samples(cell, "ttft_client_s"))
         itl = distribution(samples(cell, "itl_client_s"))
         assert (line["ttft_client_s_p50"], line["ttft_client_s_p99"]) == pytest.approx((ttft.p50, ttft.p99))
         assert (line["itl_client_s_p90"], line["itl_client_s_std"]) == pytest.approx((itl.p90, itl.std))
-        wall = max(r["t_done"] for r in cell) - min(r["t_send"] for r in cell)
+        wall = max(r["t_done"] for r in rows if r["cell_id"] == line["cell_id"]) - \
+            min(r["t_send"] for r in rows if r["cell_id"] == line["cell_id"])
         assert line["requests_per_s"] == pytest.approx(6 / wall)
         assert line["goodput_rps"] == pytest.approx(goodput(cell, targets)["goodput_rps"])
         assert line["slo"] == "TTFT <= 5 s, every ITL gap <= 2 s"

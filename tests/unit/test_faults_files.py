@@ -101,6 +101,32 @@ def test_a_damaged_requests_row_is_one_clear_error(tmp_path: Path, line: bytes, 
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("file", "line", "said"), [
+    ("telemetry", b'{"source": "nvml", "t_mono": "soon"}\n', "line 2: t_mono is 'soon', not a number"),
+    ("telemetry", b'{"t_mono": 3.0, "power_w": 250.0}\n', "line 2: has no source"),
+    ("telemetry", b'{"source": "nvml", "t_mono": 3.0, "throttled": "yes"}\n', "throttled is 'yes', not true or false"),
+    ("sweep_cells", b'{"cell_id": "c", "sweep": "context", "status": "done"}\n', "line 2: has no attempt"),
+    ("sweep_cells", b'{"cell_id": "c", "sweep": "context", "status": "done", "attempt": "a", "requests_ok": "4"}\n',
+     "line 2: requests_ok is '4', not a number"),
+], ids=["telemetry-clock", "telemetry-source", "telemetry-flag", "ledger-attempt", "ledger-count"])
+def test_a_damaged_telemetry_or_ledger_line_is_one_clear_error(tmp_path: Path, file: str, line: bytes,
+                                                               said: str) -> None:
+    """telemetry.jsonl and sweeps/cells.jsonl are read as records too: a line ninferkit could not have written
+    names its file, line and field, in the report command as in the library."""
+    run = open_run(LOCAL_CPU, tmp_path / "run")
+    path = getattr(run.dir, file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first = ({"source": "nvml", "t_mono": 1.0, "gpu": 0, "power_w": 200.0} if file == "telemetry" else
+             {"cell_id": "c", "sweep": "context", "status": "done", "attempt": "a"})
+    append_jsonl(path, first)
+    with path.open("ab") as handle:
+        handle.write(line)
+    with pytest.raises(BadInput, match=re.escape(f"{path}, {said}" if said.startswith("line") else said)):
+        write_report(run.dir.path)
+    done = _ninferkit("report", str(run.dir.path))
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_full_disk_while_writing_the_report_is_clear_and_the_rerun_completes(tmp_path: Path) -> None:
     """The write-up of a finished run, under a file size limit that lets every figure and index.md through
     but not index.html (which embeds the figures): DiskFull, exit 1; the same command without the limit

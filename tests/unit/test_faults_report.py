@@ -29,8 +29,8 @@ def _hostile_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     profile.write_text(text)
     run = open_run(profile, tmp_path / "run", ["serve.api_key_env=NINFERKIT_REPORT_TEST_KEY"])
     run.dir.record_step("sweeps", status="failed", error=HOSTILE)
-    append_jsonl(run.dir.path / "sweeps" / "cells.jsonl", {"cell_id": "c1", "status": "failed", "reason": HOSTILE,
-                                                          "profile_hash": run.profile_hash})
+    append_jsonl(run.dir.sweep_cells, {"cell_id": "c1", "sweep": "context", "attempt": "a1", "status": "failed",
+                                       "reason": HOSTILE, "profile_hash": run.profile_hash})
     run.dir.server_log.parent.mkdir(parents=True, exist_ok=True)
     run.dir.server_log.write_text(f"main: server is listening on http://127.0.0.1:8088 key {SECRET}\n")
     return run.dir.path

@@ -19,11 +19,17 @@ from ninferkit.errors import ProfileError
 from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, tpot_s
 from ninferkit.params import load_profile
 from ninferkit.params.sweeps import MAX_COUNT
+from ninferkit.records import RequestRow
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rate import backlog_growth, kept_up, poisson_arrivals
 from tests.conftest import DATA, REPO
 
 RUNS = DATA / "run_dirs"
+
+
+def records(rows: list[dict]) -> list[RequestRow]:
+    """Rows as requests.jsonl holds them, read as the tables read them."""
+    return [RequestRow.model_validate(row) for row in rows]
 
 
 def test_percentiles_interpolate_and_the_deviation_is_the_populations() -> None:
@@ -37,31 +43,32 @@ def test_percentiles_interpolate_and_the_deviation_is_the_populations() -> None:
 
 def test_old_rows_have_tpot_from_their_decode_rate_and_no_itl() -> None:
     rows = [json.loads(line) for line in (RUNS / "embedded-1" / "requests.jsonl").read_text().splitlines()]
-    ok = [r for r in rows if r["status"] == "ok" and r["decode_tok_s_client"]]
-    assert ok and all("tpot_client_s" not in r and "itl_client_s" not in r for r in ok)
+    ok = records([r for r in rows if r["status"] == "ok" and r["decode_tok_s_client"]])
+    assert ok and all("tpot_client_s" not in r.as_dict() and "itl_client_s" not in r.as_dict() for r in ok)
     for row in ok:
-        expected = (row["t_last_token"] - row["t_first_token"]) / (row["completion_tokens"] - 1)
+        assert row.t_last_token is not None and row.t_first_token is not None and row.completion_tokens
+        expected = (row.t_last_token - row.t_first_token) / (row.completion_tokens - 1)
         assert tpot_s(row) == pytest.approx(expected)
     assert samples(ok, "itl_client_s") == []  # never a confident 0: no gaps recorded, no samples
     assert len(samples(ok, "tpot_client_s")) == len(ok)
 
 
 def test_itl_pools_the_gaps_of_every_request() -> None:
-    rows = [{"itl_client_s": [0.01, 0.02]}, {"itl_client_s": [0.03]}, {"itl_client_s": []}, {}]
+    rows = records([{"itl_client_s": [0.01, 0.02]}, {"itl_client_s": [0.03]}, {"itl_client_s": []}, {}])
     assert samples(rows, "itl_client_s") == [0.01, 0.02, 0.03]
 
 
 def test_requests_per_second_and_peak_in_flight_from_send_and_end_times() -> None:
-    rows = [{"t_send": 0.0, "t_done": 2.0}, {"t_send": 1.0, "t_done": 3.0}, {"t_send": 3.0, "t_done": 4.0}]
+    rows = records([{"t_send": 0.0, "t_done": 2.0}, {"t_send": 1.0, "t_done": 3.0}, {"t_send": 3.0, "t_done": 4.0}])
     assert requests_per_s(rows, rows) == pytest.approx(3 / 4)
-    timed_out = {"status": "errored", "t_send": 0.5, "t_done": 600.5}
+    timed_out = RequestRow(status="errored", t_send=0.5, t_done=600.5)
     # vLLM's request throughput: finished requests over the whole run, the one that timed out included
     assert requests_per_s(rows, [*rows, timed_out]) == pytest.approx(3 / 600.5)
     assert peak_in_flight(rows) == 2  # the third starts as the second ends: a slot freed and taken, not three
 
 
 def test_goodput_counts_requests_meeting_every_target_over_everything_sent() -> None:
-    rows = [
+    rows = records([
         {"status": "ok", "ttft_client_s": 0.5, "tpot_client_s": 0.02, "itl_client_s": [0.02, 0.03], "t_send": 0.0,
          "t_done": 1.0},
         {"status": "ok", "ttft_client_s": 1.5, "tpot_client_s": 0.02, "itl_client_s": [0.02], "t_send": 0.5,
@@ -69,12 +76,12 @@ def test_goodput_counts_requests_meeting_every_target_over_everything_sent() -> 
         {"status": "ok", "ttft_client_s": 0.5, "tpot_client_s": 0.02, "itl_client_s": [0.02, 0.4], "t_send": 1.0,
          "t_done": 3.0},  # one stall over the ITL target
         {"status": "errored", "t_send": 1.5, "t_done": 4.0},
-    ]
+    ])
     both = Targets(ttft_s=1.0, itl_s=0.1)
     assert goodput(rows, both) == {"goodput_rps": pytest.approx(1 / 4), "good_fraction": 0.25}
     assert goodput(rows, Targets(ttft_s=1.0))["good_fraction"] == 0.5
     assert goodput(rows, Targets()) == {"goodput_rps": None, "good_fraction": None}  # no target, no goodput
-    assert not Targets(itl_s=1.0).met({"status": "ok", "ttft_client_s": 0.1})  # gaps never recorded: unknown
+    assert not Targets(itl_s=1.0).met(RequestRow(status="ok", ttft_client_s=0.1))  # gaps never recorded: unknown
 
 
 def test_arrivals_are_seeded_poisson_and_scale_with_the_rate() -> None:
@@ -98,11 +105,11 @@ def test_backlog_growth_says_how_far_the_offered_rate_outran_the_server() -> Non
     steady = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "t_done": 101 + t} for t in arrivals]
     behind = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "t_done": 100 + 0.5 * (i + 1)}
               for i, t in enumerate(arrivals)]
-    assert backlog_growth(steady) == pytest.approx(0.0, abs=1e-9)
-    assert backlog_growth(behind) == pytest.approx(1.0)
-    assert backlog_growth(steady[:2]) is None
-    assert kept_up([{**row, "status": "ok"} for row in steady]) == (True, pytest.approx(0.0, abs=1e-9))
-    assert kept_up([{**row, "status": "ok"} for row in behind])[0] is False
+    assert backlog_growth(records(steady)) == pytest.approx(0.0, abs=1e-9)
+    assert backlog_growth(records(behind)) == pytest.approx(1.0)
+    assert backlog_growth(records(steady[:2])) is None
+    assert kept_up(records([{**row, "status": "ok"} for row in steady])) == (True, pytest.approx(0.0, abs=1e-9))
+    assert kept_up(records([{**row, "status": "ok"} for row in behind]))[0] is False
 
 
 def test_a_cell_with_failed_requests_did_not_keep_up_whatever_the_slope() -> None:
@@ -111,9 +118,10 @@ def test_a_cell_with_failed_requests_did_not_keep_up_whatever_the_slope() -> Non
     arrivals = [0.25 * i for i in range(20)]
     rows = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "t_done": 101 + t,
              "status": "ok" if i % 2 == 0 else "errored"} for i, t in enumerate(arrivals)]
-    verdict, growth = kept_up(rows)
+    verdict, growth = kept_up(records(rows))
     assert verdict is False and growth == pytest.approx(0.0, abs=1e-9)
-    assert kept_up([row for row in rows if row["status"] == "errored"]) == (None, None)  # none finished: unknown
+    refused = records([row for row in rows if row["status"] == "errored"])
+    assert kept_up(refused) == (None, None)  # none finished: unknown
 
 
 def test_a_growth_within_two_standard_errors_of_the_threshold_is_unclear() -> None:
@@ -123,9 +131,9 @@ def test_a_growth_within_two_standard_errors_of_the_threshold_is_unclear() -> No
     noisy = [{"scheduled_s": t, "t_send": 100 + t, "schedule_lag_s": 0.0, "status": "ok",
               "t_done": 101 + t + 0.12 * t + (1.0 if i % 2 else -1.0)} for i, t in enumerate(arrivals)]
     clean = [{**row, "t_done": 101 + row["scheduled_s"] * 1.12} for row in noisy]
-    verdict, growth = kept_up(noisy)
+    verdict, growth = kept_up(records(noisy))
     assert verdict is None and growth == pytest.approx(0.12, abs=0.02)
-    assert kept_up(clean) == (False, pytest.approx(0.12))
+    assert kept_up(records(clean)) == (False, pytest.approx(0.12))
 
 
 def test_rate_section_takes_a_count_or_a_duration_not_both(tmp_path: Path) -> None:

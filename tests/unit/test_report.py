@@ -17,7 +17,7 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
-from ninferkit.records import Manifest, ProbeRecord, ServerRecord
+from ninferkit.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
 from ninferkit.report import headline, load_run, renderers, write_report
 from ninferkit.report.caveats import caveats
 from ninferkit.report.data import RunData
@@ -218,29 +218,31 @@ def test_launch_flags_carry_the_reasons_written_in_the_profile(tmp_path: Path) -
 def test_acceptance_and_throttle_caveats() -> None:
     # Decode and acceptance per task as published in the field reports (reference/field-reports.md,
     # section 2.6): coding 93.4 tok/s at 91 %, fiction 44.9 tok/s at 26 %.
-    rows = [
+    rows = [RequestRow.model_validate(row) for row in (
         {"sweep": "tasks", "cell": {"task": "coding"}, "status": "ok", "warmup": False,
          "decode_tok_s_server": 93.4, "drafted_tokens_server": 100, "accepted_tokens_server": 91},
         {"sweep": "tasks", "cell": {"task": "fiction"}, "status": "ok", "warmup": False,
          "decode_tok_s_server": 44.9, "drafted_tokens_server": 100, "accepted_tokens_server": 26},
-    ]
+    )]
     gpu = ProbeRecord(facts={"gpu": {"available": True, "gpus": [{"index": 0, "power_limit_w": 250.0}]}})
     # Telemetry rows shaped like the sampler's; the values exercise the rule, they are not a measurement.
     telemetry = [{"source": "nvml", "gpu": 0, "t_mono": 1.0, "power_w": 200.0, "sm_clock_mhz": 1380,
                   "throttled": True, "throttle_reasons": ["sw_power_cap"]},
                  {"source": "nvml", "gpu": 0, "t_mono": 2.0, "power_w": 150.0, "sm_clock_mhz": 1530,
                   "throttled": False, "throttle_reasons": []}]
-    notes = caveats(RunData(RunDir(Path("x")), probe=gpu, requests=rows, telemetry=telemetry))
+    samples = [TelemetrySample.model_validate(row) for row in telemetry]
+    notes = caveats(RunData(RunDir(Path("x")), probe=gpu, requests=rows, telemetry=samples))
     assert any("acceptance differs between cells (26% – 91%)" in note for note in notes)
     # the power cap alone is the card at its limit, not a card running below what it can
     assert any("GPU 0 was held at its power limit (250 W) in 50% of 2 samples (sw_power_cap): these are its "
                "speeds at that limit" in note for note in notes)
     assert not any("CPU run" in note or "understate" in note for note in notes)
-    hot = [dict(telemetry[0], throttle_reasons=["sw_power_cap", "hw_thermal_slowdown"]), telemetry[1]]
+    hot = [TelemetrySample.model_validate(dict(telemetry[0], throttle_reasons=["sw_power_cap", "hw_thermal_slowdown"])),
+           samples[1]]
     notes = caveats(RunData(RunDir(Path("x")), probe=gpu, requests=rows, telemetry=hot))
     assert any("GPU 0 throttled in 50% of 2 samples (hw_thermal_slowdown, sw_power_cap): speeds from this run "
                "understate the unthrottled card" in note for note in notes)
-    same = [dict(rows[0]), dict(rows[0], cell={"task": "json"})]
+    same = [rows[0], rows[0].model_copy(update={"cell": {"task": "json"}})]
     assert not any("acceptance" in note for note in caveats(RunData(RunDir(Path("x")), probe=gpu, requests=same)))
 
 
@@ -248,8 +250,8 @@ def test_cpu_run_caveats_come_from_the_recorded_rows(tmp_path: Path) -> None:
     run = load_run(copy_run(RUN_A, tmp_path))
     notes = caveats(run)
     assert notes[0].startswith("CPU run (no GPU)")
-    gaps = [r["ttft_client_s"] - r["prompt_s_server"] for r in run.measured()
-            if r.get("ttft_client_s") is not None and r.get("prompt_s_server") is not None]
+    gaps = [r.ttft_client_s - r.prompt_s_server for r in run.measured()
+            if r.ttft_client_s is not None and r.prompt_s_server is not None]
     assert len(gaps) > 20
     assert any(f"median of {number(statistics.median(gaps))} s" in note for note in notes)
 
@@ -299,10 +301,11 @@ def test_decode_falls_back_to_the_client_figure_when_the_engine_reports_none(tmp
     # The recorded rows with the server's decode field removed, as an engine without per-request
     # accounting (vLLM) writes them: the headline says it is the client's figure.
     run = load_run(copy_run(RUN_A, tmp_path))
-    run.requests = [{k: v for k, v in row.items() if k != "decode_tok_s_server"} for row in run.requests]
+    run.requests = [RequestRow.model_validate({k: v for k, v in row.as_dict().items() if k != "decode_tok_s_server"})
+                    for row in run.requests]
     first = headline(run)[0]
-    client = [r["decode_tok_s_client"] for r in run.measured("context")
-              if r["cell"]["target_prompt_tokens"] == first.prompt_tokens]
+    client = [r.decode_tok_s_client for r in run.measured("context")
+              if (r.cell or {})["target_prompt_tokens"] == first.prompt_tokens]
     assert (first.metric, first.best, first.low) == ("Decode (client)", max(client), min(client))
 
 

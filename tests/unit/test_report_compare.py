@@ -14,7 +14,7 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
-from ninferkit.records import Manifest, ProbeRecord
+from ninferkit.records import Manifest, ProbeRecord, RequestRow
 from ninferkit.report import compare_runs
 from ninferkit.report.caveats import comparison_caveats
 from ninferkit.report.data import RunData
@@ -88,8 +88,8 @@ def test_decode_delta_at_different_acceptance_is_flagged() -> None:
     # ran at 89 % acceptance on both sides (58.6 vs 90.9 tok/s): comparable. The 26 % row is the
     # fiction task's acceptance from the same report, set against the 89 % coding row: not comparable.
     def run(run_id: str, coding: tuple[float, int], fiction: tuple[float, int]) -> RunData:
-        rows = [{"sweep": "tasks", "cell": {"task": task}, "status": "ok", "warmup": False, "repetition": 0,
-                 "decode_tok_s_server": tok_s, "drafted_tokens_server": 100, "accepted_tokens_server": acc}
+        rows = [RequestRow(sweep="tasks", cell={"task": task}, status="ok", warmup=False, repetition=0,
+                           decode_tok_s_server=tok_s, drafted_tokens_server=100, accepted_tokens_server=acc)
                 for task, (tok_s, acc) in (("coding", coding), ("fiction", fiction))]
         return RunData(RunDir(Path(run_id)), manifest=Manifest(run_id=run_id), requests=rows,
                        probe=ProbeRecord(facts={"gpu": {"available": True}}))

@@ -18,7 +18,7 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.fmt import number
-from ninferkit.runs import RunDir, read_json, read_jsonl
+from ninferkit.runs import RunDir, read_json
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
 from tests.unit.test_report import markdown_table
@@ -95,7 +95,7 @@ def test_the_engines_decode_peak_beside_its_mean(tmp_path: Path) -> None:
     shutil.copytree(LIVE / "g1-h200-v100flags", run_dir)
     folder = RunDir(run_dir)
     outcomes = latest_outcomes(folder, read_json(folder.manifest)["profile_hash"])
-    rows, telemetry = counted_rows(folder, outcomes), list(read_jsonl(folder.telemetry))
+    rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
     save_tables(folder, {kind: sweep_table(kind, rows, outcomes, telemetry) for kind in ("context", "concurrency")})
     text = write_report(run_dir).markdown.read_text()
     printed = {float(rate) for rate in re.findall(r" decode=([\d.]+)tok/s running=", (run_dir / "logs" / "server.log")

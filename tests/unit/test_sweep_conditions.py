@@ -155,7 +155,7 @@ def test_the_captured_cell_that_served_nothing_is_failed_and_retried(tmp_path: P
     assert "0 measured of 1 sent" in str(outcome.reason)
     assert "HTTP 400: unknown_parameter: unknown parameter: seed (param seed)" in str(outcome.reason)
     _append_outcome(ctx, cell, outcome)
-    assert latest_outcomes(ctx.run.dir)[cell.cell_id]["status"] == "failed"  # not finished: the next run retries it
+    assert latest_outcomes(ctx.run.dir)[cell.cell_id].status == "failed"  # not finished: the next run retries it
 
 
 def test_a_cell_refused_at_admission_is_failed_with_the_diagnosis(tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_a_cell_with_one_measured_success_is_done(tmp_path: Path) -> None:
 def captured_table(run_dir: Path, kind: str) -> pd.DataFrame:
     folder = RunDir(run_dir)
     outcomes = latest_outcomes(folder)
-    return sweep_table(kind, counted_rows(folder, outcomes), outcomes, list(read_jsonl(folder.telemetry)))
+    return sweep_table(kind, counted_rows(folder, outcomes), outcomes, folder.read_telemetry())
 
 
 def test_peak_and_mean_decode_from_the_captured_5_s_lines() -> None:

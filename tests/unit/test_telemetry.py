@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ninferkit.engines import get_adapter
+from ninferkit.records import TelemetrySample
 from ninferkit.runs import read_jsonl
 from ninferkit.telemetry import Telemetry, parse_prometheus, throttle_names, window_summary
 from tests.conftest import DATA
@@ -37,10 +38,10 @@ def test_throttle_reason_bits() -> None:
 
 
 def test_window_summary_medians_and_throttle_flag() -> None:
-    rows = [{"source": "nvml", "t_mono": t, "power_w": p, "sm_clock_mhz": c, "throttle_reasons": r, "throttled": th}
+    rows = [TelemetrySample(source="nvml", t_mono=t, power_w=p, sm_clock_mhz=c, throttle_reasons=r, throttled=th)
             for t, p, c, r, th in [(1.0, 100.0, 1800, [], False), (1.1, 250.0, 1700, ["sw_power_cap"], True),
                                    (1.2, 200.0, 1750, ["gpu_idle"], False), (5.0, 999.0, 99, [], False)]]
-    rows.append({"source": "metrics", "t_mono": 1.1, "values": {}})
+    rows.append(TelemetrySample(source="metrics", t_mono=1.1, values={}))
     summary = window_summary(rows, 0.9, 1.3)
     assert summary["power_w_median"] == 200.0 and summary["power_w_max"] == 250.0
     assert summary["sm_clock_mhz_median"] == 1750 and summary["sm_clock_mhz_max"] == 1800
