@@ -33,7 +33,8 @@ import pandas as pd
 from ninferkit.artifact import model_path
 from ninferkit.embedded import build_llama_cpp
 from ninferkit.params.profile import Profile
-from ninferkit.runs import RunDir, read_json, utc_now, write_json_atomic
+from ninferkit.records import BenchComparison, LlamaBenchRecord
+from ninferkit.runs import RunDir, read_json, utc_now, write_record
 
 
 def llama_bench(binary: Path, model: Path, args: list[str], offload: bool) -> list[dict[str, Any]]:
@@ -85,9 +86,10 @@ def main() -> int:
     print(f"prefill server / llama-bench: median {table['prefill_ratio'].median():.3f} "
           f"(min {table['prefill_ratio'].min():.3f}, max {table['prefill_ratio'].max():.3f})")
     out = run_dir.llama_bench
-    write_json_atomic(out, {"created": utc_now(), "binary": str(binary), "model": str(model),
-                            "repetitions": args.repetitions, "comparison": rows,
-                            "llama_bench_prefill": prefill, "llama_bench_decode": decode})
+    write_record(out, LlamaBenchRecord(schema_version=LlamaBenchRecord.SCHEMA_VERSION, created=utc_now(),
+                                       binary=str(binary), model=str(model), repetitions=args.repetitions,
+                                       comparison=[BenchComparison(**row) for row in rows],
+                                       llama_bench_prefill=prefill, llama_bench_decode=decode))
     print(f"wrote {out}")
     return 0
 

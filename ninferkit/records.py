@@ -154,6 +154,34 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
 
 
+class BenchComparison(BaseModel):
+    """One prompt length of llama_bench.json: the server's context-sweep medians beside llama-bench's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt_tokens: int | None = None
+    prefill_tok_s_server: Number = None
+    prefill_tok_s_llama_bench: Number = None
+    prefill_ratio: Number = None
+    decode_tok_s_server: Number = None
+    decode_tok_s_llama_bench: Number = None
+    decode_ratio: Number = None
+
+
+class LlamaBenchRecord(RunFile):
+    """llama_bench.json: benchmarks/bench_llama_bench.py's run of llama-bench on the run's build and model, at the
+    context sweep's prompt lengths, and its comparison with the server (optional: that benchmark runs by hand)."""
+
+    created: str | None = None
+    binary: str | None = None
+    model: str | None = None
+    repetitions: int | None = None
+    comparison: list[BenchComparison] = []
+    llama_bench_prefill: list[dict[str, Any]] = []
+    """llama-bench's own JSON lines (its field names)."""
+    llama_bench_decode: list[dict[str, Any]] = []
+
+
 class StepEntry(BaseModel):
     """A step's line in the manifest: its status as the runner (or a step) recorded it."""
 

@@ -37,6 +37,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    LlamaBenchRecord,
     Manifest,
     ProbeRecord,
     RequestRow,
@@ -47,8 +48,6 @@ from ninferkit.records import (
 )
 from ninferkit.redaction import remember_env, scrub, scrub_data
 
-SCHEMA_VERSION = 1
-"""The version of a requests.jsonl row (each JSON run file's is its record's, ninferkit.records)."""
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -340,6 +339,9 @@ class RunDir:
     def read_capacity(self) -> CapacityRecord | None:
         return _read_record(self.capacity, CapacityRecord)
 
+    def read_llama_bench(self) -> LlamaBenchRecord | None:
+        return _read_record(self.llama_bench, LlamaBenchRecord)
+
     def read_requests(self) -> list[RequestRow]:
         """requests.jsonl as written by the client (sweeps/truth.py lays the engine's own record over it)."""
         return read_rows(self.requests, RequestRow)
@@ -395,15 +397,22 @@ def read_rows(path: Path, record: type[Row]) -> list[Row]:
         try:
             rows.append(record.model_validate(row))
         except ValidationError as error:
-            first = error.errors()[0]
-            bad = str(first["loc"][0])
-            expected = record.expected(bad)
-            shown = repr(row.get(bad))
-            found = (f"has no {bad}" if first["type"] == "missing" else
-                     f"{bad} is {shown[:60]}{'...' if len(shown) > 60 else ''}, not {expected}")
-            raise BadInput(f"{path}, line {number}: {found}; ninferkit writes {expected} there, so the line was "
-                           "edited or damaged: fix or delete that line") from None
+            raise damaged_line(path, number, row, record, error) from None
     return rows
+
+
+def damaged_line(path: Path, number: int, row: Mapping[str, Any], record: type[RunRow],
+                 error: ValidationError) -> BadInput:
+    """The error for a JSONL line the record refuses: the file, line and field, what it holds and what
+    ninferkit writes there."""
+    first = error.errors()[0]
+    bad = str(first["loc"][0])
+    expected = record.expected(bad)
+    shown = repr(row.get(bad))
+    found = (f"has no {bad}" if first["type"] == "missing" else
+             f"{bad} is {shown[:60]}{'...' if len(shown) > 60 else ''}, not {expected}")
+    return BadInput(f"{path}, line {number}: {found}; ninferkit writes {expected} there, so the line was edited or "
+                    "damaged: fix or delete that line")
 
 
 def write_record(path: Path, record: RunFile) -> Path:

@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.latency import recorded_itl
-from ninferkit.records import ArtifactRecord, CellEntry, Manifest, StepEntry
+from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
@@ -391,11 +391,10 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
         blocks.append(Paragraph(_engine_windows_note(run.tables)))
     if not run.tables:
         blocks.append(Paragraph("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
-    comparison = run.llama_bench.get("comparison") or []
+    comparison = run.llama_bench.comparison if run.llama_bench else []
     if comparison:
-        columns = ("prompt_tokens", "prefill_tok_s_server", "prefill_tok_s_llama_bench", "prefill_ratio",
-                   "decode_tok_s_server", "decode_tok_s_llama_bench", "decode_ratio")
-        blocks.append(Table(columns, tuple(tuple(_value(c, row.get(c)) for c in columns) for row in comparison),
+        columns = tuple(BenchComparison.model_fields)
+        blocks.append(Table(columns, tuple(tuple(_value(c, getattr(row, c)) for c in columns) for row in comparison),
                             "The server's context-sweep medians against llama-bench on the same build, model and "
                             "GPU (pp at the prompt length; tg at that depth); llama_bench.json, written by "
                             "benchmarks/bench_llama_bench.py."))

@@ -22,6 +22,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    LlamaBenchRecord,
     Manifest,
     ProbeRecord,
     RequestRow,
@@ -30,7 +31,7 @@ from ninferkit.records import (
     StepEntry,
     TelemetrySample,
 )
-from ninferkit.runs import RunDir, read_json
+from ninferkit.runs import RunDir
 from ninferkit.sweeps.tables import latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
 
@@ -60,7 +61,7 @@ class RunData:
     """The launch step's startup ledger: what this ninferkit reads in logs/server.log (the log is the record,
     so an old run shows what a newer parser finds in it), else what server.json recorded."""
     ledger_source: str = "server.json"
-    llama_bench: dict[str, Any] = field(default_factory=dict)
+    llama_bench: LlamaBenchRecord | None = None
     """benchmarks/bench_llama_bench.py's llama_bench.json, where that benchmark ran on this run."""
     missing: dict[str, str] = field(default_factory=dict)
     """A raw file this run has no data in -> the runbook step that writes it."""
@@ -154,8 +155,7 @@ def load_run(path: str | Path) -> RunData:
     data.tables = _tables(run_dir.tables)
     if not data.tables:
         data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
-    if run_dir.llama_bench.exists():  # optional: not listed as missing without it
-        data.llama_bench = read_json(run_dir.llama_bench)
+    data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
     if run_dir.server_log.exists():
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:

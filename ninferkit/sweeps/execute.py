@@ -30,7 +30,8 @@ from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
-from ninferkit.runs import SCHEMA_VERSION, Run, append_jsonl, utc_now
+from ninferkit.records import RequestRow
+from ninferkit.runs import Run, append_jsonl, utc_now
 from ninferkit.sweeps.plan import Cell
 from ninferkit.sweeps.rate import poisson_arrivals
 from ninferkit.sweeps.rules import CellTally, StopRule
@@ -444,6 +445,6 @@ def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any]) -> di
     sha = run.profile.artifact.sha256
     if artifact.exists():
         sha = json.loads(artifact.read_text()).get("sha256") or sha
-    return {"schema_version": SCHEMA_VERSION, "run_id": run.dir.path.name, "profile_hash": run.profile_hash,
+    return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.path.name, "profile_hash": run.profile_hash,
             "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
             "artifact_sha256": sha}

@@ -26,11 +26,13 @@ import asyncio
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import RequestFailed
 from ninferkit.records import RequestRow
-from ninferkit.runs import Run, RunDir, append_jsonl, read_jsonl, utc_now
+from ninferkit.runs import Run, RunDir, append_jsonl, damaged_line, read_jsonl_numbered, utc_now
 
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it
@@ -114,7 +116,7 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     count = 0
     for row, fields in zip(rows, found, strict=True):
         uid = row.request_uid
-        if not uid or not fields or _same(fields, written.get(uid)):
+        if not uid or not fields or (uid in written and _same(fields, written[uid][1])):
             continue
         append_jsonl(run.dir.server_truth, {"request_uid": uid, "cell_id": row.cell_id,
                                            "attempt": row.attempt, "written_utc": utc_now(), **fields})
@@ -122,30 +124,34 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     return count
 
 
-def _latest_truth(run_dir: RunDir) -> dict[str, dict[str, Any]]:
-    latest: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(run_dir.server_truth):
-        latest[str(entry.get("request_uid"))] = {k: v for k, v in entry.items() if k not in BOOKKEEPING}
+def _latest_truth(run_dir: RunDir) -> dict[str, tuple[int, dict[str, Any]]]:
+    """request_uid -> (line number, fields) of its last server_truth.jsonl entry."""
+    latest: dict[str, tuple[int, dict[str, Any]]] = {}
+    for number, entry in read_jsonl_numbered(run_dir.server_truth):
+        latest[str(entry.get("request_uid"))] = (number, {k: v for k, v in entry.items() if k not in BOOKKEEPING})
     return latest
 
 
-def _same(fields: dict[str, Any], previous: dict[str, Any] | None) -> bool:
-    if previous is None:
-        return False
+def _same(fields: dict[str, Any], previous: dict[str, Any]) -> bool:
     return json.dumps(fields, sort_keys=True, default=str) == json.dumps(previous, sort_keys=True, default=str)
 
 
 def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
     """requests.jsonl rows, each with its latest server_truth.jsonl entry laid over it: the entry's
     values replace the row's where the entry has one (the engine's own record is the unrounded
-    account), and `server_join`/`server_note` say how the pair was made or why there is none."""
+    account), and `server_join`/`server_note` say how the pair was made or why there is none. The row
+    with its entry is a RequestRow like any other: an entry whose numbers are not numbers is a BadInput
+    naming its line in server_truth.jsonl."""
     latest = _latest_truth(run_dir)
     out = []
     for row in run_dir.read_requests():
-        entry = latest.get(row.request_uid) if row.request_uid else None
+        number, entry = latest.get(row.request_uid or "", (0, {}))
         if entry:
-            row = row.model_copy(update={**{k: v for k, v in entry.items() if v is not None},
-                                         "server_join": entry.get("server_join"),
-                                         "server_note": entry.get("server_note")})
+            laid = (row.as_dict() | {k: v for k, v in entry.items() if v is not None}
+                    | {"server_join": entry.get("server_join"), "server_note": entry.get("server_note")})
+            try:
+                row = RequestRow.model_validate(laid)
+            except ValidationError as error:
+                raise damaged_line(run_dir.server_truth, number, entry, RequestRow, error) from None
         out.append(row)
     return out

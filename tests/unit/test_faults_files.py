@@ -127,6 +127,18 @@ def test_a_damaged_telemetry_or_ledger_line_is_one_clear_error(tmp_path: Path, f
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_damaged_server_truth_entry_is_one_clear_error(tmp_path: Path) -> None:
+    """server_truth.jsonl lays the engine's own numbers over a row: the row with them is read as a record, so
+    an entry holding text where a number goes names its own file and line, not the row it was laid on."""
+    run = open_run(LOCAL_CPU, tmp_path / "run")
+    append_jsonl(run.dir.requests, {"status": "ok", "cell_id": "c", "request_uid": "u1", "ttft_client_s": 0.5})
+    append_jsonl(run.dir.server_truth, {"request_uid": "u1", "server_join": "request_log", "prompt_s_server": 0.1})
+    append_jsonl(run.dir.server_truth, {"request_uid": "u1", "server_join": "request_log", "prompt_s_server": "0.1"})
+    said = f"{run.dir.server_truth}, line 2: prompt_s_server is '0.1', not a number"
+    with pytest.raises(BadInput, match=re.escape(said)):
+        write_report(run.dir.path)
+
+
 def test_a_full_disk_while_writing_the_report_is_clear_and_the_rerun_completes(tmp_path: Path) -> None:
     """The write-up of a finished run, under a file size limit that lets every figure and index.md through
     but not index.html (which embeds the figures): DiskFull, exit 1; the same command without the limit
