@@ -118,6 +118,89 @@ class ServerRecord(RunFile):
     error: str | None = None
 
 
+class CapacityPart(BaseModel):
+    """A row inside capacity.json. Lax like the file's record; the fields a reader uses are named, the rest kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the file holds it (no default added), for a table."""
+        return self.model_dump(exclude_unset=True)
+
+
+Interval = list[int | float | None]
+"""[low, high]: what a printed figure pins (capacity.json's byte quantities and pools)."""
+
+
+class CapacitySetting(CapacityPart):
+    """What a launch was started with (the capacity step's Setting)."""
+
+    concurrency: int | None = None
+    context_per_slot: int | None = None
+    kv_dtype: str | None = None
+
+
+class CapacityObservation(CapacityPart):
+    """One launch's log as the fit read it: its setting, whether it started and served, its memory ledger."""
+
+    source: str | None = None
+    kind: str | None = None
+    setting: CapacitySetting = Field(default_factory=CapacitySetting)
+    kv_tokens: int | None = None
+    started: bool | None = None
+    served: bool | None = None
+    runtime_bytes: Interval | None = None
+
+
+class DecisionRow(CapacityPart):
+    """One cell of the decision table and one reading of it (the pool the server allocates at startup, or
+    every slot at full length): whether it fits and by how much."""
+
+    kv_dtype: str | None = None
+    concurrency: int | None = None
+    context_per_slot: int | None = None
+    reading: str | None = None
+    pool_tokens: int | None = None
+    fits: bool | None = None
+    """None: the printed rounding leaves it undecided."""
+    margin_gib: Number = None
+    margin_gib_interval: Interval | None = None
+    max_pool_tokens: Interval | None = None
+    verdict: str | None = None
+
+
+class SearchStep(CapacityPart):
+    """One launch of a search (or an earlier launch it started from, `settled`)."""
+
+    kv_tokens: int | None = None
+    server_kv_tokens: int | None = None
+    why: str | None = None
+    started: bool | None = None
+    served: bool | None = None
+    fits: bool | None = None
+    runtime_bytes: Interval | None = None
+    reused: bool | None = None
+    settled: bool | None = None
+
+
+class CapacitySearch(CapacityPart):
+    """The largest KV pool that started and served a request at one setting, and how it was found."""
+
+    setting: CapacitySetting = Field(default_factory=CapacitySetting)
+    mode: str | None = None
+    answer_kv_tokens: int | None = None
+    answer_context_per_slot: int | None = None
+    server_kv_tokens: int | None = None
+    verified_by_request: bool | None = None
+    launches: int | None = None
+    bounded_by: str | None = None
+    """memory, or the engine's own rule; None in capacity.json files older than that field."""
+    memory_allows_kv_tokens: Interval | None = None
+    """The pool memory alone would allow at this setting, from the fit."""
+    note: str | None = None
+    results: list[SearchStep] = []
+
+
 class CapacityRecord(RunFile):
     """capacity.json: the memory formula fitted to the launches' own logs, the decision table and searches.
     Byte quantities are a number or a [low, high] interval (printed figures pin a value only so finely)."""
@@ -144,9 +227,9 @@ class CapacityRecord(RunFile):
     max_kv_tokens_interval: list[int | None] | None = None
     max_kv_tokens_bounded_by: str | None = None
     max_kv_tokens_note: str | None = None
-    observations: list[dict[str, Any]] = []
-    decision_table: list[dict[str, Any]] = []
-    searches: list[dict[str, Any]] = []
+    observations: list[CapacityObservation] = []
+    decision_table: list[DecisionRow] = []
+    searches: list[CapacitySearch] = []
     search_launches: int | None = None
     terms_pinned: list[str] = []
     terms_unpinned: list[str] = []

@@ -263,13 +263,13 @@ def table_frame(record: CapacityRecord) -> pd.DataFrame:
     """The decision table for display: one row per cell and reading."""
     columns = ["kv_dtype", "concurrency", "context_per_slot", "reading", "pool_tokens", "fits", "margin_gib",
                "verdict"]
-    return pd.DataFrame(record.decision_table).reindex(columns=columns)
+    return pd.DataFrame([row.as_dict() for row in record.decision_table]).reindex(columns=columns)
 
 
 def observations_frame(record: CapacityRecord) -> pd.DataFrame:
-    rows = [{"source": Path(o["source"]).name, "kind": o["kind"], **{k: o["setting"][k] for k in
-            ("concurrency", "context_per_slot", "kv_dtype")}, "kv_tokens": o["kv_tokens"], "started": o["started"],
-             "served": o["served"], "runtime_bytes": o["runtime_bytes"]} for o in record.observations]
+    rows = [{"source": Path(str(o.source)).name, "kind": o.kind, "concurrency": o.setting.concurrency,
+             "context_per_slot": o.setting.context_per_slot, "kv_dtype": o.setting.kv_dtype, "kv_tokens": o.kv_tokens,
+             "started": o.started, "served": o.served, "runtime_bytes": o.runtime_bytes} for o in record.observations]
     return pd.DataFrame(rows)
 
 
@@ -284,11 +284,10 @@ def terms_frame(record: CapacityRecord) -> pd.DataFrame:
 def searches_frame(record: CapacityRecord) -> pd.DataFrame:
     """One row per search: the largest pool that started and served, per-slot context, launches, and what
     bounded it (memory, or the engine's own rule; capacity.json files older than that column have none)."""
-    rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"],
-             "answer_kv_tokens": found["answer_kv_tokens"], "answer_context_per_slot": found["answer_context_per_slot"],
-             "server_kv_tokens": found["server_kv_tokens"], "verified_by_request": found["verified_by_request"],
-             "launches": found["launches"], "mode": found["mode"], "bounded_by": found.get("bounded_by"),
-             "note": found["note"]}
+    rows = [{"kv_dtype": found.setting.kv_dtype, "concurrency": found.setting.concurrency,
+             "answer_kv_tokens": found.answer_kv_tokens, "answer_context_per_slot": found.answer_context_per_slot,
+             "server_kv_tokens": found.server_kv_tokens, "verified_by_request": found.verified_by_request,
+             "launches": found.launches, "mode": found.mode, "bounded_by": found.bounded_by, "note": found.note}
             for found in record.searches]
     columns = ["kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
                "verified_by_request", "launches", "mode", "bounded_by", "note"]
@@ -300,6 +299,6 @@ def search_launches_frame(record: CapacityRecord) -> pd.DataFrame:
     (`settled`); empty when the profile does not ask for a search."""
     columns = ["kv_dtype", "concurrency", "kv_tokens", "server_kv_tokens", "why", "started", "served", "fits",
                "runtime_bytes", "reused", "settled"]
-    rows = [{"kv_dtype": found["setting"]["kv_dtype"], "concurrency": found["setting"]["concurrency"], **step}
-            for found in record.searches for step in found["results"]]
+    rows = [{"kv_dtype": found.setting.kv_dtype, "concurrency": found.setting.concurrency, **step.as_dict()}
+            for found in record.searches for step in found.results]
     return pd.DataFrame(rows, columns=columns)

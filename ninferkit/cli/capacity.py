@@ -51,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"capacity.json: {run.dir.capacity}")
     if args.json:
-        print(json.dumps({key: getattr(record, key) for key in JSON_KEYS}, indent=2, default=str))
+        held = record.model_dump(mode="json", exclude_unset=True)  # as capacity.json holds it
+        print(json.dumps({key: held.get(key) for key in JSON_KEYS}, indent=2))
         return 0
     print(_text(record))
     return 0
@@ -69,9 +70,8 @@ def _text(record: CapacityRecord) -> str:
     lines += [f"  open:   {term}" for term in record.terms_unpinned]
     lines += [f"  CONFLICT: {text}" for text in record.conflicts]
     for found in record.searches:
-        setting = found["setting"]
-        lines.append(f"search C={setting['concurrency']} kv={setting['kv_dtype']} ({found['mode']}): "
-                     f"{found['answer_kv_tokens']} tokens after {found['launches']} launch(es); {found['note']}")
+        lines.append(f"search C={found.setting.concurrency} kv={found.setting.kv_dtype} ({found.mode}): "
+                     f"{found.answer_kv_tokens} tokens after {found.launches} launch(es); {found.note}")
     frame = table_frame(record)
     lines.append(frame.to_string(index=False))
     return "\n".join(lines)

@@ -480,7 +480,7 @@ def _capacity(run: RunData) -> Section:
         columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
                    "verified_by_request", "launches", "bounded_by", "note")
         blocks.append(Table(columns, tuple(
-            tuple(_value(c, found["setting"][c] if c in ("kv_dtype", "concurrency") else found.get(c)) for c in columns)
+            tuple(_value(c, getattr(found.setting if c in ("kv_dtype", "concurrency") else found, c)) for c in columns)
             for found in searches),
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
             "the cells the server's own KV line reported at it, the launches each search took, and what set the "

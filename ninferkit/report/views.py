@@ -19,7 +19,7 @@ import pandas as pd
 
 from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.params.sweeps import ALL_SCENARIOS
-from ninferkit.records import RequestRow
+from ninferkit.records import DecisionRow, RequestRow
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
 from ninferkit.workloads import TASK_NAMES
@@ -265,19 +265,19 @@ def _order(name: str, cell: Row) -> tuple[Any, ...]:
     return tuple(key)
 
 
-def what_fits(decisions: Sequence[Row]) -> Table:
+def what_fits(decisions: Sequence[DecisionRow]) -> Table:
     """capacity.json's decision table, one line per KV dtype and slot count and one column per per-slot
     context: whether it fits and by how much. A reading ("starts": the pool the server allocates; "full":
     every slot at full length) is named only where the two differ."""
-    settings = list(dict.fromkeys((row.get("kv_dtype"), row.get("concurrency")) for row in decisions))
-    contexts = sorted({int(row["context_per_slot"]) for row in decisions if row.get("context_per_slot") is not None})
-    found: dict[tuple[Any, Any, int], list[Row]] = defaultdict(list)
+    settings = list(dict.fromkeys((row.kv_dtype, row.concurrency) for row in decisions))
+    contexts = sorted({row.context_per_slot for row in decisions if row.context_per_slot is not None})
+    found: dict[tuple[str | None, int | None, int], list[DecisionRow]] = defaultdict(list)
     for row in decisions:
-        found[(row.get("kv_dtype"), row.get("concurrency"), int(row.get("context_per_slot") or 0))].append(row)
+        found[(row.kv_dtype, row.concurrency, row.context_per_slot or 0)].append(row)
     lines = []
     for dtype, slots in settings:
         pools = sorted({int(pool[0]) for (d, c, _), rows in found.items() if (d, c) == (dtype, slots)
-                        for row in rows if (pool := row.get("max_pool_tokens")) and pool[0] is not None})
+                        for row in rows if (pool := row.max_pool_tokens) and pool[0] is not None})
         largest = span(pools[0], pools[-1]) if len(pools) > 1 else number(pools[0]) if pools else "—"
         lines.append((str(dtype), number(slots), largest,
                       *(_fits_cell(found.get((dtype, slots, context), [])) for context in contexts)))
@@ -286,19 +286,19 @@ def what_fits(decisions: Sequence[Row]) -> Table:
                  "shortfall at best where it does not fit); capacity.json's decision_table holds each interval.")
 
 
-def _fits_cell(rows: Sequence[Row]) -> str:
+def _fits_cell(rows: Sequence[DecisionRow]) -> str:
     if not rows:
         return "—"
-    shown = [(str(row.get("reading")), _fit(row)) for row in rows]
+    shown = [(str(row.reading), _fit(row)) for row in rows]
     if len({text for _, text in shown}) == 1:
         return shown[0][1]
     return "; ".join(f"{reading}: {text}" for reading, text in shown)
 
 
-def _fit(row: Row) -> str:
-    low, high = (row.get("margin_gib_interval") or [None, None])[:2]
-    if row.get("fits") is True and low is not None:
+def _fit(row: DecisionRow) -> str:
+    low, high = (row.margin_gib_interval or [None, None])[:2]
+    if row.fits is True and low is not None:
         return f"yes, {low:+.2f} GiB"
-    if row.get("fits") is False and high is not None:
+    if row.fits is False and high is not None:
         return f"no, {high:+.2f} GiB"
-    return str(row.get("verdict") or "—")
+    return str(row.verdict or "—")

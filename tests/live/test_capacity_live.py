@@ -47,13 +47,13 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -
 def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
     meta = gguf_metadata(model_path(run.profile))
-    grid = [o for o in summary.observations if o["kind"] == "ledger"]
-    assert {(o["setting"]["concurrency"], o["setting"]["kv_dtype"]) for o in grid} >= {
+    grid = [o for o in summary.observations if o.kind == "ledger"]
+    assert {(o.setting.concurrency, o.setting.kv_dtype) for o in grid} >= {
         (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
     for row in grid:
-        obs = Observation.from_dict(row)
+        obs = Observation.from_dict(row.as_dict())
         b = llama_cpp_kv_layout(meta, obs.setting.kv_dtype or "f16", obs.setting.kv_dtype or "f16").bytes_per_token
-        assert obs.kv_bytes is not None and obs.kv_bytes.holds(b * obs.kv_tokens), row["source"]
+        assert obs.kv_bytes is not None and obs.kv_bytes.holds(b * obs.kv_tokens), row.source
     assert summary.bytes_per_token == 2048 and summary.conflicts == []
     assert summary.payload_bytes_per_token_by_dtype["q8_0"][0] <= 1088 <= \
         summary.payload_bytes_per_token_by_dtype["q8_0"][1]
@@ -64,24 +64,24 @@ def test_fit_over_slots_and_cache_types_matches_the_logged_kv_sizes(capacity_run
 def test_each_search_answer_is_a_launch_that_served_within_the_budget(capacity_run: tuple[Run, dict]) -> None:
     run, summary = capacity_run
     searches = summary.searches
-    assert {(s["setting"]["concurrency"], s["setting"]["kv_dtype"]) for s in searches} == {
+    assert {(s.setting.concurrency, s.setting.kv_dtype) for s in searches} == {
         (1, "f16"), (2, "f16"), (1, "q8_0"), (2, "q8_0")}
-    assert summary.search_launches == sum(s["launches"] for s in searches)
+    assert summary.search_launches == sum(s.launches for s in searches)
     for search in searches:
-        concurrency = search["setting"]["concurrency"]
-        assert search["mode"] == "budget-bisection" and search["verified_by_request"], search
-        assert search["launches"] <= 4
-        answer = search["answer_kv_tokens"]
-        assert search["answer_context_per_slot"] == answer // concurrency
-        assert search["server_kv_tokens"] == answer  # the server's KV line: the cells it really allocated
+        concurrency = search.setting.concurrency
+        assert search.mode == "budget-bisection" and search.verified_by_request, search
+        assert search.launches <= 4
+        answer = search.answer_kv_tokens
+        assert search.answer_context_per_slot == answer // concurrency
+        assert search.server_kv_tokens == answer  # the server's KV line: the cells it really allocated
         observation = next(o for o in recorded(run) if o.kv_tokens == answer and o.setting.concurrency == concurrency
-                           and o.setting.kv_dtype == search["setting"]["kv_dtype"])
+                           and o.setting.kv_dtype == search.setting.kv_dtype)
         assert observation.served
         total = observation.runtime + observation.weights  # type: ignore[operator]
         assert total.high is not None and total.high <= BUDGET
         # one page per slot more would not fit: by a launch or by the fit (the note says which)
-        assert f"{answer + 256 * concurrency:,} does not" in search["note"]
-    answers = {(s["setting"]["concurrency"], s["setting"]["kv_dtype"]): s["answer_kv_tokens"] for s in searches}
+        assert f"{answer + 256 * concurrency:,} does not" in search.note
+    answers = {(s.setting.concurrency, s.setting.kv_dtype): s.answer_kv_tokens for s in searches}
     assert answers[(1, "q8_0")] > answers[(1, "f16")]  # a smaller cache type leaves room for more tokens
 
 
@@ -90,8 +90,8 @@ def test_rerun_reuses_the_recorded_launches(capacity_run: tuple[Run, dict]) -> N
     before = len(list((run.dir.path / "capacity" / "launches").iterdir()))
     again = capacity(run, say=lambda line: None)
     assert len(list((run.dir.path / "capacity" / "launches").iterdir())) == before
-    assert [s["answer_kv_tokens"] for s in again.searches] == [s["answer_kv_tokens"] for s in first.searches]
-    assert all(step["reused"] or step["settled"] for search in again.searches for step in search["results"])
+    assert [s.answer_kv_tokens for s in again.searches] == [s.answer_kv_tokens for s in first.searches]
+    assert all(step.reused or step.settled for search in again.searches for step in search.results)
 
 
 def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: Path, llama_server: Path) -> None:
@@ -103,9 +103,9 @@ def test_search_stops_at_the_trained_context_when_memory_allows_more(tmp_path: P
         "serve.max_context=2048", "serve.kv.dtype=f16", f"serve.port={free_port()}"])
     (search,) = capacity(run, say=lambda line: None).searches
     trained = gguf_metadata(model_path(run.profile))["qwen3.context_length"]
-    assert search["answer_context_per_slot"] == trained and search["verified_by_request"]
-    assert "memory is not the limit" in search["note"]
-    assert all(step["kv_tokens"] <= trained for step in search["results"])
+    assert search.answer_context_per_slot == trained and search.verified_by_request
+    assert "memory is not the limit" in search.note
+    assert all(step.kv_tokens <= trained for step in search.results)
 
 
 def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, llama_server: Path) -> None:
@@ -124,7 +124,7 @@ def test_capacity_launches_stop_the_launch_steps_server_first(tmp_path: Path, ll
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)
     own = summary.observations[0]
-    assert own["source"] == str(run.dir.server_log) and own["served"]  # its acceptance checks passed at launch
+    assert own.source == str(run.dir.server_log) and own.served  # its acceptance checks passed at launch
     assert len(summary.observations) == 2  # and the grid point was launched after it
 
 

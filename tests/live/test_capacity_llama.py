@@ -22,8 +22,8 @@ def test_decision_table_for_the_local_profile() -> None:
     cap = profile.capacity
     assert len(rows) == len(cap.kv_dtypes) * len(cap.concurrencies) * len(cap.contexts) * 2
     for row in rows:  # a per-slot pool: "starts" and "full" are the same pool
-        assert row["pool_tokens"] == row["concurrency"] * row["context_per_slot"]
-        assert row["fits"] is True and row["margin_gib"] > 0
+        assert row.pool_tokens == row.concurrency * row.context_per_slot
+        assert row.fits is True and row.margin_gib > 0
     assert summary.bytes_per_token == 2048 and summary.bytes_per_token_source == "architecture"
     low, high = summary.fixed_bytes
     assert 0 < low <= high

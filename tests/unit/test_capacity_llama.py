@@ -98,11 +98,11 @@ def test_budget_turns_into_a_largest_pool_and_short_verdicts() -> None:
     profile = load_profile(GENERATED_CPU, ["capacity.memory_budget_bytes=125829120",
                                        "capacity.contexts=[4096, 32768]"]).profile
     summary = fit_logs(profile, LOGS)
-    verdicts = {(r["kv_dtype"], r["concurrency"], r["context_per_slot"]): r for r in summary.decision_table
-                if r["reading"] == "starts"}
-    assert verdicts[("f16", 1, 4096)]["fits"] is True
-    assert verdicts[("f16", 2, 32768)]["fits"] is False and verdicts[("f16", 2, 32768)]["verdict"].startswith(
-        "short by")
+    verdicts = {(r.kv_dtype, r.concurrency, r.context_per_slot): r for r in summary.decision_table
+                if r.reading == "starts"}
+    assert verdicts[("f16", 1, 4096)].fits is True
+    short = verdicts[("f16", 2, 32768)]
+    assert short.fits is False and str(short.verdict).startswith("short by")
     sure, possible = summary.max_kv_tokens_interval
     assert 0 < sure <= possible and sure % 256 == 0
 

@@ -75,9 +75,9 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
     run, said = replayed(SEARCH, SEARCH / "capacity" / "launches" / "01" / "manifest.json", tmp_path)
     summary = capacity(run, say=said.append)
     assert sum(line.startswith("reusing the earlier launch") for line in said) == 4  # no launch made here
-    searches = {found["setting"]["concurrency"]: found for found in summary.searches}
-    assert [searches[c]["answer_kv_tokens"] for c in (1, 4)] == [32_768, 131_072]  # as in capsearch.json
-    assert all(found["bounded_by"] == "engine" and found["verified_by_request"] for found in searches.values())
+    searches = {found.setting.concurrency: found for found in summary.searches}
+    assert [searches[c].answer_kv_tokens for c in (1, 4)] == [32_768, 131_072]  # as in capsearch.json
+    assert all(found.bounded_by == "engine" and found.verified_by_request for found in searches.values())
     # What memory would allow, from the launches' own lines: the fixed part is never negative at a setting
     # seen, so bytes per pool token are at most the smaller of runtime / pool (the model's layout is not
     # given: capacity.model is null), and the pool may grow until runtime reaches free memory after weights.
@@ -87,24 +87,24 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
     for slots, ledger in ((1, one), (4, four)):
         spare = low(ledger, "free_after_weights_bytes") - high(ledger, "runtime_bytes")
         memory = ledger["kv_tokens"] + math.floor(spare / per_token / 64) * 64
-        assert 1_500_000 < memory and searches[slots]["memory_allows_kv_tokens"] == [memory, None]
-        assert searches[slots]["note"] == (
+        assert 1_500_000 < memory and searches[slots].memory_allows_kv_tokens == [memory, None]
+        assert searches[slots].note == (
             f"{ledger['kv_tokens']:,} tokens: the engine's limit for {slots} slot{'s' if slots > 1 else ''} of 32,768 "
             f"(pool ≤ max_context × max_concurrency); memory is not the limit here: it would allow at least {memory:,} "
             "tokens; raise serve.max_context or serve.max_concurrency (up to 8) to use it")
     # the same words for the profile's own setting (1 slot), and in the decision table
     assert summary.max_kv_tokens_bounded_by == "engine"
-    assert summary.max_kv_tokens_note == searches[1]["note"]
-    starts = [row for row in summary.decision_table if row["reading"] == "starts"]
-    assert all("the engine's limit (pool ≤ max_context × max_concurrency; memory would allow at least" in row["verdict"]
+    assert summary.max_kv_tokens_note == searches[1].note
+    starts = [row for row in summary.decision_table if row.reading == "starts"]
+    assert all("the engine's limit (pool ≤ max_context × max_concurrency; memory would allow at least" in row.verdict
                for row in starts)
 
     # the write-up, from the replayed folder alone (it has no server.json, requests or tables)
     text = (write_report(run.dir.path).folder / "index.md").read_text()
-    assert f"| — | 1 | 32,768 | 32,768 | 32,768 | yes | 2 | engine | {searches[1]['note']} |" in text
-    assert f"| — | 4 | 131,072 | 32,768 | 131,072 | yes | 2 | engine | {searches[4]['note']} |" in text
+    assert f"| — | 1 | 32,768 | 32,768 | 32,768 | yes | 2 | engine | {searches[1].note} |" in text
+    assert f"| — | 4 | 131,072 | 32,768 | 131,072 | yes | 2 | engine | {searches[4].note} |" in text
     largest = "| Memory: largest KV pool (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
-    assert f"{largest} {searches[1]['note']} |" in text
+    assert f"{largest} {searches[1].note} |" in text
 
 
 def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> None:
@@ -114,14 +114,14 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
     summary = capacity(run, say=said.append)
     assert sum(line.startswith("reusing the earlier launch") for line in said) == 2
     (found,) = summary.searches
-    assert summary.bytes_per_token == 35_904 and found["answer_kv_tokens"] == 262_144 == 2 * 131_072
+    assert summary.bytes_per_token == 35_904 and found.answer_kv_tokens == 262_144 == 2 * 131_072
     ledger = printed(V100_FLAGS / "capacity" / "launches" / "02" / "logs" / "server.log")
     sure = 262_144 + math.floor((low(ledger, "free_after_weights_bytes") - high(ledger, "runtime_bytes"))
                                 / 35_904 / 64) * 64
     possible = 262_144 + math.floor((high(ledger, "free_after_weights_bytes") - low(ledger, "runtime_bytes"))
                                     / 35_904 / 64) * 64
-    assert found["memory_allows_kv_tokens"] == [sure, possible] and possible - sure < 1_024  # +-0.005 GiB twice
-    assert found["bounded_by"] == "engine" and found["note"] == (
+    assert found.memory_allows_kv_tokens == [sure, possible] and possible - sure < 1_024  # +-0.005 GiB twice
+    assert found.bounded_by == "engine" and found.note == (
         f"262,144 tokens: the engine's limit for 2 slots of 131,072 (pool ≤ max_context × max_concurrency); memory is "
         f"not the limit here: it would allow ~{sure:,} tokens; raise serve.max_context or serve.max_concurrency (up to "
         "8) to use it")
