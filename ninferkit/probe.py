@@ -26,7 +26,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
 from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
-from ninferkit.records import ProbeRecord
+from ninferkit.records import GpuInfo, ProbeFacts, ProbeRecord, RecordedFinding
 from ninferkit.units import GIB
 
 
@@ -179,10 +179,10 @@ def pci_gpus(devices: Path = PCI_DEVICES) -> list[dict[str, Any]]:
     return found
 
 
-def collect(profile: Profile | None = None) -> dict[str, Any]:
+def collect(profile: Profile | None = None) -> ProbeFacts:
     """Every fact the setup step records; cheap enough to call from the CLI without a notebook."""
     artifact_dir = local_dir(profile) if profile else Path.home()
-    return {
+    return ProbeFacts.model_validate({
         "gpu": gpu_facts(),
         "pci_gpus": pci_gpus(),
         "kernel_module": kernel_module(),
@@ -190,7 +190,7 @@ def collect(profile: Profile | None = None) -> dict[str, Any]:
         "docker": docker_facts(),
         "cpu": cpu_facts(),
         "disk": disk_facts(artifact_dir),
-    }
+    })
 
 
 # --- rules: facts (+ profile) -> findings -------------------------------------------------------
@@ -205,10 +205,10 @@ def _arch_number(arch: str | None) -> int | None:
     return int(arch[3:]) if arch and arch.startswith("sm_") else None
 
 
-def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Finding]:
+def findings(facts: ProbeFacts, profile: Profile | None = None) -> list[Finding]:
     """Every rule's finding on these facts (as probe.json records them), marked waived where the profile
     lists its code in gpu.waive."""
-    gpus: list[dict[str, Any]] = facts["gpu"].get("gpus", [])
+    gpus = facts.gpu.gpus
     out = _driver_findings(facts, profile, gpus)
     if profile is not None:
         out += _toolkit_findings(facts, profile)
@@ -219,31 +219,31 @@ def findings(facts: dict[str, Any], profile: Profile | None = None) -> list[Find
     return [replace(finding, waived=finding.code in waived) for finding in out]
 
 
-def _driver_findings(facts: dict[str, Any], profile: Profile | None, gpus: list[dict[str, Any]]) -> list[Finding]:
+def _driver_findings(facts: ProbeFacts, profile: Profile | None, gpus: list[GpuInfo]) -> list[Finding]:
     out: list[Finding] = []
-    gpu = facts["gpu"]
+    gpu = facts.gpu
     required = profile is not None and profile.gpu.required
-    undriven = [card for card in facts.get("pci_gpus") or [] if card.get("driver") != "nvidia"]
-    if not gpu.get("available") and undriven:
-        cards = ", ".join(f"{c['id']} at {c['address']} (driver: {c['driver'] or 'none'})" for c in undriven)
+    undriven = [card for card in facts.pci_gpus if card.driver != "nvidia"]
+    if not gpu.available and undriven:
+        cards = ", ".join(f"{c.id} at {c.address} (driver: {c.driver or 'none'})" for c in undriven)
         out.append(Finding("error" if required else "warning", "gpu_without_driver",
-                           f"NVML sees no GPU ({gpu.get('reason', 'none found')}), but the PCI bus has NVIDIA "
+                           f"NVML sees no GPU ({gpu.reason or 'none found'}), but the PCI bus has NVIDIA "
                            f"card(s) no NVIDIA driver drives: {cards}",
                            "install the proprietary NVIDIA driver (nvidia-driver-580-server for Maxwell, Pascal "
                            "and Volta; seed 000 §1.7), then: sudo modprobe nvidia && nvidia-smi -L"))
-    elif not gpu.get("available"):
+    elif not gpu.available:
         severity: Severity = "error" if required else "info"
-        out.append(Finding(severity, "no_gpu", f"No NVIDIA GPU: {gpu.get('reason', 'none found')}",
+        out.append(Finding(severity, "no_gpu", f"No NVIDIA GPU: {gpu.reason or 'none found'}",
                            "install the proprietary NVIDIA driver (R580 for Volta)" if severity == "error"
                            else "fine for the embedded default, which runs on the CPU"))
     old = _before_turing(gpus, profile)
-    module = facts["kernel_module"]
-    if module.get("flavour") == "open" and old:
+    module = facts.kernel_module
+    if module.flavour == "open" and old:
         out.append(Finding("error", "open_module_on_volta",
                            f"the open NVIDIA kernel module is loaded; {old} needs the proprietary module (the open "
                            "one requires a GPU System Processor, which GPUs before Turing lack)",
                            "purge the *-open driver packages and install the proprietary R580 server driver"))
-    version = gpu.get("driver_version") or _version_in(module.get("version_line"))
+    version = gpu.driver_version or _version_in(module.version_line)
     if version and old and int(version.split(".")[0]) > LAST_BRANCH_BEFORE_TURING:
         out.append(Finding("error", "driver_branch_too_new",
                            f"driver {version} is branch R{version.split('.')[0]}; R{LAST_BRANCH_BEFORE_TURING} is "
@@ -253,13 +253,13 @@ def _driver_findings(facts: dict[str, Any], profile: Profile | None, gpus: list[
     return out
 
 
-def _before_turing(gpus: list[dict[str, Any]], profile: Profile | None) -> str | None:
+def _before_turing(gpus: list[GpuInfo], profile: Profile | None) -> str | None:
     """The pre-Turing GPU NVML lists, or, where NVML lists none (a driver that does not drive it), the
     pre-Turing architecture the profile expects; None when neither."""
     for g in gpus:
-        number = _arch_number(g.get("arch"))
+        number = _arch_number(g.arch)
         if number is not None and number < TURING:
-            return f"GPU {g['index']} ({g['name']}, {g['arch']})"
+            return f"GPU {g.index} ({g.name}, {g.arch})"
     if gpus or profile is None:
         return None
     expected = _arch_number(profile.gpu.arch)
@@ -272,8 +272,8 @@ def _version_in(line: str | None) -> str | None:
     return found[1] if found else None
 
 
-def _toolkit_findings(facts: dict[str, Any], profile: Profile) -> list[Finding]:
-    toolkit = facts["cuda_toolkit"].get("version")
+def _toolkit_findings(facts: ProbeFacts, profile: Profile) -> list[Finding]:
+    toolkit = facts.cuda_toolkit.version
     wants_sm70 = profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70"
     if not toolkit or not wants_sm70 or int(toolkit.split(".")[0]) < 13:
         return []
@@ -286,62 +286,61 @@ def _toolkit_findings(facts: dict[str, Any], profile: Profile) -> list[Finding]:
                     "install the CUDA 12.8 toolkit for the engine build")]
 
 
-def _profile_findings(facts: dict[str, Any], profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
+def _profile_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) -> list[Finding]:
     out: list[Finding] = []
     first = gpus[0] if gpus else None
     kv = (profile.serve.kv.dtype or "").lower()
-    arch = _arch_number(first["arch"] if first else profile.gpu.arch)
+    arch = _arch_number(first.arch if first else profile.gpu.arch)
     needed = KV_DTYPES_BY_ARCH.get(kv)
     if needed is not None and arch is not None and arch < needed:
         out.append(Finding("error", "kv_dtype_unsupported",
                            f"KV dtype {kv} has no kernel on sm_{arch} (needs sm_{needed} or newer)",
                            "use int8 (or bf16) KV on this GPU"))
-    if first and profile.gpu.arch and first["arch"] != profile.gpu.arch:
+    if first and profile.gpu.arch and first.arch != profile.gpu.arch:
         out.append(Finding("warning", "gpu_arch_differs",
-                           f"GPU is {first['arch']} ({first['name']}), the profile expects {profile.gpu.arch}",
+                           f"GPU is {first.arch} ({first.name}), the profile expects {profile.gpu.arch}",
                            "use a profile written for this GPU"))
-    if first and profile.gpu.power_limit_w and first.get("power_limit_w"):
-        actual = first["power_limit_w"]
+    if first and profile.gpu.power_limit_w and first.power_limit_w:
+        actual = first.power_limit_w
         if abs(actual - profile.gpu.power_limit_w) > 1:
             out.append(Finding("warning", "power_limit_differs",
                                f"power limit is {actual:.0f} W, the profile expects {profile.gpu.power_limit_w:.0f} W",
                                f"sudo nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (and a oneshot systemd unit "
                                "to re-apply it at boot)"))
-    if first and profile.gpu.memory_gib:
-        total_gib = first["memory_total_bytes"] / GIB
+    if first and profile.gpu.memory_gib and first.memory_total_bytes is not None:
+        total_gib = first.memory_total_bytes / GIB
         if total_gib < profile.gpu.memory_gib * 0.97:
             out.append(Finding("error", "gpu_memory_low",
                                f"GPU has {total_gib:.1f} GiB, the profile expects {profile.gpu.memory_gib:.0f} GiB",
                                "use a profile sized for this GPU (smaller context or KV capacity)"))
     size = profile.artifact.size_bytes
-    free = facts["disk"]["free_bytes"]
-    if size and free < size * 1.1:
+    free = facts.disk.free_bytes
+    if size and free is not None and free < size * 1.1:
         out.append(Finding("error", "disk_low",
-                           f"{free / GIB:.1f} GiB free at {facts['disk']['path']}, the artifact needs "
+                           f"{free / GIB:.1f} GiB free at {facts.disk.path}, the artifact needs "
                            f"{size / GIB:.1f} GiB", "free disk space or point artifact.local_dir elsewhere"))
-    if profile.serve.docker and not facts["docker"]["nvidia_runtime"]:
+    if profile.serve.docker and not facts.docker.nvidia_runtime:
         out.append(Finding("error", "no_nvidia_container_runtime",
                            "the profile launches in Docker but no Docker engine with the NVIDIA runtime answers",
                            "install Docker and the NVIDIA container toolkit, or set serve.docker: false"))
     return out
 
 
-def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
-                              gpus: list[dict[str, Any]]) -> list[Finding]:
+def _tensor_parallel_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) -> list[Finding]:
     """serve.tensor_parallel needs that many GPUs, each with NVLink (seed 004 §六.1)."""
     parallel = profile.serve.tensor_parallel_size()
-    if parallel < 2 or not facts["gpu"].get("available"):
+    if parallel < 2 or not facts.gpu.available:
         return []  # no GPU at all: no_gpu or gpu_without_driver says so
     devices = list(profile.serve.gpu_devices or range(parallel))
-    by_index = {g["index"]: g for g in gpus}
+    by_index = {g.index: g for g in gpus}
     if len(devices) < parallel or any(d not in by_index for d in devices):
-        seen = ", ".join(f"{g['index']}: {g['name']}" for g in gpus)
+        seen = ", ".join(f"{g.index}: {g.name}" for g in gpus)
         return [Finding("error", "tensor_parallel_gpus_missing",
                         f"serve.tensor_parallel {parallel} splits the model over GPUs {devices}, but NVML sees "
                         f"{len(gpus)} GPU(s) ({seen})",
                         f"run on a box with {parallel} GPUs joined by NVLink (seed 004: two V100-SXM2), or use a "
                         "one-GPU profile")]
-    unlinked = [d for d in devices if not any(link.get("active") for link in by_index[d].get("nvlink") or [])]
+    unlinked = [d for d in devices if not any(link.get("active") for link in by_index[d].nvlink)]
     if not unlinked:
         return []
     return [Finding("error", "tensor_parallel_without_nvlink",
@@ -355,26 +354,27 @@ def _tensor_parallel_findings(facts: dict[str, Any], profile: Profile,
 def probe(profile: Profile | None = None) -> ProbeRecord:
     """Facts plus findings, as written to probe.json."""
     facts = collect(profile)
-    return ProbeRecord.model_validate({"facts": facts, "findings": [asdict(f) for f in findings(facts, profile)]})
+    judged = [RecordedFinding.model_validate(asdict(finding)) for finding in findings(facts, profile)]
+    return ProbeRecord(facts=facts, findings=judged)
 
 
 def describe(record: ProbeRecord) -> str:
     """A few human lines: the GPUs, then each finding with its fix."""
     facts = record.facts
     lines = []
-    gpu = facts["gpu"]
-    if gpu.get("available"):
-        lines.append(f"driver {gpu.get('driver_version')} (CUDA {gpu.get('cuda_driver_version')}), "
-                     f"module {facts['kernel_module'].get('flavour')}")
-        for g in gpu["gpus"]:
-            lines.append(f"GPU {g['index']}: {g['name']} {g['arch']}, {g['memory_total_bytes'] / GIB:.1f} GiB, "
-                         f"power limit {g['power_limit_w']} W, PCIe gen {g['pcie_gen']} x{g['pcie_width']}")
-    cpu = facts["cpu"]
-    lines.append(f"CPU: {cpu['model']} ({cpu['cores']} cores, AVX-512: {'yes' if cpu['avx512f'] else 'no'}, "
-                 f"AMX: {', '.join(cpu.get('amx') or ()) or 'no'})")
-    lines.append(f"CUDA toolkit: {facts['cuda_toolkit']['version'] or 'not found'}; docker: "
-                 f"{'running' if facts['docker']['engine_running'] else 'no engine'}")
-    lines.append(f"disk free at {facts['disk']['path']}: {facts['disk']['free_bytes'] / GIB:.1f} GiB")
+    gpu = facts.gpu
+    if gpu.available:
+        lines.append(f"driver {gpu.driver_version} (CUDA {gpu.cuda_driver_version}), "
+                     f"module {facts.kernel_module.flavour}")
+        for g in gpu.gpus:
+            lines.append(f"GPU {g.index}: {g.name} {g.arch}, {(g.memory_total_bytes or 0) / GIB:.1f} GiB, "
+                         f"power limit {g.power_limit_w} W, PCIe gen {g.pcie_gen} x{g.pcie_width}")
+    cpu = facts.cpu
+    lines.append(f"CPU: {cpu.model} ({cpu.cores} cores, AVX-512: {'yes' if cpu.avx512f else 'no'}, "
+                 f"AMX: {', '.join(cpu.amx or ()) or 'no'})")
+    lines.append(f"CUDA toolkit: {facts.cuda_toolkit.version or 'not found'}; docker: "
+                 f"{'running' if facts.docker.engine_running else 'no engine'}")
+    lines.append(f"disk free at {facts.disk.path}: {(facts.disk.free_bytes or 0) / GIB:.1f} GiB")
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""
         lines.append(f"[{f.severity}{waived}] {f.code}: {f.message}" + (f" -> {f.fix}" if f.fix else ""))

@@ -41,15 +41,105 @@ class RecordedFinding(BaseModel):
     waived: bool = False
 
 
+class RecordPart(BaseModel):
+    """A part of a JSON run file (a GPU in probe.json, a row of capacity.json's tables): lax like the file's
+    record, the fields a reader uses named, the rest kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the file holds it (no default added), for a table."""
+        return self.model_dump(exclude_unset=True)
+
+
+class GpuInfo(RecordPart):
+    """One GPU as NVML described it at setup (probe.gpu_facts)."""
+
+    index: int | None = None
+    name: str | None = None
+    arch: str | None = None
+    """sm_XY."""
+    memory_total_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    power_limit_w: int | float | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlink: list[dict[str, Any]] = []
+    """NVML's link states: {"link": n, "active": bool} per link it has."""
+
+
+class GpuFacts(RecordPart):
+    available: bool = False
+    reason: str | None = None
+    """Why there is no GPU, when there is none."""
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    gpus: list[GpuInfo] = []
+
+
+class PciCard(RecordPart):
+    """An NVIDIA display controller on the PCI bus (its `class` is kept as written), with its kernel driver."""
+
+    address: str | None = None
+    id: str | None = None
+    driver: str | None = None
+
+
+class KernelModule(RecordPart):
+    loaded: bool | None = None
+    flavour: str | None = None
+    """open or proprietary."""
+    version_line: str | None = None
+
+
+class CudaToolkit(RecordPart):
+    nvcc: str | None = None
+    version: str | None = None
+
+
+class DockerFacts(RecordPart):
+    client: str | None = None
+    engine_running: bool | None = None
+    nvidia_runtime: bool | None = None
+
+
+class CpuFacts(RecordPart):
+    model: str | None = None
+    cores: int | None = None
+    avx2: bool | None = None
+    avx512f: bool | None = None
+    amx: list[str] | None = None
+    """Intel AMX's flags; None in probes made before ninferkit read them."""
+
+
+class DiskFacts(RecordPart):
+    path: str | None = None
+    """Where the artifact goes."""
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+
+
+class ProbeFacts(RecordPart):
+    """What the machine is, by area (probe.collect)."""
+
+    gpu: GpuFacts = Field(default_factory=GpuFacts)
+    pci_gpus: list[PciCard] = []
+    kernel_module: KernelModule = Field(default_factory=KernelModule)
+    cuda_toolkit: CudaToolkit = Field(default_factory=CudaToolkit)
+    docker: DockerFacts = Field(default_factory=DockerFacts)
+    cpu: CpuFacts = Field(default_factory=CpuFacts)
+    disk: DiskFacts = Field(default_factory=DiskFacts)
+
+
 class ProbeRecord(RunFile):
     """probe.json: what the machine is (facts by area: gpu, kernel_module, cpu, docker, disk...) and findings."""
 
-    facts: dict[str, Any] = {}
+    facts: ProbeFacts = Field(default_factory=ProbeFacts)
     findings: list[RecordedFinding] = []
 
     @property
-    def gpus(self) -> list[dict[str, Any]]:
-        return list((self.facts.get("gpu") or {}).get("gpus") or [])
+    def gpus(self) -> list[GpuInfo]:
+        return self.facts.gpu.gpus
 
     def blocking(self) -> list[RecordedFinding]:
         """The findings that stop the run: severity error, not waived by the profile."""
@@ -118,21 +208,11 @@ class ServerRecord(RunFile):
     error: str | None = None
 
 
-class CapacityPart(BaseModel):
-    """A row inside capacity.json. Lax like the file's record; the fields a reader uses are named, the rest kept."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as the file holds it (no default added), for a table."""
-        return self.model_dump(exclude_unset=True)
-
-
 Interval = list[int | float | None]
 """[low, high]: what a printed figure pins (capacity.json's byte quantities and pools)."""
 
 
-class CapacitySetting(CapacityPart):
+class CapacitySetting(RecordPart):
     """What a launch was started with (the capacity step's Setting)."""
 
     concurrency: int | None = None
@@ -140,7 +220,7 @@ class CapacitySetting(CapacityPart):
     kv_dtype: str | None = None
 
 
-class CapacityObservation(CapacityPart):
+class CapacityObservation(RecordPart):
     """One launch's log as the fit read it: its setting, whether it started and served, its memory ledger."""
 
     source: str | None = None
@@ -152,7 +232,7 @@ class CapacityObservation(CapacityPart):
     runtime_bytes: Interval | None = None
 
 
-class DecisionRow(CapacityPart):
+class DecisionRow(RecordPart):
     """One cell of the decision table and one reading of it (the pool the server allocates at startup, or
     every slot at full length): whether it fits and by how much."""
 
@@ -169,7 +249,7 @@ class DecisionRow(CapacityPart):
     verdict: str | None = None
 
 
-class SearchStep(CapacityPart):
+class SearchStep(RecordPart):
     """One launch of a search (or an earlier launch it started from, `settled`)."""
 
     kv_tokens: int | None = None
@@ -183,7 +263,7 @@ class SearchStep(CapacityPart):
     settled: bool | None = None
 
 
-class CapacitySearch(CapacityPart):
+class CapacitySearch(RecordPart):
     """The largest KV pool that started and served a request at one setting, and how it was found."""
 
     setting: CapacitySetting = Field(default_factory=CapacitySetting)

@@ -53,7 +53,7 @@ def findings_table(record: ProbeRecord) -> pd.DataFrame:
 
 
 def gpu_table(record: ProbeRecord) -> pd.DataFrame:
-    return pd.DataFrame(record.gpus)
+    return pd.DataFrame([gpu.as_dict() for gpu in record.gpus])
 
 
 def acceptance_table(record: ServerRecord) -> pd.DataFrame:

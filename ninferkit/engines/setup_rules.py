@@ -3,19 +3,18 @@ beyond every engine's (ninferkit/probe.py), and the artifact step's accepted con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ninferkit.engines.part import EnginePart
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
+from ninferkit.records import ProbeFacts
 
 
 class SetupRules(EnginePart):
     """An engine's own setup findings and the model containers it reads."""
 
-    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+    def setup_findings(self, profile: Profile, facts: ProbeFacts, model_path: Path) -> list[Finding]:
         """What the setup step's facts (probe.json's `facts`) mean for this engine, profile and model file
         (where the artifact step puts it; it may not be there yet), beyond what every engine shares (GPU,
         driver, disk, Docker: ninferkit/probe.py)."""

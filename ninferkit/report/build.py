@@ -128,7 +128,7 @@ def _title(run: RunData) -> str:
         return run.settings.title
     engine = (run.profile.get("engine") or {}).get("kind") or (run.server.engine if run.server else None) \
         or "unknown engine"
-    hardware = ", ".join(sorted({str(gpu.get("name")) for gpu in run.probe_gpus})) or "CPU"
+    hardware = ", ".join(sorted({str(gpu.name) for gpu in run.probe_gpus})) or "CPU"
     name = run.manifest.profile_name or run.run_id
     return f"{name}: {engine} on {hardware}"
 
@@ -199,28 +199,22 @@ def _status(info: StepEntry) -> str:
 
 
 def _environment(run: RunData) -> Section:
-    facts = run.probe.facts if run.probe else {}
-    if not facts:
+    if run.probe is None:
         return Section("Environment", [Paragraph("No probe.json: the setup step (00_setup) produced no data.")])
-    gpu = facts.get("gpu") or {}
-    module = facts.get("kernel_module") or {}
-    toolkit = facts.get("cuda_toolkit") or {}
-    cpu = facts.get("cpu") or {}
+    facts = run.probe.facts
+    gpu, module, cpu = facts.gpu, facts.kernel_module, facts.cpu
     rows: list[tuple[str, str]] = []
-    if gpu.get("available"):
-        for item in gpu.get("gpus") or []:
-            rows.append((f"GPU {item.get('index')}", f"{item.get('name')} ({item.get('arch')}), "
-                         f"{gib(item.get('memory_total_bytes'))}, power limit {number(item.get('power_limit_w'))} W, "
-                         f"PCIe gen {item.get('pcie_gen')} x{item.get('pcie_width')}"))
-        rows.append(("driver", f"{gpu.get('driver_version')} ({module.get('flavour') or 'module flavour unknown'} "
-                               "kernel module)"))
-        rows.append(("CUDA (driver)", str(gpu.get("cuda_driver_version"))))
+    if gpu.available:
+        for item in gpu.gpus:
+            rows.append((f"GPU {item.index}", f"{item.name} ({item.arch}), {gib(item.memory_total_bytes)}, power "
+                         f"limit {number(item.power_limit_w)} W, PCIe gen {item.pcie_gen} x{item.pcie_width}"))
+        rows.append(("driver", f"{gpu.driver_version} ({module.flavour or 'module flavour unknown'} kernel module)"))
+        rows.append(("CUDA (driver)", str(gpu.cuda_driver_version)))
     else:
-        rows.append(("GPU", f"no GPU (CPU run): {gpu.get('reason', 'none found')}"))
-    rows.append(("CUDA toolkit (nvcc)", str(toolkit.get("version") or "not installed")))
-    amx = f", AMX {', '.join(cpu['amx']) or 'no'}" if "amx" in cpu else ""  # probes before issue 18 have no "amx"
-    rows.append(("CPU", f"{cpu.get('model')}, {cpu.get('cores')} cores, AVX-512 "
-                        f"{'yes' if cpu.get('avx512f') else 'no'}{amx}"))
+        rows.append(("GPU", f"no GPU (CPU run): {gpu.reason or 'none found'}"))
+    rows.append(("CUDA toolkit (nvcc)", str(facts.cuda_toolkit.version or "not installed")))
+    amx = f", AMX {', '.join(cpu.amx) or 'no'}" if cpu.amx is not None else ""  # probes before issue 18 have none
+    rows.append(("CPU", f"{cpu.model}, {cpu.cores} cores, AVX-512 {'yes' if cpu.avx512f else 'no'}{amx}"))
     rows.append(("platform", str(run.manifest.platform)))
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]

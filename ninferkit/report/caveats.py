@@ -237,7 +237,7 @@ def _throttling(run: RunData, prefix: str) -> list[str]:
 
 
 def _power_limit_w(run: RunData, gpu: str) -> float | None:
-    return next((g.get("power_limit_w") for g in run.probe_gpus if str(g.get("index")) == gpu), None)
+    return next((g.power_limit_w for g in run.probe_gpus if str(g.index) == gpu), None)
 
 
 def comparison_caveats(runs: Sequence[RunData]) -> list[str]:

@@ -22,6 +22,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    GpuInfo,
     LlamaBenchRecord,
     Manifest,
     ProbeRecord,
@@ -95,7 +96,7 @@ class RunData:
         return ReportSection.model_validate(self.profile.get("report") or {})
 
     @property
-    def probe_gpus(self) -> list[dict[str, Any]]:
+    def probe_gpus(self) -> list[GpuInfo]:
         """The GPUs the setup step's probe found (none without a probe)."""
         return self.probe.gpus if self.probe else []
 
@@ -103,8 +104,7 @@ class RunData:
     def gpu_available(self) -> bool:
         """From the setup step's probe; a run without one (`ninferkit sweep` alone) has a GPU when NVML
         sampled one."""
-        gpu = self.probe.facts.get("gpu") if self.probe else None
-        return bool(gpu.get("available")) if gpu else bool(self.nvml())
+        return self.probe.facts.gpu.available if self.probe else bool(self.nvml())
 
     def measured(self, sweep: str | None = None) -> list[RequestRow]:
         """Requests with status ok that are measurements (of one sweep, or all): not warm-ups, and not the

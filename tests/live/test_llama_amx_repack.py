@@ -16,6 +16,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server import adapter as llama_adapter
 from ninferkit.engines.llama_server.amx import file_type, repack_hazard
 from ninferkit.params import load_profile
+from ninferkit.records import ProbeFacts
 from ninferkit.runs import open_run
 from tests.conftest import DATA, LOCAL_CPU, REPO
 
@@ -66,9 +67,10 @@ def test_the_setup_finding_says_why(smollm2: Path) -> None:
     facts = json.loads((DATA / "probe_h200" / "facts.json").read_text())  # the device machine's probe
     profile = load_profile(LOCAL_CPU).profile
     assert planned_path(profile) == smollm2
-    assert "amx_weight_repacking" not in {f.code for f in probe.findings(facts, profile)}  # recorded before "amx"
+    recorded = ProbeFacts.model_validate(facts)
+    assert "amx_weight_repacking" not in {f.code for f in probe.findings(recorded, profile)}  # recorded before "amx"
     facts["cpu"]["amx"] = sorted(AMX - NO_AMX)
-    found = {f.code: f for f in probe.findings(facts, profile)}["amx_weight_repacking"]
+    found = {f.code: f for f in probe.findings(ProbeFacts.model_validate(facts), profile)}["amx_weight_repacking"]
     assert found.severity == "warning"
     assert "the model's weights are Q4_1" in found.message and "crashed (SIGSEGV) while warming up" in found.message
     assert "not reproduced on an AMX Xeon with the same file, so this is a precaution" in found.message

@@ -19,7 +19,7 @@ from ninferkit import probe
 from ninferkit.engines.ninfer.auto_room import AUTO_ESTIMATE_SLACK, auto_room
 from ninferkit.errors import ProfileError
 from ninferkit.params import Profile, load_profile
-from ninferkit.records import ProbeRecord
+from ninferkit.records import ProbeFacts, ProbeRecord
 from tests.conftest import DATA, REPO
 
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
@@ -68,17 +68,17 @@ serve:
 
 
 def _codes(facts: dict[str, Any], profile: Profile | None) -> dict[str, probe.Finding]:
-    return {f.code: f for f in probe.findings(facts, profile)}
+    return {f.code: f for f in probe.findings(ProbeFacts.model_validate(facts), profile)}
 
 
 def test_this_machine_is_probed_without_error() -> None:
     result = probe.probe(load_profile(LOCAL_CPU).profile)
     facts = result.facts
-    assert facts["cpu"]["cores"] >= 1
-    assert facts["disk"]["free_bytes"] > 0
-    assert all({"address", "id", "class", "driver"} <= set(card) for card in facts["pci_gpus"])
+    assert facts.cpu.cores is not None and facts.cpu.cores >= 1
+    assert facts.disk.free_bytes is not None and facts.disk.free_bytes > 0
+    assert all({"address", "id", "class", "driver"} <= set(card.as_dict()) for card in facts.pci_gpus)
     codes = {f.code: f.severity for f in result.findings}
-    if not facts["gpu"]["available"]:  # the embedded default needs no GPU: nothing of it stops the run
+    if not facts.gpu.available:  # the embedded default needs no GPU: nothing of it stops the run
         assert codes.get("no_gpu", codes.get("gpu_without_driver")) in ("info", "warning")
     assert result.blocking() == []
     assert probe.describe(result)
@@ -102,7 +102,7 @@ def test_field_report_rules_fire_on_a_misconfigured_volta_box() -> None:
 
 def test_a_smaller_gpu_than_expected_is_an_error() -> None:
     profile = load_profile(LOCAL_CPU, ["gpu.memory_gib=32"]).profile
-    found = {f.code for f in probe.findings(_volta_facts(memory_total_bytes=16 * 1024**3), profile)}
+    found = set(_codes(_volta_facts(memory_total_bytes=16 * 1024**3), profile))
     assert "gpu_memory_low" in found
 
 
@@ -277,7 +277,7 @@ def test_auto_on_the_v100_with_the_nvfp4_artifact_is_short_as_the_report_measure
     finding = _codes(_volta_facts(), profile)["kv_auto_no_room"]
     assert finding.severity == "error"
     assert "262,144 tokens x 35,904 B" in finding.message and "2.75 GiB fixed (seed 000 §2.5, V100" in finding.message
-    room = auto_room(profile, _volta_facts()["gpu"]["gpus"])
+    room = auto_room(profile, ProbeFacts.model_validate(_volta_facts()).gpu.gpus)
     assert room is not None
     assert round((room.need_bytes - room.available_bytes) / GIB, 2) == 0.53  # the engine said 0.88 (CUDA context)
     assert "explicit" in finding.fix
@@ -320,7 +320,7 @@ def test_the_auto_estimate_holds_against_the_live_engines_own_figures(tmp_path: 
                       fork="ziworkslab/ninfer-3090-ubuntu", extra="capacity: {model: qwen3.6-27b}",
                       overrides=[f"artifact.size_bytes={size}"])
     facts = _recorded(f"{run}/probe.json")
-    room = auto_room(profile, facts["gpu"]["gpus"])
+    room = auto_room(profile, ProbeFacts.model_validate(facts).gpu.gpus)
     assert room is not None and room.fixed is None
     assert room.kv_bytes <= start["memory"]["minimum_runtime_reservation_bytes"]
     assert abs(room.available_bytes - start["memory"]["available_after_weights_bytes"]) <= AUTO_ESTIMATE_SLACK

@@ -37,6 +37,7 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
+from ninferkit.records import ProbeFacts
 from ninferkit.units import MIB
 
 LOG_VERBOSITY = "4"
@@ -168,9 +169,9 @@ class LlamaServer(EngineAdapter):
                            runtime_reservation_bytes_resolution_bytes=MIB + len(models) * _MIB2)
         return out
 
-    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+    def setup_findings(self, profile: Profile, facts: ProbeFacts, model_path: Path) -> list[Finding]:
         """AMX on the CPU and weights whose repacking crashes this build (amx.py)."""
-        return repack_finding(profile, model_path, frozenset(facts["cpu"].get("amx") or ()))
+        return repack_finding(profile, model_path, frozenset(facts.cpu.amx or ()))
 
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.build)

@@ -42,6 +42,7 @@ from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
+from ninferkit.records import ProbeFacts
 
 
 class NInfer(EngineAdapter):
@@ -109,9 +110,9 @@ class NInfer(EngineAdapter):
     def profile_field_of(self, flag: str) -> str | None:
         return field_of(flag)
 
-    def setup_findings(self, profile: Profile, facts: Mapping[str, Any], model_path: Path) -> list[Finding]:
+    def setup_findings(self, profile: Profile, facts: ProbeFacts, model_path: Path) -> list[Finding]:
         """Whether `--kv-capacity auto` will start on the GPU the setup step found (auto_room.py)."""
-        return kv_auto_findings(profile, list(facts["gpu"].get("gpus", [])))
+        return kv_auto_findings(profile, facts.gpu.gpus)
 
     # -- readiness, models, what the build reads and serves ----------------------------------------
 

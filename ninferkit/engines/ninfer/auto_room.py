@@ -9,13 +9,13 @@ reports measured, for the 27B on their GPUs only; elsewhere the estimate is a lo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ninferkit.engines.ninfer.flags import POOL
 from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
+from ninferkit.records import GpuInfo
 from ninferkit.units import GIB
 
 AUTO_ESTIMATE_SLACK = GIB // 2
@@ -54,7 +54,7 @@ NINFER_FIXED_PARTS: dict[tuple[str, str], FixedPart] = {
 class AutoRoom:
     """What `--kv-capacity auto` has to work with on one GPU, and what it needs to start."""
 
-    gpu: dict[str, Any]
+    gpu: GpuInfo
     free_bytes: int
     """NVML's free memory; its total where the probe recorded no free figure."""
     artifact_bytes: int
@@ -80,16 +80,16 @@ class AutoRoom:
 
     def describe(self) -> str:
         fixed = (f"{self.fixed_bytes / GIB:.2f} GiB fixed ({self.fixed.source})" if self.fixed is not None else
-                 f"a fixed part no report measured on {self.gpu['arch']}, left out, so this is the least it needs")
-        free = "free" if self.gpu.get("memory_free_bytes") else "in all (no free figure recorded)"
-        return (f"GPU {self.gpu['index']} ({self.gpu['name']}) has {self.free_bytes / GIB:.2f} GiB {free}; less the "
+                 f"a fixed part no report measured on {self.gpu.arch}, left out, so this is the least it needs")
+        free = "free" if self.gpu.memory_free_bytes else "in all (no free figure recorded)"
+        return (f"GPU {self.gpu.index} ({self.gpu.name}) has {self.free_bytes / GIB:.2f} GiB {free}; less the "
                 f"artifact's {self.artifact_bytes / GIB:.2f} GiB that leaves {self.available_bytes / GIB:.2f} GiB, "
                 f"and auto needs the engine's runtime minimum, {self.pool_tokens:,} tokens x "
                 f"{self.bytes_per_token:,} B = {self.kv_bytes / GIB:.2f} GiB of KV pool plus {fixed}, and "
                 f"{self.headroom_bytes / GIB:.2f} GiB of headroom: {self.need_bytes / GIB:.2f} GiB")
 
 
-def auto_room(profile: Profile, gpus: list[dict[str, Any]]) -> AutoRoom | None:
+def auto_room(profile: Profile, gpus: list[GpuInfo]) -> AutoRoom | None:
     """The room `--kv-capacity auto` has on the GPU the profile runs on, from the probe's facts (GPU memory)
     and the profile (artifact.size_bytes, capacity.model's KV geometry, the engine's pool rule); None when
     the profile does not ask for auto or a number is missing. Two GPUs (tensor parallel) split weights and
@@ -98,7 +98,8 @@ def auto_room(profile: Profile, gpus: list[dict[str, Any]]) -> AutoRoom | None:
     gpu = _serving_gpu(profile, gpus)
     size = profile.artifact.size_bytes
     rule = POOL
-    if (serve.kv.capacity != "auto" or gpu is None or size is None or rule.auto_headroom_bytes is None
+    memory = None if gpu is None else gpu.memory_free_bytes or gpu.memory_total_bytes
+    if (serve.kv.capacity != "auto" or gpu is None or memory is None or size is None or rule.auto_headroom_bytes is None
             or serve.tensor_parallel_size() > 1):
         return None
     try:
@@ -108,13 +109,13 @@ def auto_room(profile: Profile, gpus: list[dict[str, Any]]) -> AutoRoom | None:
         return None  # a KV dtype without a byte layout: the launch's own check names it
     if layout is None:
         return None  # no KV geometry (capacity.model): nothing to weigh the pool with
-    part = NINFER_FIXED_PARTS.get(((profile.capacity.model or "").lower(), gpu["arch"]))
-    return AutoRoom(gpu, gpu.get("memory_free_bytes") or gpu["memory_total_bytes"], size,
+    part = NINFER_FIXED_PARTS.get(((profile.capacity.model or "").lower(), str(gpu.arch)))
+    return AutoRoom(gpu, memory, size,
                     rule.pool_range(serve.max_concurrency, serve.max_context)[0], layout.runtime_bytes_per_token,
                     part, part.at(serve.max_concurrency) if part is not None else 0, rule.auto_headroom_bytes)
 
 
-def kv_auto_findings(profile: Profile, gpus: list[dict[str, Any]]) -> list[Finding]:
+def kv_auto_findings(profile: Profile, gpus: list[GpuInfo]) -> list[Finding]:
     """`--kv-capacity auto` refuses to start unless the memory left after the weights holds the engine's
     runtime minimum plus its headroom (capacity-model.md §1.4); the reports met that refusal on a V100
     (seed 000 §2.5) and a 3090 (seed 003)."""
@@ -135,7 +136,7 @@ def kv_auto_findings(profile: Profile, gpus: list[dict[str, Any]]) -> list[Findi
     return []
 
 
-def _serving_gpu(profile: Profile, gpus: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _serving_gpu(profile: Profile, gpus: list[GpuInfo]) -> GpuInfo | None:
     """The GPU the engine runs on: the first of serve.gpu_devices, else GPU 0."""
     index = (profile.serve.gpu_devices or [0])[0]
-    return next((g for g in gpus if g["index"] == index), None)
+    return next((g for g in gpus if g.index == index), None)
