@@ -355,6 +355,14 @@ class StepEntry(BaseModel):
     error: str | None = None
 
 
+class GitState(RecordPart):
+    """The ninferkit checkout a run was made with (runs.git_state)."""
+
+    commit: str | None = None
+    dirty: bool | None = None
+    """Uncommitted changes in the checkout."""
+
+
 class Manifest(RunFile):
     """manifest.json: the profile the run was made with (and its hash), packages, host, each step's status."""
 
@@ -370,7 +378,7 @@ class Manifest(RunFile):
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None
-    git: dict[str, Any] = {}
+    git: GitState = Field(default_factory=GitState)
     steps: dict[str, StepEntry] = {}
     planned_steps: list[str] | None = None
     """The steps `ninferkit run` chose (the setup step checks those); None for notebooks run by hand."""

@@ -549,12 +549,11 @@ def _maker(manifest: Manifest) -> str:
     """ninferkit's version and commit as the manifest recorded them; a run made before ninferkit recorded its
     own version (it read installed metadata, absent from a checkout never pip-installed) says so."""
     version = manifest.packages.get("ninferkit")
-    git = manifest.git
     shown = (f"version {version}" if version else
              "version not recorded (this run predates ninferkit recording its own version: the commit names it)")
-    commit = git.get("commit")
+    commit = manifest.git.commit
     if commit:
-        shown += f", commit {commit}" + (" with uncommitted changes" if git.get("dirty") else "")
+        shown += f", commit {commit}" + (" with uncommitted changes" if manifest.git.dirty else "")
     return shown
 
 

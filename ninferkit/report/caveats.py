@@ -126,7 +126,7 @@ def caveats(run: RunData) -> list[str]:
     if run.manifest.profile_history:
         notes.append(f"The profile changed during this run ({len(run.manifest.profile_history)} earlier "
                      f"hash(es)); rows carry the profile_hash they were measured with.")
-    if run.manifest.git.get("dirty"):
+    if run.manifest.git.dirty:
         notes.append("The ninferkit checkout had uncommitted changes when this run was made (manifest git.dirty).")
     return notes
 

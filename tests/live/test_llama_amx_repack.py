@@ -76,7 +76,7 @@ def test_the_setup_finding_says_why(smollm2: Path) -> None:
     assert "not reproduced on an AMX Xeon with the same file, so this is a precaution" in found.message
     assert found.fix.startswith("the launch adds --no-repack")
     facts["cpu"]["amx"] = []
-    assert "amx_weight_repacking" not in {f.code for f in probe.findings(facts, profile)}
+    assert "amx_weight_repacking" not in {f.code for f in probe.findings(ProbeFacts.model_validate(facts), profile)}
 
 
 """The AMX launches that repacked weights into AMX tiles (and served)."""
