@@ -208,7 +208,7 @@ class ServerRecord(RunFile):
     error: str | None = None
 
 
-Interval = list[int | float | None]
+Bounds = list[int | float | None]
 """[low, high]: what a printed figure pins (capacity.json's byte quantities and pools)."""
 
 
@@ -229,7 +229,7 @@ class CapacityObservation(RecordPart):
     kv_tokens: int | None = None
     started: bool | None = None
     served: bool | None = None
-    runtime_bytes: Interval | None = None
+    runtime_bytes: Bounds | None = None
 
 
 class DecisionRow(RecordPart):
@@ -244,8 +244,8 @@ class DecisionRow(RecordPart):
     fits: bool | None = None
     """None: the printed rounding leaves it undecided."""
     margin_gib: Number = None
-    margin_gib_interval: Interval | None = None
-    max_pool_tokens: Interval | None = None
+    margin_gib_interval: Bounds | None = None
+    max_pool_tokens: Bounds | None = None
     verdict: str | None = None
 
 
@@ -258,7 +258,7 @@ class SearchStep(RecordPart):
     started: bool | None = None
     served: bool | None = None
     fits: bool | None = None
-    runtime_bytes: Interval | None = None
+    runtime_bytes: Bounds | None = None
     reused: bool | None = None
     settled: bool | None = None
 
@@ -275,7 +275,7 @@ class CapacitySearch(RecordPart):
     launches: int | None = None
     bounded_by: str | None = None
     """memory, or the engine's own rule; None in capacity.json files older than that field."""
-    memory_allows_kv_tokens: Interval | None = None
+    memory_allows_kv_tokens: Bounds | None = None
     """The pool memory alone would allow at this setting, from the fit."""
     note: str | None = None
     results: list[SearchStep] = []
