@@ -94,6 +94,14 @@ def samples(rows: Iterable[RequestRow], metric: str) -> list[float]:
     return out
 
 
+def wait_before_prefill_s(row: RequestRow) -> float | None:
+    """Client TTFT minus the server's prompt time: HTTP, queueing and the first chunk's trip, which the
+    engine's own timings leave out (None without both)."""
+    if row.ttft_client_s is None or row.prompt_s_server is None:
+        return None
+    return row.ttft_client_s - row.prompt_s_server
+
+
 def recorded_itl(rows: Iterable[RequestRow]) -> bool:
     """Whether any of the rows carries ITL gaps (rows from before the client stamped every event do not)."""
     return any(row.itl_client_s is not None for row in rows)

@@ -358,6 +358,10 @@ def probe(profile: Profile | None = None) -> ProbeRecord:
     return ProbeRecord(facts=facts, findings=judged)
 
 
+def _gib(size: int | None) -> str:
+    return "size not read" if size is None else f"{size / GIB:.1f} GiB"
+
+
 def describe(record: ProbeRecord) -> str:
     """A few human lines: the GPUs, then each finding with its fix."""
     facts = record.facts
@@ -367,14 +371,14 @@ def describe(record: ProbeRecord) -> str:
         lines.append(f"driver {gpu.driver_version} (CUDA {gpu.cuda_driver_version}), "
                      f"module {facts.kernel_module.flavour}")
         for g in gpu.gpus:
-            lines.append(f"GPU {g.index}: {g.name} {g.arch}, {(g.memory_total_bytes or 0) / GIB:.1f} GiB, "
+            lines.append(f"GPU {g.index}: {g.name} {g.arch}, {_gib(g.memory_total_bytes)}, "
                          f"power limit {g.power_limit_w} W, PCIe gen {g.pcie_gen} x{g.pcie_width}")
     cpu = facts.cpu
     lines.append(f"CPU: {cpu.model} ({cpu.cores} cores, AVX-512: {'yes' if cpu.avx512f else 'no'}, "
                  f"AMX: {', '.join(cpu.amx or ()) or 'no'})")
     lines.append(f"CUDA toolkit: {facts.cuda_toolkit.version or 'not found'}; docker: "
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
-    lines.append(f"disk free at {facts.disk.path}: {(facts.disk.free_bytes or 0) / GIB:.1f} GiB")
+    lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}")
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""
         lines.append(f"[{f.severity}{waived}] {f.code}: {f.message}" + (f" -> {f.fix}" if f.fix else ""))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ninferkit.engines import get_adapter
+from ninferkit.latency import wait_before_prefill_s
 from ninferkit.records import RequestRow
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
@@ -148,14 +149,6 @@ def _client_vs_server(run: RunData) -> list[str]:
             notes.append(f"Client-measured decode is {100 * median:.0f}% of the server's (median of {len(ratios)}): "
                          "stream chunking or client load distorts client timing; the server figure is used.")
     return notes
-
-
-def wait_before_prefill_s(row: RequestRow) -> float | None:
-    """Client TTFT minus the server's prompt time: HTTP, queueing and the first chunk's trip (None without
-    both)."""
-    if row.ttft_client_s is None or row.prompt_s_server is None:
-        return None
-    return row.ttft_client_s - row.prompt_s_server
 
 
 def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:

@@ -33,7 +33,7 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.runs import RunDir
-from ninferkit.sweeps.tables import latest_outcomes
+from ninferkit.sweeps.tables import counted, latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
 
 TABLE_ORDER = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
@@ -145,7 +145,7 @@ def load_run(path: str | Path) -> RunData:
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
     data.cells = latest_outcomes(run_dir, data.manifest.profile_hash)
-    data.requests = _counted(rows, data.cells) if data.cells else rows
+    data.requests = counted(rows, data.cells) if data.cells else rows
     data.superseded = len(rows) - len(data.requests)
     if not rows:
         data.missing[run_dir.name(run_dir.requests)] = SWEEPS
@@ -171,15 +171,6 @@ def _ledger(data: RunData) -> tuple[dict[str, Any], str]:
     if data.server_log is None or adapter is None:
         return recorded, data.dir.name(data.dir.server)
     return adapter.parse_ledger(data.server_log), data.dir.name(data.dir.server_log)
-
-
-def _counted(rows: list[RequestRow], cells: dict[str, CellEntry]) -> list[RequestRow]:
-    """The rows the sweep tables count: of each cell, only the attempt its last ledger entry names.
-
-    The sweeps step appends one entry per finished cell to sweeps/cells.jsonl; a rerun (after a failure
-    or with a changed profile) adds a new attempt, and the tables count that one only.
-    """
-    return [row for row in rows if (entry := cells.get(str(row.cell_id))) is not None and entry.attempt == row.attempt]
 
 
 Record = TypeVar("Record", bound=RunFile)

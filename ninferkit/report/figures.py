@@ -132,18 +132,17 @@ def context_ttft(run: RunData) -> MplFigure | None:
 
 
 def tasks_acceptance(run: RunData) -> MplFigure | None:
-    rows = [row for row in run.measured() if (row.cell or {}).get("task") is not None
-            and acceptance(row) is not None and row.decode_tok_s_server is not None]
-    if not rows:
+    by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for row in run.measured():
+        task, accepted, decode = (row.cell or {}).get("task"), acceptance(row), row.decode_tok_s_server
+        if task is not None and accepted is not None and decode is not None:
+            by_task[str(task)].append((100 * accepted, float(decode)))
+    if not by_task:
         return None
-    by_task: dict[str, list[RequestRow]] = defaultdict(list)
-    for row in rows:
-        by_task[str((row.cell or {})["task"])].append(row)
     figure = _new()
     ax = figure.subplots()
-    for index, (task, task_rows) in enumerate(sorted(by_task.items())):
-        xs = [100 * (acceptance(row) or 0.0) for row in task_rows]
-        ys = [float(row.decode_tok_s_server or 0.0) for row in task_rows]
+    for index, (task, points) in enumerate(sorted(by_task.items())):
+        xs, ys = [x for x, _ in points], [y for _, y in points]
         ax.scatter(xs, ys, s=22, color=COLORS[index % len(COLORS)], label=task)
         ax.annotate(task, (statistics.median(xs), statistics.median(ys)), fontsize=8, xytext=(4, 4),
                     textcoords="offset points")

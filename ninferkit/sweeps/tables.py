@@ -26,7 +26,17 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import METRICS, Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, wall_s
+from ninferkit.latency import (
+    METRICS,
+    Targets,
+    distribution,
+    goodput,
+    peak_in_flight,
+    requests_per_s,
+    samples,
+    wait_before_prefill_s,
+    wall_s,
+)
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.rate import kept_up
@@ -55,8 +65,14 @@ def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[st
 
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
     """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
+    return counted(rows_with_server_truth(run_dir), outcomes)
+
+
+def counted(rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
+    """The rows the tables count: of each cell, only the attempt its last ledger entry names (the sweeps step
+    appends one entry per finished cell; a rerun after a failure or with a changed profile adds an attempt)."""
     attempts = {(cid, entry.attempt) for cid, entry in outcomes.items()}
-    return [r for r in rows_with_server_truth(run_dir) if (r.cell_id, r.attempt) in attempts]
+    return [row for row in rows if (row.cell_id, row.attempt) in attempts]
 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
@@ -213,8 +229,7 @@ def _aggregate(ok: pd.DataFrame, finished: Sequence[RequestRow]) -> dict[str, An
         return {"wall_s": None, "aggregate_output_tok_s_client": None,
                 "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
     wall = wall_s(finished)
-    wait = (pd.to_numeric(ok["ttft_client_s"], errors="coerce")
-            - pd.to_numeric(ok.get("prompt_s_server"), errors="coerce")).dropna()
+    wait = pd.Series([wait for row in finished if (wait := wait_before_prefill_s(row)) is not None], dtype=float)
     return {
         "wall_s": wall,
         "aggregate_output_tok_s_client": float(_numbers(ok, "completion_tokens").sum()) / wall if wall else None,
