@@ -145,7 +145,7 @@ def test_argv_every_option() -> None:
 
 @pytest.mark.parametrize(("serve", "match"), [
     # Another engine's options are unknown fields of a vLLM profile's serve section.
-    ({"spec": {"method": "mtp", "draft_tokens": 3}}, "serve.spec: unknown field"),
+    ({"spec": {"method": "mtp", "draft_tokens": 3}}, "serve.spec.draft_tokens: unknown field"),
     ({"kv": {"capacity": 8192}}, "sizes its pool from"),
     ({"kv": {"dtype": "int8"}}, "serve.kv.dtype = 'int8'"),
     ({"weights_dtype": "bfloat16"}, "sm_70 has no bfloat16"),

@@ -24,6 +24,7 @@ from ninferkit.engines.host import power_limit_files
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.log_reader import rule
 from ninferkit.engines.pool import PoolRule
+from ninferkit.engines.vllm.facts import VllmFacts, installed_facts, recorded_facts
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
 from ninferkit.errors import ProfileError, ToolMissing
@@ -160,7 +161,30 @@ class VLLM(EngineAdapter):
             argv += ["--tensor-parallel-size", str(serve.tensor_parallel)]
         if serve.trust_remote_code:
             argv.append("--trust-remote-code")
-        return argv + list(serve.extra_args)
+        if serve.attention_backend is not None:
+            argv += ["--attention-backend", serve.attention_backend]
+        if serve.prefix_caching is not None:
+            argv.append("--enable-prefix-caching" if serve.prefix_caching else "--no-enable-prefix-caching")
+        if serve.enforce_eager:
+            argv.append("--enforce-eager")
+        if serve.spec.method is not None:
+            config = {"method": serve.spec.method, **({"num_speculative_tokens": serve.spec.num_speculative_tokens}
+                                                     if serve.spec.num_speculative_tokens else {}),
+                      **serve.spec.options}
+            argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        elif serve.spec.options or serve.spec.num_speculative_tokens:
+            raise ProfileError("serve.spec: options of no method; set serve.spec.method")
+        argv += list(serve.extra_args)
+        check_against_vllm(profile, argv, self.facts(profile, binary))
+        return argv
+
+    def facts(self, profile: Profile, binary: Path) -> VllmFacts | None:
+        """The installed vLLM's own lists where its Python runs here, else those recorded for engine.version."""
+        found = shutil.which(str(binary))
+        facts = installed_facts(Path(found)) if found else None
+        if facts is None and profile.engine.version:
+            facts = recorded_facts(profile.engine.version)
+        return facts
 
     def env(self, profile: Profile) -> dict[str, str]:
         """The API key through VLLM_API_KEY (out of argv and `ps`), and the GPUs for a native launch."""
@@ -285,6 +309,61 @@ class VLLM(EngineAdapter):
             "",
         ])}
         return files | power_limit_files(profile)
+
+
+def check_against_vllm(profile: Profile, argv: list[str], facts: VllmFacts | None) -> None:
+    """Refuse, before anything starts, what the vLLM that will run does not take: an option its parser lacks, an
+    attention backend or speculative method outside its own lists, a version other than the profile pins, a GPU
+    its torch has no kernels for. Without facts (no vLLM here and none recorded for engine.version) the command is
+    built unchecked; the launch's own log then says what vLLM refused."""
+    if facts is None:
+        return
+    serve, problems = serve_of(profile, Serve), []
+    where = f"vLLM {facts.version} ({facts.source})"
+    if profile.engine.version and profile.engine.version != facts.version:
+        problems.append(f"engine.version = {profile.engine.version!r}, but engine.binary's vLLM is {facts.version}; "
+                        f"allowed: {facts.version}, or the python of an environment holding vLLM "
+                        f"{profile.engine.version}")
+    for flag in (token.partition("=")[0] for token in argv[3:] if token.startswith("--")):
+        if flag not in facts.options:
+            field = _FLAG_FIELDS.get(flag, "serve.extra_args")
+            problems.append(f"{field}: {where} has no option {flag}" + _REMOVED.get(flag, ""))
+        elif facts.deprecated(flag):
+            problems.append(f"{_FLAG_FIELDS.get(flag, 'serve.extra_args')}: {flag} is deprecated in {where}: "
+                            f"{facts.options[flag].get('help') or 'its help says no more'}")
+    backend = serve.attention_backend
+    if backend is not None and backend not in facts.attention_backends:
+        hint = ""
+        stem = backend.lower().rstrip("0123456789")
+        if stem in facts.speculative_methods:
+            hint = (f"; {stem!r} is a speculative-decoding method in vLLM {facts.version}: set serve.spec.method: "
+                    f"{stem}")
+        problems.append(f"serve.attention_backend = {backend!r}: not an attention backend of {where}{hint}; "
+                        f"allowed: {', '.join(facts.attention_backends)}")
+    method = serve.spec.method
+    if method is not None and method not in facts.speculative_methods:
+        problems.append(f"serve.spec.method = {method!r}: not a speculative method of {where}; allowed: "
+                        f"{', '.join(facts.speculative_methods)}")
+    arch = profile.gpu.arch
+    if arch and facts.torch_cuda_archs and arch not in facts.torch_cuda_archs:
+        problems.append(f"gpu.arch = {arch!r}: {where} runs on a torch built for {', '.join(facts.torch_cuda_archs)} "
+                        f"only, so it has no kernels for {arch}; allowed: a vLLM built for {arch}")
+    if problems:
+        raise ProfileError(f"profile {profile.name} does not fit {where}:\n"
+                           + "\n".join(f"  - {problem}" for problem in problems))
+
+
+_FLAG_FIELDS = {"--swap-space": "serve.swap_space_gib", "--attention-backend": "serve.attention_backend",
+                "--speculative-config": "serve.spec", "--gpu-memory-utilization": "serve.gpu_memory_utilization",
+                "--max-model-len": "serve.max_context", "--max-num-seqs": "serve.max_num_seqs",
+                "--dtype": "serve.weights_dtype", "--kv-cache-dtype": "serve.kv.dtype",
+                "--max-num-batched-tokens": "serve.prefill_chunk", "--tensor-parallel-size": "serve.tensor_parallel",
+                "--trust-remote-code": "serve.trust_remote_code", "--enforce-eager": "serve.enforce_eager",
+                "--enable-prefix-caching": "serve.prefix_caching", "--no-enable-prefix-caching": "serve.prefix_caching",
+                "--served-model-name": "serve.model_id"}
+"""The profile field each flag of argv() comes from, so a refusal names what to change."""
+_REMOVED = {"--swap-space": " (removed from vLLM's arguments in 0.18); remove serve.swap_space_gib"}
+"""Options vLLM removed without leaving a word in its parser: when, and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------

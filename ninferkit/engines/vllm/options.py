@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from ninferkit.params.base import Section
 from ninferkit.params.serve import ServeSection
+
+
+class Spec(Section):
+    """Speculative decoding: `--speculative-config` as vLLM reads it (one JSON object). Which methods exist is read
+    from the vLLM that will run (facts.py), so a method that version lacks is refused by name before it starts."""
+
+    method: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_]*$",
+                               description="the speculative method, e.g. ngram (no draft model: drafts are n-grams "
+                               "the prompt already holds), eagle3, mtp, draft_model, dflash; null: off")
+    num_speculative_tokens: int | None = Field(None, ge=1, le=64, description="tokens drafted per step")
+    options: dict[str, int | float | str] = Field(
+        default_factory=dict, description="the method's other --speculative-config keys, as vLLM names them "
+        "(ngram: prompt_lookup_max, prompt_lookup_min; draft methods: model)")
+
+    @field_validator("options")
+    @classmethod
+    def _names(cls, value: dict[str, int | float | str]) -> dict[str, int | float | str]:
+        reserved = {"method", "num_speculative_tokens"} & set(value)
+        if reserved:
+            raise ValueError(f"{sorted(reserved)} have their own fields (serve.spec.method, "
+                             "serve.spec.num_speculative_tokens)")
+        return value
 
 
 class Serve(ServeSection):
@@ -13,11 +36,23 @@ class Serve(ServeSection):
 
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction of total GPU memory")
     weights_dtype: str | None = Field(None, description="--dtype: compute dtype of the weights, e.g. float16")
-    swap_space_gib: float | None = Field(None, ge=0, le=4096, description="CPU swap space per GPU")
+    swap_space_gib: float | None = Field(None, ge=0, le=4096, description="--swap-space: CPU swap space per GPU "
+                                         "(vLLM before 0.18 only: the launch refuses it where the installed vLLM "
+                                         "has no such option)")
     tensor_parallel: int = Field(1, ge=1, le=8, description="GPUs one model is split over (serve.gpu_devices)")
     max_num_seqs: int | None = Field(None, ge=1, le=65_536, description="--max-num-seqs: sequences in one batch; "
                                      "null: vLLM's default (it depends on the version and the GPU)")
     trust_remote_code: bool = Field(False, description="--trust-remote-code: run the checkpoint's own model code")
+    attention_backend: str | None = Field(None, description="--attention-backend, e.g. FLASH_ATTN, TRITON_ATTN, "
+                                          "FLASHINFER; checked against the installed vLLM's own list")
+    prefix_caching: bool | None = Field(None, description="--enable-prefix-caching / --no-enable-prefix-caching; "
+                                        "null: vLLM's default")
+    enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs and no torch.compile (a "
+                                "faster start, a slower decode)")
+    spec: Spec = Spec()
 
     def tensor_parallel_size(self) -> int:
         return self.tensor_parallel
+
+    def speculation(self) -> tuple[str | None, int | None]:
+        return self.spec.method, self.spec.num_speculative_tokens

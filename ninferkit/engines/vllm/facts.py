@@ -1,0 +1,112 @@
+"""What an installed vLLM offers, asked of that vLLM: its version, its server's argument list (with the options it
+marks deprecated), its attention backends and speculative-decoding methods, and the CUDA architectures its
+kernels were built for.
+
+vLLM removes and renames options between releases (`--swap-space` went in 0.18) and its lists of backends and
+speculative methods change with every release, so a profile is checked against the vLLM that will run, as
+llama-server's flags are checked against its `--help`. The facts come from running a short program with the
+profile's Python (`engine.binary`): it reads vLLM's own parser (`make_arg_parser`, what `python -m
+vllm.entrypoints.openai.api_server` parses) and its own type lists, so nothing here restates them. Where that
+Python cannot be run here (a dry run on a laptop), the facts recorded from a real install of the same version
+(`versions/<version>.json`, made with `python -m ninferkit.engines.vllm.facts` on it) stand in, and say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+PROGRAM = r"""
+import json, os, re, sys, typing
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+import vllm
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.entrypoints.openai.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+deprecated = {s for a in getattr(FlexibleArgumentParser, "_deprecated", ()) for s in a.option_strings}
+options = {}
+for action in parser._actions:
+    for name in action.option_strings:
+        if name.startswith("--"):
+            options[name] = {"deprecated": name in deprecated, "help": re.sub(r"\s+", " ", action.help or "")[:400]}
+def flat(kind):
+    out = []
+    for arg in typing.get_args(kind):
+        out += flat(arg) if typing.get_args(arg) else [arg]
+    return out
+from vllm.v1.attention.backends.registry import AttentionBackendEnum
+from vllm.config.speculative import SpeculativeMethod
+archs = []
+try:
+    import torch
+    archs = [a for a in torch.cuda.get_arch_list()]
+except Exception:
+    pass
+json.dump({"version": vllm.__version__, "options": options,
+           "attention_backends": [m.name for m in AttentionBackendEnum],
+           "speculative_methods": flat(SpeculativeMethod), "torch_cuda_archs": archs}, sys.stdout, sort_keys=True)
+"""
+"""Run with the engine's Python (`python -c PROGRAM`): prints the facts as one JSON object."""
+
+
+@dataclass(frozen=True)
+class VllmFacts:
+    """One vLLM install's own lists; `source` says whether they were read from it or recorded."""
+
+    version: str
+    options: dict[str, dict[str, object]]
+    attention_backends: tuple[str, ...]
+    speculative_methods: tuple[str, ...]
+    torch_cuda_archs: tuple[str, ...]
+    source: str
+
+    def deprecated(self, option: str) -> bool:
+        return bool(self.options.get(option, {}).get("deprecated"))
+
+
+def parse_facts(text: str, source: str) -> VllmFacts:
+    data = json.loads(text)
+    return VllmFacts(str(data["version"]), dict(data["options"]), tuple(data["attention_backends"]),
+                     tuple(data["speculative_methods"]), tuple(data.get("torch_cuda_archs") or ()), source)
+
+
+def installed_facts(python: Path) -> VllmFacts | None:
+    """The facts of the vLLM that `python` imports (read once per interpreter file); None when it has none."""
+    try:
+        stat = python.stat()
+    except OSError:
+        return None
+    return _installed(str(python), stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _installed(python: str, mtime_ns: int) -> VllmFacts | None:
+    try:
+        done = subprocess.run([python, "-c", PROGRAM], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0 or not done.stdout.strip().startswith("{"):
+        return None
+    return parse_facts(done.stdout.strip().splitlines()[-1], f"read from {Path(python).name}'s vLLM")
+
+
+def recorded_facts(version: str) -> VllmFacts | None:
+    """The facts recorded from a real install of `version`, if ninferkit has them."""
+    found = resources.files("ninferkit.engines.vllm").joinpath("versions", f"{version}.json")
+    if not found.is_file():
+        return None
+    return parse_facts(found.read_text(), f"recorded from a real vLLM {version} install "
+                                          f"(ninferkit/engines/vllm/versions/{version}.json)")
+
+
+def recorded_versions() -> list[str]:
+    folder = resources.files("ninferkit.engines.vllm").joinpath("versions")
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+if __name__ == "__main__":
+    exec(compile(PROGRAM, "<vllm facts>", "exec"))
