@@ -290,7 +290,7 @@ def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> lis
     """/health, /v1/models (and the context it reports), and one short chat request with usage."""
     checks: list[Check] = []
     with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(profile)) as client:
-        checks.append(_check("health", lambda: _get_json(client, adapter.health_path)))
+        checks.append(_check("health", lambda: _get_health(client, adapter.health_path)))
         models = _check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile))
         checks.append(models)
         chat = {
@@ -318,6 +318,17 @@ def _check(name: str, call: Any) -> Check:
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         detail, ok = {"error": f"{type(exc).__name__}: {exc}"}, False
     return Check(name, ok, detail, round(time.perf_counter() - started, 4))
+
+
+def _get_health(client: httpx.Client, path: str) -> dict[str, Any]:
+    """A 200 is health; its body is kept where it is JSON (llama-server, NInfer) and noted where it is empty
+    (vLLM 0.26.0 answers /health with 200 and no body, seen on the H200)."""
+    response = client.get(path)
+    response.raise_for_status()
+    if not response.content.strip():
+        return {"status_code": response.status_code, "body": "empty"}
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
