@@ -23,8 +23,10 @@ from pydantic import Field, create_model
 from ninferkit import preflight
 from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
 from ninferkit.params.base import Section
 from ninferkit.params.sweeps import Api, SweepsSection
+from ninferkit.registry import Registry
 from ninferkit.report import write_report
 from ninferkit.report.data import load_run
 from ninferkit.runs import Run, open_run, read_jsonl
@@ -89,8 +91,10 @@ ToySweeps = create_model("ToySweeps", __base__=SweepsSection, output_length=(Out
 @pytest.fixture
 def toy_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The toy kind registered for one test (the kinds of sweeps/kinds/ found first, as a run finds them)."""
-    kinds.names()
-    monkeypatch.setattr(kinds, "_registered", dict(kinds._registered))
+    registered = Registry[kinds.AnyKind]("sweep kind", ProfileError)
+    for kind in kinds.kinds():
+        registered.add(kind.name, kind)
+    monkeypatch.setattr(kinds, "_KINDS", registered)
     kinds.register(TOY)
     yield
 
@@ -104,7 +108,7 @@ def toy_run(tmp_path: Path, **section: Any) -> Run:
 
 def test_the_registry_finds_the_kinds_of_its_folder_in_profile_order() -> None:
     assert kinds.names() == ["context", "tasks", "concurrency", "rate", "prefix_reuse"]
-    with pytest.raises(Exception, match="allowed: context, tasks, concurrency, rate, prefix_reuse"):
+    with pytest.raises(ProfileError, match="registered: concurrency, context, prefix_reuse, rate, tasks"):
         kinds.get_kind("output_length")
 
 

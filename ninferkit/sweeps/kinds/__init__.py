@@ -17,27 +17,26 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.sweeps import SweepsSection
+from ninferkit.registry import Registry
 from ninferkit.sweeps.kinds.base import SweepKind
 
 AnyKind = SweepKind[Any, Any]
-_registered: dict[str, AnyKind] = {}
+_KINDS: Registry[AnyKind] = Registry("sweep kind", ProfileError)
 _found = False
 
 
 def register(kind: AnyKind) -> AnyKind:
     """Add a kind; a name registered twice is a bug."""
-    if kind.name in _registered:
-        raise ValueError(f"sweep kind '{kind.name}' is already registered")
-    _registered[kind.name] = kind
-    return kind
+    _discover()
+    return _KINDS.add(kind.name, kind)
 
 
 def kinds() -> list[AnyKind]:
     """Every kind, in the order of their profile sections (a kind whose section is not there last, by name)."""
     _discover()
     sections = list(SweepsSection.model_fields)
-    return sorted(_registered.values(),
-                  key=lambda kind: (sections.index(kind.name) if kind.name in sections else len(sections), kind.name))
+    order = sorted(_KINDS.names(), key=lambda name: (sections.index(name) if name in sections else len(sections)))
+    return [_KINDS.get(name) for name in order]
 
 
 def names() -> list[str]:
@@ -46,27 +45,26 @@ def names() -> list[str]:
 
 def get_kind(name: str) -> AnyKind:
     """Raises ProfileError, with the kinds there are, for a name that is none."""
-    found = find_kind(name)
-    if found is None:
-        raise ProfileError(f"sweep kind '{name}' is not one ninferkit measures; allowed: {', '.join(names())}")
-    return found
+    _discover()
+    return _KINDS.get(name)
 
 
 def find_kind(name: str | None) -> AnyKind | None:
     """The kind of that name; None for a name that is none (a table of an older run, the A/B)."""
     _discover()
-    return _registered.get(name or "")
+    return _KINDS.get(name) if name in _KINDS.names() else None
 
 
 def _discover() -> None:
+    """Register the `KIND` of every module of this folder, once."""
     global _found
     if _found:
         return
     _found = True
     for module in pkgutil.iter_modules(__path__):
         kind = getattr(importlib.import_module(f"{__name__}.{module.name}"), "KIND", None)
-        if kind is not None and _registered.get(kind.name) is not kind:
-            register(kind)
+        if kind is not None:
+            _KINDS.add(kind.name, kind)
 
 
 __all__ = ["find_kind", "get_kind", "kinds", "names", "register"]
