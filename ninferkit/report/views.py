@@ -22,8 +22,8 @@ from ninferkit.latency import distribution, recorded_itl, requests_per_s, sample
 from ninferkit.records import DecisionRow, RequestRow
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
+from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
-from ninferkit.sweeps.kinds.base import Label
 from ninferkit.sweeps.kinds.columns import Shape, ViewColumn
 
 Row = Mapping[str, Any]
@@ -129,7 +129,7 @@ SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
 }
-"""How each shape of a kind's write-up column (sweeps/kinds/base.py) is shown."""
+"""How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
 
 
 def view_columns(name: str) -> list[Column] | None:

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.params.sweeps import Api
-
-if TYPE_CHECKING:
-    from ninferkit.sweeps.kinds.base import SweepKind
 
 SPEC_OFF = "off"
 """The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
@@ -65,12 +63,37 @@ P = TypeVar("P", bound=CellParams)
 
 
 @dataclass(frozen=True)
+class Label:
+    """A cell parameter in words ('1,024 prompt tokens'); `one` where a value of 1 reads otherwise ('1 client').
+    `in_short_label`: whether the short label of the write-up's caveats and `compare` (report.headline's
+    `params_label`) names it too."""
+
+    key: str
+    words: str = "{}"
+    one: str | None = None
+    in_short_label: bool = True
+
+
+class CellKind(Protocol):
+    """What a planned cell knows of its kind (a SweepKind, sweeps/kinds/base.py): its name, the parameters that
+    name a cell, and how to run one. The runner's arguments are execute.py's, which imports this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> tuple[Label, ...]: ...
+
+    def run(self, ctx: Any, cell: Any, record: Any) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True)
 class Cell(Generic[P]):
     """One measured point: its kind and its parameters (its id); `skip` says why it will not run,
     `request` holds the engine extensions every request of the cell carries, and `notes` what the cell
     sends differently from what was asked, and why."""
 
-    kind: SweepKind[Any, P]
+    kind: CellKind
     params: P
     skip: str | None = None
     request: dict[str, Any] = field(default_factory=dict)
@@ -125,7 +148,7 @@ class Planner:
             raise ProfileError(f"{field_path}: {prompt} prompt + {output} output tokens exceed serve.max_context "
                                f"= {max_context}; allowed: prompt + output <= {max_context}")
 
-    def cell(self, kind: SweepKind[Any, P], params: P, needs: str | None = None) -> Cell[P]:
+    def cell(self, kind: CellKind, params: P, needs: str | None = None) -> Cell[P]:
         """The cell of `params` as this engine can run it; `needs` is the request field it measures ("tools":
         the agent task's), without which it is skipped."""
         api, notes, request = params.api, [], {}

@@ -31,10 +31,10 @@ from ninferkit.report import write_report
 from ninferkit.report.data import load_run
 from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps import kinds
-from ninferkit.sweeps.cell import Cell, CellParams, Planner
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome, request_spec
 from ninferkit.sweeps.kinds import columns
-from ninferkit.sweeps.kinds.base import Label, SweepKind
+from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.plan import build_plan, parse_only
 from ninferkit.sweeps.tables import build_tables, save_tables

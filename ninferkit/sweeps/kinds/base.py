@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from ninferkit.sweeps.cell import Cell, CellParams, Planner
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner
 from ninferkit.sweeps.kinds.columns import ViewColumn
 
 if TYPE_CHECKING:
@@ -32,18 +31,6 @@ class KindSection(Protocol):
 
     @property
     def enabled(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Label:
-    """A cell parameter in words ('1,024 prompt tokens'); `one` where a value of 1 reads otherwise ('1 client').
-    `in_short_label`: whether the short label of the write-up's caveats and `compare` (report.headline's
-    `params_label`) names it too."""
-
-    key: str
-    words: str = "{}"
-    one: str | None = None
-    in_short_label: bool = True
 
 
 S = TypeVar("S", bound=KindSection)

@@ -13,10 +13,10 @@ from ninferkit.errors import ProfileError
 from ninferkit.latency import Targets
 from ninferkit.params.sweeps import ConcurrencySweep
 from ninferkit.records import RequestRow, TelemetrySample
-from ninferkit.sweeps.cell import Cell, CellParams, Planner, sent_output_tokens
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
-from ninferkit.sweeps.kinds.base import Label, SweepKind
+from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import aggregate, cell_span
 from ninferkit.workloads import exact_prompt, user_messages

@@ -17,10 +17,10 @@ from ninferkit.client import RequestSpec, StreamingClient
 from ninferkit.latency import Targets
 from ninferkit.params.sweeps import ALL_SCENARIOS, Api, PrefixReuseSweep
 from ninferkit.records import RequestRow
-from ninferkit.sweeps.cell import Cell, CellParams, Planner, sent_output_tokens
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
-from ninferkit.sweeps.kinds.base import Label, SweepKind
+from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import numbers
 from ninferkit.workloads import exact_prompt, exact_text, new_salt, user_messages

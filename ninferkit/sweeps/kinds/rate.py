@@ -20,10 +20,10 @@ from ninferkit.errors import ProfileError
 from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, samples
 from ninferkit.params.sweeps import MAX_COUNT, RateSweep
 from ninferkit.records import RequestRow
-from ninferkit.sweeps.cell import Cell, CellParams, Planner, sent_output_tokens
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
-from ninferkit.sweeps.kinds.base import Label, SweepKind
+from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import aggregate
 from ninferkit.sweeps.rate import kept_up, poisson_arrivals

@@ -19,10 +19,10 @@ import pandas as pd
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.sweeps import TasksSweep
-from ninferkit.sweeps.cell import SPEC_OFF, Cell, CellParams, Planner, sent_output_tokens
+from ninferkit.sweeps.cell import SPEC_OFF, Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
-from ninferkit.sweeps.kinds.base import Label, SweepKind
+from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import sent_values
 from ninferkit.workloads import TASK_NAMES, load_task, task_request
