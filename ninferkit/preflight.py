@@ -25,7 +25,8 @@ from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
 from ninferkit.runs import RunDir
-from ninferkit.sweeps.plan import SWEEP_KINDS, build_plan
+from ninferkit.sweeps.kinds import names
+from ninferkit.sweeps.plan import build_plan
 
 LAUNCHING = ("launch", "sweeps", "capacity")
 """The steps that start the server (the sweeps launch one when the run has none)."""
@@ -86,9 +87,8 @@ def _sweep_problems(profile: Profile) -> list[str]:
     serve.max_context). The A/B pairing needs its baseline run, which the sweep step checks."""
     adapter = get_adapter(profile.engine.kind)
     found: list[str] = []
-    for kind in SWEEP_KINDS:
-        if kind != "ab":
-            found += _raised(partial(build_plan, profile, adapter, [kind], explicit=False))
+    for kind in names():
+        found += _raised(partial(build_plan, profile, adapter, [kind], explicit=False))
     return found
 
 

@@ -1,6 +1,8 @@
 """The `sweeps:` section of a profile: which measurements 03_sweeps runs, and how big.
 
-One sub-section per sweep kind. Defaults suit a GPU box; the embedded profile shrinks them.
+One sub-section per sweep kind, named as its module in ninferkit/sweeps/kinds/ (which reads it; this
+schema imports no kind), in the order the kinds run and tabulate. `ab` pairs runs and is no kind. Defaults
+suit a GPU box; the embedded profile shrinks them.
 Repetitions exclude warm-up requests, which are sent and recorded (warmup: true) but not tabulated.
 """
 

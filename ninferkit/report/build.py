@@ -26,7 +26,7 @@ from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manife
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import speculation
 from ninferkit.report.conditions import gpu_conditions
-from ninferkit.report.data import TABLE_ORDER, RunData, load_run, ordered_steps
+from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
@@ -35,6 +35,7 @@ from ninferkit.report.recipe import launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
 from ninferkit.report.views import latency_view, sweep_view, what_fits
 from ninferkit.runs import Run, utc_now
+from ninferkit.sweeps.plan import sweep_names
 
 GENERATED_PREFIX = "Generated at "
 
@@ -409,7 +410,7 @@ def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
 
 def _latency(run: RunData) -> Section:
     """Per-cell latency distributions of every sweep, recomputed from the request rows."""
-    tables = [table for name in TABLE_ORDER if (table := latency_view(name, run.cell_rows(name))) is not None]
+    tables = [table for name in sweep_names() if (table := latency_view(name, run.cell_rows(name))) is not None]
     if not tables:
         return Section("Latency", [Paragraph("No measured request: the sweeps step (03_sweeps) produced no data.")])
     unrecorded = (" Rows recorded before ninferkit stamped every text event have no ITL (their TPOT comes from "

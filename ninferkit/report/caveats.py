@@ -19,13 +19,12 @@ from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
+from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.rate import kept_up
 from ninferkit.telemetry import THROTTLING
 
 WAIT_ALONE_S = 0.25
 """A lone request's wait before prefill above this (and above its own prompt time) is worth a caveat."""
-LOADED = ("concurrency", "rate")
-"""Sweeps whose requests share the server with others in flight."""
 LATE_SEND_S = 0.01
 """A rate-sweep request the client sent later than this after its scheduled time is worth a caveat."""
 
@@ -155,7 +154,7 @@ def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:
     """Requests sent alone (no other client) that waited longer before their first token than the
     server spent on the whole prompt: time the engine's own timings do not show."""
     alone = [(wait, row.prompt_s_server) for row in rows
-             if row.sweep not in LOADED and (wait := wait_before_prefill_s(row)) is not None
+             if not _loads_server(row.sweep) and (wait := wait_before_prefill_s(row)) is not None
              and row.prompt_s_server is not None]
     slow = [wait for wait, prompt_s in alone if wait > max(WAIT_ALONE_S, prompt_s)]
     if not slow:
@@ -167,6 +166,12 @@ def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:
     engine = run.server.engine if run.server else None
     cause = get_adapter(engine).work_before_prefill(run.server_log) if engine and run.server_log else None
     return [note + (f" The server log says why: {cause}" if cause else "")]
+
+
+def _loads_server(sweep: str | None) -> bool:
+    """Whether the sweep's requests share the server with others in flight (its kind says)."""
+    kind = find_kind(sweep)
+    return kind is not None and kind.loads_server
 
 
 def _rate_notes(run: RunData) -> list[str]:

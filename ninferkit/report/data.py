@@ -33,10 +33,10 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.runs import RunDir
+from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
 
-TABLE_ORDER = ("context", "tasks", "concurrency", "rate", "prefix_reuse", "ab")
 STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
 
 SETUP, VERIFY, LAUNCH, SWEEPS, CAPACITY = ("setup (00_setup)", "verify (01_artifact_verify)", "launch (02_launch)",
@@ -188,7 +188,8 @@ def _tables(folder: Path) -> dict[str, pd.DataFrame]:
     if not folder.is_dir():
         return {}
     found = {path.stem: path for path in folder.glob("*.csv")}
-    order = [name for name in TABLE_ORDER if name in found] + sorted(set(found) - set(TABLE_ORDER))
+    known = sweep_names()
+    order = [name for name in known if name in found] + sorted(set(found) - set(known))
     return {name: pd.read_csv(found[name]) for name in order}
 
 

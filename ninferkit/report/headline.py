@@ -23,6 +23,7 @@ from ninferkit.latency import Targets, distribution, goodput, wall_s
 from ninferkit.records import CapacityRecord, RequestRow
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
+from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.rate import kept_up
 from ninferkit.units import GIB
 
@@ -63,9 +64,11 @@ class ConcurrencyGroup:
         return self.output_tokens / self.wall_s
 
 
-#: The cell parameters that name a cell for a reader; the rest (seed, repetitions, ...) are the same
-#: within a sweep and stay in requests.jsonl.
-LABEL_KEYS = ("target_prompt_tokens", "task", "context_depth", "concurrency", "rate_rps", "scenario", "api")
+def label_keys() -> list[str]:
+    """The cell parameters that name a cell for a reader (each kind's, then the API); the rest (seed,
+    repetitions, ...) are the same within a sweep and stay in requests.jsonl."""
+    return list(dict.fromkeys([*(label.key for kind in kinds() for label in kind.labels if label.in_short_label),
+                               "api"]))
 
 
 def cell_label(row: RequestRow) -> str:
@@ -74,8 +77,8 @@ def cell_label(row: RequestRow) -> str:
 
 
 def params_label(cell: Mapping[str, Any]) -> str:
-    """A cell's parameters in short: the naming ones (LABEL_KEYS) where it has any, else all of them."""
-    keys = [key for key in LABEL_KEYS if key in cell] or sorted(cell)
+    """A cell's parameters in short: the naming ones (label_keys) where it has any, else all of them."""
+    keys = [key for key in label_keys() if key in cell] or sorted(cell)
     return ", ".join(f"{key}={cell[key]}" for key in keys)
 
 

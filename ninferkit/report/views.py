@@ -1,10 +1,11 @@
 """The sweep tables as the write-up shows them: the columns a reader compares, so a table fits the page.
 
-tables/<name>.csv keeps every column; a view shows one cell per quantity (a median with its range in
-brackets), moves a column that holds the same value in every row into the caption ("in every cell: api
-chat"), leaves out a column with no value, and lists what a failed or skipped cell and the plan's notes
-say below the table instead of in it. The latency tables are recomputed from the request rows (TTFT,
-TPOT, ITL and end-to-end latency as ninferkit/latency.py defines them, with requests per second).
+tables/<name>.csv keeps every column; a view (the columns its kind names: sweeps/kinds/<kind>.py) shows
+one cell per quantity (a median with its range in brackets), moves a column that holds the same value in
+every row into the caption ("in every cell: api chat"), leaves out a column with no value, and lists what a
+failed or skipped cell and the plan's notes say below the table instead of in it. The latency tables are
+recomputed from the request rows (TTFT, TPOT, ITL and end-to-end latency as ninferkit/latency.py defines
+them, with requests per second).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
-from ninferkit.params.sweeps import ALL_SCENARIOS
 from ninferkit.records import DecisionRow, RequestRow
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
-from ninferkit.workloads import TASK_NAMES
+from ninferkit.sweeps.cell import Label
+from ninferkit.sweeps.kinds import find_kind
+from ninferkit.sweeps.kinds.columns import Shape, ViewColumn
 
 Row = Mapping[str, Any]
 Getter = Callable[[Row], "str | None"]
@@ -121,41 +123,31 @@ def _kept_up(row: Row) -> str | None:
     return f"{said} ({number(float(growth))} s/s" + (f", {failed} failed)" if failed else ")")
 
 
-GPU = Column("GPU: power, SM clock (median)", _gpu)
-REQUESTS = Column("requests", _requests)
-PREFILL = Column("prefill, tok/s (server)", spread("prefill_tok_s_server"))
-DECODE = Column("decode, tok/s (server)", spread("decode_tok_s_server"))
-ENGINE = Column("engine decode windows, mean / peak tok/s", _engine_decode)
-TTFT = Column("TTFT, s (client)", spread("ttft_client_s"))
-ACCEPTANCE = Column("acceptance (server)", percent("acceptance_server_median"))
-VIEWS: dict[str, list[Column]] = {
-    "context": [Column("prompt tokens", param("target_prompt_tokens")), Column("api", param("api")), REQUESTS,
-                PREFILL, DECODE, ENGINE, TTFT, ACCEPTANCE, GPU],
-    "tasks": [Column("task", param("task")), Column("depth", param("context_depth")),
-              Column("speculation", param("speculation")), Column("api", param("api")), REQUESTS, PREFILL, DECODE,
-              ENGINE, ACCEPTANCE, Column("output tokens", plain("completion_tokens_median")),
-              Column("finish", plain("finish_reason")), GPU],
-    "concurrency": [Column("clients", param("concurrency")), Column("prompt tokens", param("prompt_tokens_target")),
-                    Column("api", param("api")), REQUESTS,
-                    Column("aggregate output, tok/s (client)", plain("aggregate_output_tok_s_client")),
-                    DECODE, ENGINE, TTFT, Column("wait before prefill, s", _wait), GPU],
-    "rate": [Column("offered, requests/s", param("rate_rps")), Column("prompt tokens", param("prompt_tokens_target")),
-             Column("api", param("api")), REQUESTS, Column("finished, requests/s", plain("requests_per_s")),
-             Column("goodput, requests/s", _goodput), Column("most in flight", plain("peak_in_flight")),
-             Column("kept up (latency growth)", _kept_up),
-             Column("send lag p99, ms", plain("schedule_lag_s_p99", 1000)), DECODE, GPU],
-    "prefix_reuse": [Column("scenario", param("scenario")), Column("api", param("api")), REQUESTS,
-                     Column("cached share", percent("cached_share_median")), TTFT,
-                     Column("prompt time, s (server)", plain("prompt_s_server_median")),
-                     Column("cache seeded by", plain("seeded_by"))],
+SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
+    "param": lambda c: param(c.column), "plain": lambda c: plain(c.column, c.scale),
+    "spread": lambda c: spread(c.column), "percent": lambda c: percent(c.column),
+    "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
+    "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
 }
+"""How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
+
+
+def view_columns(name: str) -> list[Column] | None:
+    """The columns of a kind's compact table (None: no kind of that name, as the A/B: shown whole)."""
+    kind = find_kind(name)
+    if kind is None:
+        return None
+    return [Column(spec.header, SHAPES[spec.shape](spec)) for spec in kind.view]
+
+
+REQUESTS = Column("requests", _requests)
 STATUS = Column("status", plain("status"))
 
 
 def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
     """The compact table of tables/<name>.csv and, below it, what its failed or skipped cells and notes say;
     a table without a view (the A/B) is shown whole."""
-    columns = VIEWS.get(name)
+    columns = view_columns(name)
     if columns is None:
         shown = frame.dropna(axis="columns", how="all")
         return [table_from_frame(shown, f"tables/{name}.csv")]
@@ -200,22 +192,18 @@ def _notes(name: str, records: Sequence[Row]) -> list[str]:
     return out
 
 
-LABELS: dict[str, tuple[str, ...]] = {
-    "context": ("target_prompt_tokens",), "tasks": ("task", "context_depth", "speculation"),
-    "concurrency": ("concurrency",), "rate": ("rate_rps",), "prefix_reuse": ("scenario",),
-}
-LABEL_WORDS = {"target_prompt_tokens": "{} prompt tokens", "context_depth": "depth {}", "speculation": "speculation {}",
-               "concurrency": "{} clients", "rate_rps": "{} requests/s"}
+def _labels(name: str) -> tuple[Label, ...]:
+    kind = find_kind(name)
+    return () if kind is None else kind.labels
 
 
 def _label(name: str, cell: Row) -> str:
     """A cell in words: '1,024 prompt tokens', 'coding depth 1,024', '8 clients', '2 requests/s'."""
     parts = []
-    for key in LABELS.get(name, ()):
-        value = param(key)(cell)
+    for label in _labels(name):
+        value = param(label.key)(cell)
         if value is not None:
-            words = LABEL_WORDS.get(key, "{}")
-            parts.append((words.removesuffix("s") if value == "1" and key == "concurrency" else words).format(value))
+            parts.append((label.one if value == "1" and label.one else label.words).format(value))
     return " ".join(parts) or str(_get(cell, "cell_id"))
 
 
@@ -255,10 +243,11 @@ def _distribution_ms(values: list[float]) -> str:
 
 def _order(name: str, cell: Row) -> tuple[Any, ...]:
     """Cells in the sweep tables' order: by their parameters (numbers numerically), tasks in suite order."""
+    kind = find_kind(name)
     key: list[Any] = []
-    for param in LABELS.get(name, ()):
-        value = cell.get(param)
-        order = {"task": TASK_NAMES, "scenario": ALL_SCENARIOS}.get(param)
+    for label in _labels(name):
+        value = cell.get(label.key)
+        order = None if kind is None else kind.orders.get(label.key)
         if order is not None:
             key.append(order.index(value) if value in order else len(order))
         key.append((value is None, value if isinstance(value, (int, float)) else str(value)))

@@ -29,8 +29,9 @@ from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFaile
 from ninferkit.progress import Progress, track
 from ninferkit.records import CellEntry
 from ninferkit.runs import Run, RunDir
+from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
-from ninferkit.sweeps.plan import SWEEP_KINDS, Cell, build_plan, parse_only, write_plan
+from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
@@ -85,7 +86,7 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     record_log_truth(run, adapter)  # the engine has logged every request by now
     tables = build_tables(run, kinds)
     if baseline is not None:
-        tables["ab"] = ab_table(baseline, run.dir)
+        tables[AB] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
     done = latest_outcomes(run.dir, run.profile_hash)
     failed = [cell for cell in cells if _status(done, cell) == "failed"]
@@ -97,7 +98,7 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     return SweepTables(tables)
 
 
-def _status(outcomes: dict[str, CellEntry], cell: Cell) -> str | None:
+def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
     """The cell's status in the ledger's last entry for it; None for a cell never run."""
     entry = outcomes.get(cell.cell_id)
     return entry.status if entry else None
@@ -118,7 +119,7 @@ def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str,
     return body if isinstance(body, dict) else None
 
 
-def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
+def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell[Any]]:
     """The cells `sweeps` would run, checked against the profile; sends nothing, writes nothing.
     A skip that depends on what the running server says (llama-server's /props: does its model's chat
     template render tools?) is decided when the sweep runs; here the profile alone decides.
@@ -130,12 +131,12 @@ def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell]:
 
 
 def _checked_plan(run: Run, kinds: list[str], explicit: bool,
-                  served: dict[str, Any] | None = None) -> tuple[list[Cell], RunDir | None]:
+                  served: dict[str, Any] | None = None) -> tuple[list[Cell[Any]], RunDir | None]:
     cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=explicit, served=served)
     return cells, _ab_baseline(run, kinds, explicit)
 
 
-def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell], telemetry: Telemetry | None,
+def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telemetry: Telemetry | None,
                shown: Progress) -> None:
     """Each cell against its server: contexts[True] for the speculation-off side of the A/B. The progress
     names the cell at hand and counts its requests as they end (a cell of long prompts on a CPU takes minutes)."""
@@ -160,7 +161,7 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell], telemetry:
 
 def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
     section = run.profile.sweeps.ab
-    if "ab" not in kinds or not (section.enabled or explicit):
+    if AB not in kinds or not (section.enabled or explicit):
         return None
     if not section.baseline_run_dir:
         raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
@@ -188,4 +189,4 @@ def serving(run: Run, progress: bool = True) -> Iterator[bool]:
         yield False
 
 
-__all__ = ["SWEEP_KINDS", "SweepTables", "ab_table", "build_tables", "plan", "serving", "sweeps"]
+__all__ = ["SweepTables", "ab_table", "build_tables", "plan", "serving", "sweep_names", "sweeps"]

@@ -8,7 +8,9 @@ appended to `sweeps/cells.jsonl`. A 401 or 403 fails the cell and stops the swee
 other cell would be refused the same way. Rows carry
 the cell's `attempt`, so the tables use only the attempt that finished, and a retried cell never
 counts twice while nothing written is ever deleted. After a cell's requests end, and before its
-outcome is recorded, the engine's own per-request record is joined to its rows (truth.py).
+outcome is recorded, the engine's own per-request record is joined to its rows (truth.py). What a cell
+sends is its kind's (sweeps/kinds/<kind>.py: `run`), over the pieces here: `request_spec`, the Recorder and
+`gather_or_cancel`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,15 +31,14 @@ from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
+from ninferkit.params.sweeps import Api
 from ninferkit.records import RequestRow
 from ninferkit.runs import Run, append_jsonl, utc_now
-from ninferkit.sweeps.plan import Cell
-from ninferkit.sweeps.rate import poisson_arrivals
+from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.rules import CellTally, StopRule
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth
-from ninferkit.workloads import Tokenizer, exact_prompt, exact_text, load_task, new_salt, task_request, user_messages
+from ninferkit.workloads import Tokenizer
 
-APPENDED_SENTENCE = " The board will publish its next record in the spring."
 ACCESS_REFUSED = (401, 403)
 
 
@@ -95,7 +95,7 @@ class Recorder:
     waits for the disk (milliseconds, more on a busy one) would delay every other stream's reads, and their
     inter-token gaps and first tokens would carry it."""
 
-    def __init__(self, ctx: SweepContext, cell: Cell, attempt: str,
+    def __init__(self, ctx: SweepContext, cell: Cell[Any], attempt: str,
                  on_request: Callable[[CellTally], None] | None = None) -> None:
         self.ctx, self.cell, self.attempt, self.on_request = ctx, cell, attempt, on_request
         self.tally = CellTally()
@@ -103,9 +103,9 @@ class Recorder:
         self._writing = asyncio.Lock()
 
     async def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
-        row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id, "cell": self.cell.params,
-               "attempt": self.attempt, "request_uid": uuid.uuid4().hex, "repetition": repetition, "warmup": warmup,
-               **result.row(), **extra}
+        row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id,
+               "cell": self.cell.params.as_dict(), "attempt": self.attempt, "request_uid": uuid.uuid4().hex,
+               "repetition": repetition, "warmup": warmup, **result.row(), **extra}
         async with self._writing:  # one append at a time: a torn-tail repair must never see another's half row
             await asyncio.to_thread(append_jsonl, self.ctx.run.dir.requests, row)
         self.tally.add(result.status, result.error, result.http_status)
@@ -124,7 +124,7 @@ class Recorder:
         return result
 
 
-def run_cell(ctx: SweepContext, cell: Cell, on_request: Callable[[CellTally], None] | None = None) -> CellOutcome:
+def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally], None] | None = None) -> CellOutcome:
     """Run one cell to its outcome and append it to the ledger; ServerExited is re-raised after that, and a
     refused credential becomes SweepFailed. `on_request` sees the cell's tally after each request (progress)."""
     attempt = uuid.uuid4().hex[:8]
@@ -135,7 +135,7 @@ def run_cell(ctx: SweepContext, cell: Cell, on_request: Callable[[CellTally], No
     record = Recorder(ctx, cell, attempt, on_request)
     try:
         try:
-            _run_async(RUNNERS[cell.sweep](ctx, cell, record))
+            _run_async(cell.kind.run(ctx, cell, record))
         except RequestFailed as failed:  # the tokenizer could not be reached or was refused
             answer = failed.__cause__.response if isinstance(failed.__cause__, httpx.HTTPStatusError) else None
             if answer is not None and answer.status_code in ACCESS_REFUSED:
@@ -213,10 +213,10 @@ def _diagnose(ctx: SweepContext) -> Diagnosis | None:
     return ctx.adapter.diagnose(ctx.log_path.read_text(errors="replace"))
 
 
-def _append_outcome(ctx: SweepContext, cell: Cell, outcome: CellOutcome) -> None:
+def _append_outcome(ctx: SweepContext, cell: Cell[Any], outcome: CellOutcome) -> None:
     tally = outcome.tally
     append_jsonl(ctx.run.dir.sweep_cells, {
-        "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params, "status": outcome.status,
+        "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params.as_dict(), "status": outcome.status,
         "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
         "notes": list(cell.notes), "request_fields": cell.request,
         "profile_hash": ctx.run.profile_hash, "finished_utc": utc_now(),
@@ -240,89 +240,18 @@ async def _as_coroutine(awaitable: Awaitable[None]) -> None:
     await awaitable
 
 
-def _spec(ctx: SweepContext, cell: Cell, messages: list[dict[str, Any]], max_tokens: int | None = None,
-          api: str | None = None, tools: list[dict[str, Any]] | None = None, **extra: Any) -> RequestSpec:
+def request_spec(ctx: SweepContext, cell: Cell[Any], messages: list[dict[str, Any]], max_tokens: int | None = None,
+                 api: Api | None = None, tools: list[dict[str, Any]] | None = None, **extra: Any) -> RequestSpec:
     """A request of the cell: its sampling, the engine extensions the plan chose (cell.request), output
     pinning where asked, then what this request adds."""
     params = cell.params
-    pin = ctx.adapter.output_pin_fields() if params.get("pin_output") else {}
-    return RequestSpec(api or params["api"], messages, max_tokens or params["output_tokens"],  # type: ignore[arg-type]
-                       temperature=params["temperature"], seed=params["seed"], tools=tools,
+    pin = ctx.adapter.output_pin_fields() if params.pin_output else {}
+    return RequestSpec(api or params.api, messages, max_tokens or params.output_tokens,
+                       temperature=params.temperature, seed=params.seed, tools=tools,
                        extra={**cell.request, **pin, **extra})
 
 
-async def _context(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
-    params = cell.params
-    async with ctx.client() as client:
-        for index in range(params["warmup"] + params["repetitions"]):
-            prompt = exact_prompt(ctx.tokenizer, params["target_prompt_tokens"])
-            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-            warmup = index < params["warmup"]
-            await record(result, index - params["warmup"], warmup, prompt_content_tokens=prompt.content_tokens)
-
-
-async def _tasks(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
-    params = cell.params
-    task = load_task(params["task"])
-    async with ctx.client() as client:
-        for index in range(params["warmup"] + params["repetitions"]):
-            request = task_request(ctx.tokenizer, task, params["context_depth"])
-            result = await client.send(_spec(ctx, cell, request.messages, tools=request.tools))
-            await record(result, index - params["warmup"], index < params["warmup"],
-                         prompt_content_tokens=request.prompt.content_tokens)
-
-
-async def _concurrency(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
-    """N closed-loop clients: each sends its next request when its previous one ends.
-
-    All prompts are built (tokenized) before the clock starts, so the load is not paced by the
-    tokenizer. Warm-up requests go first, one at a time.
-    """
-    params = cell.params
-    level, per_client = params["concurrency"], params["requests_per_client"]
-    count = params["warmup"] + level * per_client
-    prompts = [exact_prompt(ctx.tokenizer, params["prompt_tokens"]) for _ in range(count)]
-    async with ctx.client(connections=max(level, 1) + 1) as client:
-        for index in range(params["warmup"]):
-            result = await client.send(_spec(ctx, cell, user_messages(prompts[index].text)))
-            await record(result, index - params["warmup"], True, prompt_content_tokens=prompts[index].content_tokens)
-        queue = prompts[params["warmup"]:]
-
-        async def closed_loop(client_index: int) -> None:
-            for repetition in range(per_client):
-                prompt = queue[client_index * per_client + repetition]
-                result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-                await record(result, repetition, False, client_index=client_index,
-                             prompt_content_tokens=prompt.content_tokens)
-
-        await _gather_or_cancel([closed_loop(i) for i in range(level)])
-
-
-async def _rate(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
-    """Open loop: each request leaves at its seeded Poisson arrival time (rate.py), whether or not earlier
-    ones have ended, on a connection of its own. Prompts are built before the clock starts; warm-up requests
-    go first, one at a time. Rows carry the schedule (`scheduled_s`) and how late the send was
-    (`schedule_lag_s`: the client's own delay, which would otherwise hide in the server's latency)."""
-    params = cell.params
-    arrivals = poisson_arrivals(params["rate_rps"], params["requests"], params["duration_s"], params["arrival_seed"])
-    prompts = [exact_prompt(ctx.tokenizer, params["prompt_tokens"]) for _ in range(params["warmup"] + len(arrivals))]
-    async with ctx.client(connections=len(arrivals) + 1, metered=False) as client:
-        for index, prompt in enumerate(prompts[:params["warmup"]]):
-            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-            await record(result, index - params["warmup"], True, prompt_content_tokens=prompt.content_tokens)
-        start = time.monotonic()
-
-        async def arrive(index: int, at: float) -> None:
-            await asyncio.sleep(start + at - time.monotonic())
-            prompt = prompts[params["warmup"] + index]
-            result = await client.send(_spec(ctx, cell, user_messages(prompt.text)))
-            await record(result, index, False, scheduled_s=at, schedule_lag_s=result.t_send - (start + at),
-                         prompt_content_tokens=prompt.content_tokens)
-
-        await _gather_or_cancel([arrive(index, at) for index, at in enumerate(arrivals)])
-
-
-async def _gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
+async def gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
     """Run all; on the first exception cancel the rest (their finished requests are already rows)."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
@@ -331,112 +260,6 @@ async def _gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-ScenarioRun = Callable[[SweepContext, Cell, StreamingClient, Recorder, int], Awaitable[None]]
-
-
-async def _prefix_reuse(ctx: SweepContext, cell: Cell, record: Recorder) -> None:
-    """Per repetition: seed the cache (except `cold`), then send the measured request."""
-    async with ctx.client() as client:
-        for repetition in range(cell.params["repetitions"]):
-            await SCENARIOS[cell.params["scenario"]](ctx, cell, client, record, repetition)
-
-
-async def _send_pair(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int,
-                     seed: RequestSpec, measured: RequestSpec, seeded_by: str) -> None:
-    seed_result = await record(await client.send(seed), repetition, False, prefix_role="seed")
-    await record(await client.send(measured), repetition, False, prefix_role="measured", seeded_by=seeded_by,
-                 seed_prompt_tokens=seed_result.prompt_tokens)
-
-
-async def _cold(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder, repetition: int) -> None:
-    prompt = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"])
-    await record(await client.send(_spec(ctx, cell, user_messages(prompt.text))), repetition, False,
-                 prefix_role="measured", seeded_by=None)
-
-
-async def _identical(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                     repetition: int) -> None:
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    spec = _spec(ctx, cell, user_messages(text))
-    await _send_pair(ctx, cell, client, record, repetition, spec, spec, "the same request, sent just before")
-
-
-async def _max_tokens_changed(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                              repetition: int) -> None:
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    output = cell.params["output_tokens"]
-    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(text), output),
-                     _spec(ctx, cell, user_messages(text), 2 * output),
-                     f"the same prompt with max_tokens {output} (measured: {2 * output})")
-
-
-async def _sentence_appended(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                             repetition: int) -> None:
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(text)),
-                     _spec(ctx, cell, user_messages(text + APPENDED_SENTENCE)),
-                     "the prompt without its last sentence")
-
-
-async def _session_marker(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                          repetition: int) -> None:
-    tokens = cell.params["prompt_tokens"]
-    first = exact_text(ctx.tokenizer, tokens, new_salt()).text
-    second = exact_text(ctx.tokenizer, tokens, new_salt()).text
-    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, user_messages(first)),
-                     _spec(ctx, cell, user_messages(second)), "the same document behind another session marker")
-
-
-async def _cache_control(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                         repetition: int) -> None:
-    """Seed 000 §2.6: a Messages request writes the document behind a `cache_control` breakpoint, then
-    the same blocks with a sentence appended read it."""
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    written = {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
-    seed = [{"role": "user", "content": [written]}]
-    measured = [{"role": "user", "content": [written, {"type": "text", "text": APPENDED_SENTENCE}]}]
-    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, seed, api="messages"),
-                     _spec(ctx, cell, measured, api="messages"),
-                     "a Messages request writing the document behind a cache_control breakpoint")
-
-
-async def _cache_breakpoint(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                            repetition: int) -> None:
-    """Seed 000 §2.6 ('显式 prompt_cache_breakpoint 写入后再追加读取'): a chat request writes the document
-    behind an explicit breakpoint (IF §4: content part `prompt_cache_breakpoint: {"mode": "explicit"}`),
-    then the same parts with a sentence appended read it."""
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    written = {"type": "text", "text": text, "prompt_cache_breakpoint": {"mode": "explicit"}}
-    seed = [{"role": "user", "content": [written]}]
-    measured = [{"role": "user", "content": [written, {"type": "text", "text": APPENDED_SENTENCE}]}]
-    await _send_pair(ctx, cell, client, record, repetition, _spec(ctx, cell, seed), _spec(ctx, cell, measured),
-                     "a chat request writing the document behind an explicit prompt_cache_breakpoint")
-
-
-async def _previous_response(ctx: SweepContext, cell: Cell, client: StreamingClient, record: Recorder,
-                             repetition: int) -> None:
-    text = exact_prompt(ctx.tokenizer, cell.params["prompt_tokens"]).text
-    seed = await record(await client.send(_spec(ctx, cell, user_messages(text), api="responses")), repetition, False,
-                        prefix_role="seed")
-    if seed.response_id is None:
-        return  # the seed failed (its row says why); there is no response to continue
-    follow_up = _spec(ctx, cell, user_messages("Continue."), api="responses",
-                      previous_response_id=seed.response_id)
-    await record(await client.send(follow_up), repetition, False, prefix_role="measured",
-                 seeded_by="the response named by previous_response_id", seed_prompt_tokens=seed.prompt_tokens)
-
-
-SCENARIOS: dict[str, ScenarioRun] = {
-    "cold": _cold, "identical_resend": _identical, "max_tokens_changed": _max_tokens_changed,
-    "sentence_appended": _sentence_appended, "session_marker_changed": _session_marker,
-    "prompt_cache_breakpoint": _cache_breakpoint, "anthropic_cache_control": _cache_control,
-    "responses_previous_response_id": _previous_response,
-}
-RUNNERS: dict[str, Callable[[SweepContext, Cell, Recorder], Awaitable[None]]] = {
-    "context": _context, "tasks": _tasks, "concurrency": _concurrency, "rate": _rate, "prefix_reuse": _prefix_reuse,
-}
 
 
 def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any]) -> dict[str, Any]:

@@ -14,17 +14,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ninferkit import server
 from ninferkit.capacity.launches import free_port
 from ninferkit.errors import ServerError
 from ninferkit.runs import Run, open_run
+from ninferkit.sweeps.cell import SPEC_OFF, Cell
 from ninferkit.sweeps.execute import SweepContext, base_row
-from ninferkit.sweeps.plan import SPEC_OFF, Cell
 
 
-def is_spec_off(cell: Cell) -> bool:
-    return cell.params.get("speculation") == SPEC_OFF
+def is_spec_off(cell: Cell[Any]) -> bool:
+    """Whether the cell asks for speculative decoding off (the tasks kind's `speculation: off` twin)."""
+    return bool(cell.params.as_dict().get("speculation") == SPEC_OFF)
 
 
 @contextmanager

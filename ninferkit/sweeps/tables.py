@@ -26,20 +26,12 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import (
-    METRICS,
-    Targets,
-    distribution,
-    goodput,
-    peak_in_flight,
-    requests_per_s,
-    samples,
-    wait_before_prefill_s,
-    wall_s,
-)
+from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
-from ninferkit.sweeps.rate import kept_up
+from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
+from ninferkit.sweeps.kinds import kinds as all_kinds
+from ninferkit.sweeps.metrics import cell_span, numbers, sent_values
 from ninferkit.sweeps.truth import rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
@@ -48,13 +40,6 @@ SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
           "accepted_tokens_server")
-KEYS = {
-    "context": ("target_prompt_tokens", "api"),
-    "tasks": ("task", "context_depth", "speculation", "api"),
-    "concurrency": ("concurrency", "requests_per_client", "prompt_tokens_target", "api"),
-    "rate": ("rate_rps", "requests", "duration_s", "prompt_tokens_target", "api"),
-    "prefix_reuse": ("scenario", "api"),
-}
 
 
 def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, CellEntry]:
@@ -81,14 +66,12 @@ def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.D
     rows = counted_rows(run.dir, outcomes)
     telemetry = run.dir.read_telemetry() if run.dir.telemetry.exists() else None
     targets = Targets(**run.profile.sweeps.rate.slo.model_dump())
-    tables = {}
-    for kind in kinds or KEYS:
-        if kind in KEYS:
-            tables[kind] = sweep_table(kind, rows, outcomes, telemetry, run.profile.serve.speculation()[0], targets)
-    return tables
+    asked = [kind.name for kind in all_kinds()] if kinds is None else list(kinds)
+    return {name: sweep_table(name, rows, outcomes, telemetry, run.profile.serve.speculation()[0], targets)
+            for name in asked if find_kind(name) is not None}
 
 
-def sweep_table(kind: str, rows: Sequence[RequestRow], outcomes: Mapping[str, CellEntry],
+def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, CellEntry],
                 telemetry: list[TelemetrySample] | None, speculation: str | None = None,
                 targets: Targets = NO_TARGETS) -> pd.DataFrame:
     """One table; `rows` the counted rows (`counted_rows`), `telemetry` telemetry.jsonl's samples, None when
@@ -97,48 +80,31 @@ def sweep_table(kind: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
 
     Column statistics (median, min, max) come from one frame of all the rows, so a column's type is the
     run's, not one cell's; the latency distributions and verdicts read the rows' records."""
+    kind = get_kind(name)
     records = []
     frame = _frame(rows)
     engine_lines = [r for r in telemetry or () if r.source == "engine_log"]
     for cell_id, outcome in outcomes.items():
-        if outcome.sweep != kind:
+        if outcome.sweep != name:
             continue
         cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
-        record = {key: _param(outcome.cell, key) for key in KEYS[kind]}
-        if kind == "tasks":
-            record["speculation"] = record["speculation"] or speculation or "off"
-        record.update(_cell_metrics(kind, cell_rows, rows, targets))
+        measured = _measured(kind, cell_rows)
+        record = kind.key_columns(outcome.cell, speculation)
+        record.update(_cell_metrics(kind, measured, rows, targets))
         diagnosis = outcome.diagnosis or {}
         record.update(status=outcome.status, reason=outcome.reason,
                       diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
                       notes="; ".join(outcome.notes) or None,
-                      reasoning_effort=_sent(_measured(kind, cell_rows), "reasoning_effort"), cell_id=cell_id)
-        if kind == "tasks":
-            record["finish_reason"] = _sent(_measured(kind, cell_rows), "finish_reason")
+                      reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id)
+        record.update(kind.outcome_columns(measured))
         record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
         record.update(_telemetry(cell_rows, telemetry or []))
-        if kind == "concurrency":
-            record.update(_engine_lines(cell_rows, telemetry or []))
+        record.update(kind.condition_columns(cell_rows, telemetry or []) if len(cell_rows) else {})
         records.append(record)
     table = pd.DataFrame(records)
     if len(table):
-        table = table.sort_values(list(KEYS[kind][:3]) if kind == "tasks" else [KEYS[kind][0]],
-                                  key=_sort_key(kind)).reset_index(drop=True)
+        table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
     return table
-
-
-def _sort_key(kind: str) -> Any:
-    if kind == "prefix_reuse":
-        from ninferkit.params.sweeps import ALL_SCENARIOS
-
-        order: list[str] = list(ALL_SCENARIOS)
-        return lambda column: column.map(lambda v: order.index(v) if v in order else len(order))
-    if kind == "tasks":
-        from ninferkit.workloads import TASK_NAMES
-
-        names: list[str] = list(TASK_NAMES)
-        return lambda column: column.map(lambda v: names.index(v) if v in names else v)
-    return None
 
 
 def _frame(rows: Sequence[RequestRow]) -> pd.DataFrame:
@@ -151,54 +117,32 @@ def _records(frame: pd.DataFrame, rows: Sequence[RequestRow]) -> list[RequestRow
     return [rows[position] for position in frame.index]
 
 
-def _param(cell: Mapping[str, Any], key: str) -> Any:
-    return cell.get("prompt_tokens") if key == "prompt_tokens_target" else cell.get(key)
-
-
-def _measured(kind: str, cell_rows: pd.DataFrame) -> pd.DataFrame:
+def _measured(kind: AnyKind, cell_rows: pd.DataFrame) -> pd.DataFrame:
     if not len(cell_rows):
         return cell_rows
-    chosen = cell_rows[~cell_rows["warmup"].astype(bool)]
-    if kind == "prefix_reuse" and "prefix_role" in chosen:
-        chosen = chosen[chosen["prefix_role"] == "measured"]
-    return chosen
+    return kind.measured(cell_rows[~cell_rows["warmup"].astype(bool)])
 
 
-def _cell_metrics(kind: str, cell_rows: pd.DataFrame, rows: Sequence[RequestRow], targets: Targets
+def _cell_metrics(kind: AnyKind, measured: pd.DataFrame, rows: Sequence[RequestRow], targets: Targets
                   ) -> dict[str, Any]:
-    measured = _measured(kind, cell_rows)
     ok = measured[measured["status"] == "ok"] if len(measured) else measured
     failed = int((measured["status"] != "ok").sum()) if len(measured) else 0
     out: dict[str, Any] = {"n_ok": len(ok), "n_errored": failed}
     for name in SPREAD:
-        values = _numbers(ok, name)
+        values = numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
         out[f"{name}_min"] = values.min() if len(values) else None
         out[f"{name}_max"] = values.max() if len(values) else None
     for name in MEDIAN:
-        values = _numbers(ok, name)
+        values = numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
     finished, sent = _records(ok, rows), _records(measured, rows)
     for metric in METRICS:
         out.update(distribution(samples(finished, metric)).columns(metric))
     out["requests_per_s"] = requests_per_s(finished, sent)
     out["server_note"] = _server_note(ok)
-    if kind in ("concurrency", "rate"):
-        out.update(_aggregate(ok, finished))
-    if kind == "rate":
-        out.update(_rate(sent, targets))
-    if kind == "prefix_reuse":
-        out.update(_prefix(measured, ok))
+    out.update(kind.metrics(ok, finished, sent, measured, targets))
     return out
-
-
-def _rate(sent: list[RequestRow], targets: Targets) -> dict[str, Any]:
-    """Goodput under the targets, the most requests in flight at once, the client's schedule lag and whether
-    the server kept up with the offered rate (sweeps/rate.py)."""
-    verdict, growth = kept_up(sent)
-    lag = distribution(samples(sent, "schedule_lag_s"))
-    return {**goodput(sent, targets), "slo": targets.describe(), "peak_in_flight": peak_in_flight(sent),
-            "schedule_lag_s_p99": lag.p99, "backlog_growth": growth, "kept_up": verdict}
 
 
 def _server_note(ok: pd.DataFrame) -> str | None:
@@ -211,59 +155,6 @@ def _server_note(ok: pd.DataFrame) -> str | None:
         return None
     counts = notes.value_counts()
     return f"{counts.iloc[0]} of {len(ok)} requests: {counts.index[0]}"
-
-
-def _numbers(frame: pd.DataFrame, name: str) -> pd.Series:
-    if name not in frame:
-        return pd.Series(dtype=float)
-    return pd.to_numeric(frame[name], errors="coerce").dropna()
-
-
-def _aggregate(ok: pd.DataFrame, finished: Sequence[RequestRow]) -> dict[str, Any]:
-    """Whole-level rates: tokens of all clients over the wall time from the first send to the last end.
-
-    `wait_before_prefill_s` = client TTFT minus the server's prompt time: the time a request spent
-    queued (plus transport) before its prefill began, for engines that do not report queue time.
-    """
-    if not len(ok):
-        return {"wall_s": None, "aggregate_output_tok_s_client": None,
-                "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
-    wall = wall_s(finished)
-    wait = pd.Series([wait for row in finished if (wait := wait_before_prefill_s(row)) is not None], dtype=float)
-    return {
-        "wall_s": wall,
-        "aggregate_output_tok_s_client": float(_numbers(ok, "completion_tokens").sum()) / wall if wall else None,
-        "wait_before_prefill_s_median": wait.median() if len(wait) else None,
-        "wait_before_prefill_s_max": wait.max() if len(wait) else None,
-    }
-
-
-def _prefix(measured: pd.DataFrame, ok: pd.DataFrame) -> dict[str, Any]:
-    """Cache hit share and what seeded the cache; a refused scenario says what the server answered."""
-    prompt = _numbers(ok, "prompt_tokens")
-    cached = _numbers(ok, "cached_tokens")
-    hit = float((cached / prompt).median()) if len(prompt) and len(cached) == len(prompt) else None
-    errors = measured[measured["status"] != "ok"] if len(measured) else measured
-    answer = None
-    if len(errors):
-        first = errors.iloc[0]
-        answer = f"HTTP {first.get('http_status')}: {str(first.get('error'))[:200]}"
-    seeded = ok["seeded_by"].dropna() if "seeded_by" in ok else pd.Series(dtype=object)
-    return {"cached_share_median": hit, "seeded_by": seeded.iloc[0] if len(seeded) else None,
-            "server_answer_when_failed": answer}
-
-
-def _sent(measured: pd.DataFrame, name: str) -> str | None:
-    """The value(s) of a request field the cell's measured requests carried (None: not sent)."""
-    if name not in measured:
-        return None
-    values = sorted({str(v) for v in measured[name].dropna()})
-    return ", ".join(values) or None
-
-
-def _window(cell_rows: pd.DataFrame) -> tuple[float, float]:
-    """The cell's span on the telemetry clock: first send to last end."""
-    return float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
 
 
 def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
@@ -283,9 +174,10 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
         out["engine_decode_note"] = "the run has no telemetry.jsonl (sweeps.telemetry was off)"
         return out
     if not engine_lines:
-        out["engine_decode_note"] = f"{_sent(cell_rows, 'engine')} printed no throughput line while the sweeps ran"
+        engine = sent_values(cell_rows, "engine")
+        out["engine_decode_note"] = f"{engine} printed no throughput line while the sweeps ran"
         return out
-    start, end = _window(cell_rows)
+    start, end = cell_span(cell_rows)
     inside = [r for r in engine_lines if r.interval_s and r.decode_tok_s is not None
               and r.t_mono - r.interval_s >= start - LOG_POLL_S and r.t_mono - LOG_POLL_S <= end]
     rates = engine_rates([r.as_dict() for r in inside], "decode")  # the lines as the adapter parsed them
@@ -307,18 +199,7 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
 def _telemetry(cell_rows: pd.DataFrame, telemetry: list[TelemetrySample]) -> dict[str, Any]:
     if not len(cell_rows):
         return window_summary([], 0.0, 0.0)
-    return window_summary(telemetry, *_window(cell_rows))
-
-
-def _engine_lines(cell_rows: pd.DataFrame, telemetry: list[TelemetrySample]) -> dict[str, Any]:
-    """Medians of the numbers in the engine's periodic throughput lines during the cell (decode batching
-    as the engine reports it), in the order of their names; nothing for an engine that prints no such lines."""
-    if not len(cell_rows):
-        return {}
-    start, end = _window(cell_rows)
-    lines = pd.DataFrame([r.as_dict() for r in telemetry if r.source == "engine_log" and start <= r.t_mono <= end])
-    numeric = lines.drop(columns=["t_mono"], errors="ignore").select_dtypes("number") if len(lines) else lines
-    return {f"engine_log_{name}_median": numeric[name].median() for name in sorted(numeric.columns)}
+    return window_summary(telemetry, *cell_span(cell_rows))
 
 
 @dataclass(frozen=True)
@@ -369,15 +250,16 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
         sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)))
     records = []
     for cell_id, outcome in sides["a"][0].items():
-        if cell_id not in sides["b"][0] or outcome.sweep not in KEYS:
+        kind = find_kind(outcome.sweep)
+        if cell_id not in sides["b"][0] or kind is None:
             continue
-        record: dict[str, Any] = {"sweep": outcome.sweep, "cell": _cell_label(outcome), "cell_id": cell_id}
+        record: dict[str, Any] = {"sweep": outcome.sweep, "cell": _cell_label(kind, outcome), "cell_id": cell_id}
         for label in ("a", "b"):
             rows = sides[label][1]
-            measured = _measured(outcome.sweep, rows[rows["cell_id"] == cell_id])
+            measured = _measured(kind, rows[rows["cell_id"] == cell_id])
             ok = measured[measured["status"] == "ok"]
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
-                values = _numbers(ok, name)
+                values = numbers(ok, name)
                 record[f"{name}_{label}"] = values.median() if len(values) else None
         for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s"):
             a, b = record[f"{name}_a"], record[f"{name}_b"]
@@ -386,6 +268,6 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def _cell_label(outcome: CellEntry) -> str:
-    keys = KEYS[outcome.sweep]
-    return " ".join(f"{k}={_param(outcome.cell, k)}" for k in keys if _param(outcome.cell, k) is not None)
+def _cell_label(kind: AnyKind, outcome: CellEntry) -> str:
+    keys = kind.key_values(outcome.cell)
+    return " ".join(f"{k}={v}" for k, v in keys.items() if v is not None)

@@ -143,12 +143,12 @@ def test_scenarios_an_engine_cannot_serve_are_planned_as_skipped(sweep_run: Run)
         apis = frozenset({"chat"})
 
     cells = build_plan(sweep_run.profile, ChatOnly(), ["prefix_reuse"], explicit=True)
-    skipped = {c.params["scenario"]: c.skip for c in cells if c.skip}
+    skipped = {c.params.scenario: c.skip for c in cells if c.skip}
     assert set(skipped) == {"prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"}
     assert "does not serve the messages API" in skipped["anthropic_cache_control"]
     assert "chat_only does not read the request field prompt_cache_breakpoint" in skipped["prompt_cache_breakpoint"]
     assert all("reasoning_effort 'none' not sent: chat_only does not read it" in c.notes for c in cells
-               if c.params["api"] == "chat")
+               if c.params.api == "chat")
 
 
 def test_max_errors_is_a_named_rule() -> None:

@@ -93,3 +93,14 @@ def test_no_import_circle() -> None:
     for module in sorted(found):
         if module not in state:
             visit(module, [module])
+
+
+def test_the_sweep_kinds_import_only_the_pieces() -> None:
+    """The plan, the tables, the write-up and preflight ask the registry (ninferkit.sweeps.kinds) for the
+    kinds, and the registry loads each kind's module on first use; a kind module imports none of the modules
+    that ask it, so the one lazy load is the only way back (docs/architecture.md, "Sweep kinds")."""
+    found = modules()
+    askers = {module for module, path in found.items() if "ninferkit.sweeps.kinds" in imports(path)}
+    assert {"ninferkit.sweeps.plan", "ninferkit.sweeps.tables", "ninferkit.report.views"} <= askers
+    kinds = {module: path for module, path in found.items() if module.startswith("ninferkit.sweeps.kinds.")}
+    assert {module: imports(path) & askers for module, path in kinds.items()} == {module: set() for module in kinds}

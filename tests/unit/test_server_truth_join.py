@@ -18,6 +18,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -29,8 +30,9 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.ninfer.request_log import read_events, request_rows
 from ninferkit.report.data import load_run
 from ninferkit.runs import Run, open_run, read_jsonl
+from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import CellOutcome, Recorder, SweepContext, _append_outcome, base_row
-from ninferkit.sweeps.plan import Cell
+from ninferkit.sweeps.kinds import get_kind
 from ninferkit.sweeps.tables import build_tables, save_tables
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth, rows_with_server_truth
 from tests.conftest import DATA, REPO
@@ -72,13 +74,18 @@ def finish_cell(ctx: SweepContext, cell: Cell, results: list[RequestResult]) -> 
     return attempt
 
 
-def context_cell(tokens: int) -> Cell:
-    return Cell("context", {"target_prompt_tokens": tokens, "api": "chat", "output_tokens": 16})
+SAMPLING = {"temperature": 0.0, "seed": 0}
 
 
-def concurrency_cell(level: int) -> Cell:
-    return Cell("concurrency", {"concurrency": level, "requests_per_client": 1, "prompt_tokens": 8192,
-                                "output_tokens": 256, "api": "chat"})
+def context_cell(tokens: int) -> Cell[Any]:
+    return get_kind("context").recorded({"target_prompt_tokens": tokens, "api": "chat", "output_tokens": 16,
+                                         "pin_output": True, "repetitions": 1, "warmup": 0, **SAMPLING})
+
+
+def concurrency_cell(level: int) -> Cell[Any]:
+    return get_kind("concurrency").recorded({"concurrency": level, "requests_per_client": 1, "prompt_tokens": 8192,
+                                             "output_tokens": 256, "api": "chat", "pin_output": True,
+                                             "warmup": 0, **SAMPLING})
 
 
 # ---------------------------------------------------------------------------------------------

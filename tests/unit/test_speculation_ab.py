@@ -41,11 +41,11 @@ def test_every_task_says_whether_its_answer_is_repetitive_or_creative() -> None:
 
 def test_each_task_cell_has_a_speculation_off_twin_right_after_it() -> None:
     cells = _tasks_plan()
-    names = [c.params["task"] for c in cells]
+    names = [c.params.task for c in cells]
     assert names == [name for name in TASK_NAMES for _ in range(2)]
-    assert [c.params.get("speculation") for c in cells] == [None, "off"] * len(TASK_NAMES)
-    assert all(c.params["output_tokens"] == load_task(c.params["task"]).output_tokens for c in cells)  # natural
-    assert all(not c.params["pin_output"] for c in cells)
+    assert [c.params.as_dict().get("speculation") for c in cells] == [None, "off"] * len(TASK_NAMES)
+    assert all(c.params.output_tokens == load_task(c.params.task).output_tokens for c in cells)  # natural
+    assert all(not c.params.pin_output for c in cells)
     assert "speculation=off" in cells[1].label
     # the side run with the profile's speculation keeps the id it has without the A/B (pairs across runs)
     alone = _tasks_plan("sweeps.tasks.speculation_ab=false")

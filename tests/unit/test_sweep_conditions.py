@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
 from ninferkit.runs import RunDir, open_run, read_jsonl
+from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import (
     AccessRefused,
     Recorder,
@@ -28,7 +30,8 @@ from ninferkit.sweeps.execute import (
     base_row,
     ended_outcome,
 )
-from ninferkit.sweeps.plan import Cell, build_plan
+from ninferkit.sweeps.kinds import get_kind
+from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import MaxErrors
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, sweep_table
 from tests.conftest import DATA, REPO
@@ -41,10 +44,10 @@ LIVE_G1 = ["engine.fork=ziworkslab/ninfer-3090-ubuntu", "engine.version=null"]  
 
 
 def planned(tmp_path: Path, profile: str, *overrides: str, kinds: tuple[str, ...] = ("tasks", "prefix_reuse")
-            ) -> dict[str, Cell]:
+            ) -> dict[str, Cell[Any]]:
     run = open_run(REPO / "params" / profile, tmp_path, list(overrides))
     cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=True)
-    return {c.params.get("scenario") or f"{c.params['task']}@{c.params['context_depth']}": c for c in cells}
+    return {c.params.as_dict().get("scenario") or f"{c.params.task}@{c.params.context_depth}": c for c in cells}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,24 +64,24 @@ def test_the_live_g1_build_gets_the_responses_floor_and_no_field_it_does_not_rea
                     "sweeps.tasks.tasks=[reasoning, agent]", "sweeps.tasks.depths=[8192]",
                     "sweeps.tasks.output_tokens=null")
     responses = cells["responses_previous_response_id"]
-    assert responses.skip is None and responses.params["output_tokens"] == 16
+    assert responses.skip is None and responses.params.output_tokens == 16
     assert "output_tokens 8 raised to 16" in responses.notes[0] and "seed not sent" in responses.notes[1]
-    assert cells["cold"].params["output_tokens"] == 8 and cells["cold"].request == {"reasoning_effort": "none"}
+    assert cells["cold"].params.output_tokens == 8 and cells["cold"].request == {"reasoning_effort": "none"}
     for scenario, field in (("prompt_cache_breakpoint", "prompt_cache_breakpoint"),
                             ("anthropic_cache_control", "cache_control")):
         assert f"ninfer build ziworkslab/ninfer-3090-ubuntu does not read the request field {field}" in \
             str(cells[scenario].skip)
     reasoning = cells["reasoning@8192"]
-    assert reasoning.request == {"reasoning_effort": "xhigh"} and reasoning.params["output_tokens"] == 1024
+    assert reasoning.request == {"reasoning_effort": "xhigh"} and reasoning.params.output_tokens == 1024
     agent = cells["agent@8192"]
-    assert agent.skip is None and agent.params["output_tokens"] == 160 and "TTFT" in agent.notes[0]
+    assert agent.skip is None and agent.params.output_tokens == 160 and "TTFT" in agent.notes[0]
 
 
 def test_the_seed_000_build_reads_the_cache_breakpoint(tmp_path: Path) -> None:
     """hamawang/ninfer-v100-20260916 (seed 000) ran the prompt_cache_breakpoint and cache_control rows."""
     cells = planned(tmp_path, "ninfer-v100-pcie-nvfp4.yaml")
     assert cells["prompt_cache_breakpoint"].skip is None and cells["anthropic_cache_control"].skip is None
-    assert cells["anthropic_cache_control"].params["api"] == "messages"
+    assert cells["anthropic_cache_control"].params.api == "messages"
     assert cells["anthropic_cache_control"].request == {}  # reasoning_effort rides on the chat API only
     assert any("sent on the chat API only" in note for note in cells["anthropic_cache_control"].notes)
 
@@ -131,6 +134,12 @@ def answered(api: str, probe: str) -> RequestResult:
     return RequestResult(api=api, status="errored", http_status=status, error=body)
 
 
+def context_cell(tokens: int, output: int) -> Cell[Any]:
+    return get_kind("context").recorded({"target_prompt_tokens": tokens, "api": "chat", "output_tokens": output,
+                                         "pin_output": True, "repetitions": 2, "warmup": 0, "temperature": 0.0,
+                                         "seed": 0})
+
+
 def context(tmp_path: Path) -> SweepContext:
     run = open_run(REPO / "params" / "ninfer-rtx3090-groupwise.yaml", tmp_path, LIVE_G1)
     adapter = get_adapter("ninfer")
@@ -145,7 +154,7 @@ def test_the_captured_cell_that_served_nothing_is_failed_and_retried(tmp_path: P
     captured = ledger[-1]
     assert (captured["status"], captured["requests_ok"], captured["requests_errored"]) == ("done", 0, 1)
     ctx = context(tmp_path)
-    cell = Cell("prefix_reuse", captured["cell"])
+    cell = get_kind("prefix_reuse").recorded(captured["cell"])
     record = Recorder(ctx, cell, "replay")
     for row in read_jsonl(G1_RUN / "requests.jsonl"):
         if row["cell_id"] == captured["cell_id"]:
@@ -161,7 +170,7 @@ def test_the_captured_cell_that_served_nothing_is_failed_and_retried(tmp_path: P
 def test_a_cell_refused_at_admission_is_failed_with_the_diagnosis(tmp_path: Path) -> None:
     """Three chat requests the engine expired before admission (probe "queue": 503 request_queue_timeout)."""
     ctx = context(tmp_path)
-    cell = Cell("context", {"target_prompt_tokens": 1024, "api": "chat", "output_tokens": 32})
+    cell = context_cell(1024, 32)
     record = Recorder(ctx, cell, "replay")
     for repetition in range(2):
         asyncio.run(record(answered("chat", "queue"), repetition, False))
@@ -174,7 +183,7 @@ def test_a_cell_refused_at_admission_is_failed_with_the_diagnosis(tmp_path: Path
 def test_a_refused_key_stops_the_cell_with_the_engines_diagnosis(tmp_path: Path) -> None:
     """Probe "chat_wrongkey": 401 invalid_api_key. The first refusal ends the cell (and, in run_cell, the sweep)."""
     ctx = context(tmp_path)
-    record = Recorder(ctx, Cell("context", {"target_prompt_tokens": 64, "api": "chat"}), "replay")
+    record = Recorder(ctx, context_cell(64, 16), "replay")
     with pytest.raises(AccessRefused, match="HTTP 401: invalid_api_key: missing or invalid API key") as refused:
         asyncio.run(record(answered("chat", "chat_wrongkey"), 0, False))
     diagnosis = _access_diagnosis(ctx, refused.value.body)
@@ -185,7 +194,7 @@ def test_a_cell_with_one_measured_success_is_done(tmp_path: Path) -> None:
     """A warm-up that failed does not fail a cell whose measured request was served (capture rows)."""
     ctx = context(tmp_path)
     rows = [row for row in read_jsonl(G1_RUN / "requests.jsonl") if row["sweep"] == "context"]
-    cell = Cell("context", rows[0]["cell"])
+    cell = get_kind("context").recorded(rows[0]["cell"])
     record = Recorder(ctx, cell, "replay")
     asyncio.run(record(answered("chat", "chat_too_long"), -1, True))
     asyncio.run(record(recorded(next(row for row in rows if not row["warmup"])), 0, False))

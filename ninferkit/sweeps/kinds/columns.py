@@ -1,0 +1,35 @@
+"""The columns of a kind's write-up table, as data: a header, the table column it reads, and its shape.
+
+How a shape is shown (a median with its range, a percentage, the GPU's power and clock) is the write-up's
+(report/views.py: SHAPES); a kind whose table needs a shape no kind has yet adds its formatter there. The
+columns several kinds show are here, so a kind's view reads `columns.DECODE`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Shape = Literal["param", "plain", "spread", "percent", "requests", "engine_decode", "gpu", "wait_before_prefill",
+                "goodput", "kept_up"]
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    """A column of the write-up's table: its header, the table column it reads (the stem of a
+    `_median/_min/_max` spread; unused by the shapes that read several columns), and how it is shown."""
+
+    header: str
+    column: str = ""
+    shape: Shape = "param"
+    scale: float = 1.0
+
+
+REQUESTS = ViewColumn("requests", shape="requests")
+PREFILL = ViewColumn("prefill, tok/s (server)", "prefill_tok_s_server", "spread")
+DECODE = ViewColumn("decode, tok/s (server)", "decode_tok_s_server", "spread")
+ENGINE = ViewColumn("engine decode windows, mean / peak tok/s", shape="engine_decode")
+TTFT = ViewColumn("TTFT, s (client)", "ttft_client_s", "spread")
+ACCEPTANCE = ViewColumn("acceptance (server)", "acceptance_server_median", "percent")
+GPU = ViewColumn("GPU: power, SM clock (median)", shape="gpu")
+API = ViewColumn("api", "api")

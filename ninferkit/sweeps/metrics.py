@@ -1,0 +1,51 @@
+"""The per-cell statistics the sweep tables and the kinds' own columns share, over one frame of rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.latency import wait_before_prefill_s, wall_s
+from ninferkit.records import RequestRow
+
+
+def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column's numbers (an absent column, or text in it, gives none)."""
+    if name not in frame:
+        return pd.Series(dtype=float)
+    return pd.to_numeric(frame[name], errors="coerce").dropna()
+
+
+def sent_values(measured: pd.DataFrame, name: str) -> str | None:
+    """The value(s) of a request field the cell's measured requests carried (None: not sent)."""
+    if name not in measured:
+        return None
+    values = sorted({str(v) for v in measured[name].dropna()})
+    return ", ".join(values) or None
+
+
+def cell_span(cell_rows: pd.DataFrame) -> tuple[float, float]:
+    """The cell's span on the telemetry clock: first send to last end."""
+    return float(cell_rows["t_send"].min()), float(pd.to_numeric(cell_rows["t_done"], errors="coerce").max())
+
+
+def aggregate(ok: pd.DataFrame, finished: Sequence[RequestRow]) -> dict[str, Any]:
+    """Whole-cell rates of a server loaded by many requests at once: tokens of all clients over the wall time
+    from the first send to the last end.
+
+    `wait_before_prefill_s` = client TTFT minus the server's prompt time: the time a request spent
+    queued (plus transport) before its prefill began, for engines that do not report queue time.
+    """
+    if not len(ok):
+        return {"wall_s": None, "aggregate_output_tok_s_client": None,
+                "wait_before_prefill_s_median": None, "wait_before_prefill_s_max": None}
+    wall = wall_s(finished)
+    wait = pd.Series([wait for row in finished if (wait := wait_before_prefill_s(row)) is not None], dtype=float)
+    return {
+        "wall_s": wall,
+        "aggregate_output_tok_s_client": float(numbers(ok, "completion_tokens").sum()) / wall if wall else None,
+        "wait_before_prefill_s_median": wait.median() if len(wait) else None,
+        "wait_before_prefill_s_max": wait.max() if len(wait) else None,
+    }
