@@ -482,6 +482,8 @@ class RequestRow(RunRow):
     t_done: Number = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    """Prompt tokens served from the prefix cache, as the response's `usage` says; None where usage has no count
+    (NInfer G1's chat usage never has one: see cached_tokens_server)."""
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
@@ -501,6 +503,9 @@ class RequestRow(RunRow):
 
     prompt_tokens_server: int | None = None
     cached_tokens_server: int | None = None
+    """Prompt tokens served from the prefix cache by the engine's own record (NInfer's request log
+    `prefix_cache_hit_tokens` or `done` line `cache=`, vLLM's counters, llama.cpp's `cache_n`), kept apart from
+    the client's usage count; None where the engine recorded nothing for this request: unknown, never 0."""
     prompt_s_server: Number = None
     prefill_tok_s_server: Number = None
     decode_tokens_server: int | None = None
@@ -520,10 +525,14 @@ class RequestRow(RunRow):
     server_join: str | None = None
     """How server_truth.jsonl's entry was paired with the row, or None."""
     server_note: str | None = None
-    """Why there is no pair, when there is none."""
+    """Why there is no pair, when there is none; or, starting "withheld", why the pair's server numbers are not
+    published (they contradict the client's timings: sweeps/truth.py timing_conflict)."""
     server_request_id: int | str | None = None
     """The engine's id of the request (NInfer's is a number)."""
     server_instance_id: str | None = None
+    decode_gap_note: str | None = None
+    """Where the client's decode rate and the engine's differ by more than the run's spread: both rates and the
+    reason the rows and the engine's throughput lines show (sweeps/truth.py decode_gaps); None where they agree."""
 
     LOG_FIELDS: ClassVar[tuple[str, ...]]
     """Every server field, in order: what a join with NInfer's request log fills in."""

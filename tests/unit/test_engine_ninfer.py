@@ -736,7 +736,8 @@ def test_request_log_refuses_other_files(tmp_path: Path) -> None:
 def test_join_by_request_id_then_time() -> None:
     rows = request_rows(read_events(NINFER_DATA / "request_log_v9.jsonl"))
     clients = [
-        {"cell_id": "a", "started_utc": "2025-08-20T08:55:00.050Z"},  # 1755680100.050 s: request 1
+        {"cell_id": "a", "status": "ok", "started_utc": "2025-08-20T08:55:00.050Z"},  # 1755680100.050 s: request 1
+        # (not the 503 logged 450 ms later: the outcome differs)
         {"cell_id": "b", "server_request_id": 3},
         {"cell_id": "c", "started_utc": "2025-08-20T10:30:00Z"},  # nothing near it
     ]

@@ -49,13 +49,23 @@ def utc(unix_ms: int) -> str:
     return dt.datetime.fromtimestamp(unix_ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
 
 
-def client_result(started_unix_ms: int, prompt: int, completion: int, status: str = "ok") -> RequestResult:
+def client_result(started_unix_ms: int, prompt: int, completion: int, status: str = "ok", ttft_s: float = 1.0,
+                  e2e_s: float = 2.1) -> RequestResult:
     """A finished request as the client records it (times on our monotonic clock, usage from the server)."""
     return RequestResult(api="chat", status=status, http_status=200 if status == "ok" else 503,
-                         started_utc=utc(started_unix_ms), t_send=100.0, t_first_byte=100.5, t_first_token=101.0,
-                         t_last_token=102.0, t_done=102.1, prompt_tokens=prompt if status == "ok" else None,
+                         started_utc=utc(started_unix_ms), t_send=100.0, t_first_byte=100.0 + ttft_s / 2,
+                         t_first_token=100.0 + ttft_s, t_last_token=100.0 + e2e_s - 0.1, t_done=100.0 + e2e_s,
+                         prompt_tokens=prompt if status == "ok" else None,
                          completion_tokens=completion if status == "ok" else None, temperature=0.0, seed=0,
                          max_tokens=completion)
+
+
+def client_of(logged: dict[str, Any], offset_ms: int = 3) -> RequestResult:
+    """The client's side of a logged request: sent `offset_ms` from its logged start, its first token and its
+    end received 4 and 5 ms after the engine's TTFT and total (what fits a real pair)."""
+    return client_result(logged["started_unix_ms"] + offset_ms, logged["prompt_tokens_server"],
+                         logged["completion_tokens_server"], ttft_s=logged["ttft_s_server"] + 0.004,
+                         e2e_s=logged["e2e_s_server"] + 0.005)
 
 
 def context(run: Run, adapter: EngineAdapter) -> SweepContext:
@@ -103,8 +113,8 @@ def test_request_log_fields_reach_the_rows_and_tables(tmp_path: Path) -> None:
     logged = {row["request_id"]: row for row in request_rows(read_events(log))}
     run, ctx = ninfer_run(tmp_path, log)
     # Two cells, one request each, as logged (request 2 was a 503 of another client: no client row).
-    first = finish_cell(ctx, context_cell(16384), [client_result(logged[1]["started_unix_ms"] + 3, 16384, 128)])
-    second = finish_cell(ctx, context_cell(16400), [client_result(logged[3]["started_unix_ms"] + 2, 16400, 16)])
+    first = finish_cell(ctx, context_cell(16384), [client_of(logged[1], 3)])
+    second = finish_cell(ctx, context_cell(16400), [client_of(logged[3], 2)])
 
     raw = list(read_jsonl(run.dir.requests))
     assert all(row["request_uid"] and row["prompt_s_server"] is None for row in raw)  # the rows stay as written
@@ -133,10 +143,10 @@ def test_request_log_fields_reach_the_rows_and_tables(tmp_path: Path) -> None:
 
 def test_rejoining_a_cell_appends_nothing_new(tmp_path: Path) -> None:
     log = NINFER_DATA / "request_log_v9.jsonl"
-    started = request_rows(read_events(log))[0]["started_unix_ms"]
+    logged = request_rows(read_events(log))[0]
     run, ctx = ninfer_run(tmp_path, log)
     cell = context_cell(16384)
-    finish_cell(ctx, cell, [client_result(started, 16384, 128)])
+    finish_cell(ctx, cell, [client_of(logged, 0)])
     lines = run.dir.server_truth.read_text()
     assert record_log_truth(run, ctx.adapter) == 0
     assert run.dir.server_truth.read_text() == lines
@@ -149,9 +159,9 @@ def test_a_request_not_yet_logged_as_done_is_filled_in_at_the_next_pass(tmp_path
     done = next(i for i, line in enumerate(lines) if '"request_done"' in line)
     log = tmp_path / "growing.jsonl"
     log.write_text("".join(lines[:done]))
-    started = json.loads(lines[1])["timestamp_unix_ms"]
     run, ctx = ninfer_run(tmp_path, log)
-    finish_cell(ctx, context_cell(16384), [client_result(started + 3, 16384, 128)])
+    logged = request_rows(read_events(NINFER_DATA / "request_log_v9.jsonl"))[0]
+    finish_cell(ctx, context_cell(16384), [client_of(logged, 3)])
     first = rows_with_server_truth(run.dir)[0]
     assert first.server_join is None and first.prompt_s_server is None and "matched" in first.server_note
     with log.open("a") as handle:
@@ -182,28 +192,46 @@ def twice_logged(tmp_path: Path, second_offset_ms: int) -> tuple[Path, int]:
     return log, events[0]["timestamp_unix_ms"]
 
 
-def test_requests_sent_together_are_paired_in_start_order_and_say_so(tmp_path: Path) -> None:
-    """Two clients of a concurrency cell with equal prompts, sent 1 ms apart, logged 3 ms apart."""
+def v21_client(started_unix_ms: int) -> RequestResult:
+    """A client row of request_log_v21.jsonl's request (TTFT 49.5 s, 60.0 s in all), received just after."""
+    return client_result(started_unix_ms, 8200, 1001, ttft_s=49.504, e2e_s=60.005)
+
+
+def test_requests_the_log_cannot_tell_apart_are_not_paired_and_say_so(tmp_path: Path) -> None:
+    """Two clients of a concurrency cell with equal prompts, sent 1 ms apart and ending 1 ms apart, logged
+    3 ms apart with the same TTFT and total: either pairing fits, so neither is made (the start order is no
+    evidence: the engine admits in its own order)."""
     log, start = twice_logged(tmp_path, 3)
     run, ctx = ninfer_run(tmp_path, log)
-    finish_cell(ctx, concurrency_cell(2), [client_result(start + 1, 8200, 1001), client_result(start, 8200, 1001)])
+    finish_cell(ctx, concurrency_cell(2), [v21_client(start + 1), v21_client(start)])
 
-    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: str(row.started_utc))
-    assert [row.server_request_id for row in rows] == [1, 2]
-    assert [row.queue_s_server for row in rows] == [49.0, 0.5]
-    assert {row.server_join for row in rows} == {"time_order"}
-    assert "paired in start order" in rows[0].server_note
-    assert rows[0].reasoning_tokens_server == 700 and rows[0].acceptance_server == pytest.approx(700 / 900)
+    rows = rows_with_server_truth(run.dir)
+    assert [(row.server_join, row.server_request_id, row.queue_s_server) for row in rows] == [(None, None, None)] * 2
+    assert all("cannot tell which is which" in str(row.server_note) and "requests 1, 2" in str(row.server_note)
+               for row in rows)
     note = build_tables(run, ["concurrency"])["concurrency"].loc[0, "server_note"]
-    assert note.startswith("2 of 2 requests:") and "start order" in note
+    assert note.startswith("2 of 2 requests:") and "none is paired" in note
+
+
+def test_requests_in_flight_together_are_told_apart_by_the_order_they_ended(tmp_path: Path) -> None:
+    """The same two log entries 120 ms apart, each sent 1 ms before it was logged: each client row's times fit
+    both entries (start and end within the clocks' slack), but the first to end is the first done."""
+    log, start = twice_logged(tmp_path, 120)
+    run, ctx = ninfer_run(tmp_path, log)
+    finish_cell(ctx, concurrency_cell(2), [v21_client(start + 119), v21_client(start - 1)])
+    rows = sorted(rows_with_server_truth(run.dir), key=lambda row: str(row.started_utc))
+    assert [(row.server_request_id, row.server_join, row.server_note) for row in rows] == [
+        (1, "done_order", None), (2, "done_order", None)]
+    assert [row.queue_s_server for row in rows] == [49.0, 0.5]
+    assert rows[0].reasoning_tokens_server == 700 and rows[0].acceptance_server == pytest.approx(700 / 900)
 
 
 def test_requests_sent_one_after_the_other_pair_plainly(tmp_path: Path) -> None:
-    """The same two log entries 120 ms apart, each sent 1 ms before it was logged (the second after
-    the first ended): the log can tell them apart, so no note, even with equal token counts."""
-    log, start = twice_logged(tmp_path, 120)
+    """The same two log entries, the second sent after the first ended: only one pairing fits, so no note,
+    even with equal token counts."""
+    log, start = twice_logged(tmp_path, 61_000)
     run, ctx = ninfer_run(tmp_path, log)
-    finish_cell(ctx, context_cell(8200), [client_result(start - 1, 8200, 1001), client_result(start + 119, 8200, 1001)])
+    finish_cell(ctx, context_cell(8200), [v21_client(start - 1), v21_client(start + 60_999)])
     rows = sorted(rows_with_server_truth(run.dir), key=lambda row: str(row.started_utc))
     assert [(row.server_request_id, row.server_join, row.server_note) for row in rows] == [
         (1, "time", None), (2, "time", None)]

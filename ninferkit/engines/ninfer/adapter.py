@@ -160,8 +160,8 @@ class NInfer(EngineAdapter):
                          server_log: Path | None = None) -> list[dict[str, Any]] | None:
         """The engine's own record of each client row: the `--request-log-jsonl` file (unrounded timings,
         queue wait, speculative counters) when the profile sets one, else the per-request `done` lines of
-        the server log (rounded as printed: ms, 0.1 tok/s), joined by start time and token counts
-        (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
+        the server log (rounded as printed: ms, 0.1 tok/s), joined by start and done times, token counts and
+        TTFTs that fit (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
         every row a `server_note` saying why, never an error: the client rows stand on their own."""
         serve = serve_of(profile, Serve)
         if serve.request_log_jsonl is not None:
@@ -182,8 +182,10 @@ class NInfer(EngineAdapter):
         out = []
         for joined in join_client_rows(rows, server_rows):
             if joined["server_join"] is None:
-                out.append({"server_join": None, "server_note": f"no request in {path.name} matched this one "
-                            "(start time within 5 s, same token counts and outcome)"})
+                note = joined.get("server_note") or (
+                    f"no request in {path.name} matched this one (start and done within 5 s of the client's, same "
+                    "token counts and outcome, server TTFT and times inside the client's)")
+                out.append({"server_join": None, "server_note": note})
                 continue
             fields = {name: joined.get(name) for name in (*LOG_FIELDS, *JOIN_FIELDS)}
             out.append({"server_source": source, **fields})

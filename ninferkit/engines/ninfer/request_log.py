@@ -149,61 +149,165 @@ def join_client_rows(client_rows: Sequence[Mapping[str, Any]], server_rows: Sequ
     """Client rows (requests.jsonl) with the server's fields filled in from the request log.
 
     A client row that carries `server_request_id` is matched on it (G2/G3 send `x-request-id`).
-    Otherwise client rows are taken in start order, and each takes the earliest unused server row
-    that started between `early_s` before and `max_skew_s` after its `started_utc` (the engine's
-    wall clock and ours are the same host's clock) and agrees with it on the server-counted prompt
-    and completion tokens and on success. Every server row is used once, so pass all rows of a run
-    at once: an earlier cell's requests then pair with their own rows, not a later cell's.
+    Otherwise a logged request can be a client row's only if it fits inside it (`_fits`): logged
+    between `early_s` before and `max_skew_s` after the send, done between `max_skew_s` before and
+    `early_s` after the client's end (the engine's wall clock and ours are the same host's clock), a
+    TTFT, total and queue-plus-prompt time no longer than the client's, and the same prompt and
+    completion tokens and outcome. Each logged request pairs once, so pass all rows of a run at once.
 
-    Matched rows get `server_join` 'request_id', 'time', or 'time_order' when the pair could be
-    swapped with another pair (two requests in flight together with the same token counts, each
-    logged after the other's send: which is which the log cannot tell, so they are paired in start
-    order and `server_note` says so). Rows without a partner get `server_join` None. The output
-    keeps the input order; the inputs are not modified.
+    The fits make a graph; a pair is made where every way of pairing the most rows makes it (`time`).
+    Where several requests in flight together fit each other's log entries, the order of the
+    client's ends against the order of the engine's done events decides, when both sides end apart
+    (`done_order`); where even that cannot tell them apart, none of them is paired and `server_note`
+    names the log entries they could be. The engine admits requests in its own order, not the send
+    order: start order is never used. Rows without a partner get `server_join` None. The output keeps
+    the input order; the inputs are not modified.
     """
     by_id = {str(row["request_id"]): row for row in server_rows}
-    used: set[int] = set()
     out = [dict(client) for client in client_rows]
     for merged in out:
         merged["server_join"] = None
-    pending = sorted((row for row in server_rows if row.get("started_unix_ms") is not None),
-                     key=lambda row: row["started_unix_ms"])
-    timed = sorted(((_unix_ms(str(m["started_utc"])), i) for i, m in enumerate(out)
-                    if m.get("server_request_id") is None and m.get("started_utc")))
     for merged in out:
         if merged.get("server_request_id") is not None:
             partner = by_id.get(str(merged["server_request_id"]))
             if partner is not None:
-                used.add(id(partner))
                 _fill(merged, partner, "request_id", None)
+    taken = {str(merged["server_request_id"]) for merged in out if merged["server_join"] == "request_id"}
+    pending = sorted((row for row in server_rows if row.get("started_unix_ms") is not None
+                      and str(row["request_id"]) not in taken), key=lambda row: row["started_unix_ms"])
     starts = [row["started_unix_ms"] for row in pending]
-    pairs: list[tuple[float, int, Mapping[str, Any]]] = []
-    for started_ms, index in timed:
-        window = pending[bisect_left(starts, started_ms - early_s * 1000):
-                         bisect_right(starts, started_ms + max_skew_s * 1000)]
-        partner = next((row for row in window if id(row) not in used and _same_counts(out[index], row)), None)
-        if partner is not None:
-            used.add(id(partner))
-            pairs.append((started_ms, index, partner))
-    paired_starts = [pair[0] for pair in pairs]
-    for started_ms, index, partner in pairs:
-        near = pairs[bisect_left(paired_starts, started_ms - max_skew_s * 1000):
-                     bisect_right(paired_starts, started_ms + max_skew_s * 1000)]
-        swappable = sum(1 for other_ms, other, other_partner in near
-                        if other != index and _could_be(out[index], started_ms, other_partner, max_skew_s)
-                        and _could_be(out[other], other_ms, partner, max_skew_s))
-        note = None
-        if swappable:
-            note = (f"{swappable + 1} requests in flight together fit each other's log entries (same token "
-                    "counts); paired in start order")
-        _fill(out[index], partner, "time_order" if note else "time", note)
+    spans = {i: _client_span(m) for i, m in enumerate(out)
+             if m.get("server_request_id") is None and m.get("started_utc")}
+    fits: dict[int, list[int]] = {}
+    for index, (sent_ms, ended_ms) in spans.items():
+        window = range(bisect_left(starts, sent_ms - early_s * 1000), bisect_right(starts, sent_ms + max_skew_s * 1000))
+        fits[index] = [j for j in window if _fits(out[index], sent_ms, ended_ms, pending[j], max_skew_s, early_s)]
+    for clients in _components(fits):
+        graph = {index: fits[index] for index in clients}
+        pairs = _forced_pairs(graph)
+        how = "time"
+        if len(pairs) < len(clients):
+            ordered = _done_order(graph, spans, pending)
+            if ordered is not None:
+                pairs, how = ordered, "done_order"
+        for index in clients:
+            if index in pairs:
+                _fill(out[index], pending[pairs[index]], how, None)
+            elif graph[index]:
+                ids = ", ".join(str(pending[j]["request_id"]) for j in sorted({j for i in clients for j in graph[i]}))
+                out[index]["server_note"] = (
+                    f"{len(clients)} requests in flight together fit the log entries of requests {ids} alike (same "
+                    "token counts, start and done times within the clocks' slack, TTFTs that fit): the log cannot "
+                    "tell which is which, so none is paired")
     return out
+
+
+def _client_span(client: Mapping[str, Any]) -> tuple[float, float | None]:
+    """(sent, ended) on the unix clock in ms: the row's started_utc, plus its end-to-end time."""
+    sent_ms = _unix_ms(str(client["started_utc"]))
+    e2e = client.get("e2e_client_s")
+    return sent_ms, None if e2e is None else sent_ms + e2e * 1000
+
+
+DURATION_SLACK_S = 0.05
+"""How much longer a server-measured duration may be than the client's of the same request: stderr prints
+times rounded (ms, 0.01 s), and the two sides read different timers; a real excess is seconds."""
+
+
+def _fits(client: Mapping[str, Any], sent_ms: float, ended_ms: float | None, server: Mapping[str, Any],
+          max_skew_s: float, early_s: float) -> bool:
+    """Whether the logged request could be this client request: the same counts and outcome, its start and
+    done within the clocks' slack of the client's send and end, and its TTFT, total and queue-plus-prompt
+    time inside the client's (the engine sees a request after it is sent and answers before it is received)."""
+    if not _same_counts(client, server):
+        return False
+    offset = server["started_unix_ms"] - sent_ms
+    if not -early_s * 1000 <= offset <= max_skew_s * 1000:
+        return False
+    if ended_ms is not None and server.get("ended_unix_ms") is not None:
+        if not -max_skew_s * 1000 <= server["ended_unix_ms"] - ended_ms <= early_s * 1000:
+            return False
+    inside = ((server.get("ttft_s_server"), client.get("ttft_client_s")),
+              (server.get("e2e_s_server"), client.get("e2e_client_s")),
+              (_queue_and_prompt_s(server), client.get("e2e_client_s")))
+    return all(theirs is None or mine is None or theirs <= mine + DURATION_SLACK_S for theirs, mine in inside)
+
+
+def _queue_and_prompt_s(server: Mapping[str, Any]) -> float | None:
+    prompt = server.get("prompt_s_server")
+    return None if prompt is None else prompt + (server.get("queue_s_server") or 0.0)
+
+
+def _components(fits: Mapping[int, Sequence[int]]) -> list[list[int]]:
+    """Client rows grouped by the log entries they could share (connected through any fit)."""
+    owner: dict[int, int] = {}
+    groups: dict[int, list[int]] = {}
+    for index in sorted(fits):
+        joined = {owner[j] for j in fits[index] if j in owner}
+        group = [index]
+        for other in joined:
+            group += groups.pop(other)
+        groups[index] = group
+        for member in group:
+            for j in fits[member]:
+                owner[j] = index
+    return [sorted(group) for group in groups.values()]
+
+
+def _matching(graph: Mapping[int, Sequence[int]], banned: tuple[int, int] | None = None) -> dict[int, int]:
+    """A largest pairing of client rows to log entries (augmenting paths), without the `banned` pair."""
+    partner_of: dict[int, int] = {}
+
+    def augment(index: int, seen: set[int]) -> bool:
+        for j in graph[index]:
+            if (index, j) == banned or j in seen:
+                continue
+            seen.add(j)
+            if j not in partner_of or augment(partner_of[j], seen):
+                partner_of[j] = index
+                return True
+        return False
+
+    for index in graph:
+        augment(index, set())
+    return {index: j for j, index in partner_of.items()}
+
+
+def _forced_pairs(graph: Mapping[int, Sequence[int]]) -> dict[int, int]:
+    """The pairs every largest pairing makes: what the log tells apart, whatever the rest."""
+    best = _matching(graph)
+    return {index: j for index, j in best.items() if len(_matching(graph, (index, j))) < len(best)}
+
+
+ORDER_SLACK_MS = 5.0
+"""Two ends closer than this on either side have no order: the clocks stamp whole ms, the stream's last
+chunk takes a moment to arrive."""
+
+
+def _done_order(graph: Mapping[int, Sequence[int]], spans: Mapping[int, tuple[float, float | None]],
+                pending: Sequence[Mapping[str, Any]]) -> dict[int, int] | None:
+    """Requests in flight together that fit the same log entries, paired by the order they ended in: the
+    k-th client row to end with the k-th of their log entries to be done. None unless the rows and entries
+    are as many, every end on both sides is known and apart from the next, and every such pair fits."""
+    client_ends = {index: spans[index][1] for index in graph}
+    entry_ends = {j: pending[j].get("ended_unix_ms") for index in graph for j in graph[index]}
+    known_clients = {index: end for index, end in client_ends.items() if end is not None}
+    known_entries = {j: float(end) for j, end in entry_ends.items() if end is not None}
+    if len(known_clients) != len(client_ends) or len(known_entries) != len(entry_ends) or len(graph) != len(entry_ends):
+        return None
+    clients = sorted(known_clients, key=known_clients.__getitem__)
+    entries = sorted(known_entries, key=known_entries.__getitem__)
+    for ends in ([known_clients[i] for i in clients], [known_entries[j] for j in entries]):
+        if any(later - earlier < ORDER_SLACK_MS for earlier, later in zip(ends, ends[1:], strict=False)):
+            return None
+    pairs = dict(zip(clients, entries, strict=True))
+    return pairs if all(pairs[index] in graph[index] for index in clients) else None
 
 
 def with_log_clock(log_rows: Sequence[Mapping[str, Any]], client_rows: Sequence[Mapping[str, Any]]
                    ) -> list[dict[str, Any]]:
-    """Rows read from stderr request lines (logs.requests_from_lines) with `started_unix_ms`, so they join
-    like request-log rows.
+    """Rows read from stderr request lines (logs.requests_from_lines) with `started_unix_ms` and
+    `ended_unix_ms` (the submitted and done lines' stamps), so they join like request-log rows.
 
     stderr stamps the server's local wall time without a zone ('2026-12-01 14:21:42.640'), and a
     container's zone need not be the host's. A zone is a whole number of quarter hours, and a request is
@@ -224,7 +328,12 @@ def with_log_clock(log_rows: Sequence[Mapping[str, Any]], client_rows: Sequence[
             if -250 <= after_send_ms <= 5000:
                 votes[quarters] = votes.get(quarters, 0) + 1
     zone_ms = max(votes, key=lambda q: votes[q]) * QUARTER_HOUR_MS if votes else 0
-    return [{**row, "started_unix_ms": None if ms is None else ms - zone_ms} for row, ms in naive]
+    out = []
+    for row, started_ms in naive:
+        ended_ms = _naive_ms(row.get("ended_at"))
+        out.append({**row, "started_unix_ms": None if started_ms is None else started_ms - zone_ms,
+                    "ended_unix_ms": None if ended_ms is None else ended_ms - zone_ms})
+    return out
 
 
 QUARTER_HOUR_MS = 900_000
@@ -238,15 +347,6 @@ def _naive_ms(stamp: object) -> float | None:
         return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp() * 1000
     except ValueError:
         return None
-
-
-CLOCK_SLACK_S = 0.005  # both sides stamp the same clock in whole ms; a request is logged after it was sent
-
-
-def _could_be(client: Mapping[str, Any], started_ms: float, server: Mapping[str, Any], max_skew_s: float) -> bool:
-    """Whether the logged request could be this client request: logged after it was sent, same counts."""
-    offset = server["started_unix_ms"] - started_ms
-    return -CLOCK_SLACK_S * 1000 <= offset <= max_skew_s * 1000 and _same_counts(client, server)
 
 
 def _same_counts(client: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
