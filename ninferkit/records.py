@@ -247,6 +247,14 @@ class DecisionRow(RecordPart):
     margin_gib_interval: Bounds | None = None
     max_pool_tokens: Bounds | None = None
     verdict: str | None = None
+    leftover_tokens: Bounds | None = None
+    """[sure, possible] tokens the pool could still grow by (whole pages); set where it may fit."""
+    leftover_gib: Bounds | None = None
+    shortfall_gib: Bounds | None = None
+    shortfall_tokens: Bounds | None = None
+    """[sure, possible] tokens the pool would have to lose; set where it may not fit."""
+    auto: dict[str, Any] | None = None
+    """What `auto` would do at this cell (the "starts" row of an engine that has it)."""
 
 
 class SearchStep(RecordPart):
@@ -281,6 +289,27 @@ class CapacitySearch(RecordPart):
     results: list[SearchStep] = []
 
 
+class CapacityAnswer(RecordPart):
+    """What one basis says (the logs, the typed terms, or both where they agree): the figures at the profile's
+    setting (free after weights, `auto`, largest pool, each lane's share, what-if rows) and the decision table."""
+
+    basis: str | None = None
+    source: str | None = None
+    weights_bytes: Bounds | None = None
+    free_after_weights_bytes: Bounds | None = None
+    bytes_per_token: Bounds | None = None
+    fixed_bytes: Bounds | None = None
+    auto: dict[str, Any] | None = None
+    memory_kv_tokens_interval: Bounds | None = None
+    max_kv_tokens_interval: Bounds | None = None
+    engine_max_kv_tokens: int | None = None
+    per_slot_tokens: Bounds | None = None
+    what_if: list[dict[str, Any]] = []
+    decision_table: list[DecisionRow] = []
+    missing: str | None = None
+    """What would fill this answer in, where it has no formula or no free memory."""
+
+
 class CapacityRecord(RunFile):
     """capacity.json: the memory formula fitted to the launches' own logs, the decision table and searches.
     Byte quantities are a number or a [low, high] interval (printed figures pin a value only so finely)."""
@@ -307,6 +336,10 @@ class CapacityRecord(RunFile):
     max_kv_tokens_interval: list[int | None] | None = None
     max_kv_tokens_bounded_by: str | None = None
     max_kv_tokens_note: str | None = None
+    known_terms: dict[str, Any] | None = None
+    """capacity.known as typed (figures with their units), where the profile has any."""
+    answers: list[CapacityAnswer] = []
+    """One per basis: one where the typed terms and the logs agree, both where they conflict (logs first)."""
     observations: list[CapacityObservation] = []
     decision_table: list[DecisionRow] = []
     searches: list[CapacitySearch] = []

@@ -66,6 +66,20 @@ PREFILL_STARVES_DECODE = Excerpt(
 # seed 000 §2.5: the single-request boundary
 CONTEXT_BODY = Excerpt(SEED_000, "§2.5", 'HTTP 400 {"error":{"code":"context_length_exceeded",\n'
                                          '  "message":"prepared prompt exceeds Engine max_context 131072", ...}}')
+# seed 000 §2.5: the memory formula the report fitted to its refusals, and its capacity table (tab-separated
+# as in the report: figure, groupwise-int, nvfp4); tests/unit/test_capacity_known.py holds ninferkit to each figure
+CAPACITY_FORMULA = Excerpt(SEED_000, "§2.5", "运行时占用 = 2.75 GiB（固定：state 槽 + workspace + CUDA graph） + "
+                                             "KV 池容量 × 35,904 B\n"
+                                             "权重后可用显存：nvfp4 11.70 GiB / groupwise-int 14.75 GiB")
+CAPACITY_SETTING = Excerpt(SEED_000, "§2.5", "--max-concurrency 2，容量需为 64 的倍数")
+CAPACITY_TABLE = Excerpt(SEED_000, "§2.5", "\tgroupwise-int\tnvfp4\n"
+                                           "权重\t16.7 GiB\t19.7 GiB\n"
+                                           "权重后可用\t14.75 GiB\t11.70 GiB\n"
+                                           "`--kv-capacity auto`\t328,960 token\t拒绝启动（差 0.88 GiB）\n"
+                                           "最大共享池\t358,912 token\t267,456 token\n"
+                                           "双并发每路可用\t≈179K\t≈130K\n"
+                                           "2×160K（池需 327,680）\t余 31,232\t差 2.01 GiB；"
+                                           "关掉 graph + state 槽也只省 622 MiB，仍差 1.40 GiB")
 # seed 003 §一.1: v0.6.1 given the hub's container v3 file
 READER_V1_V2 = Excerpt(SEED_003, "§一.1", "artifact magic is not NInfer v1 or v2")
 # seed 003 §一.2: the Dockerfile comment on the forward-compat libcuda
@@ -74,4 +88,4 @@ COMPAT_LIBCUDA = Excerpt(SEED_003, "§一.2", "cudaErrorCompatNotSupportedOnDevi
 LINE_EXCERPTS = (OPEN_MODULE, STARTUP_REFUSED, CONTEXT_REJECTED, QUEUE_TIMEOUT, LEDGER, *ERROR_TABLE,
                  SERIAL_PREFILL, PREFILL_STARVES_DECODE, CONTEXT_BODY, READER_V1_V2, COMPAT_LIBCUDA)
 """Excerpts that are whole lines or parts of one line of a log or an answer."""
-EXCERPTS = (*LINE_EXCERPTS, ENGINE_TTFT)
+EXCERPTS = (*LINE_EXCERPTS, ENGINE_TTFT, CAPACITY_FORMULA, CAPACITY_SETTING, CAPACITY_TABLE)

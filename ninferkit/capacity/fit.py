@@ -37,7 +37,7 @@ from ninferkit.units import GIB
 
 _NO_CAP = 2**40
 PARAMETERS = ("fixed_ref_bytes", "per_slot_bytes", "per_context_token_bytes", "bytes_per_token")
-_BOX = (Fraction(2**50), Fraction(2**40), Fraction(2**30), Fraction(2**30))
+BOX = (Fraction(2**50), Fraction(2**40), Fraction(2**30), Fraction(2**30))
 
 
 @dataclass(frozen=True)
@@ -327,7 +327,7 @@ def _fit_family(family: tuple[Any, ...], group: Sequence[Observation], b: Fracti
     for index, prior in ((1, priors.per_slot_bytes), (2, priors.per_context_token_bytes)):
         if prior is not None:
             constraints.append(Constraint(unit(index), prior.low, prior.high))
-    box = _BOX[:size]
+    box = BOX[:size]
     label = _family_label(group[0])
     return FamilyFit(family, label, reference, tuple(group), Polytope.build(constraints, box), b)
 

@@ -80,10 +80,12 @@ class Polytope:
 
     small: list[Vector]
     large: list[Vector]
+    constraints: tuple[Constraint, ...] = ()
+    """What cut it out (so another source's rows can be added: capacity/known.py)."""
 
     @classmethod
     def build(cls, constraints: Sequence[Constraint], box: Sequence[Fraction]) -> Polytope:
-        return cls(vertices(constraints, box), vertices(constraints, [b * 4 for b in box]))
+        return cls(vertices(constraints, box), vertices(constraints, [b * 4 for b in box]), tuple(constraints))
 
     @property
     def feasible(self) -> bool:

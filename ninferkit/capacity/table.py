@@ -5,7 +5,9 @@ Two readings, because a shared pool (NInfer, vLLM) may be smaller than C x S (ca
             reach S, and the slots share what is left;
   "full":   C x ceil(S/P) pages: every slot can hold a full-length request at once.
 margin = room - need, an interval, with room the free memory after weights less what the server takes
-at first use where launches reported it (`CapacityFit.room`); "borderline" when it straddles 0. Where the engine
+at first use where launches reported it (`CapacityFit.room`); "borderline" when it straddles 0. Each row
+also says it in tokens: the pool memory alone would allow at the cell, less the reading's pool (leftover,
+whole pages), or the pages the pool would have to lose (shortfall), beside the same in GiB. Where the engine
 has `auto`, the row also says what `auto` would choose (its headroom kept visible). For a per-slot
 pool (llama.cpp `-np`) both readings are the same pool.
 """
@@ -80,13 +82,14 @@ def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], refer
             row["need_bytes"] = need.as_bytes()
             if room is None or available is None:
                 row.update(fits=None, margin_gib=None, margin_gib_interval=[None, None],
-                           verdict="free memory after weights unknown (no observation reports it; set "
-                                   "capacity.free_after_weights_bytes)")
+                           verdict="free memory after weights unknown (no observation reports it; type "
+                                   "capacity.known.free_after_weights)")
                 continue
             margin = room - need
             fits, words = verdict(margin)
             row.update(fits=fits, margin_gib=_center_gib(margin), margin_gib_interval=margin.as_gib(),
                        margin_bytes=margin.as_bytes(), verdict=words)
+            row.update(leftover(fam, rule, cell, tokens, room, margin))
             if reading == "starts":
                 pool = fam.max_pool(cell.concurrency, cell.context_per_slot, room, rule)
                 row["max_pool_tokens"] = [None if v is None else int(v) for v in (pool.low, pool.high)]
@@ -98,6 +101,22 @@ def decision_table(result: CapacityFit, rule: PoolRule, cells: list[Cell], refer
                 if rule.auto_headroom_bytes is not None:
                     row["auto"] = auto_outcome(fam, rule, cell, available)
     return rows
+
+
+def leftover(fam: FamilyFit, rule: PoolRule, cell: Cell, tokens: int, room: Interval,
+             margin: Interval) -> dict[str, Any]:
+    """The margin in tokens as well as GiB: leftover_tokens (the pool memory would allow at this cell less
+    `tokens`, whole pages) and leftover_gib where it fits for sure, shortfall_gib and shortfall_tokens (the
+    pages the pool would have to lose) where it cannot; both, as [sure, possible], where it is borderline."""
+    memory = fam.memory_pool(cell.concurrency, cell.context_per_slot, room, rule)
+    spare = [None if v is None else int(v) - tokens for v in (memory.low, memory.high)]
+    out: dict[str, Any] = {"memory_pool_tokens": [None if v is None else int(v) for v in (memory.low, memory.high)]}
+    if margin.high is None or margin.high >= 0:
+        out.update(leftover_tokens=spare, leftover_gib=margin.as_gib())
+    if margin.low is None or margin.low < 0:
+        out.update(shortfall_tokens=[None if v is None else -v for v in reversed(spare)],
+                   shortfall_gib=(-margin).as_gib())
+    return out
 
 
 def _engine_limit(fam: FamilyFit, rule: PoolRule, cell: Cell, pool: int, room: Interval) -> str:
@@ -122,7 +141,8 @@ def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval
     room = available - minimum - headroom
     out: dict[str, Any] = {"headroom_gib": round(headroom / GIB, 2), "minimum_runtime_bytes": minimum.as_bytes()}
     if room.high is not None and room.high < 0:
-        out.update(starts=False, verdict=f"auto refuses: short by {_gib(-room.high)} GiB "
+        out.update(starts=False, shortfall_gib=(-room).as_gib(),
+                   verdict=f"auto refuses: short by {_gib(-room.high)} GiB "
                    f"(it keeps {headroom / GIB:.2f} GiB headroom)")
         return out
 

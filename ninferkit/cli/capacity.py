@@ -1,9 +1,15 @@
-"""`ninferkit capacity fit LOG...` (no launch) and `ninferkit capacity search PROFILE` (launches)."""
+"""`ninferkit capacity fit [LOG...]` (no launch) and `ninferkit capacity search PROFILE` (launches).
+
+`fit` takes startup logs, terms typed from a report or a datasheet (`--fixed 2.75GiB --bytes-per-token 35904
+--free-after-weights 11.70GiB`: the profile's capacity.known), or both; the flags are written into the
+profile as overrides, so a bad value is refused by the profile's own check, naming the field.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from ninferkit.cli._answer import add_quiet_arg
@@ -15,15 +21,31 @@ if TYPE_CHECKING:
 DEFAULT_PROFILE = "params/local-cpu.yaml"
 JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "first_use_bytes",
              "max_kv_tokens", "max_kv_tokens_interval", "decision_table", "terms_pinned", "terms_unpinned",
-             "conflicts", "searches")
+             "conflicts", "searches", "known_terms", "answers")
+KNOWN_FLAGS = (("fixed", "the fixed part F, e.g. 2.75GiB"), ("bytes_per_token", "bytes per KV pool token, e.g. 35904"),
+               ("free_after_weights", "device memory free after weights, e.g. 11.70GiB"),
+               ("weights", "the weights' size, e.g. 19.7GiB"), ("page_tokens", "KV page size in tokens, e.g. 64"),
+               ("source", "where the typed figures come from, e.g. 'report 000 §2.5'"))
+_WHAT_IF = re.compile(r"^(\d+)x(\d+)(?::(.+))?$")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "capacity", help="fit the memory formula, tabulate what fits, search the largest KV pool")
     commands = parser.add_subparsers(dest="capacity_command", required=True, metavar="{fit,search}")
-    fit = commands.add_parser("fit", help="fit saved startup logs; launches nothing")
-    fit.add_argument("logs", nargs="+", metavar="LOG", help="startup logs (ledger or refusal) of one engine")
+    fit = commands.add_parser("fit", help="fit saved startup logs and typed terms; launches nothing")
+    fit.add_argument("logs", nargs="*", metavar="LOG", help="startup logs (ledger or refusal) of one engine")
+    known = fit.add_argument_group("typed terms (capacity.known; a figure is as exact as its printed digits)")
+    for name, words in KNOWN_FLAGS:
+        known.add_argument(f"--{name.replace('_', '-')}" if name != "source" else "--known-source", dest=name,
+                           metavar="TEXT" if name == "source" else "VALUE", help=f"{words} (capacity.known.{name})")
+    fit.add_argument("--slots", type=int, metavar="N", help="planned concurrency (serve.max_concurrency, and the "
+                     "table's capacity.concurrencies)")
+    fit.add_argument("--context", type=int, metavar="TOKENS", help="per-slot context (serve.max_context, and the "
+                     "table's capacity.contexts)")
+    fit.add_argument("--what-if", dest="what_if", action="append", default=[], metavar="SLOTSxCONTEXT[:LESS]",
+                     help="a setting to answer in tokens and GiB, e.g. 2x163840, or 2x163840:622MiB with that much "
+                     "taken off the fixed part (capacity.what_if)")
     fit.add_argument("--profile", default=DEFAULT_PROFILE,
                      help=f"engine, model and grid of the table (default {DEFAULT_PROFILE})")
     fit.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -43,7 +65,13 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.runs import open_run
 
     if args.capacity_command == "fit":
-        record = fit_logs(load_profile(args.profile, args.overrides).profile, args.logs)
+        from ninferkit.errors import BadInput
+
+        flags = typed_overrides(args)
+        if not args.logs and not any(item.startswith("capacity.known.") for item in [*flags, *args.overrides]):
+            raise BadInput("give startup logs, typed terms (--fixed, --bytes-per-token, --free-after-weights), "
+                           "or both")
+        record = fit_logs(load_profile(args.profile, [*flags, *args.overrides]).profile, args.logs)
     else:
         overrides = [*args.overrides, "capacity.search=true"]
         run = open_run(args.profile, args.run_dir, overrides)
@@ -58,8 +86,36 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def typed_overrides(args: argparse.Namespace) -> list[str]:
+    """The typed flags as profile overrides (before the user's own -p, which win)."""
+    from ninferkit.errors import BadInput
+
+    # a figure goes in as written (35904 is a number of bytes, 2.75GiB text, 2.75 a number refused for lack of
+    # a unit); the source as a quoted string, whatever it holds
+    out = [f"capacity.known.{name}={json.dumps(value) if name == 'source' else value}" for name, _ in KNOWN_FLAGS
+           if (value := getattr(args, name)) is not None]
+    if args.slots is not None:
+        out += [f"serve.max_concurrency={args.slots}", f"capacity.concurrencies=[{args.slots}]"]
+    if args.context is not None:
+        out += [f"serve.max_context={args.context}", f"capacity.contexts=[{args.context}]"]
+    cases = []
+    for text in args.what_if:
+        found = _WHAT_IF.match(text.replace(" ", ""))
+        if found is None:
+            raise BadInput(f"--what-if {text!r}: allowed: SLOTSxCONTEXT, e.g. 2x163840, or SLOTSxCONTEXT:LESS, "
+                           "e.g. 2x163840:622MiB")
+        case: dict[str, Any] = {"slots": int(found.group(1)), "context": int(found.group(2))}
+        if found.group(3):
+            case["fixed_less"] = found.group(3)
+        cases.append(case)
+    if cases:
+        out.append(f"capacity.what_if={json.dumps(cases)}")
+    return out
+
+
 def _text(record: CapacityRecord) -> str:
     from ninferkit.capacity import table_frame
+    from ninferkit.capacity.summary import TABLE_COLUMNS, summary_rows, table_rows
 
     lines = [f"bytes/token: {record.bytes_per_token} ({record.bytes_per_token_source})",
              f"fixed part: {record.fixed_bytes} B at {record.fixed_bytes_at}",
@@ -72,6 +128,19 @@ def _text(record: CapacityRecord) -> str:
     for found in record.searches:
         lines.append(f"search C={found.setting.concurrency} kv={found.setting.kv_dtype} ({found.mode}): "
                      f"{found.answer_kv_tokens} tokens after {found.launches} launch(es); {found.note}")
-    frame = table_frame(record)
-    lines.append(frame.to_string(index=False))
+    if not record.answers:  # a capacity.json written before answers: the table as it was
+        lines.append(table_frame(record).to_string(index=False))
+    for number, answer in enumerate(record.answers, 1):
+        heading = f"answer {number} of {len(record.answers)}" if len(record.answers) > 1 else "answer"
+        lines.append(f"== {heading}: from the {answer.basis}")
+        rows = summary_rows(answer)
+        width = max(len(name) for name, _ in rows)
+        lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+        lines.append("  decision table:")
+        lines += ["    " + line for line in _columns([TABLE_COLUMNS, *table_rows(answer.decision_table)])]
     return "\n".join(lines)
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -29,16 +30,16 @@ def test_fit_text_names_pinned_and_open_terms(capsys: pytest.CaptureFixture[str]
     profile = REPO / "params" / "ninfer-rtx3090-groupwise.yaml"
     args = ["capacity", "fit", str(NINFER / "g2_refusal_auto_mtp3.log"), "--profile", str(profile),
             "-p", "serve.max_concurrency=1", "-p", "serve.max_context=262144", "-p", "serve.kv.dtype=int8",
-            "-p", "serve.kv.capacity=auto", "-p", "capacity.free_after_weights_bytes=7000000000",
+            "-p", "serve.kv.capacity=auto", "-p", "capacity.known.free_after_weights=7000000000",
             "-p", "capacity.contexts=[262144]", "-p", "capacity.kv_dtypes=[int8]"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "35904 (architecture)" in text
     assert "open:   kv=int8 spec=mtp3 chunk=1024: fixed part per extra slot (only concurrency [1] observed)" in text
-    assert "short by at least" in text  # 1 x 262,144: 9.84 GB needed, 7.0 GB free
+    assert re.search(r"1\s+262,144\s+starts\s+262,144\s+no\s+.*short by [\d.]+ GiB", text)  # 9.84 GB needed
     assert "not pinned by the data" in text  # 2 slots: the per-slot term is open
 
 
 def test_fit_with_a_bad_profile_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["capacity", "fit", *LOGS[:1], "-p", "capacity.free_after_weights_bytes=[3, 1]"]) == 2
-    assert "free_after_weights_bytes" in capsys.readouterr().err
+    assert main(["capacity", "fit", *LOGS[:1], "-p", "capacity.known.free_after_weights=[3, 1]"]) == 2
+    assert "capacity.known.free_after_weights" in capsys.readouterr().err

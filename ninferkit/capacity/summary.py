@@ -1,0 +1,117 @@
+"""The capacity answer in words: the report's table (seed 000 §2.5) and the decision table, as text rows.
+
+Both `ninferkit capacity fit` and the write-up's capacity section print these rows from capacity.json's
+records, so the two say the same thing. A figure from typed terms is shown as printed (the report's own
+arithmetic) beside the range the printed digits allow; a figure from logs is the range the fit allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninferkit.records import Bounds, CapacityAnswer, DecisionRow
+from ninferkit.units import GIB
+
+SUMMARY_COLUMNS = ("figure", "value")
+TABLE_COLUMNS = ("KV dtype", "slots", "tokens per slot", "reading", "pool, tokens", "fits", "margin, GiB",
+                 "leftover / shortfall", "auto")
+
+
+def tokens(value: Bounds | None) -> str:
+    """[sure, possible] tokens as "267,328–267,904", one figure where they agree, "?" for an open side."""
+    if value is None:
+        return "—"
+    low, high = (None if v is None else int(v) for v in value[:2])
+    if low == high:
+        return "?" if low is None else f"{low:,}"
+    return "–".join("?" if v is None else f"{v:,}" for v in (low, high))
+
+
+def gib(value: Bounds | None, digits: int = 2) -> str:
+    """A [low, high] GiB pair as "2.01", or "2.00–2.02" where the two differ at these digits."""
+    if value is None:
+        return "—"
+    shown = ["?" if v is None else f"{float(v):.{digits}f}" for v in value[:2]]
+    return shown[0] if shown[0] == shown[1] else "–".join(shown)
+
+
+def gib_of_bytes(value: Bounds | None, digits: int = 2) -> str:
+    return "—" if value is None else gib([None if v is None else float(v) / GIB for v in value[:2]], digits)
+
+
+def _both(printed: str | None, ranged: str) -> str:
+    """The as-printed figure with the range beside it, where they differ."""
+    if printed is None or printed == ranged:
+        return ranged
+    return f"{printed} as printed; {ranged} within the printed digits"
+
+
+def auto_words(auto: dict[str, Any] | None) -> str:
+    if not auto:
+        return "—"
+    if auto.get("starts") is False:
+        return f"refuses: short by {gib(auto.get('shortfall_gib'))} GiB (keeps {auto.get('headroom_gib')} GiB free)"
+    pool = auto.get("kv_tokens")
+    if auto.get("starts") and pool:
+        return f"{tokens(pool)} tokens (keeps {auto.get('headroom_gib')} GiB free)"
+    return str(auto.get("verdict") or "—")
+
+
+def room_words(row: dict[str, Any] | DecisionRow) -> str:
+    """Leftover in tokens and GiB where it fits, shortfall in GiB and tokens where it does not (both sides
+    where the rounding leaves it undecided)."""
+    data = row.as_dict() if isinstance(row, DecisionRow) else row
+    if (data.get("margin_gib_interval") or [None, None])[:2] == [None, None]:
+        return str(data.get("verdict") or "—")
+    parts = []
+    if data.get("leftover_tokens") is not None:
+        parts.append(f"leftover {tokens(data['leftover_tokens'])} tokens ({gib(data.get('leftover_gib'))} GiB)")
+    if data.get("shortfall_gib") is not None:
+        parts.append(f"short by {gib(data['shortfall_gib'])} GiB ({tokens(data.get('shortfall_tokens'))} tokens)")
+    return " or ".join(parts) or str(data.get("verdict") or "—")
+
+
+def summary_rows(answer: CapacityAnswer) -> list[tuple[str, str]]:
+    """The report's table for one answer: weights, free after weights, auto, largest pool, per lane, what-ifs."""
+    printed: dict[str, Any] = answer.model_extra.get("as_printed") or {} if answer.model_extra else {}
+    setting = answer.model_extra.get("setting") or {} if answer.model_extra else {}
+    slots, context = setting.get("concurrency"), setting.get("context_per_slot")
+    at = f"{slots} slot{'s' if slots != 1 else ''} of {context:,} tokens" if slots and context else "the setting"
+    rows = [("basis", f"{answer.basis} ({answer.source})"),
+            ("weights, GiB", _both(gib_of_bytes(printed.get("weights_bytes"), 2) if printed.get("weights_bytes")
+                                   else None, gib_of_bytes(answer.weights_bytes, 2)) if answer.weights_bytes
+             else "— (no log printed it; type capacity.known.weights)"),
+            ("free after weights, GiB", _both(None if not printed else gib_of_bytes(printed.get(
+                "free_after_weights_bytes")), gib_of_bytes(answer.free_after_weights_bytes, 3)))]
+    if answer.missing:
+        return [*rows, ("missing", answer.missing)]
+    rows += [("fixed part, GiB", _both(gib_of_bytes(printed["fixed_bytes"], 3) if printed.get("fixed_bytes") else None,
+                                       gib_of_bytes(answer.fixed_bytes, 3))),
+             ("bytes per pool token", tokens(answer.bytes_per_token)),
+             (f"auto at {at}", _both(auto_words(printed["auto"]) if printed.get("auto") else None,
+                                     auto_words(answer.auto))),
+             ("largest pool memory allows, tokens", _both(tokens(printed.get("memory_kv_tokens_interval"))
+                                                          if printed else None,
+                                                          tokens(answer.memory_kv_tokens_interval)))]
+    if answer.engine_max_kv_tokens is not None:
+        rows.append((f"engine's limit at {at}, tokens", f"{answer.engine_max_kv_tokens:,}"))
+    rows.append((f"per lane at {slots} slots, tokens", _both(tokens(printed.get("per_slot_tokens")) if printed
+                                                             else None, tokens(answer.per_slot_tokens))))
+    printed_cases = printed.get("what_if") or [None] * len(answer.what_if)
+    for case, as_printed in zip(answer.what_if, printed_cases, strict=True):
+        label = f" ({case['label']})" if case.get("label") else ""
+        less = f", fixed part less {gib_of_bytes(case['fixed_less_bytes'])} GiB" if case.get("fixed_less_bytes") else ""
+        rows.append((f"what if {case['slots']} x {case['context_per_slot']:,}{label} (pool {case['pool_tokens']:,}"
+                     f"{less})", _both(None if as_printed is None else room_words(as_printed), room_words(case))))
+    return rows
+
+
+def table_rows(rows: list[DecisionRow]) -> list[tuple[str, ...]]:
+    """The whole decision table, every reading, with `auto` on the rows that have it."""
+    out: list[tuple[str, ...]] = []
+    for row in rows:
+        fits = {True: "yes", False: "no", None: "borderline"}[row.fits] if row.margin_gib_interval else "—"
+        out.append((str(row.kv_dtype), str(row.concurrency), f"{row.context_per_slot:,}", str(row.reading),
+                    f"{row.pool_tokens:,}", fits, gib(row.margin_gib_interval), room_words(row),
+                    auto_words(row.auto)))
+    return out
