@@ -6,7 +6,8 @@ thing; a renderer only decides how a block looks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -74,3 +75,31 @@ def _cell(value: object) -> str:
     if hasattr(value, "item"):  # numpy scalars
         return number(value.item())
     return str(value)
+
+
+def map_text(document: Document, change: Callable[[str], str]) -> Document:
+    """The document with `change` applied to every text it shows (title, headings, cells, captions, code)."""
+    def block(item: Block) -> Block:
+        if isinstance(item, (Paragraph, Code)):
+            return replace(item, text=change(item.text))
+        if isinstance(item, Bullets):
+            return Bullets(tuple(change(text) for text in item.items))
+        if isinstance(item, Figure):
+            return replace(item, caption=change(item.caption))
+        return Table(tuple(change(text) for text in item.columns),
+                     tuple(tuple(change(text) for text in row) for row in item.rows), change(item.caption))
+
+    return Document(change(document.title), change(document.generated),
+                    [Section(change(s.title), [block(b) for b in s.blocks]) for s in document.sections])
+
+
+def texts(document: Document) -> list[str]:
+    """Every text the document shows: what `map_text` visits."""
+    found: list[str] = []
+
+    def keep(text: str) -> str:
+        found.append(text)
+        return text
+
+    map_text(document, keep)
+    return found

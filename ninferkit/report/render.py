@@ -4,7 +4,9 @@
 index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
 from loading anything, so it opens offline and never calls out. Both open with the same table of
 contents, linking each section by the anchor GitHub gives its heading (`anchor`), which the HTML
-headings carry as their ids. Printed, the HTML wraps wide tables on the page instead of cutting them off.
+headings carry as their ids. On a narrow screen (a phone) a table wider than the page scrolls sideways inside
+its own box, so the page keeps the screen's width and its text stays readable; printed, the HTML wraps wide
+tables on the page instead of cutting them off.
 
 Text in a write-up comes from profiles, servers and logs, so both renderers escape it: the only
 markup a block's text carries is `code` spans; everything else is shown as written, never read as
@@ -126,25 +128,36 @@ def _key_variable(manifest: Path) -> str | None:
 # --- HTML -------------------------------------------------------------------------------------------
 
 CSS = """
-body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
-       color: #1d1d1f; line-height: 1.45; }
-h1 { font-size: 1.7rem; } h2 { font-size: 1.3rem; border-bottom: 1px solid #ccc; margin-top: 2.2rem; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; display: block; max-width: 100%;
-        overflow-x: auto; }
+html { -webkit-text-size-adjust: 100%; text-size-adjust: 100%; }
+body { font-family: system-ui, sans-serif; font-size: 1rem; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
+       color: #1d1d1f; line-height: 1.45; overflow-wrap: break-word; }
+h1 { font-size: 1.7rem; line-height: 1.2; } h2 { font-size: 1.3rem; border-bottom: 1px solid #ccc; margin-top: 2.2rem; }
+.table { margin: 0.8rem 0; }
+.table > figcaption { margin-bottom: 0.3rem; }
+.scroll { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.9rem; }
 th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } caption { caption-side: top; text-align: left; font-style: italic; }
-pre { background: #f6f6f6; padding: 0.7rem; overflow-x: auto; white-space: pre-wrap; }
+th { background: #f3f3f3; }
+pre { background: #f6f6f6; padding: 0.7rem; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; }
 code { font-family: ui-monospace, monospace; font-size: 0.88em; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
 figcaption { font-style: italic; font-size: 0.9rem; }
 .generated { color: #666; font-size: 0.85rem; }
-nav { font-size: 0.9rem; }
+nav { font-size: 0.95rem; }
+nav ol { display: flex; flex-wrap: wrap; gap: 0 1.1rem; list-style: none; margin: 0.3rem 0 0; padding: 0; }
+nav a { display: inline-block; padding: 0.3rem 0; }
+@media (max-width: 40rem) {
+  body { margin: 1rem auto; padding: 0 0.8rem; }
+  h1 { font-size: 1.4rem; } h2 { font-size: 1.2rem; margin-top: 1.8rem; }
+  th, td { padding: 0.2rem 0.4rem; }
+}
 @media print {
   body { max-width: none; margin: 0; padding: 0; font-size: 9pt; }
-  table { display: table; width: 100%; overflow: visible; font-size: 7.5pt; }
+  .scroll { overflow: visible; }
+  table { width: 100%; font-size: 7.5pt; }
   th, td { padding: 0.1rem 0.25rem; overflow-wrap: anywhere; }
-  pre { overflow: visible; overflow-wrap: anywhere; }
-  h2 { break-after: avoid; } tr, figure { break-inside: avoid; }
+  pre { overflow: visible; }
+  h2 { break-after: avoid; } tr, figure:not(.table) { break-inside: avoid; }
 }
 @page { size: landscape; margin: 12mm; }
 """.strip()
@@ -160,6 +173,7 @@ def render_html(document: Document, folder: Path) -> Path:
         '<html lang="en">',
         "<head>",
         '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="referrer" content="no-referrer">',
         f"<title>{html.escape(document.title)}</title>",
@@ -170,9 +184,9 @@ def render_html(document: Document, folder: Path) -> Path:
         f'<p class="generated">{_inline(document.generated)}</p>',
     ]
     ids = anchors(document)
-    parts.append("<nav>Contents: " + " · ".join(
-        f'<a href="#{anchor}">{html.escape(section.title)}</a>'
-        for section, anchor in zip(document.sections, ids, strict=True)) + "</nav>")
+    parts.append('<nav aria-label="Contents">Contents:\n<ol>\n' + "\n".join(
+        f'<li><a href="#{anchor}">{html.escape(section.title)}</a></li>'
+        for section, anchor in zip(document.sections, ids, strict=True)) + "\n</ol>\n</nav>")
     for section, anchor in zip(document.sections, ids, strict=True):
         parts.append(f'<h2 id="{anchor}">{html.escape(section.title)}</h2>')
         parts += [_html_block(block) for block in section.blocks]
@@ -181,8 +195,17 @@ def render_html(document: Document, folder: Path) -> Path:
 
 
 def _inline(text: str) -> str:
-    """Escaped text with `code` spans (the one inline markup the document uses)."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escaped text with `code` spans (the one inline markup the document uses), and a place a line may break
+    after each / of a path and every 20 letters or digits of a longer word (a sha256): such a word would
+    otherwise set its column's narrowest width, and a table with one would be wider than a phone's screen. A
+    range's dash and a p50 / p90 / p99 slash stay on the line of the number before them, so a narrow cell
+    never starts a line with one."""
+    breakable = _LONG_WORD.sub(r"\1<wbr>", html.escape(text))
+    breakable = re.sub(r" ([–/]) ", r"&nbsp;\1 ", breakable)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", breakable)
+
+
+_LONG_WORD = re.compile(r"(\w{20}|/)(?=\w)")
 
 
 def _html_block(block: Block) -> str:
@@ -201,7 +224,10 @@ def _html_block(block: Block) -> str:
 
 
 def _html_table(table: Table) -> str:
-    caption = f"<caption>{_inline(table.caption)}</caption>" if table.caption else ""
+    """A table in a box of its own that scrolls sideways when the table is wider than the page (a phone), so
+    the page itself never does; its caption outside that box, wrapped to the page's width."""
+    caption = f"<figcaption>{_inline(table.caption)}</figcaption>\n" if table.caption else ""
     head = "".join(f"<th>{_inline(c)}</th>" for c in table.columns)
     body = "\n".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in table.rows)
-    return f"<table>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    return (f'<figure class="table">{caption}<div class="scroll">\n<table>\n<thead><tr>{head}</tr></thead>\n'
+            f"<tbody>\n{body}\n</tbody>\n</table>\n</div></figure>")

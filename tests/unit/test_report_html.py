@@ -1,4 +1,5 @@
-"""The HTML write-up in a real browser: every figure decodes and no request leaves the page.
+"""The HTML write-up in a real browser: every figure decodes, no request leaves the page, a phone's screen and
+a desktop's show every section with no table wider than the screen, and print fits the page.
 
 Chromium (Debian package `chromium`) loads the file headless and is driven over the DevTools protocol
 on a pipe (--remote-debugging-pipe: commands on fd 3, replies on fd 4, NUL-separated JSON), so no
@@ -115,6 +116,28 @@ class DevTools:
         os.close(self._from_browser_r)
 
 
+def open_page(browser: DevTools, page: Path, metrics: dict[str, Any] | None = None,
+              media: str | None = None) -> str:
+    """A new tab showing `page` (at `metrics`, Emulation.setDeviceMetricsOverride's, and for `media`); its
+    session id once the page has loaded."""
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session: str = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    browser.send("Network.enable", session=session)
+    browser.send("Page.enable", session=session)
+    if metrics:
+        browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
+    if media:
+        browser.send("Emulation.setEmulatedMedia", {"media": media}, session=session)
+    browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
+    browser.wait_for("Page.loadEventFired")
+    return session
+
+
+def evaluate(browser: DevTools, session: str, expression: str) -> Any:
+    return browser.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
+                        session=session)["result"]["value"]
+
+
 IMAGES = """Promise.all(Array.from(document.images).map(img => img.decode().then(
     () => [img.naturalWidth, img.naturalHeight], () => [0, 0])))"""
 
@@ -131,16 +154,9 @@ def test_every_figure_loads_and_no_request_leaves_the_page(tmp_path: Path) -> No
 
     browser = DevTools(tmp_path / "chromium-profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        browser.send("Network.enable", session=session)
-        browser.send("Page.enable", session=session)
-        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
-        browser.wait_for("Page.loadEventFired")
-        sizes = browser.send("Runtime.evaluate", {"expression": IMAGES, "awaitPromise": True,
-                                                  "returnByValue": True}, session=session)["result"]["value"]
-        title = browser.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
-                             session=session)["result"]["value"]
+        session = open_page(browser, page)
+        sizes = evaluate(browser, session, IMAGES)
+        title = evaluate(browser, session, "document.title")
     finally:
         browser.close()
 
@@ -161,27 +177,84 @@ PRINTABLE_PX = round((297 - 2 * 12) / 25.4 * 96)
 """The width a printed page gives the write-up: A4 landscape (its @page) less two 12 mm margins, at 96 px per inch."""
 
 
-def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
-    """The published H200 example (its widest tables: the launch flags, the capacity searches, the startup
-    ledger) laid out for print at a printed page's width: no table or code block is wider than the page or
-    hides part of itself behind a scroll bar, which paper does not have."""
-    run = tmp_path / "h200-llamacpp"
+def example_page(where: Path) -> Path:
+    """The published H200 example's index.html, written afresh (its widest tables: the launch flags, the
+    capacity searches, the startup ledger, the speculation table's 12 columns)."""
+    run = where / "h200-llamacpp"
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report"))
-    page = write_report(run, ["html"]).files["html"]
+    return write_report(run, ["html"]).files["html"]
+
+
+def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
+    """The published H200 example laid out for print at a printed page's width: no table or code block is
+    wider than the page or hides part of itself behind a scroll bar, which paper does not have."""
+    page = example_page(tmp_path)
     browser = DevTools(tmp_path / "chromium-profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        browser.send("Page.enable", session=session)
-        browser.send("Emulation.setDeviceMetricsOverride", {"width": PRINTABLE_PX, "height": 700,
-                                                            "deviceScaleFactor": 1, "mobile": False}, session=session)
-        browser.send("Emulation.setEmulatedMedia", {"media": "print"}, session=session)
-        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
-        browser.wait_for("Page.loadEventFired")
-        cut = browser.send("Runtime.evaluate", {"expression": CUT_OFF, "returnByValue": True},
-                           session=session)["result"]["value"]
-        tables = browser.send("Runtime.evaluate", {"expression": "document.querySelectorAll('table').length",
-                                                   "returnByValue": True}, session=session)["result"]["value"]
+        session = open_page(browser, page, {"width": PRINTABLE_PX, "height": 700, "deviceScaleFactor": 1,
+                                            "mobile": False}, media="print")
+        cut = evaluate(browser, session, CUT_OFF)
+        tables = evaluate(browser, session, "document.querySelectorAll('table').length")
     finally:
         browser.close()
     assert tables > 10 and cut == []
+
+
+SECTIONS = ["Headline", "Steps and data", "Environment", "Pinned recipe", "Acceptance checks", "Errors met",
+            "Benchmarks", "Latency", "Speculative decoding, task by task", "Capacity", "Run conditions", "Method",
+            "Caveats", "Provenance"]
+LAYOUT = """(width => {
+  const clips = el => getComputedStyle(el).overflowX !== 'visible';
+  const box = el => {  // what shows of el: the box of the nearest ancestor that clips it, else its own
+    for (let up = el.parentElement; up && up !== document.body; up = up.parentElement) if (clips(up)) return up;
+    return el;
+  };
+  const text = 'p, li, td, th, figcaption, pre, a';
+  return {
+    screen_width: width,
+    layout_width: window.innerWidth,
+    page_width: document.documentElement.scrollWidth,
+    headings: Array.from(document.querySelectorAll('h2')).map(h => h.textContent),
+    contents: Array.from(document.querySelectorAll('nav a')).map(a => a.getAttribute('href')),
+    ids: Array.from(document.querySelectorAll('h2')).map(h => '#' + h.id),
+    tables: document.querySelectorAll('table').length,
+    scrolling: Array.from(document.querySelectorAll('table')).filter(
+      el => box(el) !== el && box(el).scrollWidth > box(el).clientWidth).length,
+    wider: Array.from(document.querySelectorAll('table, pre, img')).filter(
+      el => box(el).getBoundingClientRect().right > width + 0.5 || box(el).getBoundingClientRect().left < -0.5
+    ).map(el => el.tagName + ': ' + (el.closest('figure') || el).textContent.slice(0, 60)),
+    smallest_font_px: Math.min(...Array.from(document.querySelectorAll(text)).map(
+      el => parseFloat(getComputedStyle(el).fontSize))),
+  };
+})(%d)"""
+"""What a screen (%d px wide) shows: its width, the width the page was laid out at and the page's own, the
+section headings and the contents' links, the tables that scroll inside their box, the tables, pre blocks and
+figures whose box (or the box that clips it) reaches past the screen's edge, and the smallest font of any
+text."""
+SCREENS = {"phone": {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True},
+           "desktop": {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}}
+"""A phone (390 CSS px wide, as an iPhone 12 to 15; mobile, so the page's viewport meta decides its layout
+width) and a laptop's browser window."""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_every_section_shows_and_no_table_is_wider_than_the_screen(screen: str, tmp_path: Path) -> None:
+    """The published H200 example on a phone and on a desktop: the page is as wide as the screen (a table
+    wider than that scrolls inside its own box), every section is there and linked from the contents, and
+    no text is smaller than 12 px."""
+    page = example_page(tmp_path)
+    browser = DevTools(tmp_path / "chromium-profile")
+    try:
+        layout = evaluate(browser, open_page(browser, page, SCREENS[screen]), LAYOUT % SCREENS[screen]["width"])
+    finally:
+        browser.close()
+    assert layout["screen_width"] == SCREENS[screen]["width"]
+    assert layout["headings"] == SECTIONS and layout["contents"] == layout["ids"]
+    assert layout["tables"] > 10 and layout["wider"] == [], layout
+    assert layout["page_width"] <= layout["screen_width"], layout
+    # a phone lays the page out at the screen's width, unless the page has no viewport meta (or something on it
+    # is wider than the screen): then it lays it out wider and zooms out, and the text is too small to read
+    assert layout["layout_width"] == layout["screen_width"]
+    assert layout["smallest_font_px"] >= 12
+    if screen == "phone":  # the widest tables do not fit a phone: they scroll in their box, not the page
+        assert layout["scrolling"] > 0
