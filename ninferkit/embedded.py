@@ -27,6 +27,7 @@ from typing import TextIO
 import numpy as np
 
 from ninferkit import progress
+from ninferkit.cache import cache_dir
 from ninferkit.errors import NinferkitError, ToolMissing
 from ninferkit.params.profile import BuildSection, GeneratedModel
 from ninferkit.pip_download import pip_download
@@ -45,10 +46,6 @@ BUILD_RECORD = "ninferkit-build.json"
 """In a build folder: the cmake options it was configured with. A build made with other options (an older
 ninferkit's, without the build number) is configured again in place, and cmake rebuilds only what the
 change touches (here the build-info file and the links): seconds, where a fresh build takes minutes."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("NINFERKIT_CACHE", Path.home() / ".cache" / "ninferkit")).expanduser()
 
 
 @contextmanager

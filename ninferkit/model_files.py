@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ninferkit.embedded import cache_dir, generate_model, model_file_name
+from ninferkit.cache import cache_dir
+from ninferkit.embedded import generate_model, model_file_name
 from ninferkit.errors import ArtifactError
 from ninferkit.params.profile import Profile, url_file_name
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ninferkit.artifact.fetch import download
 from ninferkit.artifact.verify import FileReport
-from ninferkit.embedded import cache_dir
+from ninferkit.cache import cache_dir
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ArtifactError
 from ninferkit.hashing import Sha256Result, sha256_file

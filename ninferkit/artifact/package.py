@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninferkit.embedded import cache_dir
+from ninferkit.cache import cache_dir
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import ArtifactSection

@@ -35,13 +35,18 @@ def main(gguf: Path, out: Path) -> None:
         sys.exit(f"{gguf}: no chat template came with the tokenizer")
     out.mkdir(parents=True, exist_ok=True)
     # transformers marks a model read from GGUF as quantized and refuses save_pretrained; the tensors are plain
-    # bfloat16 once dequantized, so they are written as they are (save_model keeps one copy of the tied
-    # embedding) and the config without the GGUF quantization entry
-    from safetensors.torch import save_model
+    # bfloat16 once dequantized, so they are written as they are, under the names a Hugging Face checkpoint uses:
+    # the tied output head is left out (the config's tie_word_embeddings says to reuse the embedding), and the
+    # config names the model class, as save_pretrained would (without it vLLM resolves a bare LlamaModel)
+    from safetensors.torch import save_file
 
-    save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+    if getattr(model.config, "tie_word_embeddings", False):
+        tensors.pop("lm_head.weight", None)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    model.config.architectures = [type(model).__name__]
     model.config.save_pretrained(out)
     model.generation_config.save_pretrained(out)
     tokenizer.save_pretrained(out)

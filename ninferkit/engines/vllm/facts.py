@@ -14,11 +14,14 @@ Python cannot be run here (a dry run on a laptop), the facts recorded from a rea
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from ninferkit.cache import cache_dir
 
 PROGRAM = r"""
 import json, os, re, sys, typing
@@ -83,15 +86,39 @@ def installed_facts(python: Path) -> VllmFacts | None:
     return _installed(str(python), stat.st_mtime_ns)
 
 
+_WHERE = ("import importlib.util as u, os, sys; s = u.find_spec('vllm'); "
+          "print(s.origin if s else '', os.stat(s.origin).st_mtime_ns if s else '')")
+"""Where `python` finds vLLM, without importing it (importing takes 20 s or more): the facts' cache key."""
+
+
 @functools.lru_cache(maxsize=8)
 def _installed(python: str, mtime_ns: int) -> VllmFacts | None:
+    """Asked once per vLLM install: importing vLLM takes 20-30 s (seen on the H200), and a run asks from each of
+    its steps' processes, so the answer is kept in the cache, keyed by the interpreter and vLLM's own files."""
+    try:
+        where = subprocess.run([python, "-c", _WHERE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if where.returncode != 0 or not where.stdout.split():
+        return None
+    key = hashlib.sha256(f"{python}|{mtime_ns}|{where.stdout.strip()}".encode()).hexdigest()[:16]
+    cached = cache_dir() / "vllm-facts" / f"{key}.json"
+    source = f"read from {Path(python).name}'s vLLM"
+    if cached.is_file():
+        return parse_facts(cached.read_text(), source)
     try:
         done = subprocess.run([python, "-c", PROGRAM], capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0 or not done.stdout.strip().startswith("{"):
+    text = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0 or not text.startswith("{"):
         return None
-    return parse_facts(done.stdout.strip().splitlines()[-1], f"read from {Path(python).name}'s vLLM")
+    facts = parse_facts(text, source)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(cached)
+    return facts
 
 
 def recorded_facts(version: str) -> VllmFacts | None:

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One H200 session's work once everything is carried: the runbook on params/h200-vllm.yaml, then the captures
+# the first session could not make (its healthy start lacked flashinfer): a healthy start with its HTTP answers
+# and /metrics, and the failures that need a server or a memory holder. Run there after
+# `source scripts/carry/vllm-h200-unpack.sh`:   scripts/carry/vllm-h200-session.sh OUT_DIR RUN_SECONDS
+set -uo pipefail
+out=${1:?OUT_DIR}
+budget=${2:-330}
+mkdir -p "$out/startup-errors"
+py=python3
+api=(-m vllm.entrypoints.openai.api_server)
+model=/tmp/models/smollm2-135m-instruct
+step() { echo "== $(date +%T) $*"; }
+
+step "flashinfer (vLLM's sampler imports it at engine start: found on the first session)"
+$py -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/extra/*.whl 2>&1 | grep -v WARNING
+step "model: GGUF -> safetensors"
+[ -f "$model/config.json" ] || $py scripts/carry/smollm2-safetensors.py /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  "$model" > "$out/model-files.txt" 2> "$out/model-convert.log"
+cat "$out/model-files.txt"
+
+step "the runbook: ninferkit run params/h200-vllm.yaml (at most $budget s)"
+NINFERKIT_PROGRESS=lines timeout "$budget" $py -m ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm \
+  > "$out/run.log" 2>&1
+echo "exit $?" >> "$out/run.log"
+tail -25 "$out/run.log"
+$py -m ninferkit stop /tmp/runs/h200-vllm > /dev/null 2>&1
+
+wait_ready() {  # wait_ready PORT PID: until /health answers 200, the process dies, or 200 s pass
+  for _ in $(seq 400); do
+    $py -c "import httpx, sys; sys.exit(httpx.get('http://127.0.0.1:$1/health').status_code != 200)" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
+fail_start() {  # fail_start NAME ARG...: a start that should fail; its argv, log and exit code
+  step "failure: $1"
+  local name=$1; shift
+  echo "$py ${api[*]} $*" > "$out/startup-errors/$name.argv"
+  timeout 120 $py "${api[@]}" "$@" > "$out/startup-errors/$name.log" 2>&1
+  echo "exit $?" >> "$out/startup-errors/$name.argv"
+}
+common=(--model "$model" --host 127.0.0.1 --served-model-name smollm2-135m --enforce-eager)
+
+step "healthy start, eager, the profile's other flags"
+spec='{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
+healthy=("${common[@]}" --port 8100 --max-model-len 8192 --gpu-memory-utilization 0.4 --enable-prefix-caching
+         --speculative-config "$spec")
+echo "$py ${api[*]} ${healthy[*]}" > "$out/healthy.argv"
+start=$(date +%s)
+$py "${api[@]}" "${healthy[@]}" > "$out/healthy.log" 2>&1 &
+pid=$!
+if wait_ready 8100 $pid; then
+  echo "ready after $(( $(date +%s) - start )) s" >> "$out/healthy.argv"
+  $py scripts/carry/vllm-h200-http.py "$out/http" http://127.0.0.1:8100 > "$out/http.log" 2>&1
+  fail_start port_in_use "${common[@]}" --port 8100
+  fail_start free_memory_below_utilization "${common[@]}" --port 8106 --gpu-memory-utilization 0.7
+else
+  echo "healthy start failed" >> "$out/healthy.argv"
+fi
+kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null
+fail_start kv_cache_below_max_len "${common[@]}" --port 8105 --max-model-len 8192 --kv-cache-memory-bytes 50000000
+step "done"
