@@ -7,6 +7,7 @@ not quoted in the reference say where they come from instead.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,12 @@ from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
 from tests.conftest import DATA
 
-VLLM_DATA = DATA / "vllm"
+VLLM_LIVE = DATA / "vllm-live"
+
+
+def live_body(name: str) -> str:
+    """The body of one HTTP answer of the live vLLM 0.26.0 (session 2 of tests/data/vllm-live)."""
+    return str(json.loads((VLLM_LIVE / "session2" / "http" / f"{name}.json").read_text())["body"])
 GIB = 1024**3
 ADAPTER = get_adapter("vllm")
 
@@ -183,24 +189,29 @@ def test_request_side() -> None:
 
 
 def test_parse_metrics() -> None:
-    values = parse_metrics((VLLM_DATA / "metrics_before.txt").read_text())
-    assert values["vllm:prompt_tokens"] == 1000.0 and "vllm:prompt_tokens_created" not in values
-    assert values["vllm:request_prefill_time_seconds_sum"] == 1.5
-    assert values["vllm:spec_decode_num_drafts"] == 100.0
+    # vLLM 0.26.0's own /metrics on the H200 (tests/data/vllm-live/README.md), after one identical prompt twice.
+    values = parse_metrics(live_body("metrics_after_prefix_second"))
+    assert "vllm:prompt_tokens_created" not in values and "vllm:prompt_tokens" in values
+    assert values["vllm:prefix_cache_hits"] <= values["vllm:prefix_cache_queries"]
+    assert values["vllm:spec_decode_num_accepted_tokens"] <= values["vllm:spec_decode_num_draft_tokens"]
 
 
-def test_metrics_deltas_every_number() -> None:
-    before, after = ((VLLM_DATA / name).read_text() for name in ("metrics_before.txt", "metrics_after.txt"))
-    deltas = metrics_deltas(before, after)
-    assert deltas == {
-        "prompt_tokens_server": 8192, "generated_tokens_server": 256, "cached_tokens_server": 192,
-        "prompt_s_server": pytest.approx(8.0), "decode_s_server": pytest.approx(5.1),
-        "queue_s_server": pytest.approx(0.25), "ttft_s_server": pytest.approx(8.25),
-        "e2e_s_server": pytest.approx(13.5), "requests_server": 1, "spec_rounds_server": 85,
-        "drafted_tokens_server": 255, "accepted_tokens_server": 175, "decode_tokens_server": 255,
-        "decode_tok_s_server": pytest.approx(50.0), "prefill_tok_s_server": pytest.approx(1000.0),
-        "acceptance_server": pytest.approx(175 / 255),
-    }
+def test_metrics_deltas_of_one_request_from_the_live_server() -> None:
+    """Around the second of two identical 4,390-token prompts (the first seeded the prefix cache), the deltas are
+    that request's: vLLM's counters agree with the response's own usage, and the cache served whole blocks."""
+    deltas = metrics_deltas(live_body("metrics_after_prefix_first"), live_body("metrics_after_prefix_second"))
+    usage = json.loads(live_body("prefix_second"))["usage"]
+    assert deltas["requests_server"] == 1
+    assert deltas["prompt_tokens_server"] == usage["prompt_tokens"]
+    assert deltas["generated_tokens_server"] == usage["completion_tokens"]
+    cached = deltas["cached_tokens_server"]
+    assert cached % 16 == 0 and usage["prompt_tokens"] - 16 < cached < usage["prompt_tokens"]  # whole 16-token blocks
+    assert deltas["decode_tokens_server"] == usage["completion_tokens"] - 1
+    assert deltas["decode_tok_s_server"] == pytest.approx(deltas["decode_tokens_server"] / deltas["decode_s_server"])
+    assert 0 < deltas["ttft_s_server"] <= deltas["e2e_s_server"]
+    assert deltas["accepted_tokens_server"] <= deltas["drafted_tokens_server"]
+    accepted, drafted = deltas["accepted_tokens_server"], deltas["drafted_tokens_server"]
+    assert deltas["acceptance_server"] == pytest.approx(accepted / drafted)
 
 
 def test_metrics_deltas_without_spec_or_requests() -> None:

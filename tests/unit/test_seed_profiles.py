@@ -24,6 +24,7 @@ import yaml
 from ninferkit.artifact.source import check_pin, resolve_source
 from ninferkit.cli import main
 from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, load_profile
 from ninferkit.server import command, planned_argv
 from tests.conftest import REPO
@@ -133,8 +134,8 @@ RTX3090_DOCKER_DIFFERENCES = [
 KEY = "sk-test-0d1f"  # a made-up key: the point is where it appears
 
 
-def load(path: Path) -> LoadedProfile:
-    return load_profile(path)
+def load(path: Path, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+    return load_profile(path, overrides)
 
 
 # -- helpers: run the reports' shell, read docker and engine argv ------------------------------------
@@ -522,16 +523,32 @@ VLLM_DIFFERENCES = {
     "--model": ("/path/to/qwen3.8-27b-nvfp4", "/models/qwen3.8-27b-nvfp4",
                 "§5.2's /path/to is a placeholder; §5.3 and §6 name /models/qwen3.8-27b-nvfp4"),
     "--host": ("0.0.0.0", "127.0.0.1", "loopback per the security rule, as the report itself advises (§3.3, §10.2)"),
+    "--swap-space": ("32", "absent",
+                     "removed from vLLM's arguments in 0.18; vLLM 0.26.0 refuses it (tests/data/vllm-live)"),
 }
 
 
 def test_vllm_command_is_the_reports(tmp_path: Path) -> None:
+    """The report's command as vLLM 0.26.0 takes it, on a GPU that vLLM runs on (the V100 is refused below)."""
     [report] = bash_argvs(restore_breaks(SEED_001_S5_2), tmp_path)
-    ours = planned_argv(load(VLLM).profile)
+    ours = planned_argv(load(VLLM, ["gpu.arch=sm_90"]).profile)
     assert report[:3] == ours[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
     allowed = {flag: (theirs, mine) for flag, (theirs, mine, _) in VLLM_DIFFERENCES.items()}
     assert differing_flags(flags(report), flags(ours)) == allowed
-    assert len(flags(ours)) == 8
+    assert len(flags(ours)) == 7
+
+
+def test_vllm_report_on_a_v100_is_refused_before_anything_runs() -> None:
+    """vLLM 0.26.0 (what the report's unpinned install gives today) runs on a CUDA 13 torch with no sm_70 kernels:
+    the plan fails at the command line, naming the field, the version and where the facts came from."""
+    with pytest.raises(ProfileError) as refused:
+        planned_argv(load(VLLM).profile)
+    message = str(refused.value)
+    assert "gpu.arch = 'sm_70'" in message and "vLLM 0.26.0" in message and "versions/0.26.0.json" in message
+    assert "sm_75" in message
+    removed = r"serve.swap_space_gib: vLLM 0.26.0 .* has no option --swap-space \(removed"
+    with pytest.raises(ProfileError, match=removed):
+        planned_argv(load(VLLM, ["gpu.arch=sm_90", "serve.swap_space_gib=32"]).profile)
 
 
 # -- pins -----------------------------------------------------------------------------------------
@@ -581,4 +598,4 @@ def test_vllm_checkpoint_is_a_local_folder_with_no_invented_source() -> None:
     profile = load(VLLM).profile
     artifact = profile.artifact
     assert (artifact.repo, artifact.revision, artifact.url, artifact.files) == (None, None, None, {})
-    assert profile.engine.version is None and profile.serve.trust_remote_code  # the report pins no version
+    assert profile.engine.version == "0.26.0" and profile.serve.trust_remote_code  # what its unpinned install gives

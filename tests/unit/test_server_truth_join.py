@@ -2,8 +2,8 @@
 
 NInfer and vLLM cannot run here. The NInfer side uses the request-log fixtures of
 tests/data/ninfer/ (built from the schema tables of reference/ninfer-interface.md section 5; see
-that folder's README); the vLLM side the /metrics texts of tests/data/vllm/ (metric names from
-vLLM's V1 metrics design doc; see that README) served before and after a replayed chat stream
+that folder's README); the vLLM side the /metrics texts a real vLLM 0.26.0 answered on the H200 around one
+request (tests/data/vllm-live/, see its README) served before and after a replayed chat stream
 (tests/data/sse/chat.sse, recorded from the embedded llama-server: the OpenAI stream shape vLLM
 also sends). Client rows are made the way the sweeps make them: RequestResults through the
 sweeps' Recorder into requests.jsonl, then the join the sweeps run after each cell, then the tables.
@@ -28,6 +28,7 @@ from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.ninfer.request_log import read_events, request_rows
+from ninferkit.engines.vllm.adapter import metrics_deltas
 from ninferkit.report.data import load_run
 from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps.cell import Cell
@@ -38,7 +39,7 @@ from ninferkit.sweeps.truth import MeteredClient, record_log_truth, rows_with_se
 from tests.conftest import DATA, REPO
 
 NINFER_DATA = DATA / "ninfer"
-VLLM_DATA = DATA / "vllm"
+VLLM_HTTP = DATA / "vllm-live" / "session2" / "http"
 SSE = DATA / "sse"
 NINFER_PROFILE = REPO / "params" / "ninfer-rtx3090-groupwise.yaml"
 VLLM_PROFILE = REPO / "params" / "vllm-v100-baseline.yaml"
@@ -280,8 +281,9 @@ def vllm_transport(metrics: list[str], reads: list[str]) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
-BEFORE = (VLLM_DATA / "metrics_before.txt").read_text()
-AFTER = (VLLM_DATA / "metrics_after.txt").read_text()
+BEFORE, AFTER = (json.loads((VLLM_HTTP / f"{name}.json").read_text())["body"]
+                 for name in ("metrics_after_prefix_first", "metrics_after_prefix_second"))
+DELTAS = metrics_deltas(BEFORE, AFTER)
 
 
 async def send_all(metrics: list[str], together: int, reads: list[str]) -> list[RequestResult]:
@@ -297,19 +299,21 @@ def test_a_request_alone_gets_its_metrics_deltas(tmp_path: Path) -> None:
     row = result.row()
     assert len(reads) == 2 and row["status"] == "ok"
     assert row["server_source"] == "metrics_delta" and row.get("server_note") is None
-    assert row["prompt_tokens_server"] == 8192
+    assert row["prompt_tokens_server"] == DELTAS["prompt_tokens_server"]
     # The response's own per-request count wins over the delta (the replayed stream says 13 cached).
-    assert row["cached_tokens_server"] == row["cached_tokens"] == 13
-    assert row["prompt_s_server"] == pytest.approx(8.0) and row["queue_s_server"] == pytest.approx(0.25)
-    assert row["decode_tokens_server"] == 255 and row["decode_tok_s_server"] == pytest.approx(255 / 5.1)
-    assert (row["drafted_tokens_server"], row["accepted_tokens_server"]) == (255, 175)
-    assert row["acceptance_server"] == pytest.approx(175 / 255)
+    assert row["cached_tokens_server"] == row["cached_tokens"] == 13 != DELTAS["cached_tokens_server"]
+    assert row["prompt_s_server"] == pytest.approx(DELTAS["prompt_s_server"])
+    assert row["queue_s_server"] == pytest.approx(DELTAS["queue_s_server"])
+    assert row["decode_tokens_server"] == DELTAS["decode_tokens_server"]
+    assert row["decode_tok_s_server"] == pytest.approx(DELTAS["decode_tok_s_server"])
+    assert (row["drafted_tokens_server"], row["accepted_tokens_server"]) == (
+        DELTAS["drafted_tokens_server"], DELTAS["accepted_tokens_server"])
 
 
 def test_counters_that_lag_are_read_again() -> None:
     reads: list[str] = []
     row = asyncio.run(send_all([BEFORE, BEFORE, BEFORE, AFTER], 1, reads))[0].row()
-    assert len(reads) == 4 and row["prompt_tokens_server"] == 8192
+    assert len(reads) == 4 and row["prompt_tokens_server"] == DELTAS["prompt_tokens_server"]
 
 
 def test_overlapping_requests_get_a_reason_instead_of_numbers() -> None:
@@ -338,10 +342,11 @@ def test_vllm_deltas_reach_the_tables_and_concurrent_cells_say_why_not(tmp_path:
     finish_cell(ctx, concurrency_cell(2), together)
     assert not run.dir.server_truth.exists()  # vLLM keeps no request log: everything is in the rows
     raw = {row["cell"]["concurrency"]: row for row in read_jsonl(run.dir.requests)}
-    assert raw[1]["prompt_s_server"] == pytest.approx(8.0) and raw[1]["e2e_s_server"] == pytest.approx(13.5)
+    assert raw[1]["prompt_s_server"] == pytest.approx(DELTAS["prompt_s_server"])
+    assert raw[1]["e2e_s_server"] == pytest.approx(DELTAS["e2e_s_server"])
     table = build_tables(run, ["concurrency"])["concurrency"].set_index("concurrency")
-    assert table.loc[1, "prompt_s_server_median"] == pytest.approx(8.0)
-    assert table.loc[1, "acceptance_server_median"] == pytest.approx(175 / 255)
+    assert table.loc[1, "prompt_s_server_median"] == pytest.approx(DELTAS["prompt_s_server"])
+    assert table.loc[1, "acceptance_server_median"] == pytest.approx(DELTAS["acceptance_server"])
     assert pd.isna(table.loc[1, "server_note"])
     assert pd.isna(table.loc[2, "prompt_s_server_median"]) and pd.isna(table.loc[2, "queue_s_server_median"])
     assert table.loc[2, "server_note"].startswith("2 of 2 requests: another request was in flight")

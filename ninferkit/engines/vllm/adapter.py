@@ -4,9 +4,9 @@ vLLM sizes its KV pool from `--gpu-memory-utilization` (a fraction of *total* me
 profiling pass, so a profile gives no token count for the pool; the pool it chose is in the
 startup log ("GPU KV cache size: N tokens", "Maximum concurrency for M tokens per request: Xx").
 Responses carry no per-request timings: server-side truth is the Prometheus `/metrics` counters,
-read before and after a request (`metrics_deltas`). Sources: reference/capacity-model.md section 2
-(log lines, memory errors), reference/peer-benchmark-tools.md section 1 (spec-decode counters), and
-the metric names of vllm-project/vllm docs/source/design/v1/metrics.md.
+read before and after a request (`metrics_deltas`). The log lines, refusals, metric names and answers are
+those a real vLLM 0.26.0 printed on an H200 (tests/data/vllm-live/); its flags are checked against the
+installed vLLM's own parser and lists (facts.py) before anything starts.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ _FREE_BELOW_UTILIZATION = re.compile(
 class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
-    apis = frozenset({"chat"})
+    apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
         rule("kv_cache_too_small_for_max_len",
@@ -80,8 +80,8 @@ class VLLM(EngineAdapter):
              "weights and profiling peak used all memory that gpu_memory_utilization allows",
              "raise serve.gpu_memory_utilization, lower serve.prefill_chunk (max_num_batched_tokens), or "
              "use more GPUs (serve.tensor_parallel)"),
-        rule("free_memory_below_utilization", r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) "
-             r"on startup is less than desired GPU memory utilization \((?P<u>[\d.]+)",
+        rule("free_memory_below_utilization", r"Free memory on device(?: \S+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) "
+             r"GiB\) on startup is less than desired GPU memory utilization \((?P<u>[\d.]+)",
              "only {free} of {total} GiB are free, less than the fraction {u} of total memory vLLM was told to use",
              "stop the other process on the GPU, or lower serve.gpu_memory_utilization"),
         rule("memory_profiling_error", r"Error in memory profiling",
@@ -101,6 +101,23 @@ class VLLM(EngineAdapter):
         rule("vllm_not_installed", r"No module named '?vllm'?",
              "the Python that engine.binary names has no vLLM installed",
              "set engine.binary to the python of the environment vLLM was installed into (e.g. vllm-env/bin/python)"),
+        rule("package_missing", r"ModuleNotFoundError: No module named '(?P<module>[^']+)'",
+             "vLLM imports {module}, which its environment lacks (vLLM 0.26.0 on the H200 imported flashinfer at "
+             "engine start for its top-k/top-p sampler)",
+             "install the package that provides {module} into vLLM's environment (pip's name may differ: "
+             "flashinfer is flashinfer-python)"),
+        rule("attention_backend_unknown", r"Unknown attention backend: '(?P<name>[^']+)'\. Valid options are: "
+             r"(?P<valid>[^\n]+?)\.?\s*$",
+             "this vLLM has no attention backend {name}",
+             "set serve.attention_backend to one of its own ({valid}), or null for vLLM's choice"),
+        rule("max_model_len_above_model", r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the "
+             r"derived max_model_len \((?P<derived>[^)]*)\)",
+             "serve.max_context {asked} is above what the model's config allows ({derived})",
+             "lower serve.max_context to the model's trained context"),
+        rule("model_path_missing",
+             r"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?P<path>[^']+)'",
+             "the model path {path} is not a folder on this machine, so vLLM took it for a hub repo id",
+             "point the artifact at the checkpoint folder (ninferkit verify names where it looked)"),
         rule("model_not_found", r"is not a local folder and is not a valid model identifier|"
              r"does not appear to have a file named config\.json",
              "the model path is not a Hugging Face checkpoint folder",

@@ -1,0 +1,112 @@
+"""vLLM as it really ran: the recorded output of vLLM 0.26.0 on an H200 (tests/data/vllm-live/README.md says how
+each file was made), replayed through the adapter. Nothing here is written by hand: the expected numbers are read
+from the recorded lines and answers themselves."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ninferkit.cli import main
+from ninferkit.engines import get_adapter
+from ninferkit.engines.vllm.adapter import check_against_vllm
+from ninferkit.engines.vllm.facts import recorded_facts
+from ninferkit.errors import ProfileError
+from ninferkit.params.load import validate_profile
+
+LIVE = Path(__file__).parent.parent / "data" / "vllm-live"
+ADAPTER = get_adapter("vllm")
+FACTS = recorded_facts("0.26.0")
+
+
+def answer(name: str) -> dict[str, object]:
+    return dict(json.loads((LIVE / "session2" / "http" / f"{name}.json").read_text()))
+
+
+@pytest.mark.parametrize(("log", "code", "in_cause"), [
+    ("session1/startup-errors/unknown_argument_swap_space.log", "unknown_argument", "--swap-space"),
+    ("session1/startup-errors/attention_backend_dflash2.log", "attention_backend_unknown", "DFLASH2"),
+    ("session1/startup-errors/model_path_missing.log", "model_path_missing", "/tmp/models/no-such-model"),
+    ("session1/startup-errors/max_model_len_above_model.log", "max_model_len_above_model", "1000000"),
+    ("session1/startup-errors/flashinfer_missing.log", "package_missing", "flashinfer"),
+    ("session1/healthy.log", "package_missing", "flashinfer"),
+    ("session2/startup-errors/port_in_use.log", "port_in_use", "port"),
+    ("session2/startup-errors/free_memory_below_utilization.log", "free_memory_below_utilization", "82.66 of 139.8"),
+])
+def test_every_recorded_failure_is_diagnosed_with_its_fix(log: str, code: str, in_cause: str) -> None:
+    text = (LIVE / log).read_text()
+    argv = (LIVE / log).with_suffix(".argv")
+    if "startup-errors" in log:
+        assert re.search(r"^exit [1-9]", argv.read_text(), re.MULTILINE)  # each of these starts failed
+    found = ADAPTER.diagnose(text)
+    assert found is not None and found.code == code
+    assert in_cause in found.cause and found.fix
+
+
+def test_the_healthy_start_is_not_diagnosed_and_its_ledger_is_read() -> None:
+    text = (LIVE / "session2" / "healthy.log").read_text()
+    assert ADAPTER.diagnose(text) is None
+    ledger = ADAPTER.parse_ledger(text)
+    printed = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    assert printed is not None and ledger["kv_tokens"] == int(printed[1].replace(",", ""))
+    concurrency = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text)
+    assert concurrency is not None and ledger["max_concurrency_x"] == float(concurrency[2])
+    assert ledger["max_concurrency_request_tokens"] == 8192 == answer_models_context()
+    assert ledger["weights_bytes"] > 0 and ledger["kv_cache_bytes"] > ledger["weights_bytes"]
+
+
+def answer_models_context() -> int | None:
+    return ADAPTER.reported_context(json.loads(str(answer("models")["body"])))
+
+
+def test_the_recorded_answers_read_as_the_adapter_expects() -> None:
+    assert answer("health")["status"] == 200 and answer("health")["body"] == ""  # 200 and no body
+    tokenized = json.loads(str(answer("tokenize")["body"]))
+    assert ADAPTER.token_count(tokenized) == len(tokenized["tokens"])
+    chat = json.loads(str(answer("chat")["body"]))
+    checked = ADAPTER.chat_check(chat)
+    assert checked["ok"] and checked["reply"]  # a real reply: the checkpoint is a causal LM
+    assert ADAPTER.server_timings(chat) == {}  # usage.prompt_tokens_details is null: no cached count rides on it
+    assert answer("wrong_model")["status"] == 404 and answer("over_context")["status"] == 400
+
+
+def test_the_recorded_facts_match_the_recorded_help() -> None:
+    """Every option the facts list appears in the server's own --help text, captured on the same machine."""
+    assert FACTS is not None and FACTS.version == "0.26.0"
+    help_text = (LIVE / "session1" / "api-server-help.txt").read_text()
+    missing = [option for option in FACTS.options if option not in help_text and option != "--help"]
+    assert missing == []
+    assert "--swap-space" not in FACTS.options and "--speculative-config" in FACTS.options
+    assert "FLASH_ATTN" in FACTS.attention_backends and "dflash" in FACTS.speculative_methods
+
+
+def vllm_profile(**serve: object) -> object:
+    return validate_profile({"name": "v", "engine": {"kind": "vllm", "version": "0.26.0"},
+                             "artifact": {"filename": "m", "local_dir": "/models"},
+                             "gpu": {"arch": "sm_90"}, "serve": serve})
+
+
+def test_a_backend_that_is_a_speculative_method_says_so() -> None:
+    profile = vllm_profile(attention_backend="dflash2")
+    with pytest.raises(ProfileError, match=r"'dflash' is a speculative-decoding method in vLLM 0.26.0"):
+        check_against_vllm(profile, ["python3", "-m", "x", "--attention-backend", "dflash2"], FACTS)  # type: ignore[arg-type]
+
+
+def test_a_method_or_version_it_lacks_is_refused() -> None:
+    with pytest.raises(ProfileError, match=r"serve.spec.method = 'lookahead': not a speculative method"):
+        check_against_vllm(vllm_profile(spec={"method": "lookahead"}), ["python3", "-m", "x"], FACTS)  # type: ignore[arg-type]
+    assert FACTS is not None
+    older = validate_profile({"name": "v", "engine": {"kind": "vllm", "version": "0.11.0"},
+                              "artifact": {"filename": "m", "local_dir": "/models"}})
+    with pytest.raises(ProfileError, match=r"engine.version = '0.11.0', but engine.binary's vLLM is 0.26.0"):
+        check_against_vllm(older, ["python3", "-m", "x"], FACTS)
+
+
+def test_diagnose_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    log = LIVE / "session1" / "startup-errors" / "unknown_argument_swap_space.log"
+    code = main(["diagnose", str(log), "--profile", str(Path(__file__).parents[2] / "params" / "h200-vllm.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1 and "--swap-space" in out
