@@ -12,8 +12,10 @@ api=(-m vllm.entrypoints.openai.api_server)
 model=/tmp/models/smollm2-135m-instruct
 step() { echo "== $(date +%T) $*"; }
 
-step "flashinfer (vLLM's sampler imports it at engine start: found on the first session)"
-$py -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/extra/*.whl 2>&1 | grep -v WARNING
+if [ -d .carry/extra ]; then  # wheels carried beside the pieces (the second session carried flashinfer so)
+  step "extra wheels: $(ls .carry/extra)"
+  $py -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/extra/*.whl 2>&1 | grep -v WARNING
+fi
 step "model: GGUF -> safetensors"
 [ -f "$model/config.json" ] || $py scripts/carry/smollm2-safetensors.py /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf \
   "$model" > "$out/model-files.txt" 2> "$out/model-convert.log"

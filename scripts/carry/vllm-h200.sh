@@ -32,7 +32,8 @@ git check-ignore -q "$out" || { echo "$out is not ignored by git: the pieces mus
 mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$pins" | grep -v '^$')
 echo "== fetching ${#wanted[@]} wheels for CPython 3.12 manylinux x86_64 into $out/wheels (pip caches them)"
 mkdir -p "$out/wheels"
-python3 -m pip download --quiet --no-deps "${platform[@]}" --dest "$out/wheels" "${wanted[@]}"
+python3 -m pip download --quiet --no-deps "${platform[@]}" --dest "$out/wheels" "${wanted[@]}" \
+  2> >(grep -v "^WARNING: Location" >&2)
 
 echo "== installing them into $out/site (no dependencies resolved: the machine has the rest)"
 rm -rf "$out/site" "$out/pieces"
