@@ -10,10 +10,10 @@ set -uo pipefail
 out=${1:?OUT_DIR}
 mkdir -p "$out"/startup-errors
 model=/tmp/models/smollm2-135m-instruct
+source "$(dirname "$0")/vllm-h200-lib.sh"
 py=python3
 api=(-m vllm.entrypoints.openai.api_server)
 
-step() { echo "== $(date +%T) $*"; }
 
 step "machine"
 { nvidia-smi; nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
@@ -34,23 +34,6 @@ for lib in /tmp/site/vllm/_C_stable_libtorch.abi3.so /tmp/site/vllm/vllm_flash_a
   echo "$(basename "$lib"): $(cuobjdump --list-elf "$lib" 2>/dev/null | grep -o 'sm_[0-9]*a\?' | sort -u | tr '\n' ' ')"
 done > "$out/kernel-archs.txt"
 
-wait_ready() {  # wait_ready PORT PID LOG: until /health answers, the process dies, or 300 s pass
-  for _ in $(seq 600); do
-    $py -c "import httpx, sys; sys.exit(httpx.get('http://127.0.0.1:$1/health').status_code != 200)" 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 1
-}
-
-fail_start() {  # fail_start NAME ARG...: a start that should fail; its log and exit code
-  step "failure: $1"
-  local name=$1; shift
-  echo "$py ${api[*]} $*" > "$out/startup-errors/$name.argv"
-  timeout 240 $py "${api[@]}" "$@" > "$out/startup-errors/$name.log" 2>&1
-  echo "exit $?" >> "$out/startup-errors/$name.argv"
-}
-
 common=(--model "$model" --host 127.0.0.1 --served-model-name smollm2-135m)
 fail_start unknown_argument_swap_space "${common[@]}" --port 8101 --swap-space 32
 fail_start attention_backend_dflash2 "${common[@]}" --port 8102 --attention-backend dflash2
@@ -58,21 +41,7 @@ fail_start model_path_missing --model /tmp/models/no-such-model --host 127.0.0.1
 fail_start max_model_len_above_model "${common[@]}" --port 8104 --max-model-len 1000000 --enforce-eager
 fail_start kv_cache_below_max_len "${common[@]}" --port 8105 --max-model-len 8192 --kv-cache-memory-bytes 50000000 --enforce-eager
 
-step "healthy start: the profile's flags"
 spec='{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
-healthy=("${common[@]}" --port 8100 --max-model-len 8192 --gpu-memory-utilization 0.5 --enable-prefix-caching
-         --speculative-config "$spec")
-echo "$py ${api[*]} ${healthy[*]}" > "$out/healthy.argv"
-start=$(date +%s)
-$py "${api[@]}" "${healthy[@]}" > "$out/healthy.log" 2>&1 &
-pid=$!
-if wait_ready 8100 $pid; then
-  echo "ready after $(( $(date +%s) - start )) s" >> "$out/healthy.argv"
-  $py scripts/carry/vllm-h200-http.py "$out/http" http://127.0.0.1:8100 > "$out/http.log" 2>&1
-  fail_start port_in_use "${common[@]}" --port 8100 --enforce-eager
-  fail_start free_memory_below_utilization "${common[@]}" --port 8106 --gpu-memory-utilization 0.9 --enforce-eager
-else
-  echo "healthy start failed" >> "$out/healthy.argv"
-fi
-kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null
+healthy_start 0.9 "${common[@]}" --port 8100 --max-model-len 8192 --gpu-memory-utilization 0.5 --enable-prefix-caching \
+         --speculative-config "$spec"
 step "done"

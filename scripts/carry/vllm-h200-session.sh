@@ -10,7 +10,7 @@ mkdir -p "$out/startup-errors"
 py=python3
 api=(-m vllm.entrypoints.openai.api_server)
 model=/tmp/models/smollm2-135m-instruct
-step() { echo "== $(date +%T) $*"; }
+source "$(dirname "$0")/vllm-h200-lib.sh"
 
 if [ -d .carry/extra ]; then  # wheels carried beside the pieces (the second session carried flashinfer so)
   step "extra wheels: $(ls .carry/extra)"
@@ -28,39 +28,10 @@ echo "exit $?" >> "$out/run.log"
 tail -25 "$out/run.log"
 $py -m ninferkit stop /tmp/runs/h200-vllm > /dev/null 2>&1
 
-wait_ready() {  # wait_ready PORT PID: until /health answers 200, the process dies, or 200 s pass
-  for _ in $(seq 400); do
-    $py -c "import httpx, sys; sys.exit(httpx.get('http://127.0.0.1:$1/health').status_code != 200)" 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 1
-}
-fail_start() {  # fail_start NAME ARG...: a start that should fail; its argv, log and exit code
-  step "failure: $1"
-  local name=$1; shift
-  echo "$py ${api[*]} $*" > "$out/startup-errors/$name.argv"
-  timeout 120 $py "${api[@]}" "$@" > "$out/startup-errors/$name.log" 2>&1
-  echo "exit $?" >> "$out/startup-errors/$name.argv"
-}
 common=(--model "$model" --host 127.0.0.1 --served-model-name smollm2-135m --enforce-eager)
 
-step "healthy start, eager, the profile's other flags"
 spec='{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
-healthy=("${common[@]}" --port 8100 --max-model-len 8192 --gpu-memory-utilization 0.4 --enable-prefix-caching
-         --speculative-config "$spec")
-echo "$py ${api[*]} ${healthy[*]}" > "$out/healthy.argv"
-start=$(date +%s)
-$py "${api[@]}" "${healthy[@]}" > "$out/healthy.log" 2>&1 &
-pid=$!
-if wait_ready 8100 $pid; then
-  echo "ready after $(( $(date +%s) - start )) s" >> "$out/healthy.argv"
-  $py scripts/carry/vllm-h200-http.py "$out/http" http://127.0.0.1:8100 > "$out/http.log" 2>&1
-  fail_start port_in_use "${common[@]}" --port 8100
-  fail_start free_memory_below_utilization "${common[@]}" --port 8106 --gpu-memory-utilization 0.7
-else
-  echo "healthy start failed" >> "$out/healthy.argv"
-fi
-kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null
+healthy_start 0.7 "${common[@]}" --port 8100 --max-model-len 8192 --gpu-memory-utilization 0.4 --enable-prefix-caching \
+         --speculative-config "$spec"
 fail_start kv_cache_below_max_len "${common[@]}" --port 8105 --max-model-len 8192 --kv-cache-memory-bytes 50000000
 step "done"
