@@ -82,7 +82,7 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
     lines = []
     groups = sorted(table.groupby(["candidate", "sweep", "cell"], sort=False),
                     key=lambda item: (item[0][0], item[0][1], _natural(str(item[0][2]))))
-    for (candidate, sweep, cell), group in groups:
+    for (_, sweep, cell), group in groups:
         by_metric = {row["metric"]: row for _, row in group.iterrows()}
         first = group.iloc[0]
         sides = [" / ".join(number(by_metric[m][f"median_{side}"]) if m in by_metric else "—" for m in SHAPE_METRICS)
@@ -90,7 +90,8 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
         moves = [_move(m, by_metric[m]) for m in SHAPE_METRICS if m in by_metric]
         lines.append((f"{sweep}: {cell}", *sides, "; ".join(moves)))
     baseline, candidates = run_ids[0], ", ".join(run_ids[1:])
-    return [Table(("shape", f"{baseline}: prefill / decode / acceptance", f"{candidates}: prefill / decode / acceptance",
+    shown = "prefill / decode / acceptance"
+    return [Table(("shape", f"{baseline}: {shown}", f"{candidates}: {shown}",
                    "difference"), tuple(lines),
                   "Server-side medians (tok/s) and acceptance per cell, baseline first. A move no larger than the "
                   f"spread of either run (or, with one repetition, the ±{RUN_TO_RUN_PCT:g}% a rerun of the same "

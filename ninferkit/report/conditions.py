@@ -56,7 +56,8 @@ def gpu_conditions(run: RunData) -> list[GpuConditions]:
 
 def _idle(run: RunData, rows: list[TelemetrySample]) -> dict[str, list[TelemetrySample]]:
     """Per GPU, the samples taken while no request of the run was in flight."""
-    spans = sorted((row.t_send, row.t_done) for row in run.requests if row.t_send is not None and row.t_done is not None)
+    spans = sorted((row.t_send, row.t_done) for row in run.requests
+                   if row.t_send is not None and row.t_done is not None)
     out: dict[str, list[TelemetrySample]] = defaultdict(list)
     for row in rows:
         if not any(start <= row.t_mono <= end for start, end in spans):

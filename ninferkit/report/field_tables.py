@@ -117,15 +117,17 @@ def _lanes(run: RunData) -> list[Block]:
         return [title, Paragraph("No concurrency cell with two or more clients: run the concurrency sweep with two "
                                  "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
                                  "serve.max_context).")]
-    first = {}
+    first: dict[int | None, RequestRow] = {}
     for row in sorted(rows, key=lambda r: (r.repetition or 0, r.t_send or 0)):
         first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
-    lines, how = [], set()
+    lines: list[tuple[str, ...]] = []
+    how: set[str] = set()
     for row in sorted(first.values(), key=lambda r: (_queued(r)[0] is None, _queued(r)[0] or 0.0, r.client_index or 0)):
         queued, source = _queued(row)
         if source:
             how.add(source)
-        lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens), number(row.ttft_s_server),
+        lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens),
+                      number(row.ttft_s_server),
                       number(queued), number(row.prefill_tok_s_server), number(row.completion_tokens),
                       number(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
     cell = rows[0].cell or {}
@@ -145,10 +147,16 @@ def _decode_alone(telemetry: Sequence[TelemetrySample]) -> tuple[list[TelemetryS
     return alone, len(lines) - len(alone)
 
 
+def _batch(row: TelemetrySample) -> float | None:
+    """The window's average decode batch as the engine printed it (a field only throughput lines carry)."""
+    value = row.as_dict().get("batch")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _batching(run: RunData) -> list[Block]:
     title = Paragraph("(b) Decode batching, from the engine's own windows of decode alone.")
     alone, mixed = _decode_alone(run.telemetry)
-    with_batch = [r for r in alone if isinstance(r.batch, (int, float))]
+    with_batch = [(r, batch) for r in alone if (batch := _batch(r)) is not None]
     if not with_batch:
         engine_lines = sum(1 for r in run.telemetry if r.source == "engine_log")
         why = ("the engine printed no throughput line" if not engine_lines else
@@ -157,16 +165,15 @@ def _batching(run: RunData) -> list[Block]:
         return [title, Paragraph(f"No batching table: {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
                                  "clients and outputs long enough to decode a whole window after the prefill "
                                  "(output_tokens at least the window length x the decode rate, e.g. 320).")]
-    groups: dict[int, list[TelemetrySample]] = defaultdict(list)
-    for row in with_batch:
-        groups[max(1, round(float(row.batch)))].append(row)  # type: ignore[arg-type]
-    rates = {lanes: statistics.median(float(r.decode_tok_s) for r in rows)  # type: ignore[arg-type]
-             for lanes, rows in groups.items()}
+    groups: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for row, batch in with_batch:
+        groups[max(1, round(batch))].append((batch, float(row.decode_tok_s or 0)))
+    rates = {lanes: statistics.median(rate for _, rate in rows) for lanes, rows in groups.items()}
     base = rates.get(1)
-    lines = tuple((number(statistics.median(float(r.batch) for r in groups[lanes])),  # type: ignore[arg-type]
-                   number(rates[lanes]), str(len(groups[lanes])),
-                   f"{rates[lanes] / base:.2f}x" if base else NONE) for lanes in sorted(groups))
-    window = statistics.median(float(r.interval_s) for r in with_batch)  # type: ignore[arg-type]
+    lines = tuple((number(statistics.median(batch for batch, _ in groups[lanes])), number(rates[lanes]),
+                   str(len(groups[lanes])), f"{rates[lanes] / base:.2f}x" if base else NONE)
+                  for lanes in sorted(groups))
+    window = statistics.median(float(row.interval_s or 0) for row, _ in with_batch)
     caption = (f"telemetry.jsonl: the engine's {window:g} s throughput lines in which no prefill ran, grouped by their "
                f"average decode batch; aggregate decode is the median of the windows' rates"
                + ("" if base else "; no window at batch 1, so no ratio") + ".")
@@ -230,7 +237,8 @@ def _engine_lines(run: RunData) -> list[Block]:
         prefill, decode = parsed.get("prefill_tok_s"), parsed.get("decode_tok_s")
         if "serial" not in found and (parsed.get("prefilling") or 0) >= 1 and (parsed.get("waiting") or 0) >= 1:
             found["serial"] = line.strip()
-        if "starved" not in found and (prefill or 0) > 0 and (decode or 0) > 0 and (parsed.get("decode_ready") or 0) >= 1:
+        ready = (parsed.get("decode_ready") or 0) >= 1
+        if "starved" not in found and (prefill or 0) > 0 and (decode or 0) > 0 and ready:
             found["starved"] = line.strip()
         batch = parsed.get("batch")
         if prefill == 0 and (decode or 0) > 0 and isinstance(batch, (int, float)) and batch > best_batch:
@@ -269,7 +277,8 @@ def coding_and_agent(run: RunData) -> list[Block]:
                 shown += [NONE] * 4
                 continue
             i = index[0]
-            shown += [number(_value(tasks, i, "prompt_tokens_median")), number(_value(tasks, i, "prompt_s_server_median")),
+            shown += [number(_value(tasks, i, "prompt_tokens_median")),
+                      number(_value(tasks, i, "prompt_s_server_median")),
                       _decode_mtp(tasks, i), number(_value(tasks, i, "tokens_per_round_server_median"))]
         rows.append((number(depth), *shown))
     columns = [f"{name}: {column}" for name in scenarios for column in

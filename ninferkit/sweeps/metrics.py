@@ -75,8 +75,8 @@ def hit_tokens(ok: pd.DataFrame) -> tuple[pd.Series, str | None]:
     chosen = engine.fillna(client).dropna()
     if not len(chosen):
         return chosen, None
-    used = [name for name, found in (("engine", engine.notna().any()), ("usage", (engine.isna() & client.notna()).any()))
-            if found]
+    from_usage = (engine.isna() & client.notna()).any()
+    used = [name for name, found in (("engine", engine.notna().any()), ("usage", from_usage)) if found]
     differ = client[engine.notna() & client.notna() & (engine != client)]
     said = f" (usage: {differ.median():,.0f})" if len(differ) else ""
     return chosen, ", ".join(used) + said

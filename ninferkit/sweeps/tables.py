@@ -7,7 +7,8 @@ requests finished per second, then the cell's status (with the reason, the diagn
 a failure and the plan's notes on what was sent differently from what was asked), the
 `reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
 mean of its throughput lines that only decoded: seed 004's "5 秒峰值" beside "平均 decode", seed 000
-§2.4(b)'s "引擎 5 s 窗口口径"), then the GPU conditions during the cell (median and max power and SM clock, throttled or not)
+§2.4(b)'s "引擎 5 s 窗口口径"), then the GPU conditions during the cell (median and max power and SM clock,
+throttled or not)
 when telemetry has GPU samples. Only the attempt that finished a cell counts; a failed cell shows what
 its last attempt finished. The tasks table names the speculative decoding each cell ran with (the
 profile's method, or `off` for the other side of the speculation A/B, plan.py) and how its requests
