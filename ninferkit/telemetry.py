@@ -233,7 +233,7 @@ def window_summary(rows: Iterable[TelemetrySample], t_start: float, t_end: float
             "gpu_samples": len(samples)}
 
 
-def engine_rates(lines: Iterable[Mapping[str, Any]], kind: str) -> dict[str, Any]:
+def engine_rates(lines: Iterable[Mapping[str, Any]], kind: str, *, alone: bool = False) -> dict[str, Any]:
     """The engine's own decode or prefill rate (`kind`) over its periodic throughput lines.
 
     The engine prints no line for an idle interval and leaves the clause out of an interval without
@@ -241,16 +241,23 @@ def engine_rates(lines: Iterable[Mapping[str, Any]], kind: str) -> dict[str, Any
     token count where the line has one, else rate x interval), the rate while it was working (seed 004's
     "平均 decode"). The peak is the best single window (seed 004's "5 秒峰值" at the default 5 s). A line
     whose rate or interval was not read is counted in `not_read`, never as zero.
+
+    With `alone`, a window counts only when the engine says the other work did not run in it (its rate
+    read as 0): a window that mixed a long prefill with a short decode holds a decode rate far below what a
+    request decodes at, and is counted in `mixed` instead (a window whose other rate was not read too).
     """
     lines = list(lines)
     rate_key, tokens_key = f"{kind}_tok_s", f"{kind}_tokens"
+    other_key = "prefill_tok_s" if kind == "decode" else "decode_tok_s"
     usable = [r for r in lines if r.get(rate_key) is not None and r.get("interval_s")]
     active = [r for r in usable if r[rate_key] > 0]
+    mixed = [r for r in active if r.get(other_key) != 0] if alone else []
+    active = [r for r in active if r.get(other_key) == 0] if alone else active
     tokens = sum(float(r[tokens_key]) if r.get(tokens_key) is not None else float(r[rate_key]) * float(r["interval_s"])
                  for r in active)
     seconds = sum(float(r["interval_s"]) for r in active)
     peak = max(active, key=lambda r: float(r[rate_key]), default=None)
-    return {"windows": len(active), "not_read": len(lines) - len(usable), "tokens": tokens, "seconds": seconds,
-            "mean_tok_s": tokens / seconds if seconds else None,
+    return {"windows": len(active), "mixed": len(mixed), "not_read": len(lines) - len(usable), "tokens": tokens,
+            "seconds": seconds, "mean_tok_s": tokens / seconds if seconds else None,
             "peak_tok_s": float(peak[rate_key]) if peak else None,
             "peak_interval_s": float(peak["interval_s"]) if peak else None}

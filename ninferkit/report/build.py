@@ -24,13 +24,14 @@ from ninferkit.errors import NinferkitError
 from ninferkit.latency import recorded_itl
 from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
-from ninferkit.report import speculation
-from ninferkit.report.conditions import gpu_conditions
+from ninferkit.report import field_tables, speculation
+from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, map_text, texts
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
 from ninferkit.report.headline import HeadlineRow, headline
+from ninferkit.report.memory import capacity_blocks
 from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
 from ninferkit.report.recipe import launch_flags, profile_comments
@@ -102,6 +103,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _acceptance(run),
         _errors(run),
         _benchmarks(run, figures),
+        *field_tables.sections(run),
         _latency(run),
         _speculation(run),
         _capacity(run),
@@ -411,8 +413,18 @@ def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
     lengths = pd.concat([frame["engine_window_s"] for frame in tables.values() if "engine_window_s" in frame.columns])
     window = lengths.median() if len(lengths) else None
     length = f"{window:g} s " if window is not None and pd.notna(window) else ""
+    mixed = sum(int(pd.to_numeric(frame["engine_windows_mixed"], errors="coerce").fillna(0).sum())
+                for frame in tables.values() if "engine_windows_mixed" in frame.columns)
+    alone = sum(int(pd.to_numeric(frame["engine_windows"], errors="coerce").fillna(0).sum())
+                for frame in tables.values() if "engine_windows" in frame.columns)
+    counted = (f" Over the cells, {alone} windows only decoded and {mixed} decoded beside a prefill"
+               + (": no engine mean or peak is shown, since every window that decoded also prefilled (outputs too "
+                  "short to fill one; the tables' engine_decode_note says how short)." if mixed and not alone else
+                  ".") if mixed or alone else "")
     return (f"Engine decode windows: the engine's own throughput lines during the cell, the mean over the "
-            f"{length}windows that decoded and the best single window (seed 004's average decode and 5-second peak).")
+            f"{length}windows in which the engine says only decode ran (no prefill) and the best single one (seed "
+            f"004's average decode and 5-second peak); a window that mixed a prefill with a decode is counted, "
+            f"never averaged in.{counted}")
 
 
 def _latency(run: RunData) -> Section:
@@ -487,6 +499,10 @@ def _capacity(run: RunData) -> Section:
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
             "the cells the server's own KV line reported at it, the launches each search took, and what set the "
             "answer: memory, or the engine's own rule (then with what memory alone would allow)."))
+    blocks += capacity_blocks(run) if capacity.answers else [Paragraph(
+        "This capacity.json has no per-answer table (seed 000 §2.5: weights, free after weights, auto, the largest "
+        "pool, each lane's share, the what-if rows): it was written before the capacity step recorded its answers. "
+        "`ninferkit capacity fit` on this run's saved startup logs writes them without launching anything.")]
     decisions = capacity.decision_table
     if decisions:
         blocks.append(what_fits(decisions))
@@ -513,11 +529,14 @@ def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
     blocks: list[Any] = []
     if gpus:
         blocks.append(Table(("GPU", "samples", "window", "power median, W", "power max, W", "SM clock median, MHz",
-                             "SM clock max, MHz", "temperature max, °C", "throttled", "throttle reasons"),
+                             "SM clock max, MHz", "temperature max, °C", "throttled", "throttle reasons",
+                             "idle: temperature, °C / power median, W"),
                             tuple((g.gpu, str(g.samples), g.window, number(g.power_median_w), number(g.power_max_w),
                                    number(g.sm_clock_median_mhz), number(g.sm_clock_max_mhz),
                                    number(g.temperature_max_c), f"{100 * g.throttled_fraction:.0f}%",
-                                   ", ".join(g.throttle_reasons) or "none") for g in gpus)))
+                                   ", ".join(g.throttle_reasons) or "none", _idle(g)) for g in gpus),
+                            "NVML samples; idle is the samples while no request was in flight (seed 000 §2.7's "
+                            "空载 beside the load figures)."))
     elif run.gpu_available:
         blocks.append(Paragraph("No NVML samples in telemetry.jsonl: power, clocks and throttling were not recorded."))
     else:
@@ -528,6 +547,14 @@ def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
     if "telemetry_timeline" in figures:
         blocks.append(figures["telemetry_timeline"])
     return Section("Run conditions", blocks)
+
+
+def _idle(conditions: GpuConditions) -> str:
+    if not conditions.idle_samples:
+        return "no sample while idle (telemetry ran only while requests were in flight)"
+    low_high = conditions.idle_temperature_c
+    temperature = "—" if low_high is None else span(*low_high)
+    return f"{temperature} / {number(conditions.idle_power_median_w)} ({conditions.idle_samples} samples)"
 
 
 def _caveats(run: RunData) -> Section:

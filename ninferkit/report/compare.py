@@ -9,6 +9,7 @@ either run is reported as "within spread", never as a speed-up.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -22,13 +23,18 @@ from ninferkit.errors import NinferkitError
 from ninferkit.records import RequestRow
 from ninferkit.report.caveats import cell_acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
-from ninferkit.report.document import Bullets, Document, Paragraph, Section, table_from_frame
+from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
+from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
 from ninferkit.runs import utc_now
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
+RUN_TO_RUN_PCT = 3.0
+"""Seed 000 §2.2's run-to-run spread (the same artifact rerun: ±3%): the yardstick where a cell has one
+repetition per run, so its own spread is unknown."""
+SHAPE_METRICS = ("prefill_tok_s_server", "decode_tok_s_server")
 
 CellKey = tuple[str, str]
 
@@ -44,7 +50,7 @@ class Comparison:
 
     def document(self) -> Document:
         title = f"A/B: {' vs '.join(self.run_ids)}"
-        sections = [Section("Per-cell deltas", [
+        sections = [Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
                       "each run's repetitions."),
@@ -65,6 +71,55 @@ class Comparison:
         self.table.to_csv(csv, index=False)
         files["csv"] = csv
         return files
+
+
+def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
+    """Seed 000 §2.2: one row per shape (sweep cell), each run's prefill / decode / acceptance beside the
+    other's, and whether each move is inside the run-to-run spread (the runs' own where they repeated a
+    cell, else the report's ±3%)."""
+    if table.empty:
+        return [Paragraph("No cell appears in both runs.")]
+    lines = []
+    groups = sorted(table.groupby(["candidate", "sweep", "cell"], sort=False),
+                    key=lambda item: (item[0][0], item[0][1], _natural(str(item[0][2]))))
+    for (_, sweep, cell), group in groups:
+        by_metric = {row["metric"]: row for _, row in group.iterrows()}
+        first = group.iloc[0]
+        sides = [" / ".join(number(by_metric[m][f"median_{side}"]) if m in by_metric else "—" for m in SHAPE_METRICS)
+                 + f" / {_share(first[f'acceptance_{side}'])}" for side in ("a", "b")]
+        moves = [_move(m, by_metric[m]) for m in SHAPE_METRICS if m in by_metric]
+        lines.append((f"{sweep}: {cell}", *sides, "; ".join(moves)))
+    baseline, candidates = run_ids[0], ", ".join(run_ids[1:])
+    shown = "prefill / decode / acceptance"
+    return [Table(("shape", f"{baseline}: {shown}", f"{candidates}: {shown}",
+                   "difference"), tuple(lines),
+                  "Server-side medians (tok/s) and acceptance per cell, baseline first. A move no larger than the "
+                  f"spread of either run (or, with one repetition, the ±{RUN_TO_RUN_PCT:g}% a rerun of the same "
+                  "setup moves by: seed 000 §2.2) is inside run-to-run spread, never a speed-up. Decode rates at "
+                  "different acceptance are not comparable (the Caveats say where).")]
+
+
+def _natural(text: str) -> list[Any]:
+    """A cell label's sort key, its numbers as numbers (4096 before 16384)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
+
+
+def _share(value: Any) -> str:
+    return "—" if value is None or pd.isna(value) else f"{100 * float(value):.0f}%"
+
+
+def _move(metric: str, row: Any) -> str:
+    name = metric.split("_")[0]
+    pct = row["delta_pct"]
+    if pct is None or pd.isna(pct):
+        return f"{name}: —"
+    if row["verdict"] == "spread unknown (one repetition)":
+        said = f"inside the ±{RUN_TO_RUN_PCT:g}% run-to-run spread" if abs(pct) <= RUN_TO_RUN_PCT else \
+            f"beyond the ±{RUN_TO_RUN_PCT:g}% run-to-run spread"
+    else:
+        said = "inside run-to-run spread" if row["verdict"] == "within spread" else f"{row['verdict']}, beyond spread"
+    caveat = "" if row.get("comparable", True) else ", acceptance differs: not comparable"
+    return f"{name} {pct:+.1f}% ({said}{caveat})"
 
 
 def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:

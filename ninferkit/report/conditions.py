@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ninferkit.records import TelemetrySample
 from ninferkit.report.data import RunData
@@ -27,6 +27,10 @@ class GpuConditions:
     temperature_max_c: float | None
     throttled_fraction: float
     throttle_reasons: tuple[str, ...]
+    idle_samples: int = 0
+    """Samples while no request was in flight (seed 000 §2.7's "空载"), beside the load figures."""
+    idle_temperature_c: tuple[float, float] | None = None
+    idle_power_median_w: float | None = None
 
 
 def load_window(run: RunData) -> tuple[float, float] | None:
@@ -46,7 +50,27 @@ def gpu_conditions(run: RunData) -> list[GpuConditions]:
     by_gpu: dict[str, list[TelemetrySample]] = defaultdict(list)
     for row in chosen:
         by_gpu[str(row.gpu or 0)].append(row)
-    return [_summarise(gpu, samples, label) for gpu, samples in sorted(by_gpu.items())]
+    idle = _idle(run, rows)
+    return [_with_idle(_summarise(gpu, samples, label), idle.get(gpu, [])) for gpu, samples in sorted(by_gpu.items())]
+
+
+def _idle(run: RunData, rows: list[TelemetrySample]) -> dict[str, list[TelemetrySample]]:
+    """Per GPU, the samples taken while no request of the run was in flight."""
+    spans = sorted((row.t_send, row.t_done) for row in run.requests
+                   if row.t_send is not None and row.t_done is not None)
+    out: dict[str, list[TelemetrySample]] = defaultdict(list)
+    for row in rows:
+        if not any(start <= row.t_mono <= end for start, end in spans):
+            out[str(row.gpu or 0)].append(row)
+    return out
+
+
+def _with_idle(found: GpuConditions, idle: list[TelemetrySample]) -> GpuConditions:
+    temperature = [float(row.temperature_c) for row in idle if row.temperature_c is not None]
+    power = [float(row.power_w) for row in idle if row.power_w is not None]
+    return replace(found, idle_samples=len(idle),
+                   idle_temperature_c=(min(temperature), max(temperature)) if temperature else None,
+                   idle_power_median_w=statistics.median(power) if power else None)
 
 
 def _summarise(gpu: str, rows: list[TelemetrySample], window: str) -> GpuConditions:

@@ -91,6 +91,38 @@ def _requests(row: Row) -> str | None:
     return f"{int(ok)}" + (f" (+{int(errored)} errored)" if errored else "")
 
 
+def _decode(row: Row) -> str | None:
+    """The engine's decode rate; where the client saw a different one beyond the run's spread (a stalled
+    stream: `decode_gap_note`), the client's beside it, so a stall never reads as fast."""
+    shown = spread("decode_tok_s_server")(row)
+    client = _get(row, "decode_tok_s_client_median")
+    if shown is None or not _get(row, "decode_gap_note") or client is None:
+        return shown
+    return f"{shown}; client {number(client)}"
+
+
+def _acceptance(row: Row) -> str | None:
+    """The acceptance rate with the engine's accepted / drafted counts (seed 000 §2.1's `47%（38/81）`)."""
+    share = _get(row, "acceptance_server_median")
+    if share is None:
+        return None
+    accepted, drafted = _get(row, "accepted_tokens_server_median"), _get(row, "drafted_tokens_server_median")
+    counts = f" ({accepted:,.0f} / {drafted:,.0f})" if accepted is not None and drafted is not None else ""
+    return f"{100 * float(share):.0f}%{counts}"
+
+
+def _hit_tokens(row: Row) -> str | None:
+    """The prefix-cache hit tokens and whose count they are; "unknown" (never 0) where neither the usage nor
+    the engine's record counted them."""
+    if "hit_tokens_median" not in row:  # a table built before the engine's count was read: the usage's only
+        tokens, source = _get(row, "cached_tokens_median"), "usage"
+    else:
+        tokens, source = _get(row, "hit_tokens_median"), _get(row, "hit_tokens_source")
+    if tokens is None:
+        return None if _get(row, "n_ok") in (0, None) else "unknown"
+    return f"{number(tokens)} ({source})" if source else number(tokens)
+
+
 def _engine_decode(row: Row) -> str | None:
     mean, peak = _get(row, "decode_tok_s_engine_mean"), _get(row, "decode_tok_s_engine_peak")
     return None if mean is None and peak is None else f"{number(mean)} / {number(peak)}"
@@ -128,6 +160,7 @@ SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
     "spread": lambda c: spread(c.column), "percent": lambda c: percent(c.column),
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
+    "decode": lambda c: _decode, "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
 }
 """How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
 
@@ -183,7 +216,7 @@ def _notes(name: str, records: Sequence[Row]) -> list[str]:
             diagnosis = _get(row, "diagnosis")
             out.append(f"{label}: {status}: {reason or 'no reason recorded'}"
                        + (f" ({diagnosis})" if diagnosis else ""))
-        for field in ("notes", "server_note"):
+        for field in ("notes", "server_note", "decode_gap_note"):
             text = _get(row, field)
             if text:
                 shared[str(text)].append(label)

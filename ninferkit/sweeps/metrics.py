@@ -49,3 +49,34 @@ def aggregate(ok: pd.DataFrame, finished: Sequence[RequestRow]) -> dict[str, Any
         "wait_before_prefill_s_median": wait.median() if len(wait) else None,
         "wait_before_prefill_s_max": wait.max() if len(wait) else None,
     }
+
+
+def tokens_per_round(ok: pd.DataFrame) -> float | None:
+    """Median tokens committed per speculative round (seed 003's "每轮 3.9～4.0 个 token"): the engine's own
+    figure where its `done` line prints one, else 1 + accepted drafts / rounds from its request record."""
+    if "tokens_per_round_server" in ok:
+        printed = numbers(ok, "tokens_per_round_server")
+        if len(printed):
+            return float(printed.median())
+    rounds, accepted = numbers(ok, "spec_rounds_server"), numbers(ok, "accepted_tokens_server")
+    both = pd.concat([rounds.rename("rounds"), accepted.rename("accepted")], axis=1).dropna()
+    both = both[both["rounds"] > 0]
+    return float((1 + both["accepted"] / both["rounds"]).median()) if len(both) else None
+
+
+def hit_tokens(ok: pd.DataFrame) -> tuple[pd.Series, str | None]:
+    """Each request's prefix-cache hit tokens and whose count they are: the engine's own record where it has
+    one (the server's accounting is the truth), else the client's usage count (NInfer G1's chat usage carries
+    none; its Messages usage said 0 where its own log counted the hit); "engine (usage: N)" where the usage
+    disagreed. A request with neither is left out: unknown, never 0."""
+    empty = pd.Series(index=ok.index, dtype=float)
+    client = pd.to_numeric(ok["cached_tokens"], errors="coerce") if "cached_tokens" in ok else empty
+    engine = pd.to_numeric(ok["cached_tokens_server"], errors="coerce") if "cached_tokens_server" in ok else empty
+    chosen = engine.fillna(client).dropna()
+    if not len(chosen):
+        return chosen, None
+    from_usage = (engine.isna() & client.notna()).any()
+    used = [name for name, found in (("engine", engine.notna().any()), ("usage", from_usage)) if found]
+    differ = client[engine.notna() & client.notna() & (engine != client)]
+    said = f" (usage: {differ.median():,.0f})" if len(differ) else ""
+    return chosen, ", ".join(used) + said

@@ -6,8 +6,9 @@ deviation of TTFT, TPOT, ITL and end-to-end latency, as ninferkit/latency.py def
 requests finished per second, then the cell's status (with the reason, the diagnosis of
 a failure and the plan's notes on what was sent differently from what was asked), the
 `reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
-mean of its throughput lines: seed 004's "5 秒峰值" beside "平均 decode", seed 000 §2.4(b)'s "引擎 5 s
-窗口口径"), then the GPU conditions during the cell (median and max power and SM clock, throttled or not)
+mean of its throughput lines that only decoded: seed 004's "5 秒峰值" beside "平均 decode", seed 000
+§2.4(b)'s "引擎 5 s 窗口口径"), then the GPU conditions during the cell (median and max power and SM clock,
+throttled or not)
 when telemetry has GPU samples. Only the attempt that finished a cell counts; a failed cell shows what
 its last attempt finished. The tasks table names the speculative decoding each cell ran with (the
 profile's method, or `off` for the other side of the speculation A/B, plan.py) and how its requests
@@ -31,8 +32,8 @@ from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
-from ninferkit.sweeps.metrics import cell_span, numbers, sent_values
-from ninferkit.sweeps.truth import rows_with_server_truth
+from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
+from ninferkit.sweeps.truth import decode_gap_summary, rows_with_server_truth
 from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
 NO_TARGETS = Targets()
@@ -141,6 +142,8 @@ def _cell_metrics(kind: AnyKind, measured: pd.DataFrame, rows: Sequence[RequestR
         out.update(distribution(samples(finished, metric)).columns(metric))
     out["requests_per_s"] = requests_per_s(finished, sent)
     out["server_note"] = _server_note(ok)
+    out["decode_gap_note"] = decode_gap_summary(finished)
+    out["tokens_per_round_server_median"] = tokens_per_round(ok)
     out.update(kind.metrics(ok, finished, sent, measured, targets))
     return out
 
@@ -160,13 +163,16 @@ def _server_note(ok: pd.DataFrame) -> str | None:
 def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
                    telemetry_found: bool) -> dict[str, Any]:
     """The engine's own decode rate during the cell, from its periodic throughput lines (telemetry rows
-    of source engine_log): the peak window (seed 004's "5 秒峰值"), the mean over the windows that decoded
-    (committed decode tokens over their time: "平均 decode" in the same windows), the window length and
-    how many windows counted. A window counts when it lies inside the cell, give or take the
-    LOG_POLL_S a line waits before telemetry reads it; a window with no decode (prefill only) is left out.
-    `engine_decode_note` says why the columns are empty."""
+    of source engine_log): the peak window (seed 004's "5 秒峰值"), the mean over the windows that only
+    decoded (committed decode tokens over their time: "平均 decode" in the same windows), the window length
+    and how many windows counted. A window counts when it lies inside the cell, give or take the
+    LOG_POLL_S a line waits before telemetry reads it, and the engine says no prefill ran in it: a window
+    that mixed a long prefill with a short decode says how prefill starves decode (seed 000 §2.4(d)), not
+    how fast a request decodes, and is counted in `engine_windows_mixed`. `engine_decode_note` says why
+    the columns are empty (outputs too short to fill a window without prefill, among others)."""
     out: dict[str, Any] = {"decode_tok_s_engine_peak": None, "decode_tok_s_engine_mean": None,
-                           "engine_window_s": None, "engine_windows": 0, "engine_decode_note": None}
+                           "engine_window_s": None, "engine_windows": 0, "engine_windows_mixed": 0,
+                           "engine_decode_note": None}
     if not len(cell_rows):
         out["engine_decode_note"] = "no request of this cell was recorded"
         return out
@@ -180,20 +186,39 @@ def _engine_decode(cell_rows: pd.DataFrame, engine_lines: list[TelemetrySample],
     start, end = cell_span(cell_rows)
     inside = [r for r in engine_lines if r.interval_s and r.decode_tok_s is not None
               and r.t_mono - r.interval_s >= start - LOG_POLL_S and r.t_mono - LOG_POLL_S <= end]
-    rates = engine_rates([r.as_dict() for r in inside], "decode")  # the lines as the adapter parsed them
+    rates = engine_rates([r.as_dict() for r in inside], "decode", alone=True)  # the lines as the adapter parsed them
     lengths = [float(r.interval_s) for r in engine_lines if r.interval_s]
     window = float(pd.Series(lengths).median()) if lengths else None
+    out["engine_windows_mixed"] = rates["mixed"]
     if not rates["windows"]:
         out["engine_window_s"] = window
-        length = f"{window:g} s " if window else ""
-        out["engine_decode_note"] = (f"no whole {length}engine window inside this cell ({end - start:.1f} s long)"
-                                     if not inside else f"the engine decoded in none of the {len(inside)} whole "
-                                     "windows inside this cell (prefill only)")
+        out["engine_decode_note"] = _no_decode_window(cell_rows, inside, rates["mixed"], window, end - start)
         return out
-    decoding = [float(r.interval_s) for r in inside if r.interval_s and (r.decode_tok_s or 0) > 0]
+    decoding = [float(r.interval_s) for r in inside
+                if r.interval_s and (r.decode_tok_s or 0) > 0 and r.prefill_tok_s == 0]
     out.update(decode_tok_s_engine_peak=rates["peak_tok_s"], decode_tok_s_engine_mean=rates["mean_tok_s"],
                engine_window_s=float(pd.Series(decoding).median()), engine_windows=rates["windows"])
     return out
+
+
+def _no_decode_window(cell_rows: pd.DataFrame, inside: list[TelemetrySample], mixed: int, window: float | None,
+                      span_s: float) -> str:
+    """Why a cell has no engine window that only decoded: too short a cell, prefill only, or outputs too
+    short to fill a window without prefill (the engine's decode time per request beside the window)."""
+    length = f"{window:g} s " if window else ""
+    if not inside:
+        return f"no whole {length}engine window inside this cell ({span_s:.1f} s long)"
+    if not mixed:
+        return f"the engine decoded in none of the {len(inside)} whole windows inside this cell (prefill only)"
+    decode_s = numbers(cell_rows, "decode_s_server")
+    output = numbers(cell_rows, "completion_tokens")
+    rate = numbers(cell_rows, "decode_tok_s_server")
+    each = (f": each request decoded {output.median():,.0f} tokens in about {decode_s.median():.1f} s"
+            + (f" ({rate.median():.1f} tok/s by the engine)" if len(rate) else "")
+            if len(decode_s) and len(output) else "")
+    return (f"no {length}engine window inside this cell decoded without a prefill running: the {mixed} that "
+            f"decoded mixed it with prefill, so their decode rate is not a request's{each}; outputs this short "
+            "end before a window of decode alone fills (a longer output_tokens would fill one)")
 
 
 def _telemetry(cell_rows: pd.DataFrame, telemetry: list[TelemetrySample]) -> dict[str, Any]:

@@ -201,7 +201,9 @@ def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
 
 
 SECTIONS = ["Headline", "Steps and data", "Environment", "Pinned recipe", "Acceptance checks", "Errors met",
-            "Benchmarks", "Latency", "Speculative decoding, task by task", "Capacity", "Run conditions", "Method",
+            "Benchmarks", "Tasks at each depth", "Concurrency, lane by lane", "Coding and agent by input length",
+            "Average decode against the best engine window", "Latency", "Speculative decoding, task by task",
+            "Capacity", "Run conditions", "Method",
             "Caveats", "Provenance"]
 LAYOUT = """(width => {
   const clips = el => getComputedStyle(el).overflowX !== 'visible';

@@ -19,6 +19,7 @@ import pytest
 
 from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
+from ninferkit.engines.ninfer.logs import parse_throughput
 from ninferkit.runs import RunDir, open_run, read_jsonl
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import (
@@ -34,6 +35,8 @@ from ninferkit.sweeps.kinds import get_kind
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import MaxErrors
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, sweep_table
+from ninferkit.telemetry import engine_rates
+from tests import seed_excerpts as seeds
 from tests.conftest import DATA, REPO
 
 LIVE = DATA / "ninfer_live"
@@ -212,26 +215,43 @@ def captured_table(run_dir: Path, kind: str) -> pd.DataFrame:
     return sweep_table(kind, counted_rows(folder, outcomes), outcomes, folder.read_telemetry())
 
 
-def test_peak_and_mean_decode_from_the_captured_5_s_lines() -> None:
+def test_windows_that_mixed_prefill_with_decode_are_not_decode_windows() -> None:
     """The V100-flags capture logged every 5 s. Its concurrency cell (two 100,000-token requests, 770.3 to
     873.2 s on the telemetry clock) holds 7 whole windows that decoded, from logs/server.log:
       14:54:48.857 ... decode=0.4tok/s ... 14:54:53.857 ... decode=1.2tok/s ... 14:55:18.859 ... decode=0.6tok/s
-    (0.4, 1.2, 1.2, 1.0, 1.0, 0.8, 0.6 in telemetry.jsonl)."""
+    (0.4, 1.2, 1.2, 1.0, 1.0, 0.8, 0.6 in telemetry.jsonl), every one with prefill at 1,638-2,457 tok/s
+    beside it: a 32-token decode inside a 100,000-token prefill. Averaged as decode windows they read
+    about 0.9 tok/s beside the engine's 35.0 tok/s per request; none of them is a decode window."""
     row = captured_table(V100_FLAGS_RUN, "concurrency").iloc[0]
-    assert row["engine_window_s"] == 5.0 and row["engine_windows"] == 7
-    assert row["decode_tok_s_engine_peak"] == 1.2
-    mean = (0.4 + 1.2 + 1.2 + 1.0 + 1.0 + 0.8 + 0.6) / 7
-    assert row["decode_tok_s_engine_mean"] == pytest.approx(mean, rel=1e-4)  # weighed by length: one is 5.001 s
+    assert row["engine_windows"] == 0 and row["engine_windows_mixed"] == 7
+    assert pd.isna(row["decode_tok_s_engine_peak"]) and pd.isna(row["decode_tok_s_engine_mean"])
+    note = row["engine_decode_note"]
+    assert "the 7 that decoded mixed it with prefill" in note
+    assert "32 tokens in about 0.9 s (35.0 tok/s by the engine)" in note and "end before a window" in note
     context = captured_table(V100_FLAGS_RUN, "context").set_index("target_prompt_tokens")
     assert pd.isna(context.loc[4096, "decode_tok_s_engine_peak"])  # 2.4 s long: no whole 5 s window
     assert context.loc[4096, "engine_decode_note"] == "no whole 5 s engine window inside this cell (2.4 s long)"
     assert "decoded in none of the 5 whole windows" in context.loc[65536, "engine_decode_note"]  # prefill only
+    assert context.loc[126976, "engine_windows_mixed"] == 1  # the 1.40 / 1.40 the post printed before
+
+
+def test_a_decode_window_is_one_the_engine_says_ran_no_prefill() -> None:
+    """Seed 000 §2.4(d)'s three lines as printed: the serial prefill (no decode), the starved decode (3.2 tok/s
+    beside a prefill of 819.2) and the batched decode (126.8 tok/s, prefill clause left out: none ran). Only
+    the last is a decode window; the starved one is counted as mixed, never averaged in."""
+    lines = [parse_throughput(line) for line in
+             (*seeds.SERIAL_PREFILL.text.splitlines(), *seeds.PREFILL_STARVES_DECODE.text.splitlines())]
+    rates = engine_rates([line for line in lines if line], "decode", alone=True)
+    assert (rates["windows"], rates["mixed"], rates["peak_tok_s"], rates["mean_tok_s"]) == (1, 1, 126.8, 126.8)
+    assert engine_rates([line for line in lines if line], "decode")["windows"] == 2  # as diagnose counts them
 
 
 def test_the_2_s_capture_has_its_own_window_length() -> None:
-    """The first capture ran --log-stats-interval-ms 2000: the windows are 2 s, and the columns say so."""
+    """The first capture ran --log-stats-interval-ms 2000, 32-token outputs: every 2 s window that decoded
+    also prefilled, so no cell has a decode rate from the engine's windows, and each says why."""
     tables = [captured_table(G1_RUN, kind) for kind in ("context", "concurrency")]
     found = pd.concat(tables)
-    found = found[found["engine_windows"] > 0]
-    assert len(found) and set(found["engine_window_s"]) == {2.0}
-    assert (found["decode_tok_s_engine_peak"] >= found["decode_tok_s_engine_mean"]).all()
+    assert set(found["engine_window_s"].dropna()) == {2.0}
+    assert found["decode_tok_s_engine_peak"].isna().all() and (found["engine_windows_mixed"] > 0).any()
+    mixed = found[found["engine_windows_mixed"] > 0]
+    assert mixed["engine_decode_note"].str.contains("no 2 s engine window inside this cell decoded without").all()

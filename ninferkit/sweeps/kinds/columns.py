@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Shape = Literal["param", "plain", "spread", "percent", "requests", "engine_decode", "gpu", "wait_before_prefill",
-                "goodput", "kept_up"]
+                "goodput", "kept_up", "decode", "acceptance", "hit_tokens"]
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,13 @@ class ViewColumn:
 
 REQUESTS = ViewColumn("requests", shape="requests")
 PREFILL = ViewColumn("prefill, tok/s (server)", "prefill_tok_s_server", "spread")
-DECODE = ViewColumn("decode, tok/s (server)", "decode_tok_s_server", "spread")
+DECODE = ViewColumn("decode, tok/s (server)", "decode_tok_s_server", "decode")
+"""The engine's decode rate, with the client's beside it where they differ beyond the run's spread (a stall)."""
 ENGINE = ViewColumn("engine decode windows, mean / peak tok/s", shape="engine_decode")
 TTFT = ViewColumn("TTFT, s (client)", "ttft_client_s", "spread")
-ACCEPTANCE = ViewColumn("acceptance (server)", "acceptance_server_median", "percent")
+ACCEPTANCE = ViewColumn("acceptance (server): accepted / drafted", shape="acceptance")
+TTFT_SERVER = ViewColumn("TTFT, s (server: prompt time, without queueing)", "prompt_s_server_median", "plain")
+PROMPT = ViewColumn("prompt tokens (measured)", "prompt_tokens_median", "plain")
+PER_ROUND = ViewColumn("tokens per round (server)", "tokens_per_round_server_median", "plain")
 GPU = ViewColumn("GPU: power, SM clock (median)", shape="gpu")
 API = ViewColumn("api", "api")

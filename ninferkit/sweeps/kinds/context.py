@@ -26,8 +26,11 @@ class Context(SweepKind[ContextSweep, ContextCell]):
     params = ContextCell
     table_keys = ("target_prompt_tokens", "api")
     labels = (Label("target_prompt_tokens", "{} prompt tokens"),)
-    view = (ViewColumn("prompt tokens", "target_prompt_tokens"), columns.API, columns.REQUESTS, columns.PREFILL,
-            columns.DECODE, columns.ENGINE, columns.TTFT, columns.ACCEPTANCE, columns.GPU)
+    view = (ViewColumn("prompt tokens", "target_prompt_tokens"), columns.PROMPT, columns.API, columns.REQUESTS,
+            columns.PREFILL, columns.TTFT_SERVER, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE, columns.PER_ROUND,
+            columns.TTFT, columns.GPU)
+    """Seed 000 §2.1's columns (target, prompt tokens, prefill, TTFT as the engine's prompt time, decode, MTP
+    acceptance with its counts), then what the report has elsewhere."""
 
     def plan(self, section: ContextSweep, planner: Planner) -> list[Cell[ContextCell]]:
         cells = []

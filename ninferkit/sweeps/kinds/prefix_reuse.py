@@ -22,7 +22,7 @@ from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
-from ninferkit.sweeps.metrics import numbers
+from ninferkit.sweeps.metrics import hit_tokens, numbers
 from ninferkit.workloads import exact_prompt, exact_text, new_salt, user_messages
 
 APPENDED_SENTENCE = " The board will publish its next record in the spring."
@@ -47,6 +47,7 @@ class PrefixReuse(SweepKind[PrefixReuseSweep, PrefixCell]):
     table_keys = ("scenario", "api")
     labels = (Label("scenario"),)
     view = (ViewColumn("scenario", "scenario"), columns.API, columns.REQUESTS,
+            ViewColumn("prompt tokens", "prompt_tokens_median", "plain"), ViewColumn("hit tokens", shape="hit_tokens"),
             ViewColumn("cached share", "cached_share_median", "percent"), columns.TTFT,
             ViewColumn("prompt time, s (server)", "prompt_s_server_median", "plain"),
             ViewColumn("cache seeded by", "seeded_by", "plain"))
@@ -76,17 +77,20 @@ class PrefixReuse(SweepKind[PrefixReuseSweep, PrefixCell]):
 
     def metrics(self, ok: pd.DataFrame, finished: Sequence[RequestRow], sent: Sequence[RequestRow],
                 measured: pd.DataFrame, targets: Targets) -> dict[str, Any]:
-        """Cache hit share and what seeded the cache; a refused scenario says what the server answered."""
+        """Cache hit tokens and share (the usage's count, else the engine's own, and which), and what seeded
+        the cache; a refused scenario says what the server answered."""
         prompt = numbers(ok, "prompt_tokens")
-        cached = numbers(ok, "cached_tokens")
-        hit = float((cached / prompt).median()) if len(prompt) and len(cached) == len(prompt) else None
+        cached, source = hit_tokens(ok)
+        shares = (cached / prompt.reindex(cached.index)).dropna()
+        hit = float(shares.median()) if len(shares) else None
         errors = measured[measured["status"] != "ok"] if len(measured) else measured
         answer = None
         if len(errors):
             first = errors.iloc[0]
             answer = f"HTTP {first.get('http_status')}: {str(first.get('error'))[:200]}"
         seeded = ok["seeded_by"].dropna() if "seeded_by" in ok else pd.Series(dtype=object)
-        return {"cached_share_median": hit, "seeded_by": seeded.iloc[0] if len(seeded) else None,
+        return {"cached_share_median": hit, "hit_tokens_median": float(cached.median()) if len(cached) else None,
+                "hit_tokens_source": source, "seeded_by": seeded.iloc[0] if len(seeded) else None,
                 "server_answer_when_failed": answer}
 
 

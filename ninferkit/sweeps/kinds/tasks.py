@@ -52,7 +52,7 @@ class Tasks(SweepKind[TasksSweep, TasksCell]):
               Label("speculation", "speculation {}", in_short_label=False))
     view = (ViewColumn("task", "task"), ViewColumn("depth", "context_depth"), ViewColumn("speculation", "speculation"),
             columns.API, columns.REQUESTS, columns.PREFILL, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE,
-            ViewColumn("output tokens", "completion_tokens_median", "plain"),
+            columns.PER_ROUND, ViewColumn("output tokens", "completion_tokens_median", "plain"),
             ViewColumn("finish", "finish_reason", "plain"), columns.GPU)
     orders = {"task": TASK_NAMES}
 

@@ -1,0 +1,331 @@
+"""The field reports' tables that no single sweep table holds, in the reports' own layout.
+
+The benchmark views (report/views.py) show one sweep table each; the posts users write also lay the same
+numbers out across cells and across the engine's own lines: the task suite at two depths side by side
+(seed 000 §2.3), the two long requests lane by lane, decode batching from the engine's windows, slots
+against client lanes with the speed-up, the engine's lines that show prefill running one lane at a time
+(§2.4 a–d), coding beside agent by input length (seed 003) and the average decode beside the best window
+(seed 004). Each builder returns its blocks from the run's tables, rows, telemetry and log; where the run
+has no data for a table it says which plan would fill it. Engine figures are labelled as the engine's,
+client figures as the client's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ninferkit.records import RequestRow, TelemetrySample
+from ninferkit.report.data import RunData
+from ninferkit.report.document import Block, Code, Paragraph, Section, Table
+from ninferkit.report.fmt import number
+
+NONE = "—"
+
+
+def sections(run: RunData) -> list[Section]:
+    """The sections, in the reports' order."""
+    return [Section("Tasks at each depth", tasks_by_depth(run)),
+            Section("Concurrency, lane by lane", concurrency_blocks(run)),
+            Section("Coding and agent by input length", coding_and_agent(run)),
+            Section("Average decode against the best engine window", decode_windows(run))]
+
+
+def _value(frame: pd.DataFrame, index: int, name: str) -> Any:
+    if name not in frame.columns:
+        return None
+    value = frame[name].iloc[index]
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and value.is_integer() and name.endswith(("tokens_median", "tokens_target",
+                                                                         "concurrency", "context_depth")):
+        value = int(value)  # a count the CSV holds as a float
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+
+
+def _decode_mtp(frame: pd.DataFrame, index: int) -> str:
+    decode, share = _value(frame, index, "decode_tok_s_server_median"), _value(frame, index, "acceptance_server_median")
+    if decode is None:
+        return NONE
+    return number(decode) + (f" / {100 * float(share):.0f}%" if share is not None else " / —")
+
+
+def _own_speculation(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The task cells measured with the profile's own speculation (not the A/B's `off` side)."""
+    if "speculation" not in tasks.columns:
+        return tasks
+    own = tasks[tasks["speculation"] != "off"]
+    return own if len(own) else tasks
+
+
+def tasks_by_depth(run: RunData) -> list[Block]:
+    """Seed 000 §2.3: one row per task, its output tokens, and decode / acceptance at each depth."""
+    tasks = run.tables.get("tasks")
+    if tasks is None or not len(tasks):
+        return [Paragraph("No tasks table: run the tasks sweep (sweeps.tasks) at two depths, e.g. depths "
+                          "[8192, 65536], for the report's task table.")]
+    tasks = _own_speculation(tasks).reset_index(drop=True)
+    depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
+    names = list(dict.fromkeys(tasks["task"]))
+    rows = []
+    for name in names:
+        cells = {int(tasks["context_depth"].iloc[i]): i for i in range(len(tasks)) if tasks["task"].iloc[i] == name}
+        outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
+        rows.append((str(name), " / ".join(sorted(outputs)),
+                     *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
+    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: decode tok/s (server) / acceptance"
+                                                             for d in depths)), tuple(rows),
+                                 "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
+                                 "context depth (seed 000 §2.3's layout).")]
+    if len(depths) < 2:
+        blocks.append(Paragraph("One depth was measured: a second one (sweeps.tasks.depths, e.g. [8192, 65536]) "
+                                "gives the report's second column."))
+    return blocks
+
+
+def concurrency_blocks(run: RunData) -> list[Block]:
+    """Seed 000 §2.4 (a)–(d)."""
+    return [*_lanes(run), *_batching(run), *_slots_by_lanes(run), *_engine_lines(run)]
+
+
+def _lane_cell(run: RunData) -> list[RequestRow] | None:
+    """The measured requests of the concurrency cell with two or more clients at the longest prompt."""
+    cells = [rows for rows in run.cell_rows("concurrency").values()
+             if rows and int((rows[0].cell or {}).get("concurrency") or 0) >= 2]
+    if not cells:
+        return None
+    return max(cells, key=lambda rows: (int((rows[0].cell or {}).get("prompt_tokens") or 0), len(rows)))
+
+
+def _queued(row: RequestRow) -> tuple[float | None, str]:
+    if row.queue_s_server is not None:
+        return float(row.queue_s_server), "engine"
+    if row.ttft_s_server is not None and row.prompt_s_server is not None:
+        return max(0.0, float(row.ttft_s_server) - float(row.prompt_s_server)), "engine TTFT - prompt time"
+    return None, ""
+
+
+def _lanes(run: RunData) -> list[Block]:
+    title = Paragraph("(a) The longest concurrent requests: each lane's first request, in the order the engine "
+                      "admitted them.")
+    rows = _lane_cell(run)
+    if rows is None:
+        return [title, Paragraph("No concurrency cell with two or more clients: run the concurrency sweep with two "
+                                 "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
+                                 "serve.max_context).")]
+    first: dict[int | None, RequestRow] = {}
+    for row in sorted(rows, key=lambda r: (r.repetition or 0, r.t_send or 0)):
+        first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
+    lines: list[tuple[str, ...]] = []
+    how: set[str] = set()
+    for row in sorted(first.values(), key=lambda r: (_queued(r)[0] is None, _queued(r)[0] or 0.0, r.client_index or 0)):
+        queued, source = _queued(row)
+        if source:
+            how.add(source)
+        lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens),
+                      number(row.ttft_s_server),
+                      number(queued), number(row.prefill_tok_s_server), number(row.completion_tokens),
+                      number(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
+    cell = rows[0].cell or {}
+    caption = (f"requests.jsonl with the engine's record: the concurrency cell of {cell.get('concurrency')} clients at "
+               f"{number(cell.get('prompt_tokens'))} prompt tokens. TTFT and queueing are the engine's (queued: "
+               f"{', '.join(sorted(how)) or 'not recorded'}); wall is the client's, send to last byte. A lane without "
+               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why).")
+    return [title, Table(("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
+                          "output tokens", "wall, s (client)", "status"), tuple(lines), caption)]
+
+
+def _decode_alone(telemetry: Sequence[TelemetrySample]) -> tuple[list[TelemetrySample], int]:
+    """The engine's windows of decode alone (no prefill ran: its rate read as 0), and how many decoded
+    beside a prefill."""
+    lines = [r for r in telemetry if r.source == "engine_log" and r.interval_s and (r.decode_tok_s or 0) > 0]
+    alone = [r for r in lines if r.prefill_tok_s == 0]
+    return alone, len(lines) - len(alone)
+
+
+def _batch(row: TelemetrySample) -> float | None:
+    """The window's average decode batch as the engine printed it (a field only throughput lines carry)."""
+    value = row.as_dict().get("batch")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _batching(run: RunData) -> list[Block]:
+    title = Paragraph("(b) Decode batching, from the engine's own windows of decode alone.")
+    alone, mixed = _decode_alone(run.telemetry)
+    with_batch = [(r, batch) for r in alone if (batch := _batch(r)) is not None]
+    if not with_batch:
+        engine_lines = sum(1 for r in run.telemetry if r.source == "engine_log")
+        why = ("the engine printed no throughput line" if not engine_lines else
+               f"none of the engine's {engine_lines} throughput lines is a window of decode alone with its batch"
+               + (f" ({mixed} decoded beside a prefill)" if mixed else ""))
+        return [title, Paragraph(f"No batching table: {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
+                                 "clients and outputs long enough to decode a whole window after the prefill "
+                                 "(output_tokens at least the window length x the decode rate, e.g. 320).")]
+    groups: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for row, batch in with_batch:
+        groups[max(1, round(batch))].append((batch, float(row.decode_tok_s or 0)))
+    rates = {lanes: statistics.median(rate for _, rate in rows) for lanes, rows in groups.items()}
+    base = rates.get(1)
+    lines = tuple((number(statistics.median(batch for batch, _ in groups[lanes])), number(rates[lanes]),
+                   str(len(groups[lanes])), f"{rates[lanes] / base:.2f}x" if base else NONE)
+                  for lanes in sorted(groups))
+    window = statistics.median(float(row.interval_s or 0) for row, _ in with_batch)
+    caption = (f"telemetry.jsonl: the engine's {window:g} s throughput lines in which no prefill ran, grouped by their "
+               f"average decode batch; aggregate decode is the median of the windows' rates"
+               + ("" if base else "; no window at batch 1, so no ratio") + ".")
+    return [title, Table(("batch (engine)", "aggregate decode tok/s (engine)", "windows", "against batch 1"), lines,
+                         caption)]
+
+
+def _per_lane(rows: Sequence[RequestRow]) -> str:
+    rates = [float(r.completion_tokens) / float(r.e2e_client_s) for r in rows
+             if r.status == "ok" and r.completion_tokens and r.e2e_client_s]
+    if not rates:
+        return NONE
+    low, high = min(rates), max(rates)
+    return number(statistics.median(rates)) if number(low) == number(high) else f"{number(low)} – {number(high)}"
+
+
+def _slots_by_lanes(run: RunData) -> list[Block]:
+    title = Paragraph("(c) Server slots against client lanes, end to end.")
+    table = run.tables.get("concurrency")
+    if table is None or not len(table):
+        return [title, Paragraph("No concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
+                                 "(sweeps.concurrency.levels) for the speed-up over one lane.")]
+    slots = (run.profile.get("serve") or {}).get("max_concurrency")
+    cells = run.cell_rows("concurrency")
+    prompt = table["prompt_tokens_target"] if "prompt_tokens_target" in table.columns else None
+    one = {(_value(table, i, "prompt_tokens_target")): _value(table, i, "aggregate_output_tok_s_client")
+           for i in range(len(table)) if _value(table, i, "concurrency") == 1}
+    lines = []
+    for i in range(len(table)):
+        aggregate = _value(table, i, "aggregate_output_tok_s_client")
+        base = one.get(_value(table, i, "prompt_tokens_target"))
+        batch = _value(table, i, "engine_log_batch_median")
+        lines.append((number(slots), number(_value(table, i, "concurrency")),
+                      number(_value(table, i, "prompt_tokens_target")),
+                      _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate),
+                      f"{aggregate / base:.2f}x" if aggregate and base else NONE, number(batch)))
+    caption = ("tables/concurrency.csv and requests.jsonl: per-lane end to end is each request's output tokens over "
+               "its send-to-last-byte time (client); aggregate is all output over the cell's wall (client); speed-up "
+               "is against one client at the same prompt length; engine batch is the median of the engine's decode "
+               "batch over its lines during the cell.")
+    blocks: list[Block] = [title, Table(("server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)",
+                                         "aggregate, tok/s (client)", "speed-up", "engine batch (median)"),
+                                        tuple(lines), caption)]
+    if not one and prompt is not None:
+        blocks.append(Paragraph("No one-client cell: add 1 to sweeps.concurrency.levels for the speed-up."))
+    return blocks
+
+
+def _engine_lines(run: RunData) -> list[Block]:
+    """The engine's lines that show prefill running one lane at a time and starving decode, quoted."""
+    title = Paragraph("(d) The engine's own throughput lines, as printed.")
+    adapter, log = run.adapter, run.server_log
+    if adapter is None or not log:
+        return [title, Paragraph("No server log from a known engine: nothing to quote.")]
+    found: dict[str, str] = {}
+    best_batch = -1.0
+    for line in log.splitlines():
+        parsed = adapter.parse_throughput(line)
+        if not parsed:
+            continue
+        prefill, decode = parsed.get("prefill_tok_s"), parsed.get("decode_tok_s")
+        if "serial" not in found and (parsed.get("prefilling") or 0) >= 1 and (parsed.get("waiting") or 0) >= 1:
+            found["serial"] = line.strip()
+        ready = (parsed.get("decode_ready") or 0) >= 1
+        if "starved" not in found and (prefill or 0) > 0 and (decode or 0) > 0 and ready:
+            found["starved"] = line.strip()
+        batch = parsed.get("batch")
+        if prefill == 0 and (decode or 0) > 0 and isinstance(batch, (int, float)) and batch > best_batch:
+            found["alone"], best_batch = line.strip(), float(batch)
+    said = {"serial": "prefill one lane at a time: a request prefilling while another waits",
+            "starved": "prefill starving decode: decode beside a prefill, with requests ready to decode",
+            "alone": "decode alone, at the highest batch the engine printed"}
+    blocks: list[Block] = [title]
+    for key, words in said.items():
+        if key in found:
+            blocks += [Paragraph(f"{words[0].upper()}{words[1:]} (logs/server.log):"), Code(found[key])]
+    missing = [words for key, words in said.items() if key not in found]
+    if missing:
+        blocks.append(Paragraph("No line of the log shows " + "; or ".join(missing) + ". Two lanes at a long context "
+                                "(the concurrency sweep) with outputs that outlast a window show them."))
+    return blocks
+
+
+def coding_and_agent(run: RunData) -> list[Block]:
+    """Seed 003: the coding and agent scenarios side by side, by input length."""
+    tasks = run.tables.get("tasks")
+    if tasks is None or not len(tasks):
+        return [Paragraph("No tasks table: run the tasks sweep with the coding and agent tasks at several depths.")]
+    tasks = _own_speculation(tasks).reset_index(drop=True)
+    scenarios = [name for name in ("coding", "agent") if (tasks["task"] == name).any()]
+    if not scenarios:
+        return [Paragraph("Neither the coding nor the agent task was measured: add them to sweeps.tasks.tasks.")]
+    depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
+    rows = []
+    for depth in depths:
+        shown: list[str] = []
+        for name in scenarios:
+            index = [i for i in range(len(tasks)) if tasks["task"].iloc[i] == name
+                     and int(tasks["context_depth"].iloc[i]) == depth]
+            if not index:
+                shown += [NONE] * 4
+                continue
+            i = index[0]
+            shown += [number(_value(tasks, i, "prompt_tokens_median")),
+                      number(_value(tasks, i, "prompt_s_server_median")),
+                      _decode_mtp(tasks, i), number(_value(tasks, i, "tokens_per_round_server_median"))]
+        rows.append((number(depth), *shown))
+    columns = [f"{name}: {column}" for name in scenarios for column in
+               ("prompt tokens", "TTFT, s (server)", "decode tok/s (server) / acceptance", "tokens per round")]
+    blocks: list[Block] = [Table(("depth", *columns), tuple(rows),
+                                 "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
+                                 "003's layout); TTFT is the engine's prompt time, tokens per round the engine's.")]
+    absent = {"coding", "agent"} - set(scenarios)
+    if absent:
+        blocks.append(Paragraph(f"The {' and '.join(sorted(absent))} task was not measured: add it to "
+                                "sweeps.tasks.tasks for the other column."))
+    return blocks
+
+
+def decode_windows(run: RunData) -> list[Block]:
+    """Seed 004: the engine's average decode per request beside the mean and best of its windows of decode
+    alone; where no window only decoded, what the windows held instead."""
+    lines = []
+    notes: list[str] = []
+    for name, table in run.tables.items():
+        if "decode_tok_s_engine_peak" not in table.columns:
+            continue
+        for i in range(len(table)):
+            mixed = _value(table, i, "engine_windows_mixed")
+            windows = _value(table, i, "engine_windows") or 0
+            if not windows and not mixed:
+                continue
+            label = " ".join(str(_value(table, i, key)) for key in ("task", "scenario", "concurrency",
+                                                                     "target_prompt_tokens", "context_depth")
+                             if _value(table, i, key) is not None)
+            lines.append((name, label, number(_value(table, i, "decode_tok_s_server_median")),
+                          number(_value(table, i, "decode_tok_s_engine_mean")),
+                          number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
+            if not windows and _value(table, i, "engine_decode_note"):
+                notes.append(str(_value(table, i, "engine_decode_note")))
+    if not lines:
+        engine = run.engine or "the engine"
+        return [Paragraph(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
+                          "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
+                          "--log-stats-interval-ms 5000) and outputs that outlast a window fill this table.")]
+    blocks: list[Block] = [Table(("sweep", "cell", "average decode tok/s (server, per request)",
+                                  "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
+                                  "windows that also prefilled"), tuple(lines),
+                                 "tables/*.csv: a window counts as decode only where the engine's line says no prefill "
+                                 "ran in it; the ones that also prefilled are counted, never averaged in.")]
+    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in run.tables.values()
+                     if "engine_windows" in t.columns for i in range(len(t))):
+        blocks.append(Paragraph(f"No cell has a window of decode alone, so no engine mean or peak is printed: "
+                                f"{notes[0]}."))
+    return blocks
