@@ -21,6 +21,13 @@ reference/peer-benchmark-tools.md section 0):
 - A failed request is a row with status "errored", HTTP status and body, never an exception; so is
   a stream this client cannot read (an event that is not a JSON object, a usage count that is not
   an integer), with what was wrong. Error text is scrubbed of the key the client sends.
+- Every request has a wall-clock deadline, DEADLINE_READ_TIMEOUTS times the per-read timeout (`timeout_s`,
+  the sweeps' `request_timeout_s`): the read timeout ends a server gone silent (ReadTimeout), the deadline
+  one that never stops talking (a comment or a token every second forever), as an errored row. Bodies
+  read whole (an error page, /metrics) are capped in bytes (ninferkit.bounded), an SSE line at
+  SSE_LINE_BYTES: a server that never stops sending is cut, never grown.
+- A row is stored only as its reader reads it (records.request_row_refusals): a server field of the
+  wrong type or an impossible value leaves that field empty and the row errored, naming both.
 - A request that got no response byte because the server dropped the connection (llama-server
   closes idle kept-alive connections, about one reused connection in twenty) is sent once more, and
   its row says so in `retried` (the first try's error); one that got any byte is never sent again.
@@ -32,6 +39,7 @@ reference/peer-benchmark-tools.md section 0):
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import time
@@ -41,9 +49,10 @@ from typing import Any, Literal
 
 import httpx
 
+from ninferkit import bounded
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
-from ninferkit.records import RequestRow
+from ninferkit.records import RequestRow, request_row_refusals
 from ninferkit.redaction import remember, scrub
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
@@ -51,6 +60,12 @@ Api = Literal["chat", "messages", "responses"]
 API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
                              "responses": "/v1/responses"}
 ERROR_BODY_CHARS = 2000
+DEADLINE_READ_TIMEOUTS = 2
+"""A request's wall-clock deadline in read timeouts: longer than one, so a server that goes silent is told
+apart (ReadTimeout) from one that keeps sending (RequestDeadline)."""
+SSE_LINE_BYTES = 1024 * 1024
+"""An SSE line longer than this with no newline is not an event any engine sends (a final chunk with its
+timings is about 1 KiB): the request is an errored row, and the buffer never grows past it."""
 RESPONSES_MIN_OUTPUT_TOKENS = 16
 """The Responses API's floor for max_output_tokens (NInfer G1: `max_output_tokens must be at least 16`)."""
 SEED_APIS = frozenset({"chat"})
@@ -154,7 +169,19 @@ class RequestResult:
         drafted, accepted = server.get("drafted_tokens_server"), server.get("accepted_tokens_server")
         if out.get("acceptance_server") is None and drafted and accepted is not None:
             out["acceptance_server"] = accepted / drafted
-        return out
+        return _stored_as_read(out)
+
+
+def _stored_as_read(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with every field its reader would refuse left empty, and the request errored naming the field
+    and the value: one odd server field must not make the run's requests.jsonl unreadable."""
+    refused = request_row_refusals(row)
+    if not refused:
+        return row
+    said = "; ".join(f"{name} {why}" for name, why in refused.items())
+    kept = {name: None if name in refused else value for name, value in row.items()}
+    error = f"the server sent what no request has, not stored: {said}"
+    return kept | {"status": "errored", "error": error + (f" (and: {row['error']})" if row.get("error") else "")}
 
 
 ROW_LEFT_OUT = frozenset({"server", "text_event_times"})
@@ -231,9 +258,10 @@ class StreamingClient:
         sending a response" (seen with llama-server under load)."""
         self.adapter = adapter
         self.model_id = model_id
+        self.deadline_s = DEADLINE_READ_TIMEOUTS * timeout_s
         for name, value in (headers or {}).items():  # the key it sends: error text it keeps is scrubbed of it
             if name.lower() in ("authorization", "x-api-key"):
-                remember(value.removeprefix("Bearer ").strip())
+                remember(value.removeprefix("Bearer ").strip(), f"the key in the {name} header")
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections if keep_alive else 0)
         self._http = httpx.AsyncClient(
@@ -248,15 +276,24 @@ class StreamingClient:
         await self._http.aclose()
 
     async def send(self, spec: RequestSpec) -> RequestResult:
-        """Stream one request; every failure becomes a row with status "errored"."""
+        """Stream one request; every failure becomes a row with status "errored", a request still going at
+        its deadline (`deadline_s` from the first send) too."""
         body = request_body(spec, self.model_id)
         result = RequestResult(api=spec.api, temperature=spec.temperature, seed=body.get("seed"),
                                max_tokens=spec.max_tokens, reasoning_effort=body.get("reasoning_effort"))
         try:
-            await self._stream(spec.api, body, result)
-        except DROPPED as exc:  # the connection closed before a response head arrived: sent again, once
-            result.retried = scrub(f"{type(exc).__name__}: {exc}")
-            await self._stream(spec.api, body, result)
+            async with asyncio.timeout(self.deadline_s):
+                try:
+                    await self._stream(spec.api, body, result)
+                except DROPPED as exc:  # the connection closed before a response head arrived: sent again, once
+                    result.retried = scrub(f"{type(exc).__name__}: {exc}")
+                    await self._stream(spec.api, body, result)
+        except TimeoutError:
+            result.t_done = time.monotonic()
+            result.status = "errored"
+            result.error = (f"RequestDeadline: the request was still going after {self.deadline_s:g} s "
+                            f"({len(result.text_event_times)} text events so far; the deadline is "
+                            f"{DEADLINE_READ_TIMEOUTS} x sweeps.request_timeout_s); the stream was closed")
         return result
 
     async def _stream(self, api: str, body: dict[str, Any], result: RequestResult) -> None:
@@ -269,9 +306,10 @@ class StreamingClient:
             async with self._http.stream("POST", API_PATHS[api], json=body) as response:
                 result.http_status = response.status_code
                 if response.status_code >= 400:
-                    text = (await response.aread()).decode(errors="replace")
+                    page = await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
                     result.t_done = time.monotonic()
-                    result.status, result.error = "errored", scrub(text[:ERROR_BODY_CHARS])
+                    error = scrub(page.text())[:ERROR_BODY_CHARS]
+                    result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
                     return
                 await _consume(response, parser, result)
         except DROPPED as exc:
@@ -293,27 +331,32 @@ class StreamingClient:
         result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
 
     async def get_text(self, path: str) -> str:
-        """A plain GET of a text endpoint (the engine's /metrics); raises RequestFailed."""
+        """A plain GET of a text endpoint (the engine's /metrics), capped at bounded.METRICS_BYTES; raises
+        RequestFailed (a body over the cap is not read, never half-parsed)."""
         try:
-            response = await self._http.get(path)
-            response.raise_for_status()
-        except httpx.HTTPStatusError as exc:
-            raise RequestFailed(f"GET {path} answered {exc.response.status_code}") from exc
+            async with self._http.stream("GET", path) as response:
+                if response.status_code >= 400:
+                    raise RequestFailed(f"GET {path} answered {response.status_code}")
+                page = await bounded.aread_body(response, bounded.METRICS_BYTES, self.deadline_s)
         except httpx.HTTPError as exc:
             raise RequestFailed(f"GET {path} failed: {type(exc).__name__}: {exc}") from exc
-        return response.text
+        if page.cut:
+            raise RequestFailed(f"GET {path} not read: its body was {page.cut}")
+        return page.text()
 
     async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """A plain JSON POST (tokenizer and similar helper endpoints); raises RequestFailed."""
         try:
-            response = await self._http.post(path, json=dict(body))
-            response.raise_for_status()
-            data: dict[str, Any] = response.json()
-        except httpx.HTTPStatusError as exc:
-            raise RequestFailed(f"POST {path} answered {exc.response.status_code}: "
-                                f"{scrub(exc.response.text[:300])}") from exc
+            async with self._http.stream("POST", path, json=dict(body)) as response:
+                page = await bounded.aread_body(response, bounded.ANSWER_BYTES, self.deadline_s)
+                status = response.status_code
         except httpx.HTTPError as exc:
             raise RequestFailed(f"POST {path} failed: {type(exc).__name__}: {exc}; is the server running?") from exc
+        if status >= 400:
+            raise RequestFailed(f"POST {path} answered {status}: {scrub(page.text()[:300])}")
+        if page.cut:
+            raise RequestFailed(f"POST {path} not read: its answer was {page.cut}")
+        data: dict[str, Any] = json.loads(page.data)
         return data
 
 
@@ -332,6 +375,9 @@ async def _consume(response: httpx.Response, parser: _StreamParser, result: Requ
             result.t_first_byte = now
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
+        if len(buffer) > SSE_LINE_BYTES:
+            raise MalformedStream(f"an SSE line over {SSE_LINE_BYTES:,} bytes with no end (not an event any "
+                                  f"engine sends): {buffer[:200].decode(errors='replace')}")
         for line in lines:
             if line.startswith(b"data:"):
                 payload = line[5:].strip()
@@ -380,6 +426,9 @@ class _StreamParser:
         raise NotImplementedError
 
     def token(self, now: float) -> None:
+        if len(self.result.text_event_times) > 8 * (self.result.max_tokens or 0) + 1024:
+            raise MalformedStream(f"more text events than {self.result.max_tokens} output tokens can make: the "
+                                  "server does not stop")
         if self.result.t_first_token is None:
             self.result.t_first_token = now
         self.result.t_last_token = now

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class RunFile(BaseModel):
@@ -571,6 +571,56 @@ class RequestRow(RunRow):
     """Every server field, in order: what a join with NInfer's request log fills in."""
     SERVER_FIELDS: ClassVar[tuple[str, ...]]
     """The server fields every engine's per-request timings may fill (the client spreads them out by name)."""
+
+
+IMPOSSIBLE_TOK_S = 10_000_000.0
+"""A per-request rate above this is not a measurement (a whole H200 node prefills about 10^5 tok/s)."""
+IMPOSSIBLE_TOKENS = 100_000_000
+"""A token count above this is beyond every model's context."""
+
+
+def request_row_refusals(row: dict[str, Any]) -> dict[str, str]:
+    """What `RequestRow` refuses in a row ninferkit is about to write (field -> why, naming the value), so the
+    client stores only rows its own reader reads: a field of the wrong type (a finish_reason that is an
+    object, an id that is a number, a rate that is text), and values no request can have (a negative time or
+    count, a count beyond any context, a rate beyond any hardware, an acceptance outside 0..1)."""
+    refused: dict[str, str] = {}
+    try:
+        RequestRow.model_validate(row)
+    except ValidationError as error:
+        for problem in error.errors():
+            name = str(problem["loc"][0])
+            refused.setdefault(name, f"is {_shown(row.get(name))}, not {RequestRow.expected(name)}")
+    for name, value in row.items():
+        if name in refused or name not in RequestRow.model_fields:
+            continue
+        values = value if isinstance(value, list) else [value]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        why = _impossible(name, numbers)
+        if why:
+            refused[name] = f"is {_shown(value)}, {why}"
+    return refused
+
+
+def _impossible(name: str, numbers: list[int | float]) -> str | None:
+    measured = (name.endswith(("_tokens", "_tokens_server", "_s", "_s_server", "_tok_s", "_tok_s_client",
+                               "_tok_s_server")) or name == "itl_client_s") and not name.startswith("schedule")
+    if not measured or not numbers:
+        return None
+    if any(v != v or v in (float("inf"), float("-inf")) for v in numbers):
+        return "not a finite number"
+    if any(v < 0 for v in numbers):
+        return "below 0: no time, count or rate is negative"
+    if "tok_s" in name and max(numbers) > IMPOSSIBLE_TOK_S:
+        return f"above {IMPOSSIBLE_TOK_S:,.0f} tok/s: beyond any hardware"
+    if "tokens" in name and max(numbers) > IMPOSSIBLE_TOKENS:
+        return f"above {IMPOSSIBLE_TOKENS:,} tokens: beyond any model's context"
+    return None
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:60] + "..."
 
 
 RequestRow.LOG_FIELDS = tuple(name for name in RequestRow.model_fields if name.endswith("_server"))

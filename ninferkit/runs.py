@@ -17,8 +17,10 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -79,11 +81,19 @@ def write_json_atomic(path: Path, data: Any) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one."""
+    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one.
+
+    The new file replaces whatever was at `path`, a symbolic link included (the link goes, its target is
+    never written), and keeps the mode of the file it replaces: a file someone made 0600 stays 0600."""
+    refuse_linked_folders(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode) if not path.is_symlink() else 0o644
+    except FileNotFoundError:
+        mode = 0o644  # mkstemp makes 0600; results are meant to be read by others
     with disk_errors(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read by others
+        os.fchmod(fd, mode)
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(scrub(text))
@@ -114,15 +124,64 @@ def append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
     finished row); appended after it as it is, the new row would be glued to it and lost to every reader.
     """
     line = (json.dumps(scrub_data(dict(row)), sort_keys=True, default=str) + "\n").encode()
+    refuse_linked_folders(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with disk_errors(path):
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_appending(path)
         try:
             _repair_torn_tail(fd)
             _write_all(fd, line)
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+RUN_MARKERS = (".lock", "manifest.json")
+"""What makes a folder a run directory (`claim` writes the first, `open_run` the second)."""
+
+
+def refuse_linked_folders(path: Path) -> None:
+    """BadInput when a folder between `path` and the run directory it lies in is a symbolic link: a `report/`
+    or `logs/` planted as a link would have ninferkit write outside the run. A path in no run directory
+    (a test's scratch file) is not checked; nor is the run directory itself, which may live anywhere."""
+    linked: list[Path] = []
+    for folder in list(path.parents)[:8]:
+        if any((folder / marker).exists() for marker in RUN_MARKERS) and not folder.is_symlink():
+            if linked:
+                raise BadInput(f"{linked[-1]} is a symbolic link inside the run directory {folder}; ninferkit "
+                               "writes only inside its run directory: remove the link (a rerun makes the folder)")
+            return
+        if folder.is_symlink():
+            linked.append(folder)
+
+
+def _open_appending(path: Path) -> int:
+    """A run file opened to append, never through a symbolic link to a file or folder (BadInput: the link
+    would have the row written outside the run); a link to a character device (/dev/null, /dev/full) is
+    followed, as it stores nothing."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    try:
+        device = stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        device = False
+    if not device:
+        raise BadInput(f"{path} is a symbolic link to {os.readlink(path)}; ninferkit writes its run files itself, "
+                       "never through a link: remove the link and run the step again")
+    return os.open(path, os.O_RDWR | os.O_APPEND)
+
+
+def open_for_write(path: Path) -> BinaryIO:
+    """A run file opened to be written anew (a server's log): a symbolic link at `path` is replaced by the
+    file, never written through; a linked folder is refused (`refuse_linked_folders`)."""
+    refuse_linked_folders(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), "wb")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -310,8 +369,10 @@ class RunDir:
         return self.report / "index.md"
 
     def comparison(self, baseline_run_id: str) -> Path:
-        """Where `ninferkit compare` writes this run against a baseline by default."""
-        return self.report / f"compare-vs-{baseline_run_id}"
+        """Where `ninferkit compare` writes this run against a baseline by default: in this run's report/,
+        whatever the other run's manifest calls it (a run_id of `../../..` or `a/b` is written as a name)."""
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", baseline_run_id).lstrip(".") or "baseline"
+        return self.report / f"compare-vs-{name[:100]}"
 
     @property
     def notebooks(self) -> Path:

@@ -17,6 +17,7 @@ to bind and is diagnosed as a port clash.
 from __future__ import annotations
 
 import enum
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from ninferkit import bounded
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
@@ -45,7 +47,8 @@ from ninferkit.params.profile import Profile
 from ninferkit.progress import track
 from ninferkit.records import ServerRecord
 from ninferkit.redaction import remember_env, scrub
-from ninferkit.runs import Run, RunDir, read_json, utc_now, write_json_atomic, write_text_atomic
+from ninferkit.runs import Run, RunDir, open_for_write, read_json, utc_now, write_json_atomic, write_text_atomic
+from ninferkit.transports import proxy_note, uses_proxy
 
 STOP_GRACE_S = 10.0
 
@@ -118,9 +121,8 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
     binary = None if profile.serve.docker else adapter.binary(profile)
     argv = command(profile, adapter, model_path, binary)
     log_path = run.dir.server_log
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     url = base_url(profile)
-    with log_path.open("wb") as log:
+    with open_for_write(log_path) as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, env={**os.environ, **adapter.env(profile)},
@@ -173,7 +175,7 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
     deadline = time.monotonic() + timeout
     headers = auth_headers(profile)
     impostor = False  # the port answered ready, but from a program other than the one started
-    with httpx.Client(timeout=2.0, headers=headers) as client, \
+    with httpx.Client(timeout=2.0, headers=headers, trust_env=uses_proxy(url)) as client, \
             track(f"waiting for {url}{adapter.health_path}", enabled=progress) as shown:
         while True:
             code = process.poll()
@@ -181,8 +183,8 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
                 raise _start_error(ServerStartError, "the server exited during startup", adapter, argv, url,
                                    log_path, code)
             try:
-                response = client.get(url + adapter.health_path)
-                if adapter.is_ready(response.status_code, response.text):
+                status, body = bounded.get(client, url + adapter.health_path, deadline_s=2.0)
+                if not body.cut and adapter.is_ready(status, body.text()):
                     # Docker publishes the port from its own proxy; `docker run` fails when the port is taken
                     if profile.serve.docker or _listens(process.pid, profile.serve.port):
                         return
@@ -194,7 +196,8 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
                          "launch started: a port clash (stop that program or pick another serve.port)"
                          if impostor else "")
                 raise _start_error(ReadinessTimeout, f"the server did not become ready within {timeout:.0f} s "
-                                   "(raise serve.startup_timeout_s for a large model or a slow disk)" + clash,
+                                   "(raise serve.startup_timeout_s for a large model or a slow disk)" + clash
+                                   + proxy_note(url),
                                    adapter, argv, url, log_path, None)
             shown.note(_last_line(log_path))
             time.sleep(0.2)
@@ -289,7 +292,7 @@ def record_model_id(record: dict[str, Any], profile: Profile) -> str:
 def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> list[Check]:
     """/health, /v1/models (and the context it reports), and one short chat request with usage."""
     checks: list[Check] = []
-    with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(profile)) as client:
+    with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(profile), trust_env=uses_proxy(url)) as client:
         checks.append(_check("health", lambda: _get_health(client, adapter.health_path)))
         models = _check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile))
         checks.append(models)
@@ -323,26 +326,35 @@ def _check(name: str, call: Any) -> Check:
 def _get_health(client: httpx.Client, path: str) -> dict[str, Any]:
     """A 200 is health; its body is kept where it is JSON (llama-server, NInfer) and noted where it is empty
     (vLLM 0.26.0 answers /health with 200 and no body, seen on the H200)."""
-    response = client.get(path)
-    response.raise_for_status()
-    if not response.content.strip():
-        return {"status_code": response.status_code, "body": "empty"}
-    body: dict[str, Any] = response.json()
-    return body
+    status, body = bounded.get(client, path)
+    _answered(path, status, body)
+    if not body.data.strip():
+        return {"status_code": status, "body": "empty"}
+    found: dict[str, Any] = json.loads(body.data)
+    return found
 
 
 def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
-    response = client.get(path)
-    response.raise_for_status()
-    body: dict[str, Any] = response.json()
-    return body
+    status, body = bounded.get(client, path)
+    _answered(path, status, body)
+    found: dict[str, Any] = json.loads(body.data)
+    return found
 
 
 def _post_json(client: httpx.Client, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-    response = client.post(path, json=payload)
-    response.raise_for_status()
-    body: dict[str, Any] = response.json()
-    return body
+    with client.stream("POST", path, json=payload) as response:
+        status, body = response.status_code, bounded.read_body(response, bounded.ANSWER_BYTES, 60.0)
+    _answered(path, status, body)
+    found: dict[str, Any] = json.loads(body.data)
+    return found
+
+
+def _answered(path: str, status: int, body: bounded.Body) -> None:
+    """ValueError (a failed check that says why) for an error status or an answer cut at its cap."""
+    if status >= 400:
+        raise ValueError(f"{path} answered HTTP {status}: {scrub(body.text()[:300])}")
+    if body.cut:
+        raise ValueError(f"{path}: the answer was {body.cut}")
 
 
 def command(profile: Profile, adapter: Launcher, model_path: Path, binary: Path | None) -> list[str]:
@@ -370,6 +382,7 @@ def read_record(run_dir: RunDir) -> dict[str, Any] | None:
                                                 for key in ("pid", "pgid")) or "state" not in record:
         raise BadInput(f"{run_dir.server} is not a server record written by ninferkit launch (it needs a state, "
                        "a pid and a pgid); nothing was signalled. Restore it, or stop the server by hand")
+    record["log"] = str(run_dir.server_log)  # the run's own log, whatever the file says (it may be stale or sent)
     return record
 
 
@@ -429,8 +442,7 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     record["state"] = ServerState.STOPPED.value
     record["stopped"] = utc_now()
     write_json_atomic(run_dir.server, record)
-    if record.get("log"):
-        _scrub_log(Path(record["log"]))
+    _scrub_log(run_dir.server_log)  # the run's own log: never the path server.json names (it may be stale or sent)
     return was_alive
 
 
@@ -493,5 +505,5 @@ def ensure_running(run_dir: RunDir) -> dict[str, Any]:
     if record.get("state") != ServerState.READY.value or not alive:
         raise ServerExited(f"the server of this run is not running (state: {record.get('state')}); "
                            "re-run the launch step (02_launch)", url=record.get("url", ""),
-                           log_path=Path(record["log"]) if record.get("log") else None)
+                           log_path=run_dir.server_log)
     return record

@@ -28,10 +28,12 @@ from typing import Any
 import httpx
 import pynvml
 
+from ninferkit import bounded
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import NinferkitError
 from ninferkit.records import TelemetrySample
 from ninferkit.runs import append_jsonl
+from ninferkit.transports import uses_proxy
 
 log = logging.getLogger(__name__)
 
@@ -166,19 +168,26 @@ class Telemetry:
                     self._write("engine_log", **parsed)
 
     def _metrics_loop(self) -> None:
-        with httpx.Client(base_url=self.base_url or "", headers=self.headers, timeout=5.0) as client:
+        """Scrape once a second; a body over bounded.METRICS_BYTES or still coming after 5 s is not read
+        (metrics_status says so) and scraping stops: a body that never ends is cut, never grown."""
+        url = self.base_url or ""
+        with httpx.Client(base_url=url, headers=self.headers, timeout=5.0, trust_env=uses_proxy(url)) as client:
             while not self._stop.is_set():
                 try:
-                    response = client.get("/metrics")
+                    status, body = bounded.get(client, "/metrics", bounded.METRICS_BYTES, deadline_s=5.0)
                 except httpx.HTTPError as exc:
                     self.metrics_status = f"unreachable: {type(exc).__name__}"
                 else:
-                    if response.status_code != 200:
-                        self.metrics_status = f"not served (HTTP {response.status_code})"
-                        log.info("the engine serves no /metrics (HTTP %s); not scraping", response.status_code)
+                    if status != 200:
+                        self.metrics_status = f"not served (HTTP {status})"
+                        log.info("the engine serves no /metrics (HTTP %s); not scraping", status)
+                        return
+                    if body.cut:
+                        self.metrics_status = f"not read: the /metrics body was {body.cut}"
+                        log.warning("not scraping /metrics: its body was %s", body.cut)
                         return
                     self.metrics_status = "scraping"
-                    self._write("metrics", values=parse_prometheus(response.text))
+                    self._write("metrics", values=parse_prometheus(body.text()))
                 self._stop.wait(METRICS_INTERVAL_S)
 
 

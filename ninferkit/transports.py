@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -260,3 +261,24 @@ class _LoopStream(httpcore.AsyncNetworkStream):
         if info == "is_readable":  # httpcore: an idle pooled connection the server has closed
             return bool(self._receiver.buffer) or self._receiver.at_eof
         return self._transport.get_extra_info({"client_addr": "sockname", "server_addr": "peername"}.get(info, info))
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def uses_proxy(url: str) -> bool:
+    """Whether httpx may send a request for `url` through a proxy from the environment (http_proxy and the
+    like): never for loopback, where the engine ninferkit started listens (a lab's proxy cannot reach it, and
+    a readiness check sent there waits out the whole startup timeout). Pass as httpx's `trust_env`."""
+    host = httpx.URL(url).host
+    return host not in LOOPBACK_HOSTS and not host.startswith("127.")
+
+
+def proxy_note(url: str) -> str:
+    """For an error about `url`: the proxy the request went through, where one was used ("" where none)."""
+    if not uses_proxy(url):
+        return ""
+    scheme = httpx.URL(url).scheme
+    proxies = urllib.request.getproxies()  # the variables httpx reads, by the same rules
+    proxy = proxies.get(scheme) or proxies.get("all")
+    return f" (sent through the proxy {proxy}, from the environment's {scheme}_proxy)" if proxy else ""

@@ -14,6 +14,7 @@ from typing import Any
 
 from ninferkit.artifact.compat import check_container_compatibility
 from ninferkit.artifact.container import ContainerInfo, all_problems, read_container
+from ninferkit.bounded import not_a_regular_file
 from ninferkit.hashing import Sha256Result, sha256_file
 
 
@@ -92,8 +93,9 @@ def verify_file(
     Example: ``verify_file(Path("m.ninfer"), expected_sha256="81f9...", accepted_versions={1, 2}).ok``
     """
     report = FileReport(path)
-    if not path.is_file():
-        report.problems.append(f"file not found: {path}")
+    problem = not_a_regular_file(path)
+    if problem is not None:
+        report.problems.append(problem)
         return report
     report.size = path.stat().st_size
     if expected_size is not None:

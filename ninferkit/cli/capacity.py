@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ninferkit.cli._answer import add_quiet_arg
@@ -60,6 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.bounded import LOG_FILE_BYTES, regular_file
     from ninferkit.capacity import capacity, fit_logs
     from ninferkit.params import load_profile
     from ninferkit.runs import open_run
@@ -71,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
         if not args.logs and not any(item.startswith("capacity.known.") for item in [*flags, *args.overrides]):
             raise BadInput("give startup logs, typed terms (--fixed, --bytes-per-token, --free-after-weights), "
                            "or both")
+        for log in args.logs:
+            regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit")
         record = fit_logs(load_profile(args.profile, [*flags, *args.overrides]).profile, args.logs)
     else:
         overrides = [*args.overrides, "capacity.search=true"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.bounded import LOG_FILE_BYTES, read_file
     from ninferkit.diagnose import diagnose, summary_text
     from ninferkit.params import load_profile
 
     profile = load_profile(args.profile).profile if args.profile else None
-    texts = {}
-    for log in args.logs:
-        try:
-            texts[log] = Path(log).read_text(errors="replace")
-        except OSError as exc:
-            print(f"ninferkit diagnose: cannot read {log}: {exc.strerror}", file=sys.stderr)
-            return 2
+    texts = {log: read_file(Path(log), LOG_FILE_BYTES, "reading the log to diagnose").decode(errors="replace")
+             for log in args.logs}
     reports = [{"log": log, **diagnose(text, profile)} for log, text in texts.items()]
     if args.json:
         print(json.dumps(reports, indent=2, default=str))

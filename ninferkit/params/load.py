@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,7 @@ def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfi
     overrides = tuple(overrides)
     for item in overrides:
         apply_override(data, item)
+    refuse_control_text(data, str(source))
     return LoadedProfile(validate_profile(data, where=str(source)), source, overrides, yaml_comments(text))
 
 
@@ -90,11 +92,15 @@ class _CountingLoader(yaml.SafeLoader):
 def parse_yaml(text: str, where: str) -> Any:
     """YAML text to Python values; ProfileError when it is not YAML or its aliases expand it past
     MAX_YAML_NODES (checked on the node graph, before a single value is built)."""
-    loader = _CountingLoader(text)
+    try:
+        loader = _CountingLoader(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{where}: not valid YAML: {_excerpt(str(exc), 400)}") from None
     try:
         node = loader.get_single_node()
         if node is None:
             return None
+        _refuse_duplicate_keys(node, where, set())
         size = _expanded_size(node, {})
         if size > MAX_YAML_NODES:
             raise ProfileError(f"{where}: the YAML expands to over {MAX_YAML_NODES:,} values through its aliases "
@@ -106,6 +112,52 @@ def parse_yaml(text: str, where: str) -> Any:
         raise ProfileError(f"{where}: the YAML nests too deeply to be a profile") from None
     finally:
         loader.dispose()
+
+
+def _refuse_duplicate_keys(node: yaml.Node, where: str, seen: set[int]) -> None:
+    """ProfileError for a key written twice in one mapping: YAML keeps the last silently, so a profile with a
+    section pasted twice would run with half of what its author read."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                if key.value in keys:
+                    raise ProfileError(f"{where}: key '{_excerpt(key.value)}' is written twice in one mapping (lines "
+                                       f"{keys[key.value]} and {line}); YAML would keep only the last: keep one")
+                keys[key.value] = line
+            _refuse_duplicate_keys(value, where, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _refuse_duplicate_keys(child, where, seen)
+
+
+def refuse_control_text(data: Any, where: str, path: str = "") -> None:
+    """ProfileError for a text value (or key) holding a control character, a byte that was not UTF-8 (a
+    command-line value arrives with it as a lone surrogate), or a trailing newline (a name check's `$`
+    matches before one). Tabs and newlines inside a text are text."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            refuse_control_text(key, where, path)
+            refuse_control_text(value, where, f"{path}.{key}" if path else str(key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            refuse_control_text(value, where, f"{path}[{index}]")
+    elif isinstance(data, str):
+        field = path or "(top level)"
+        for position, char in enumerate(data):
+            if "\udc80" <= char <= "\udcff":
+                raise ProfileError(f"{where}: {field} holds the byte 0x{ord(char) - 0xdc00:02x} at position "
+                                   f"{position}, which is not UTF-8 text: write the value in UTF-8")
+            if char not in "\t\n" and unicodedata.category(char) in ("Cc", "Cs"):
+                raise ProfileError(f"{where}: {field} holds the control character U+{ord(char):04X} at position "
+                                   f"{position}: {_excerpt(ascii(data))}; remove it")
+        if data.endswith("\n"):
+            raise ProfileError(f"{where}: {field} ends in a newline ({_excerpt(ascii(data))}); remove it (a YAML "
+                               "block scalar `|` adds one: write `|-`)")
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
@@ -140,6 +192,7 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     key, sep, raw = item.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise ProfileError(f"override '{item}' must look like section.field=value, e.g. serve.max_context=8192")
+    refuse_control_text({key: raw}, "override")  # before YAML reads it (its own error is obscure)
     value = parse_yaml(raw, f"override '{_excerpt(item)}'") if raw else ""
     node = data
     parts = key.split(".")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,44 @@ def test_a_stalled_stream_ends_at_the_read_timeout(proxy: FaultProxy) -> None:
     assert time.monotonic() - started < 30
     assert result.status == "errored" and result.error is not None and "ReadTimeout" in result.error
     assert result.retried is None and len(proxy.log) == 1
+
+
+def test_a_key_echoed_url_encoded_or_json_escaped_is_stored_without_it(proxy: FaultProxy, tmp_path: Path) -> None:
+    """The error page names the key as a careless server's would in a URL or a JSON string (issue 29: the
+    scrubber matched the raw value only)."""
+    from urllib.parse import quote
+
+    from ninferkit.runs import append_jsonl
+
+    key = 'sk-fault/proxy+"key"=5521'
+    page = f'{{"error": {{"message": "bad key {json.dumps(key)[1:-1]} at /v1?key={quote(key, safe="")}"}}}}'
+    proxy.queue(Fault("status", status=401, body=page.encode()))
+    (result,) = _send(proxy, HELLO, headers={"Authorization": f"Bearer {key}"})
+    append_jsonl(tmp_path / "requests.jsonl", result.row())
+    stored = (tmp_path / "requests.jsonl").read_text()
+    assert result.http_status == 401 and stored.count("<redacted>") == 2
+    assert json.dumps(key)[1:-1] not in stored and quote(key, safe="") not in stored
+
+
+@pytest.mark.parametrize(("rewrite", "said"), [
+    (lambda payload: payload.replace(b'"finish_reason":"length"', b'"finish_reason":{"why":"length"}'),
+     "finish_reason is {'why': 'length'}, not a text"),
+    (lambda payload: re.sub(rb'"predicted_per_second":[0-9.e+-]+', b'"predicted_per_second":-5.0', payload),
+     "decode_tok_s_server is -5.0, below 0"),
+    (lambda payload: payload.replace(b'"completion_tokens":8', b'"completion_tokens":' + b"1" + b"0" * 30),
+     "completion_tokens is 1000000000000000000000000000000, above 100,000,000 tokens"),
+], ids=["finish-reason-object", "negative-rate", "1e30-tokens"])
+def test_an_odd_field_in_the_servers_own_stream_is_an_errored_row_its_reader_reads(
+        proxy: FaultProxy, tmp_path: Path, rewrite: object, said: str) -> None:
+    from ninferkit.records import RequestRow
+    from ninferkit.runs import append_jsonl, read_rows
+
+    proxy.queue(Fault("rewrite", rewrite=rewrite))  # type: ignore[arg-type]
+    (result,) = _send(proxy, HELLO)
+    row = result.row()
+    assert row["status"] == "errored" and said in row["error"], row["error"]
+    append_jsonl(tmp_path / "requests.jsonl", row)
+    assert [read.status for read in read_rows(tmp_path / "requests.jsonl", RequestRow)] == ["errored"]
 
 
 def test_an_error_page_that_echoes_the_key_is_stored_without_it(proxy: FaultProxy) -> None:

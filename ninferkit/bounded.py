@@ -1,0 +1,133 @@
+"""Reads with a bound in bytes and in time: what a server sends and what a user points at.
+
+A server is not trusted to end what it sends: a `/metrics` body or an error page that never ends grew a
+sweep by gigabytes (issue 29), because a read timeout is per read and a body that keeps coming never
+trips it. Every body ninferkit reads whole is read here, up to a cap in bytes and a wall-clock deadline;
+what was cut is said (`Body.cut`), never grown. A file a user names (a log to diagnose, a log to fit) is
+refused when it is not a regular file (a FIFO or /dev/zero never ends) or is larger than its cap.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ninferkit.errors import BadInput
+
+ERROR_BODY_BYTES = 64 * 1024
+"""An error page is a line or a JSON object; the row keeps its first 2,000 characters."""
+METRICS_BYTES = 16 * 1024 * 1024
+"""A Prometheus /metrics body: vLLM's is about 200 KiB with every histogram."""
+ANSWER_BYTES = 16 * 1024 * 1024
+"""A JSON answer of a helper endpoint (/health, /v1/models, /tokenize, a check's chat answer)."""
+LOG_FILE_BYTES = 2 * 1024 * 1024 * 1024
+"""A server log named on the command line: a long run's log is megabytes, 2 GiB is not a log."""
+
+
+@dataclass(frozen=True)
+class Body:
+    """The bytes read, and why reading stopped short (None: the body ended by itself)."""
+
+    data: bytes
+    cut: str | None = None
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")
+
+
+def _cut(read: int, cap: int, started: float, deadline_s: float) -> str | None:
+    if read > cap:
+        return f"cut at {cap:,} bytes: the server sent more and was not read further"
+    if time.monotonic() - started > deadline_s:
+        return f"cut after {deadline_s:g} s: the server was still sending"
+    return None
+
+
+def read_body(response: httpx.Response, cap: int, deadline_s: float) -> Body:
+    """At most `cap` bytes of a streamed response's body, for at most `deadline_s` seconds."""
+    started, parts, read = time.monotonic(), [], 0
+    for part in response.iter_bytes():
+        parts.append(part)
+        read += len(part)
+        cut = _cut(read, cap, started, deadline_s)
+        if cut is not None:
+            return Body(b"".join(parts)[:cap], cut)
+    return Body(b"".join(parts))
+
+
+async def aread_body(response: httpx.Response, cap: int, deadline_s: float) -> Body:
+    """`read_body` for an async response."""
+    started, parts, read = time.monotonic(), [], 0
+    async for part in response.aiter_bytes():
+        parts.append(part)
+        read += len(part)
+        cut = _cut(read, cap, started, deadline_s)
+        if cut is not None:
+            return Body(b"".join(parts)[:cap], cut)
+    return Body(b"".join(parts))
+
+
+def get(client: httpx.Client, path: str, cap: int = ANSWER_BYTES, deadline_s: float = 60.0) -> tuple[int, Body]:
+    """GET `path`: its status and at most `cap` bytes of its body."""
+    with client.stream("GET", path) as response:
+        return response.status_code, read_body(response, cap, deadline_s)
+
+
+def read_file(path: Path, cap: int, doing: str) -> bytes:
+    """A file a user named, read whole: BadInput (naming the path and what ninferkit was doing) when it is
+    not a regular file, is over `cap` bytes, or cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer would block the open itself
+    except OSError as exc:
+        raise BadInput(f"{doing}: cannot read {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise BadInput(f"{doing}: {path} is {_kind(mode)}, not a regular file; name the file itself")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(cap + 1)
+        except OSError as exc:
+            raise BadInput(f"{doing}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > cap:
+        raise BadInput(f"{doing}: {path} is over {cap:,} bytes, more than such a file holds; check the path")
+    return data
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """Why `path` cannot be read as a file (it does not exist, or is a directory, a FIFO, a device), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"file not found: {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    return None if stat.S_ISREG(mode) else f"{path} is {_kind(mode)}, not a regular file"
+
+
+def regular_file(path: Path, cap: int, doing: str) -> Path:
+    """`path`, checked before another function reads it: BadInput (naming the path and what ninferkit was
+    doing) when it is not a regular file or is over `cap` bytes."""
+    problem = not_a_regular_file(path)
+    if problem is not None:
+        raise BadInput(f"{doing}: {problem}; name the file itself")
+    if path.stat().st_size > cap:
+        raise BadInput(f"{doing}: {path} is over {cap:,} bytes, more than such a file holds; check the path")
+    return path
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (a pipe that may never end)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
