@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from ninferkit.errors import BadInput
+from ninferkit.plain_output import plain
 from ninferkit.units import GIB, MIB
 
 MODE_VARIABLE = "NINFERKIT_PROGRESS"
@@ -124,8 +125,9 @@ class Progress:
         self.rate_started = time.monotonic()
 
     def note(self, text: str) -> None:
-        """What the work is at now: the cell, the file being compiled, the server's last log line."""
-        self.item = " ".join(text.split())[:160]
+        """What the work is at now: the cell, the file being compiled, the server's last log line (without
+        its colour codes: a line of progress goes to logs)."""
+        self.item = " ".join(plain(text).split())[:160]
 
     def event(self, text: str) -> None:
         """Something to say at once (a cell that failed), beside the progress."""
@@ -195,7 +197,7 @@ class _Lines(Progress):
             print(text, file=self.stream, flush=True)
 
     def event(self, text: str) -> None:
-        self._say(text)
+        self._say(plain(text))
 
     def close(self, finished: bool = True) -> None:
         if self._stop.is_set():
