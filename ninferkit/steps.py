@@ -17,6 +17,7 @@ import pandas as pd
 from ninferkit.artifact.step import verify
 from ninferkit.capacity.step import capacity
 from ninferkit.launch_step import launch
+from ninferkit.notebook_errors import show_short_errors
 from ninferkit.records import ProbeRecord, ServerRecord
 from ninferkit.report.build import writeup
 from ninferkit.runs import Run, open_run
@@ -37,7 +38,11 @@ def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()
     wherever papermill was started, so the same parameters mean the same files from both. `overrides`
     may be one string (`papermill … -p overrides serve.port=8090`, the form a papermill user tries
     first) or a list (`-y '{"overrides": ["serve.port=8090", "sweeps.seed=1"]}'`).
+
+    Every notebook calls it first, so it also makes the kernel show ninferkit's own errors as their message
+    with the fix (ninferkit.notebook_errors), this call's own refusal of a bad parameter included.
     """
+    show_short_errors()
     listed = [overrides] if isinstance(overrides, str) else list(overrides)
     return open_run(_in_repository(profile), _in_repository(run_dir), [o for o in listed if o])
 
