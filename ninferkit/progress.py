@@ -3,10 +3,11 @@
 A build that takes half an hour on two cores, a download, a sweep of forty cells: each says what it is doing.
 The form follows where the output goes (`mode`):
 
-- ``bar``: a terminal, or a Jupyter kernel whose frontend draws it (tqdm.auto: a widget in JupyterLab);
-- ``lines``: anything else (a pipe, a log file, the headless runner's kernels, whose printed lines the runner
-  forwards to its terminal): a line when the work starts, then one every LINE_INTERVAL_S seconds also when
-  nothing moved (a stall shows as a line whose numbers stay put), and a last one for work that took that long.
+- ``bar``: a terminal, or a Jupyter kernel a front end is attached to (tqdm.auto: a widget in JupyterLab);
+- ``lines``: anything else (a pipe, a log file, a kernel papermill or nbclient executes, such as the headless
+  runner's, whose printed lines the runner forwards to its terminal): a line when the work starts, then one
+  every LINE_INTERVAL_S seconds also when nothing moved (a stall shows as a line whose numbers stay put), and a
+  last one for work that took that long.
   A bar there is a stream of carriage-return frames, which a log shows as one endless line;
 - ``off``: nothing (``--quiet``).
 
@@ -29,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from ninferkit.errors import BadInput
+from ninferkit.plain_output import plain
 from ninferkit.units import GIB, MIB
 
 MODE_VARIABLE = "NINFERKIT_PROGRESS"
@@ -40,7 +42,8 @@ LINE_INTERVAL_S = 9.0
 
 def mode() -> str:
     """How progress shows in this process: NINFERKIT_PROGRESS if set, else a bar on a terminal or in a
-    Jupyter kernel, else lines. Raises BadInput for a value of NINFERKIT_PROGRESS that is not a mode."""
+    Jupyter kernel a front end started, else lines (papermill's kernels among them). Raises BadInput for a
+    value of NINFERKIT_PROGRESS that is not a mode."""
     chosen = os.environ.get(MODE_VARIABLE, "").strip().lower()
     if chosen:
         if chosen not in MODES:
@@ -49,7 +52,9 @@ def mode() -> str:
         return chosen
     if os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off"):
         return "lines"
-    return "bar" if _in_jupyter_kernel() or _is_terminal() else "lines"
+    if _in_jupyter_kernel():
+        return "bar" if _front_end_session() else "lines"
+    return "bar" if _is_terminal() else "lines"
 
 
 @contextmanager
@@ -79,6 +84,19 @@ def _in_jupyter_kernel() -> bool:
 
     shell = get_ipython()
     return shell is not None and "IPKernelApp" in shell.config
+
+
+def _front_end_session() -> bool:
+    """Whether a person's front end started this kernel, so a widget is drawn: a kernel executed by papermill
+    or nbclient (`papermill` by hand, `jupyter execute`) has none, and its widget bar is a display message
+    with no text, so a whole sweep was silent even with papermill's --log-output.
+
+    The signal is JPY_SESSION_NAME in the kernel's environment: jupyter_server (JupyterLab, Notebook 7) sets it
+    for every kernel it starts for a front end's session (sessionmanager.get_kernel_env, since jupyter_server
+    2.0), and papermill and nbclient set nothing of their own in a kernel's environment. It is read at start,
+    before any cell asks, where a frontend comm would be known only once the front end answers. A front end
+    that starts its kernels without jupyter_server gets lines; NINFERKIT_PROGRESS=bar asks for the bar there."""
+    return bool(os.environ.get("JPY_SESSION_NAME"))
 
 
 def _is_terminal() -> bool:
@@ -124,8 +142,9 @@ class Progress:
         self.rate_started = time.monotonic()
 
     def note(self, text: str) -> None:
-        """What the work is at now: the cell, the file being compiled, the server's last log line."""
-        self.item = " ".join(text.split())[:160]
+        """What the work is at now: the cell, the file being compiled, the server's last log line (without
+        its colour codes: a line of progress goes to logs)."""
+        self.item = " ".join(plain(text).split())[:160]
 
     def event(self, text: str) -> None:
         """Something to say at once (a cell that failed), beside the progress."""
@@ -195,7 +214,7 @@ class _Lines(Progress):
             print(text, file=self.stream, flush=True)
 
     def event(self, text: str) -> None:
-        self._say(text)
+        self._say(plain(text))
 
     def close(self, finished: bool = True) -> None:
         if self._stop.is_set():

@@ -28,6 +28,7 @@ from typing import Any
 from ninferkit import preflight, progress, server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.params import load_profile
+from ninferkit.plain_output import plain
 from ninferkit.runs import Run, RunDir, open_run, utc_now
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -133,8 +134,9 @@ def _prefixed(say: Callable[[str], None], prefix: str) -> Callable[[str], None]:
 
 class PrintedLines:
     """A file papermill writes a kernel's printed text into (its stdout_file or stderr_file): each whole
-    line goes to `echo` as it arrives, a line rewritten with carriage returns as its last state, blank
-    lines not at all. One per stream, so the halves of two streams' lines never meet."""
+    line goes to `echo` as it arrives, without control sequences (a coloured line a cell printed), a line
+    rewritten with carriage returns as its last state, blank lines not at all. One per stream, so the
+    halves of two streams' lines never meet."""
 
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.echo = echo
@@ -156,7 +158,7 @@ class PrintedLines:
             self.pending = ""
 
     def _echo(self, line: str) -> None:
-        last = line.rstrip("\r").rsplit("\r", 1)[-1].rstrip()  # a CRLF ending is no rewrite
+        last = plain(line).rstrip("\r").rsplit("\r", 1)[-1].rstrip()  # a CRLF ending is no rewrite
         if last.strip():
             self.echo(last)
 

@@ -44,6 +44,7 @@ from ninferkit.errors import (
 from ninferkit.hashing import sha256_file
 from ninferkit.model_files import model_path, planned_path
 from ninferkit.params.profile import Profile
+from ninferkit.plain_output import child_env
 from ninferkit.progress import track
 from ninferkit.records import ServerRecord
 from ninferkit.redaction import remember_env, scrub
@@ -125,7 +126,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
     with open_for_write(log_path) as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, **adapter.env(profile)},
+            start_new_session=True, env=child_env(adapter.env(profile)),
         )
     _children[process.pid] = process
     record: dict[str, Any] = {

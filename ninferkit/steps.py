@@ -16,7 +16,9 @@ import pandas as pd
 
 from ninferkit.artifact.step import verify
 from ninferkit.capacity.step import capacity
+from ninferkit.errors import ProfileError
 from ninferkit.launch_step import launch
+from ninferkit.notebook_errors import show_short_errors
 from ninferkit.records import ProbeRecord, ServerRecord
 from ninferkit.report.build import writeup
 from ninferkit.runs import Run, open_run
@@ -37,9 +39,33 @@ def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()
     wherever papermill was started, so the same parameters mean the same files from both. `overrides`
     may be one string (`papermill … -p overrides serve.port=8090`, the form a papermill user tries
     first) or a list (`-y '{"overrides": ["serve.port=8090", "sweeps.seed=1"]}'`).
+
+    Every notebook calls it first, so it also makes the kernel show ninferkit's own errors as their message
+    with the fix (ninferkit.notebook_errors), this call's own refusal of a bad parameter included.
     """
-    listed = [overrides] if isinstance(overrides, str) else list(overrides)
-    return open_run(_in_repository(profile), _in_repository(run_dir), [o for o in listed if o])
+    show_short_errors()
+    return open_run(_in_repository(profile), _in_repository(run_dir), _override_items(overrides))
+
+
+OVERRIDES_FORMS = ("one key=value string (papermill -p overrides serve.port=8090) or a YAML list of key=value "
+                   "strings (papermill -y 'overrides: [serve.port=8090, sweeps.seed=1]')")
+
+
+def _override_items(overrides: object) -> list[str]:
+    """The parameter `overrides` as the list open_run takes, or ProfileError naming it and its two forms.
+
+    papermill's -p passes a list as its text ('[serve.port=8090]'), which read as one override failed deep in
+    the profile with "did you mean 'serve'?"; here it is refused as what it is."""
+    listed = [overrides] if isinstance(overrides, str) else overrides
+    if not isinstance(listed, list | tuple):
+        raise ProfileError(f"parameter overrides: {overrides!r} is a {type(overrides).__name__}; "
+                           f"accepted: {OVERRIDES_FORMS}")
+    for item in listed:
+        if not isinstance(item, str) or item.lstrip().startswith("["):
+            told = ("a list written as text, which papermill -p passes as one string"
+                    if isinstance(item, str) else f"a {type(item).__name__}, not a key=value string")
+            raise ProfileError(f"parameter overrides: {item!r} is {told}; accepted: {OVERRIDES_FORMS}")
+    return [item for item in listed if item]
 
 
 def _in_repository(path: str) -> Path:

@@ -20,7 +20,7 @@ LAYERS = (
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors"},
 )
 """Top to bottom. engines/ itself (the kinds) and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}

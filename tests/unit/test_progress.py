@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,14 +111,12 @@ def test_tqdm_is_used_only_through_the_progress_module() -> None:
     assert importers == ["ninferkit/progress.py"]
 
 
-def test_a_notebook_kernel_draws_a_widget_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kernel as JupyterLab starts it (no NINFERKIT_PROGRESS): tqdm's notebook widget, as before; the
-    headless runner's kernels are told `lines` instead (tests/live/test_runner.py)."""
+def kernel_outputs(tmp_path: Path) -> list[Any]:
+    """The outputs of a cell that tracks three cells of work, in a kernel papermill starts with this
+    process's environment."""
     import nbformat
     import papermill as pm
 
-    monkeypatch.delenv(progress.MODE_VARIABLE, raising=False)
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(
         "import ninferkit.progress as p\nprint(p.mode())\nwith p.track('sweeps', 3, 'cells') as shown:\n"
@@ -125,9 +124,30 @@ def test_a_notebook_kernel_draws_a_widget_bar(tmp_path: Path, monkeypatch: pytes
     nbformat.write(notebook, tmp_path / "in.ipynb")
     pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3",
                         progress_bar=False, cwd=str(REPO))
-    outputs = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
+    return list(nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs)
+
+
+def test_a_kernel_a_front_end_started_draws_a_widget_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel as JupyterLab starts it: no NINFERKIT_PROGRESS, and JPY_SESSION_NAME set, as jupyter_server
+    sets it for a session's kernel (the signal progress._front_end_session reads): tqdm's notebook widget."""
+    monkeypatch.delenv(progress.MODE_VARIABLE, raising=False)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "in.ipynb"))
+    outputs = kernel_outputs(tmp_path)
     assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["bar\n"]
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+
+
+def test_papermill_by_hand_shows_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel papermill executes with nothing set (papermill run by hand, not the runner): lines in the
+    cell's printed output, which --log-output passes on, and no widget."""
+    monkeypatch.delenv(progress.MODE_VARIABLE, raising=False)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    outputs = kernel_outputs(tmp_path)
+    printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert printed.startswith("lines\nsweeps: 0 of 3 cells (0%), 0 s\n")
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
 
 
 def test_a_download_over_http_ends_on_its_bytes_total_and_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
