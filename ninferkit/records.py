@@ -498,6 +498,15 @@ class RequestRow(RunRow):
     """rate cells: when the open loop planned the send, seconds after the cell's start."""
     schedule_lag_s: Number = None
     """rate cells: how late the send was against its schedule (the client's own delay)."""
+    session_index: int | None = None
+    """sessions cells: which of the concurrent sessions sent it."""
+    turn: int | None = None
+    """sessions cells: the turn of its session, from 1; the prompt holds every earlier turn and reply."""
+    think_s: Number = None
+    """sessions cells: the think time waited after the previous turn's reply, before this turn was sent."""
+    history_sent: str | None = None
+    """sessions cells: how the earlier turns reached the server: "full" (resent), "cache_control" (resent
+    behind a Messages breakpoint) or "previous_response_id" (named, not resent)."""
 
     api: str | None = None
     status: str = "incomplete"
@@ -511,6 +520,8 @@ class RequestRow(RunRow):
     """Monotonic seconds, telemetry.jsonl's clock, as are the other t_ fields."""
     t_first_byte: Number = None
     t_first_token: Number = None
+    t_first_answer_token: Number = None
+    """The first event carrying answer text or a tool call, not reasoning (ninferkit.client)."""
     t_last_token: Number = None
     t_done: Number = None
     prompt_tokens: int | None = None
@@ -526,6 +537,8 @@ class RequestRow(RunRow):
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     ttft_client_s: Number = None
+    ttft_answer_client_s: Number = None
+    """Time to the first answer token: after the reasoning, where the engine streams it apart."""
     e2e_client_s: Number = None
     decode_tok_s_client: Number = None
     tpot_client_s: Number = None
