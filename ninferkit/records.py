@@ -507,6 +507,16 @@ class RequestRow(RunRow):
     history_sent: str | None = None
     """sessions cells: how the earlier turns reached the server: "full" (resent), "cache_control" (resent
     behind a Messages breakpoint) or "previous_response_id" (named, not resent)."""
+    agent_step: int | None = None
+    """agent cells: the round trip of its session, from 1."""
+    tool_calls: int | None = None
+    """agent cells: the tool calls the reply made."""
+    tool_calls_unparsed: int | None = None
+    """agent cells: of those, the calls the loop could not run (arguments not a JSON object, an unknown tool)."""
+    tool_s: Number = None
+    """agent cells: seconds spent running the reply's tool calls."""
+    agent_end: str | None = None
+    """agent cells, on a session's last round trip: "answer" (a reply without tool calls) or "limit"."""
 
     api: str | None = None
     status: str = "incomplete"

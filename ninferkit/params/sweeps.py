@@ -20,6 +20,7 @@ TaskName = Literal["coding", "json_extraction", "summarization", "translation", 
 Scenario = Literal["cold", "identical_resend", "max_tokens_changed", "sentence_appended", "session_marker_changed",
                    "prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"]
 ThinkTime = Literal["fixed", "exponential"]
+ToolApi = Literal["chat", "messages"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 MAX_TOKENS = 16_777_216
 """serve.max_context's own bound: no prompt or output is longer."""
@@ -149,6 +150,20 @@ class SessionsSweep(Section):
     think_seed: int = Field(0, description="seed of the drawn think times")
 
 
+class AgentSweep(Section):
+    """An agent loop that loops: the model's own tool calls are parsed, run against small local tools
+    (ninferkit/agent_tools.py) and their results sent back, until it answers or reaches the round-trip limit."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only agent, or set true")
+    apis: list[ToolApi] = Field(default_factory=lambda: list(get_args(ToolApi)),
+                                description="Chat `tool_calls`, Anthropic `tool_use`")
+    sessions: Clients = Field(1, description="agent sessions running at once")
+    max_round_trips: int = Field(4, ge=1, le=64, description="requests per session at most: the loop's limit")
+    output_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="required: the model must call a tool every round trip (the loop ends at the limit)")
+
+
 class ABSweep(Section):
     """Pair this run's cells with a finished baseline run of the same plan (another profile)."""
 
@@ -163,6 +178,7 @@ class SweepsSection(Section):
     rate: RateSweep = RateSweep()
     prefix_reuse: PrefixReuseSweep = PrefixReuseSweep()
     sessions: SessionsSweep = SessionsSweep()
+    agent: AgentSweep = AgentSweep()
     ab: ABSweep = ABSweep()
     temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")
     seed: int | None = Field(0, description="sent on the chat API (the Messages and Responses APIs have no seed)")
