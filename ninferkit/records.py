@@ -517,6 +517,8 @@ class RequestRow(RunRow):
     """agent cells: seconds spent running the reply's tool calls."""
     agent_end: str | None = None
     """agent cells, on a session's last round trip: "answer" (a reply without tool calls) or "limit"."""
+    trace_index: int | None = None
+    """trace cells: the request's line among the trace's requests, from 0 (its schedule is `scheduled_s`)."""
 
     api: str | None = None
     status: str = "incomplete"

@@ -164,6 +164,27 @@ class AgentSweep(Section):
         "auto", description="required: the model must call a tool every round trip (the loop ends at the limit)")
 
 
+class TraceSweep(Section):
+    """Replay a Mooncake-style trace open loop (ninferkit/traces.py): each request sent at its timestamp
+    divided by `speed`, its prompt built block by block from its hash_ids so shared ids share a prefix."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only trace, or set true")
+    path: str | None = Field(None, description="the trace, relative to the working directory and inside it "
+                             "(`ninferkit trace RUN_DIR > traces/yesterday.jsonl` writes one); null: the small "
+                             "trace ninferkit ships")
+    block_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="prompt tokens per hash id; null: "
+                                     "512 (Mooncake's) for a path, 64 for the shipped trace")
+    speed: float = Field(1.0, gt=0, le=1000, description="2: the trace's requests arrive twice as fast")
+    api: Api = "chat"
+
+    @model_validator(mode="after")
+    def _inside(self) -> TraceSweep:
+        if self.path is not None and (self.path.startswith("/") or ".." in self.path.split("/") or not self.path):
+            raise ValueError(f"path {self.path!r}: a path relative to the working directory, inside it (no "
+                             "leading /, no ..)")
+        return self
+
+
 class ABSweep(Section):
     """Pair this run's cells with a finished baseline run of the same plan (another profile)."""
 
@@ -179,6 +200,7 @@ class SweepsSection(Section):
     prefix_reuse: PrefixReuseSweep = PrefixReuseSweep()
     sessions: SessionsSweep = SessionsSweep()
     agent: AgentSweep = AgentSweep()
+    trace: TraceSweep = TraceSweep()
     ab: ABSweep = ABSweep()
     temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")
     seed: int | None = Field(0, description="sent on the chat API (the Messages and Responses APIs have no seed)")
