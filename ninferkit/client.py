@@ -142,6 +142,9 @@ class RequestResult:
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
+    reasoning_events: int = 0
+    """Events that carried reasoning text (not tokens: an event may carry several; usage's `reasoning_tokens`
+    is the count where the engine reports one, llama-server does not)."""
     finish_reason: str | None = None
     response_id: str | None = None
     temperature: float | None = None
@@ -431,7 +434,9 @@ class _StreamParser:
         """An event that carried generated text; `answer` False for reasoning text."""
         if self.result.t_first_token is None:
             self.result.t_first_token = now
-        if answer and self.result.t_first_answer_token is None:
+        if not answer:
+            self.result.reasoning_events += 1
+        elif self.result.t_first_answer_token is None:
             self.result.t_first_answer_token = now
         self.result.t_last_token = now
         self.result.text_event_times.append(now)

@@ -542,6 +542,8 @@ class RequestRow(RunRow):
     (NInfer G1's chat usage never has one: see cached_tokens_server)."""
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
+    reasoning_events: int | None = None
+    """Events that carried reasoning text (reasoning_content, thinking blocks); 0: the stream had none."""
     finish_reason: str | None = None
     response_id: str | None = None
     temperature: Number = None

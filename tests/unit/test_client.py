@@ -240,3 +240,28 @@ def test_the_reply_is_the_streamed_text_and_no_field_of_the_row(name: str, api: 
     row = result.row()
     assert "reply" not in row and row["t_first_answer_token"] == row["t_first_token"]
     assert row["ttft_answer_client_s"] == row["ttft_client_s"]
+
+
+@pytest.mark.parametrize(("name", "api", "tokens"), [("chat_reasoning.sse", "chat", 8),
+                                                     ("messages_reasoning.sse", "messages", 8),
+                                                     ("responses_reasoning.sse", "responses", 16)])
+def test_reasoning_is_a_first_token_but_not_an_answer(name: str, api: str, tokens: int) -> None:
+    """tests/data/sse/README.md: llama-server streaming the model's text as reasoning (reasoning_content, a
+    thinking block, Responses reasoning text) that never reaches an answer within max_tokens. TTFT counts
+    the reasoning; the time to the first answer token is unknown, never the TTFT; the reply sent back holds
+    no reasoning; llama-server's usage counts no reasoning tokens, so they are unknown, not 0."""
+    async def send() -> RequestResult:
+        async with StreamingClient("http://recorded", ADAPTER, "embedded", transport=replay(name)) as client:
+            return await client.send(RequestSpec(api, HAIKU, tokens))  # type: ignore[arg-type]
+
+    result = asyncio.run(send())
+    row = result.row()
+    assert row["status"] == "ok" and row["ttft_client_s"] is not None
+    assert row["t_first_answer_token"] is None and row["ttft_answer_client_s"] is None
+    assert row["reasoning_events"] == row["text_events"] > 0 and result.reply.text == ""
+    assert row["reasoning_tokens"] is None and RequestRow.model_validate(row).as_dict() == row
+
+
+def test_a_stream_without_reasoning_counts_none() -> None:
+    row = asyncio.run(send_recorded("chat.sse", "chat"))
+    assert row["reasoning_events"] == 0 and row["t_first_answer_token"] == row["t_first_token"]
