@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, samples
+from ninferkit.latency import Targets
 from ninferkit.params.sweeps import TraceSweep
 from ninferkit.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
@@ -32,8 +32,8 @@ from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, r
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
-from ninferkit.sweeps.metrics import aggregate, numbers
-from ninferkit.sweeps.rate import kept_up
+from ninferkit.sweeps.kinds.rate import KIND as RATE
+from ninferkit.sweeps.metrics import numbers
 from ninferkit.traces import BLOCK_TOKENS, SHIPPED, SHIPPED_BLOCK_TOKENS, TraceRequest, read_trace, shipped_trace
 from ninferkit.workloads import Tokenizer, exact_text, new_salt, user_messages
 
@@ -105,13 +105,10 @@ class Trace(SweepKind[TraceSweep, TraceCell]):
 
     def metrics(self, ok: pd.DataFrame, finished: Sequence[RequestRow], sent: Sequence[RequestRow],
                 measured: pd.DataFrame, targets: Targets) -> dict[str, Any]:
-        verdict, growth = kept_up(sent)
+        """The rate sweep's open-loop columns, and the share of each prompt the prefix cache served."""
         prompt, cached = numbers(ok, "prompt_tokens"), numbers(ok, "cached_tokens")
         share = (cached / prompt).median() if len(prompt) and len(cached) == len(prompt) else None
-        return {**aggregate(ok, finished), **goodput(sent, targets), "slo": targets.describe(),
-                "peak_in_flight": peak_in_flight(sent),
-                "schedule_lag_s_p99": distribution(samples(sent, "schedule_lag_s")).p99, "backlog_growth": growth,
-                "kept_up": verdict, "cached_share_median": share}
+        return {**RATE.metrics(ok, finished, sent, measured, targets), "cached_share_median": share}
 
 
 def _prompts(tokenizer: Tokenizer, trace: Sequence[TraceRequest], block_tokens: int) -> list[tuple[str, int]]:
