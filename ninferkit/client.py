@@ -8,7 +8,11 @@ What this client measures, and how (the peer tools each get one of these wrong,
 reference/peer-benchmark-tools.md section 0):
 
 - `t_first_token` is the first event that carries non-empty generated text (content, reasoning or
-  tool-call arguments); a role-only first chunk does not count.
+  tool-call arguments); a role-only first chunk does not count. `t_first_answer_token` is the first that
+  carries answer text or tool-call arguments, not reasoning (`reasoning_content`, thinking blocks,
+  Responses reasoning text): where the engine separates the two, their gap is the time spent thinking.
+- The reply (its text and the tool calls it made, `Reply`) is kept for a sweep that sends it back (a
+  session's next turn, an agent's tool results); it is no field of the row.
 - Token counts come from the server's usage; this client never counts stream chunks, because under
   speculative decoding one chunk carries several tokens.
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
@@ -98,6 +102,42 @@ class RequestSpec:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StreamedCall:
+    """A tool call as the model streamed it: `arguments` is the JSON text it wrote, unparsed (whether it
+    parses is what the agent loop measures)."""
+
+    call_id: str | None
+    name: str
+    arguments: str
+
+
+@dataclass
+class Reply:
+    """What the model answered: its text parts and its tool calls by stream index (a call's arguments
+    arrive in pieces: Chat `tool_calls[i].function.arguments`, Anthropic `input_json_delta`, Responses
+    `function_call_arguments.delta`)."""
+
+    text_parts: list[str] = field(default_factory=list)
+    calls: dict[int, list[Any]] = field(default_factory=dict)
+    """index -> [call id, name, argument pieces]"""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    @property
+    def tool_calls(self) -> list[StreamedCall]:
+        return [StreamedCall(call_id, name or "", "".join(pieces))
+                for call_id, name, pieces in (self.calls[index] for index in sorted(self.calls))]
+
+    def call_part(self, index: int, call_id: str | None, name: str | None, arguments: str | None) -> None:
+        call = self.calls.setdefault(index, [None, None, []])
+        call[0], call[1] = call[0] or call_id, call[1] or name
+        if arguments:
+            call[2].append(arguments)
+
+
 @dataclass
 class RequestResult:
     """One finished request: raw monotonic timestamps, server usage and timings, derived metrics."""
@@ -110,12 +150,16 @@ class RequestResult:
     t_send: float = 0.0
     t_first_byte: float | None = None
     t_first_token: float | None = None
+    t_first_answer_token: float | None = None
     t_last_token: float | None = None
     t_done: float | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
+    reasoning_events: int = 0
+    """Events that carried reasoning text (not tokens: an event may carry several; usage's `reasoning_tokens`
+    is the count where the engine reports one, llama-server does not)."""
     finish_reason: str | None = None
     response_id: str | None = None
     temperature: float | None = None
@@ -127,10 +171,16 @@ class RequestResult:
     server: dict[str, Any] = field(default_factory=dict)
     text_event_times: list[float] = field(default_factory=list)
     """When each event that carried generated text arrived (monotonic seconds); the row keeps their gaps."""
+    reply: Reply = field(default_factory=Reply)
 
     @property
     def ttft_client_s(self) -> float | None:
         return None if self.t_first_token is None else self.t_first_token - self.t_send
+
+    @property
+    def ttft_answer_client_s(self) -> float | None:
+        """Time to the first answer token (after any reasoning): the TTFT a user reading the answer waits."""
+        return None if self.t_first_answer_token is None else self.t_first_answer_token - self.t_send
 
     @property
     def e2e_client_s(self) -> float | None:
@@ -160,7 +210,8 @@ class RequestResult:
         """The requests.jsonl fields of this request (records.RequestRow; the sweep adds run and cell fields)."""
         out = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in ROW_LEFT_OUT}
         server = self.server
-        out.update(ttft_client_s=self.ttft_client_s, e2e_client_s=self.e2e_client_s,
+        out.update(ttft_client_s=self.ttft_client_s, ttft_answer_client_s=self.ttft_answer_client_s,
+                   e2e_client_s=self.e2e_client_s,
                    decode_tok_s_client=self.decode_tok_s_client, tpot_client_s=self.tpot_client_s,
                    text_events=len(self.text_event_times), itl_client_s=self.itl_client_s)
         for name in RequestRow.SERVER_FIELDS:
@@ -184,9 +235,9 @@ def _stored_as_read(row: dict[str, Any]) -> dict[str, Any]:
     return kept | {"status": "errored", "error": error + (f" (and: {row['error']})" if row.get("error") else "")}
 
 
-ROW_LEFT_OUT = frozenset({"server", "text_event_times"})
+ROW_LEFT_OUT = frozenset({"server", "text_event_times", "reply"})
 """Fields a row states otherwise: the server's are spread out by name, the event times become their count
-and gaps (`text_events`, `itl_client_s`)."""
+and gaps (`text_events`, `itl_client_s`); the reply is the sweep's to send back, not a measurement."""
 
 
 def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
@@ -425,12 +476,17 @@ class _StreamParser:
     def event(self, event: dict[str, Any], now: float) -> None:
         raise NotImplementedError
 
-    def token(self, now: float) -> None:
+    def token(self, now: float, answer: bool = True) -> None:
+        """An event that carried generated text; `answer` False for reasoning text."""
         if len(self.result.text_event_times) > 8 * (self.result.max_tokens or 0) + 1024:
             raise MalformedStream(f"more text events than {self.result.max_tokens} output tokens can make: the "
                                   "server does not stop")
         if self.result.t_first_token is None:
             self.result.t_first_token = now
+        if not answer:
+            self.result.reasoning_events += 1
+        elif self.result.t_first_answer_token is None:
+            self.result.t_first_answer_token = now
         self.result.t_last_token = now
         self.result.text_event_times.append(now)
 
@@ -444,8 +500,17 @@ class _ChatParser(_StreamParser):
     def event(self, event: dict[str, Any], now: float) -> None:
         for choice in event.get("choices") or ():
             delta = choice.get("delta") or {}
-            if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
+            content, calls = delta.get("content"), delta.get("tool_calls")
+            if content or calls:
                 self.token(now)
+                if content:
+                    self.result.reply.text_parts.append(content)
+                for call in calls or ():
+                    function = call.get("function") or {}
+                    self.result.reply.call_part(call.get("index", 0), call.get("id"), function.get("name"),
+                                                function.get("arguments"))
+            elif delta.get("reasoning_content"):
+                self.token(now, answer=False)
             if choice.get("finish_reason"):
                 self.result.finish_reason = choice["finish_reason"]
         usage = event.get("usage")
@@ -466,8 +531,19 @@ class _MessagesParser(_StreamParser):
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
-            if delta.get("text") or delta.get("thinking") or delta.get("partial_json"):
+            text, arguments = delta.get("text"), delta.get("partial_json")
+            if text:
                 self.token(now)
+                self.result.reply.text_parts.append(text)
+            elif arguments:
+                self.token(now)
+                self.result.reply.call_part(event.get("index", 0), None, None, arguments)
+            elif delta.get("thinking"):
+                self.token(now, answer=False)
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self.result.reply.call_part(event.get("index", 0), block.get("id"), block.get("name"), None)
         elif kind == "message_start":
             message = event.get("message") or {}
             self.result.response_id = message.get("id")
@@ -493,10 +569,19 @@ class _MessagesParser(_StreamParser):
 class _ResponsesParser(_StreamParser):
     def event(self, event: dict[str, Any], now: float) -> None:
         kind = event.get("type")
-        if kind in ("response.output_text.delta", "response.reasoning_text.delta",
-                    "response.function_call_arguments.delta"):
-            if event.get("delta"):
-                self.token(now)
+        if kind == "response.output_text.delta" and event.get("delta"):
+            self.token(now)
+            self.result.reply.text_parts.append(event["delta"])
+        elif kind == "response.function_call_arguments.delta" and event.get("delta"):
+            self.token(now)
+            self.result.reply.call_part(event.get("output_index", 0), None, None, event["delta"])
+        elif kind == "response.reasoning_text.delta" and event.get("delta"):
+            self.token(now, answer=False)
+        elif kind == "response.output_item.added":
+            item = event.get("item") or {}
+            if item.get("type") == "function_call":
+                self.result.reply.call_part(event.get("output_index", 0), item.get("call_id"), item.get("name"),
+                                            item.get("arguments"))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             response = event.get("response") or {}
             self.result.response_id = response.get("id")

@@ -498,6 +498,27 @@ class RequestRow(RunRow):
     """rate cells: when the open loop planned the send, seconds after the cell's start."""
     schedule_lag_s: Number = None
     """rate cells: how late the send was against its schedule (the client's own delay)."""
+    session_index: int | None = None
+    """sessions cells: which of the concurrent sessions sent it."""
+    turn: int | None = None
+    """sessions cells: the turn of its session, from 1; the prompt holds every earlier turn and reply."""
+    think_s: Number = None
+    """sessions cells: the think time waited after the previous turn's reply, before this turn was sent."""
+    history_sent: str | None = None
+    """sessions cells: how the earlier turns reached the server: "full" (resent), "cache_control" (resent
+    behind a Messages breakpoint) or "previous_response_id" (named, not resent)."""
+    agent_step: int | None = None
+    """agent cells: the round trip of its session, from 1."""
+    tool_calls: int | None = None
+    """agent cells: the tool calls the reply made."""
+    tool_calls_unparsed: int | None = None
+    """agent cells: of those, the calls the loop could not run (arguments not a JSON object, an unknown tool)."""
+    tool_s: Number = None
+    """agent cells: seconds spent running the reply's tool calls."""
+    agent_end: str | None = None
+    """agent cells, on a session's last round trip: "answer" (a reply without tool calls) or "limit"."""
+    trace_index: int | None = None
+    """trace cells: the request's line among the trace's requests, from 0 (its schedule is `scheduled_s`)."""
 
     api: str | None = None
     status: str = "incomplete"
@@ -511,6 +532,8 @@ class RequestRow(RunRow):
     """Monotonic seconds, telemetry.jsonl's clock, as are the other t_ fields."""
     t_first_byte: Number = None
     t_first_token: Number = None
+    t_first_answer_token: Number = None
+    """The first event carrying answer text or a tool call, not reasoning (ninferkit.client)."""
     t_last_token: Number = None
     t_done: Number = None
     prompt_tokens: int | None = None
@@ -519,6 +542,8 @@ class RequestRow(RunRow):
     (NInfer G1's chat usage never has one: see cached_tokens_server)."""
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
+    reasoning_events: int | None = None
+    """Events that carried reasoning text (reasoning_content, thinking blocks); 0: the stream had none."""
     finish_reason: str | None = None
     response_id: str | None = None
     temperature: Number = None
@@ -526,6 +551,8 @@ class RequestRow(RunRow):
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     ttft_client_s: Number = None
+    ttft_answer_client_s: Number = None
+    """Time to the first answer token: after the reasoning, where the engine streams it apart."""
     e2e_client_s: Number = None
     decode_tok_s_client: Number = None
     tpot_client_s: Number = None

@@ -8,7 +8,7 @@ Repetitions exclude warm-up requests, which are sent and recorded (warmup: true)
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,8 @@ TaskName = Literal["coding", "json_extraction", "summarization", "translation", 
                    "chit_chat", "fiction", "agent"]
 Scenario = Literal["cold", "identical_resend", "max_tokens_changed", "sentence_appended", "session_marker_changed",
                    "prompt_cache_breakpoint", "anthropic_cache_control", "responses_previous_response_id"]
+ThinkTime = Literal["fixed", "exponential"]
+ToolApi = Literal["chat", "messages"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 MAX_TOKENS = 16_777_216
 """serve.max_context's own bound: no prompt or output is longer."""
@@ -126,6 +128,63 @@ class PrefixReuseSweep(Section):
     pin_output: bool = True
 
 
+class SessionsSweep(Section):
+    """N concurrent sessions of K turns, each turn's real reply sent back in the next turn's history, with
+    think time between turns: per turn, prompt and cached tokens and TTFT, on each API asked for."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only sessions, or set true")
+    apis: list[Api] = Field(default_factory=lambda: list(get_args(Api)),
+                            description="one cell each: Chat resends the history; Messages resends it behind a "
+                            "cache_control breakpoint, Responses names the last reply by previous_response_id, "
+                            "each where the engine reads the field")
+    sessions: Clients = Field(2, description="sessions running at once")
+    turns: int = Field(4, ge=1, le=256, description="turns per session")
+    document_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="the document the first turn asks about "
+                                 "(a fresh session marker first, so no session shares another's prefix)")
+    output_tokens: int = Field(32, ge=1, le=MAX_TOKENS)
+    pin_output: bool = Field(True, description="every reply exactly output_tokens long: the history grows alike "
+                             "on every engine")
+    think_time_s: float = Field(0.0, ge=0, le=3600, description="seconds between a reply and the next turn "
+                                "(the mean where think_time is exponential)")
+    think_time: ThinkTime = Field("fixed", description="fixed, or drawn from an exponential law (seeded)")
+    think_seed: int = Field(0, description="seed of the drawn think times")
+
+
+class AgentSweep(Section):
+    """An agent loop that loops: the model's own tool calls are parsed, run against small local tools
+    (ninferkit/agent_tools.py) and their results sent back, until it answers or reaches the round-trip limit."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only agent, or set true")
+    apis: list[ToolApi] = Field(default_factory=lambda: list(get_args(ToolApi)),
+                                description="Chat `tool_calls`, Anthropic `tool_use`")
+    sessions: Clients = Field(1, description="agent sessions running at once")
+    max_round_trips: int = Field(4, ge=1, le=64, description="requests per session at most: the loop's limit")
+    output_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="required: the model must call a tool every round trip (the loop ends at the limit)")
+
+
+class TraceSweep(Section):
+    """Replay a Mooncake-style trace open loop (ninferkit/traces.py): each request sent at its timestamp
+    divided by `speed`, its prompt built block by block from its hash_ids so shared ids share a prefix."""
+
+    enabled: bool = Field(False, description="off by default: run it with --only trace, or set true")
+    path: str | None = Field(None, description="the trace, relative to the working directory and inside it "
+                             "(`ninferkit trace RUN_DIR > traces/yesterday.jsonl` writes one); null: the small "
+                             "trace ninferkit ships")
+    block_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="prompt tokens per hash id; null: "
+                                     "512 (Mooncake's) for a path, 64 for the shipped trace")
+    speed: float = Field(1.0, gt=0, le=1000, description="2: the trace's requests arrive twice as fast")
+    api: Api = "chat"
+
+    @model_validator(mode="after")
+    def _inside(self) -> TraceSweep:
+        if self.path is not None and (self.path.startswith("/") or ".." in self.path.split("/") or not self.path):
+            raise ValueError(f"path {self.path!r}: a path relative to the working directory, inside it (no "
+                             "leading /, no ..)")
+        return self
+
+
 class ABSweep(Section):
     """Pair this run's cells with a finished baseline run of the same plan (another profile)."""
 
@@ -139,6 +198,9 @@ class SweepsSection(Section):
     concurrency: ConcurrencySweep = ConcurrencySweep()
     rate: RateSweep = RateSweep()
     prefix_reuse: PrefixReuseSweep = PrefixReuseSweep()
+    sessions: SessionsSweep = SessionsSweep()
+    agent: AgentSweep = AgentSweep()
+    trace: TraceSweep = TraceSweep()
     ab: ABSweep = ABSweep()
     temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")
     seed: int | None = Field(0, description="sent on the chat API (the Messages and Responses APIs have no seed)")

@@ -213,3 +213,55 @@ def test_every_field_of_a_clients_row_is_declared_by_the_row_record() -> None:
     row = result.row()
     assert set(row) - set(RequestRow.model_fields) == set()
     assert RequestRow.model_validate(row).as_dict() == row
+
+
+def recorded_events(name: str) -> list[dict]:
+    return [json.loads(line[5:]) for line in (SSE / name).read_text().splitlines()
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")]
+
+
+@pytest.mark.parametrize(("name", "api", "tokens"), [("chat.sse", "chat", 8), ("messages.sse", "messages", 8),
+                                                     ("responses.sse", "responses", 16)])
+def test_the_reply_is_the_streamed_text_and_no_field_of_the_row(name: str, api: str, tokens: int) -> None:
+    """A session sends the reply back: it is every text delta of the stream, joined; with no reasoning in
+    the stream the first answer token is the first token."""
+    events = recorded_events(name)
+    expected = "".join(
+        [c["delta"].get("content") or "" for e in events for c in e.get("choices") or ()] if api == "chat" else
+        [e["delta"].get("text") or "" for e in events if e.get("type") == "content_block_delta"] if api == "messages"
+        else [e["delta"] for e in events if e.get("type") == "response.output_text.delta"])
+
+    async def send() -> RequestResult:
+        async with StreamingClient("http://recorded", ADAPTER, "embedded", transport=replay(name)) as client:
+            return await client.send(RequestSpec(api, HAIKU, tokens))  # type: ignore[arg-type]
+
+    result = asyncio.run(send())
+    assert expected and result.reply.text == expected and result.reply.tool_calls == []
+    row = result.row()
+    assert "reply" not in row and row["t_first_answer_token"] == row["t_first_token"]
+    assert row["ttft_answer_client_s"] == row["ttft_client_s"]
+
+
+@pytest.mark.parametrize(("name", "api", "tokens"), [("chat_reasoning.sse", "chat", 8),
+                                                     ("messages_reasoning.sse", "messages", 8),
+                                                     ("responses_reasoning.sse", "responses", 16)])
+def test_reasoning_is_a_first_token_but_not_an_answer(name: str, api: str, tokens: int) -> None:
+    """tests/data/sse/README.md: llama-server streaming the model's text as reasoning (reasoning_content, a
+    thinking block, Responses reasoning text) that never reaches an answer within max_tokens. TTFT counts
+    the reasoning; the time to the first answer token is unknown, never the TTFT; the reply sent back holds
+    no reasoning; llama-server's usage counts no reasoning tokens, so they are unknown, not 0."""
+    async def send() -> RequestResult:
+        async with StreamingClient("http://recorded", ADAPTER, "embedded", transport=replay(name)) as client:
+            return await client.send(RequestSpec(api, HAIKU, tokens))  # type: ignore[arg-type]
+
+    result = asyncio.run(send())
+    row = result.row()
+    assert row["status"] == "ok" and row["ttft_client_s"] is not None
+    assert row["t_first_answer_token"] is None and row["ttft_answer_client_s"] is None
+    assert row["reasoning_events"] == row["text_events"] > 0 and result.reply.text == ""
+    assert row["reasoning_tokens"] is None and RequestRow.model_validate(row).as_dict() == row
+
+
+def test_a_stream_without_reasoning_counts_none() -> None:
+    row = asyncio.run(send_recorded("chat.sse", "chat"))
+    assert row["reasoning_events"] == 0 and row["t_first_answer_token"] == row["t_first_token"]

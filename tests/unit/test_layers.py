@@ -17,7 +17,8 @@ PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
     {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact"},
-    {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files"},
+    {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
+     "agent_tools", "traces"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
      "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors"},

@@ -107,8 +107,9 @@ def toy_run(tmp_path: Path, **section: Any) -> Run:
 
 
 def test_the_registry_finds_the_kinds_of_its_folder_in_profile_order() -> None:
-    assert kinds.names() == ["context", "tasks", "concurrency", "rate", "prefix_reuse"]
-    with pytest.raises(ProfileError, match="registered: concurrency, context, prefix_reuse, rate, tasks"):
+    assert kinds.names() == ["context", "tasks", "concurrency", "rate", "prefix_reuse", "sessions", "agent", "trace"]
+    with pytest.raises(ProfileError, match="registered: agent, concurrency, context, prefix_reuse, rate, sessions, "
+                       "tasks, trace"):
         kinds.get_kind("output_length")
 
 
