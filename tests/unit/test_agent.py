@@ -88,8 +88,9 @@ def test_llama_server_runs_the_loop_only_where_its_template_renders_tools(tmp_pa
     assert all(c.skip is None for c in planned(tmp_path / "b", LOCAL_CPU, served=caps_on).values())
 
 
-def test_ninfer_reads_tools_and_vllm_serves_no_messages(tmp_path: Path) -> None:
+def test_ninfer_reads_tools_and_vllm_serves_messages(tmp_path: Path) -> None:
     ninfer = planned(tmp_path / "n", REPO / "params" / "ninfer-rtx3090-groupwise.yaml", *LIVE_G1)
     assert all(c.skip is None for c in ninfer.values())
     vllm = planned(tmp_path / "v", REPO / "params" / "vllm-v100-baseline.yaml")
-    assert vllm["messages"].skip == "engine vllm does not serve the messages API (it serves: chat)"
+    # vLLM 0.26.0 answered /v1/messages (tests/data/vllm-live), but says nothing of reading tools there
+    assert vllm["messages"].skip == "vllm does not read the request field tools"

@@ -50,11 +50,10 @@ def test_llama_server_resends_the_history_on_every_api_and_the_notes_say_why(tmp
     assert any(n.startswith("previous_response_id not sent: llama_server") for n in cells["responses"].notes)
 
 
-def test_vllm_serves_chat_only_so_the_other_apis_are_skipped(tmp_path: Path) -> None:
+def test_vllm_serves_all_three_apis(tmp_path: Path) -> None:
+    """vLLM 0.26.0 answered chat, Messages and Responses on the H200 (tests/data/vllm-live/session2/http)."""
     cells = planned(tmp_path, REPO / "params" / "vllm-v100-baseline.yaml")
-    assert cells["chat"].skip is None
-    for api in ("messages", "responses"):
-        assert cells[api].skip == f"engine vllm does not serve the {api} API (it serves: chat)"
+    assert all(cells[api].skip is None for api in ("chat", "messages", "responses"))
 
 
 def test_a_ninfer_build_with_responses_is_sent_previous_response_id(tmp_path: Path) -> None:
