@@ -329,23 +329,23 @@ def _get_health(client: httpx.Client, path: str) -> dict[str, Any]:
     (vLLM 0.26.0 answers /health with 200 and no body, seen on the H200)."""
     status, body = bounded.get(client, path)
     _answered(path, status, body)
-    if not body.data.strip():
-        return {"status_code": status, "body": "empty"}
-    found: dict[str, Any] = json.loads(body.data)
-    return found
+    return _json_of(body) if body.data.strip() else {"status_code": status, "body": "empty"}
 
 
 def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
     status, body = bounded.get(client, path)
     _answered(path, status, body)
-    found: dict[str, Any] = json.loads(body.data)
-    return found
+    return _json_of(body)
 
 
 def _post_json(client: httpx.Client, path: str, payload: dict[str, Any]) -> dict[str, Any]:
     with client.stream("POST", path, json=payload) as response:
         status, body = response.status_code, bounded.read_body(response, bounded.ANSWER_BYTES, 60.0)
     _answered(path, status, body)
+    return _json_of(body)
+
+
+def _json_of(body: bounded.Body) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(body.data)
     return found
 

@@ -195,6 +195,10 @@ class VLLM(EngineAdapter):
         check_against_vllm(profile, argv, self.facts(profile, binary))
         return argv
 
+    def profile_field_of(self, flag: str) -> str | None:
+        """The serve field each flag of argv() comes from: the refusals name it, and the write-up's recipe."""
+        return _FLAG_FIELDS.get(flag)
+
     def facts(self, profile: Profile, binary: Path) -> VllmFacts | None:
         """The installed vLLM's own lists where its Python runs here, else those recorded for engine.version."""
         found = shutil.which(str(binary))
@@ -346,7 +350,8 @@ def check_against_vllm(profile: Profile, argv: list[str], facts: VllmFacts | Non
             field = _FLAG_FIELDS.get(flag, "serve.extra_args")
             problems.append(f"{field}: {where} has no option {flag}" + _REMOVED.get(flag, ""))
         elif facts.deprecated(flag):
-            problems.append(f"{_FLAG_FIELDS.get(flag, 'serve.extra_args')}: {flag} is deprecated in {where}: "
+            field = _FLAG_FIELDS.get(flag, "serve.extra_args")
+            problems.append(f"{field}: {flag} is deprecated in {where}: "
                             f"{facts.options[flag].get('help') or 'its help says no more'}")
     backend = serve.attention_backend
     if backend is not None and backend not in facts.attention_backends:
@@ -378,7 +383,7 @@ _FLAG_FIELDS = {"--swap-space": "serve.swap_space_gib", "--attention-backend": "
                 "--trust-remote-code": "serve.trust_remote_code", "--enforce-eager": "serve.enforce_eager",
                 "--enable-prefix-caching": "serve.prefix_caching", "--no-enable-prefix-caching": "serve.prefix_caching",
                 "--served-model-name": "serve.model_id"}
-"""The profile field each flag of argv() comes from, so a refusal names what to change."""
+"""The profile field each flag of argv() comes from (profile_field_of), so a refusal names what to change."""
 _REMOVED = {"--swap-space": " (removed from vLLM's arguments in 0.18); remove serve.swap_space_gib"}
 """Options vLLM removed without leaving a word in its parser: when, and what to do."""
 

@@ -130,10 +130,5 @@ def recorded_facts(version: str) -> VllmFacts | None:
                                           f"(ninferkit/engines/vllm/versions/{version}.json)")
 
 
-def recorded_versions() -> list[str]:
-    folder = resources.files("ninferkit.engines.vllm").joinpath("versions")
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
-
-
 if __name__ == "__main__":
     exec(compile(PROGRAM, "<vllm facts>", "exec"))
