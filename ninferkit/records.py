@@ -659,7 +659,8 @@ class TelemetrySample(RunRow):
     """A line of telemetry.jsonl: one sample on the requests' monotonic clock (`t_mono`), of one `source`:
     `nvml` (one GPU's power, clocks and throttling, ninferkit/telemetry.py), `engine_log` (one periodic
     throughput line of the engine, its numbers named by the adapter's parse_throughput: the named ones
-    below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics)."""
+    below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics series that
+    changed since the previous `metrics` row, in `values`; the first row holds them all)."""
 
     t_mono: int | float
     t_utc: str | None = None

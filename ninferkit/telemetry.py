@@ -7,7 +7,10 @@ Three background threads write `telemetry.jsonl` rows stamped with `time.monoton
   temperature, utilization, memory used and throttle reasons. With no NVIDIA driver it records
   nothing and says so once (a log warning and `Telemetry.nvml_status`).
 - The server log, tailed from where it stood at start, through the adapter's `parse_throughput`.
-- The engine's Prometheus `/metrics`, once a second, where the engine serves it.
+- The engine's Prometheus `/metrics`, once a second, where the engine serves it: each row holds the series that
+  changed since the row before it (the first row all of them), so a row's state is the rows up to it carried
+  forward. vLLM 0.26.0 serves 480 series a scrape; written whole, one sample a second came to 12 MB in a
+  9-minute run on the H200, and 1.8 MB as changes.
 
     with Telemetry(run.dir.telemetry, adapter, log_path, url):
         ...  # run requests
@@ -168,8 +171,10 @@ class Telemetry:
                     self._write("engine_log", **parsed)
 
     def _metrics_loop(self) -> None:
-        """Scrape once a second; a body over bounded.METRICS_BYTES or still coming after 5 s is not read
-        (metrics_status says so) and scraping stops: a body that never ends is cut, never grown."""
+        """Scrape once a second, writing the series that changed; a body over bounded.METRICS_BYTES or still
+        coming after 5 s is not read (metrics_status says so) and scraping stops: a body that never ends is
+        cut, never grown."""
+        last: dict[str, float] = {}
         url = self.base_url or ""
         with httpx.Client(base_url=url, headers=self.headers, timeout=5.0, trust_env=uses_proxy(url)) as client:
             while not self._stop.is_set():
@@ -187,7 +192,9 @@ class Telemetry:
                         log.warning("not scraping /metrics: its body was %s", body.cut)
                         return
                     self.metrics_status = "scraping"
-                    self._write("metrics", values=parse_prometheus(body.text()))
+                    values = parse_prometheus(body.text())
+                    self._write("metrics", values={k: v for k, v in values.items() if last.get(k) != v})
+                    last = values
                 self._stop.wait(METRICS_INTERVAL_S)
 
 
