@@ -28,7 +28,7 @@ def test_environment_yml_lists_the_same_requirements_as_pyproject() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     from_pyproject = dict(_requirement(dep) for dep in project["dependencies"])
     environment = yaml.safe_load((REPO / "environment.yml").read_text())
-    conda_only = {"python", "pip", "cmake", "compilers"}  # toolchain for the embedded llama-server build
+    conda_only = {"python", "pip", "cmake", "make", "compilers"}  # toolchain for the embedded llama-server build
     from_conda = dict(_requirement(dep) for dep in environment["dependencies"] if isinstance(dep, str))
     assert {k: v for k, v in from_conda.items() if k not in conda_only} == from_pyproject
 
