@@ -57,7 +57,7 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
         assert all(isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Constant, ast.List))
                    for node in parameters), f"{path.name}: the parameters cell holds typed literals only"
         documented = PythonTranslator.inspect(cells[0])  # what `papermill --help-notebook` prints
-        assert [p.name for p in documented] == ["profile", "run_dir", "overrides"], path.name
+        assert [p.name for p in documented] == ["profile", "run_dir", "overrides", "allow_profile_change"], path.name
         assert all(p.inferred_type_name != "None" and p.help for p in documented), path.name
 
 
