@@ -37,8 +37,10 @@ def checked_profile(profile: str, run_dir: Path, overrides: Sequence[str], *, al
     manifest = RunDir(run_dir).read_manifest()
     recorded = _recorded(manifest, base) if manifest.profile else None
     if profile:
-        source = Path(profile).expanduser()
-        loaded, named = load_profile(source if source.is_absolute() else base / source, overrides), "profile"
+        given = Path(profile).expanduser()
+        source = given if given.is_absolute() else base / given
+        same_file = manifest.profile_source is not None and Path(manifest.profile_source).resolve() == source.resolve()
+        loaded, named = load_profile(source, overrides), "overrides" if same_file else "profile"
     elif recorded is None:
         raise ProfileError(f"parameter profile: empty, which means the run's own profile, but {run_dir} records "
                            "none yet; give a profile (params/*.yaml) or run 00_setup on this run_dir first")

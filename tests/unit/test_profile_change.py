@@ -47,6 +47,9 @@ def test_a_changed_value_is_refused_naming_the_field_and_both_values(tmp_path: P
                               "the run's 0, the new 7. One run has one profile:")
     assert "allow_profile_change=True" in message
     assert (run_dir / "manifest.json").read_bytes() == before  # refused before anything was written
+    with pytest.raises(ProfileError, match=r"^parameter overrides would change .*serve.port: the run's 8091, the "
+                                           r"new 8088"):  # the run's own file, without the run's override
+        notebook_run(str(LOCAL_CPU), str(run_dir), [], step="launch")
 
 
 def test_another_profile_file_is_refused_as_the_parameter_profile(tmp_path: Path) -> None:
