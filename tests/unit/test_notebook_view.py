@@ -19,7 +19,7 @@ def test_a_sweep_table_is_the_write_ups_not_the_whole_frame(tmp_path: Path) -> N
     raw = pd.read_csv(run_dir / "tables" / "context.csv")
     shown = sweep_table("context", raw)
     table = shown.tables()[0]
-    assert len(raw.columns) > pd.get_option("display.max_columns")  # pandas shows `...` in their place
+    assert len(raw.columns) > 20  # a notebook's pandas shows 20 columns (display.max_columns), `...` for the rest
     assert len(table.columns) < 15
     assert any("p50" in column or "decode" in column.lower() for column in table.columns)
     published = write_report(run_dir, ["markdown"]).markdown.read_text()
