@@ -388,6 +388,16 @@ class StepEntry(BaseModel):
     error: str | None = None
 
 
+class ProfileChange(RecordPart):
+    """A step that changed the run's profile (a notebook told `allow_profile_change=True`): what each field was
+    and became."""
+
+    step: str
+    at: str
+    changed: dict[str, list[Any]]
+    """Key path -> [the run's value, the new value]; a field one side lacks is null there."""
+
+
 class GitState(RecordPart):
     """The ninferkit checkout a run was made with (runs.git_state)."""
 
@@ -408,6 +418,8 @@ class Manifest(RunFile):
     profile_comments: dict[str, str] | None = None
     """The comment written beside each profile value (key path -> text); None in manifests older than that."""
     profile_history: list[dict[str, Any]] = []
+    profile_changes: list[ProfileChange] = []
+    """Which step changed which profile fields, in order (see ninferkit.profile_change)."""
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None

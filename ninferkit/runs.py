@@ -503,14 +503,16 @@ def new_run_id(profile_name: str) -> str:
 
 
 def open_run(
-    profile: str | Path, run_dir: str | Path | None = None, overrides: tuple[str, ...] | list[str] = ()
+    profile: str | Path | LoadedProfile, run_dir: str | Path | None = None,
+    overrides: tuple[str, ...] | list[str] = ()
 ) -> Run:
     """Validate the profile, then create (or reopen) its run directory and manifest.
 
     Validation comes first, so a bad profile leaves nothing behind. Reopening a run directory
-    keeps its step history: that is how a rerun resumes.
+    keeps its step history: that is how a rerun resumes. A LoadedProfile is taken as it is (a notebook
+    reopening its run with the profile the manifest records: ninferkit.profile_change).
     """
-    loaded = load_profile(profile, overrides)
+    loaded = profile if isinstance(profile, LoadedProfile) else load_profile(profile, overrides)
     remember_env(loaded.profile.serve.api_key_env)  # whatever this run stores is scrubbed of the key
     path = Path(run_dir) if run_dir else Path("runs") / new_run_id(loaded.profile.name)
     run = Run(loaded, RunDir(path.resolve()))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import statistics
 import threading
 import time
@@ -33,7 +32,8 @@ import pynvml
 
 from ninferkit import bounded
 from ninferkit.engines.log_reader import LogReader
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import BadInput, NinferkitError
+from ninferkit.prometheus_text import sample_key, samples
 from ninferkit.records import TelemetrySample
 from ninferkit.runs import append_jsonl
 from ninferkit.transports import uses_proxy
@@ -52,7 +52,6 @@ THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "h
 
 METRICS_INTERVAL_S = 1.0
 LOG_POLL_S = 0.25
-_PROM_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -60,18 +59,10 @@ def throttle_names(mask: int) -> list[str]:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Sample name (with labels) -> value, from Prometheus text exposition; comments skipped."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        found = _PROM_LINE.match(line)
-        if found:
-            try:
-                values[found["name"]] = float(found["value"])
-            except ValueError:
-                continue
-    return values
+    """Sample name (with labels) -> value, from Prometheus text exposition (prometheus_text); BadInput for a
+    text its parser cannot read. A counter's samples end in `_total`, as the parser names them (llama.cpp's
+    counter `llamacpp:n_tokens_max` is `llamacpp:n_tokens_max_total`)."""
+    return {sample_key(sample): sample.value for sample in samples(text)}
 
 
 class Telemetry:
@@ -191,8 +182,13 @@ class Telemetry:
                         self.metrics_status = f"not read: the /metrics body was {body.cut}"
                         log.warning("not scraping /metrics: its body was %s", body.cut)
                         return
+                    try:
+                        values = parse_prometheus(body.text())
+                    except BadInput as error:
+                        self.metrics_status = f"not read: {error}"
+                        log.warning("not scraping /metrics: %s", error)
+                        return
                     self.metrics_status = "scraping"
-                    values = parse_prometheus(body.text())
                     self._write("metrics", values={k: v for k, v in values.items() if last.get(k) != v})
                     last = values
                 self._stop.wait(METRICS_INTERVAL_S)

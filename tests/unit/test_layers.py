@@ -16,12 +16,13 @@ from tests.conftest import REPO
 PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
-    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact"},
+    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
+     "profile_change"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
      "agent_tools", "traces"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "prometheus_text"},
 )
 """Top to bottom. engines/ itself (the kinds) and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}

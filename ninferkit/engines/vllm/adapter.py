@@ -27,8 +27,9 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.facts import VllmFacts, installed_facts, recorded_facts
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
-from ninferkit.errors import ProfileError, ToolMissing
+from ninferkit.errors import BadInput, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
+from ninferkit.prometheus_text import samples
 from ninferkit.units import GIB
 
 WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -342,7 +343,10 @@ class VLLM(EngineAdapter):
         """metrics_deltas of one request that ran alone; None until vLLM has counted it as finished
         (its e2e histogram moved). When the counters moved by more than one request (another client
         used the server meanwhile) no number is attributed and `server_note` says so."""
-        deltas = metrics_deltas(before, after)
+        try:
+            deltas = metrics_deltas(before, after)
+        except BadInput as error:
+            return {"server_note": f"no /metrics deltas: {error}"}
         finished = deltas.get("requests_server")
         if finished is None:
             return {"server_note": "this vLLM exports no vllm:e2e_request_latency_seconds; /metrics deltas "
@@ -436,26 +440,16 @@ _REMOVED = {"--swap-space": " (removed from vLLM's arguments in 0.18); remove se
 # /metrics deltas
 # ---------------------------------------------------------------------------------------------
 
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-
-
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {name: value summed over label sets}; `_total` is dropped from counter names
-    (clients differ on it) and `_created` timestamps are skipped."""
+    """Prometheus text -> {name: value summed over label sets}, read by prometheus_text (BadInput for a text
+    its parser cannot read); `_total` is dropped from counter names (clients differ on it) and `_created`
+    timestamps are skipped."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        found = _SAMPLE.match(line.strip())
-        if found is None or line.startswith("#"):
+    for sample in samples(text):
+        if sample.name.endswith("_created"):
             continue
-        name = found["name"]
-        if name.endswith("_created"):
-            continue
-        name = name.removesuffix("_total")
-        try:
-            value = float(found["value"])
-        except ValueError:
-            continue
-        out[name] = out.get(name, 0.0) + value
+        name = sample.name.removesuffix("_total")
+        out[name] = out.get(name, 0.0) + sample.value
     return out
 
 
