@@ -16,7 +16,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
-    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact"},
+    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact", "interop"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
      "agent_tools", "traces"},
     {"engines"},
