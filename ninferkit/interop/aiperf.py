@@ -5,8 +5,11 @@ avg, percentiles, min, max, std in its unit).
 The formulas are AIPerf's (aiperf/metrics/types/): `time_to_first_token` to the first content chunk,
 `request_latency` to the last content chunk (ours: t_last_token - t_send), `inter_token_latency` (latency - TTFT)
 / (output tokens - 1) (our TPOT), `inter_chunk_latency` the gaps between chunks (our ITL). Times are ms,
-`benchmark_duration` s. A run writes one artifacts folder per cell (`<folder>/<sweep>-<cell_id>/`), as AIPerf
-writes one per profile run; a run of one cell is the folder itself.
+`benchmark_duration` s. Token counts: ninferkit's are the server's usage, AIPerf's `usage_prompt_tokens` and
+`usage_completion_tokens`; its `input_sequence_length` and `output_sequence_length` count with the client's
+tokenizer unless run with `--use-server-token-count`, so the import reads the usage fields and the export writes
+the server's counts in both, as AIPerf does with that flag. A run writes one artifacts folder per cell
+(`<folder>/<sweep>-<cell_id>/`), as AIPerf writes one per profile run; a run of one cell is the folder itself.
 
 Read: the folder (or either file in it). Rows from profile_export.jsonl's profiling records (warm-up records are
 left out, as AIPerf's own aggregates leave them out); the aggregate JSON's figures kept as aggregates.
@@ -60,16 +63,20 @@ def record(index: int, row: RequestRow) -> dict[str, Any]:
                   "inter_token_latency": (ms(tpot_s(row)) if (row.completion_tokens or 0) > 1 else None, "ms"),
                   "inter_chunk_latency": ([gap * MS for gap in found] if found else None, "ms"),
                   "output_sequence_length": (row.completion_tokens, "tokens"),
-                  "output_token_count": (row.completion_tokens, "tokens")}
-    values["input_sequence_length"] = (row.prompt_tokens, "tokens")
+                  "output_token_count": (row.completion_tokens, "tokens"),
+                  "usage_completion_tokens": (row.completion_tokens, "tokens"),
+                  "usage_prompt_cache_read_tokens": (row.cached_tokens, "tokens")}
+    values |= {"input_sequence_length": (row.prompt_tokens, "tokens"),
+               "usage_prompt_tokens": (row.prompt_tokens, "tokens")}
     metrics = {tag: {"value": value, "unit": unit} for tag, (value, unit) in values.items() if value is not None}
-    error = None if row.status == "ok" else {"code": row.http_status, "type": "ninferkit",
-                                             "message": row.error or "errored"}
-    return {"metadata": {"session_num": index, "x_request_id": row.request_uid, "conversation_id": row.request_uid,
-                         "turn_index": 0, "request_start_ns": start, "request_end_ns": start + int(duration * NS),
-                         "worker_id": "ninferkit", "record_processor_id": "ninferkit",
-                         "benchmark_phase": "profiling", "was_cancelled": False},
-            "metrics": metrics, "error": error}
+    metadata = {"session_num": index, "x_request_id": row.request_uid, "conversation_id": row.request_uid,
+                "turn_index": 0, "request_start_ns": start, "request_end_ns": start + int(duration * NS),
+                "worker_id": "ninferkit", "record_processor_id": "ninferkit", "benchmark_phase": "profiling",
+                "was_cancelled": False}
+    line: dict[str, Any] = {"metadata": metadata, "metrics": metrics}
+    if row.status != "ok":  # AIPerf writes `error` only on a failed record
+        line["error"] = {"code": row.http_status, "type": "ninferkit", "message": row.error or "errored"}
+    return line
 
 
 def number_of(value: int | float | None) -> float | None:
@@ -94,7 +101,7 @@ def aggregate(source: Source, cell: Cell, records: list[dict[str, Any]]) -> dict
             value = line["metrics"].get(tag, {}).get("value")
             if isinstance(value, list):
                 out.extend(value)
-            elif value is not None and line["error"] is None:
+            elif value is not None and "error" not in line:
                 out.append(float(value))
         return out
 
@@ -161,36 +168,18 @@ def read(path: Path) -> Imported:
 
 
 def _model(config: dict[str, Any]) -> str | None:
-    names = (config.get("endpoint") or {}).get("model_names") or []
-    return str(names[0]) if names else None
+    """input_config.models.items[0].name, as AIPerf 0.13 records `--model`."""
+    items = (config.get("models") or {}).get("items") or []
+    return str(items[0]["name"]) if items and isinstance(items[0], dict) and items[0].get("name") else None
 
 
 def _load(config: dict[str, Any]) -> dict[str, Any]:
-    """The profile run's load from its input_config: concurrency and request rate where set."""
-    load: dict[str, Any] = {}
-    phases = config.get("phases") or config.get("loadgen") or {}
-    for key in ("concurrency", "request_rate"):
-        value = _find(phases, key)
-        if value is not None:
-            load[key] = value
-    return load
-
-
-def _find(tree: Any, key: str) -> Any:
-    """The first value of `key` in a nested JSON tree (AIPerf's config nests the load under its phases)."""
-    if isinstance(tree, dict):
-        if tree.get(key) is not None:
-            return tree[key]
-        for value in tree.values():
-            found = _find(value, key)
-            if found is not None:
-                return found
-    elif isinstance(tree, list):
-        for value in tree:
-            found = _find(value, key)
-            if found is not None:
-                return found
-    return None
+    """The load of the profiling phase (input_config.phases, kind "profiling"): its concurrency and request rate
+    where set; the warm-up phase's are not the measurement's."""
+    phases = [p for p in config.get("phases") or [] if isinstance(p, dict) and p.get("kind") == "profiling"]
+    if not phases:
+        return {}
+    return {key: phases[0][key] for key in ("concurrency", "request_rate") if phases[0].get(key) is not None}
 
 
 def _aggregates(found: dict[str, Any]) -> list[Aggregate]:
@@ -236,7 +225,8 @@ def _value(metrics: dict[str, Any], tag: str, unit: str) -> Any:
 
 def _row(metadata: dict[str, Any], metrics: dict[str, Any], error: Any, load: dict[str, Any]) -> dict[str, Any]:
     start_ns, end_ns = metadata.get("request_start_ns"), metadata.get("request_end_ns")
-    row: dict[str, Any] = {"cell": load, "prompt_tokens": _value(metrics, "input_sequence_length", "tokens"),
+    row: dict[str, Any] = {"cell": load, "prompt_tokens": _value(metrics, "usage_prompt_tokens", "tokens"),
+                           "cached_tokens": _value(metrics, "usage_prompt_cache_read_tokens", "tokens"),
                            "server_request_id": metadata.get("x_request_id")}
     if isinstance(start_ns, int):
         row["started_utc"] = dt.datetime.fromtimestamp(start_ns / NS, dt.UTC).isoformat(timespec="milliseconds")
@@ -252,7 +242,7 @@ def _row(metadata: dict[str, Any], metrics: dict[str, Any], error: Any, load: di
     latency = seconds(number(_value(metrics, "request_latency", "ms")))
     chunks = _value(metrics, "inter_chunk_latency", "ms")
     row |= {"status": "ok", "ttft_client_s": ttft,
-            "completion_tokens": _value(metrics, "output_sequence_length", "tokens"),
+            "completion_tokens": _value(metrics, "usage_completion_tokens", "tokens"),
             "tpot_client_s": seconds(number(_value(metrics, "inter_token_latency", "ms"))),
             "itl_client_s": [gap / MS for gap in chunks] if isinstance(chunks, list) else None}
     if "t_send" in row and ttft is not None:
