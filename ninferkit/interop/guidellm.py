@@ -12,17 +12,19 @@ Read: one row per request GuideLLM kept (it samples requests when told `--sample
 many it kept of how many it made); each benchmark's metrics as aggregates.
 
 Written: one benchmark per cell, its requests with their timings moved to the wall clock (`started_utc` less
-the monotonic send), its metrics computed from those requests as GuideLLM's distributions (numpy's percentiles,
-the population variance). What a run does not record is absent (`{}`, null), never made up: the outputs' text,
-words and characters, and the scheduler's own delays, which GuideLLM's schema requires as numbers and this
-export writes as NaN (`json.loads` and GuideLLM's loader read it; a strict JSON reader refuses it).
+the monotonic send), its per-request metrics (latency, TTFT, ITL, TPOT, token counts) computed from those
+requests as GuideLLM computes them (`distribution`). Absent (`{}`, null), never made up: the rate and
+concurrency distributions over time (requests, tokens per second, concurrency: GuideLLM's time-weighted
+windows, which this export does not reproduce), the outputs' text, words and characters, the stream
+iterations a run recorded before the client counted them, and the scheduler's own delays, which GuideLLM's
+schema requires as numbers and this export writes as NaN (`json.loads` and GuideLLM's loader read it; a strict
+JSON reader refuses it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,6 @@ import numpy as np
 
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, number, seconds
-from ninferkit.interop.stats import throughput
-from ninferkit.latency import peak_in_flight
 from ninferkit.records import RequestRow
 from ninferkit.runs import write_text_atomic
 
@@ -150,20 +150,36 @@ MODALITIES = {"text": ("tokens", "words", "characters"), "image": ("tokens", "im
 """GenerativeMetrics' summaries by modality: ninferkit counts no words, characters, images or audio (null)."""
 
 
-def distribution(values: list[float]) -> dict[str, Any]:
-    """A DistributionSummary; for no sample, GuideLLM's own: every figure 0 with `count` 0."""
-    if not values:
+Weighted = list[tuple[float, float]]
+"""(value, weight) samples: GuideLLM weighs TPOT by a request's output tokens and ITL by them less one."""
+
+
+def distribution(samples: Weighted) -> dict[str, Any]:
+    """A DistributionSummary as GuideLLM 0.8.1 computes one (DistributionSummary.from_values and from_pdf): equal
+    values merged, weights made probabilities; a percentile is the first value whose cumulative probability
+    reaches it (no interpolation), the median p50, the mode the most probable value, the variance the
+    population's, the count the sum of the weights. For no sample, GuideLLM's own: every figure 0, count 0."""
+    if not samples:
         return EMPTY
-    data = np.asarray(values, dtype=float)
-    quantiles = np.percentile(data, list(PERCENTILE_KEYS.values()))
-    mode = float(min(statistics.multimode(values)))
-    return {"mean": float(data.mean()), "median": float(np.median(data)), "mode": mode,
-            "variance": float(data.var()), "std_dev": float(data.std()), "min": float(data.min()),
-            "max": float(data.max()), "count": len(values), "total_sum": float(data.sum()),
-            "percentiles": {key: float(q) for key, q in zip(PERCENTILE_KEYS, quantiles, strict=True)}, "pdf": None}
+    data = np.asarray(samples, dtype=float)
+    values, inverse = np.unique(data[:, 0], return_inverse=True)
+    weights = np.zeros_like(values)
+    np.add.at(weights, inverse, data[:, 1])
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    probabilities = weights / weights.sum()
+    cdf = np.cumsum(probabilities)
+    percentiles = {key: float(values[min(int(np.searchsorted(cdf, p / 100, side="left")), len(values) - 1)])
+                   for key, p in PERCENTILE_KEYS.items()}
+    mean = float(np.sum(values * probabilities))
+    variance = float(np.sum((values - mean) ** 2 * probabilities))
+    count = round(float(data[:, 1].sum()))
+    return {"mean": mean, "median": percentiles["p50"], "mode": float(values[np.argmax(probabilities)]),
+            "variance": variance, "std_dev": variance ** 0.5, "min": float(values[0]), "max": float(values[-1]),
+            "count": count, "total_sum": mean * count, "percentiles": percentiles, "pdf": None}
 
 
-def _status_summary(by_status: dict[str, list[float]]) -> dict[str, Any]:
+def _status_summary(by_status: dict[str, Weighted]) -> dict[str, Any]:
     """A StatusDistributionSummary over successful, errored and incomplete requests and all of them."""
     everything = [v for values in by_status.values() for v in values]
     out = {status: distribution(by_status.get(status, [])) for status in STATUSES}
@@ -203,12 +219,19 @@ def _request(row: RequestRow, offset: float) -> dict[str, Any]:
 
 
 def _per_request(requests: dict[str, list[dict[str, Any]]], name: str) -> dict[str, Any]:
-    """One of GenerativeRequestStats' figures over the benchmark's requests, as GuideLLM's loader computes it."""
-    from_rows: dict[str, list[float]] = {}
+    """One of GenerativeRequestStats' figures over the benchmark's requests, weighted as GuideLLM weighs it
+    (benchmark/schemas/metrics.py). A request without the figure is left out (GuideLLM counts it as 0.0)."""
+    from_rows: dict[str, Weighted] = {}
     for status, found in requests.items():
-        values = [value for request in found if (value := _figure(request, name)) is not None]
-        from_rows[status] = values
+        from_rows[status] = [(value, _weight(request, name)) for request in found
+                             if (value := _figure(request, name)) is not None]
     return _status_summary(from_rows)
+
+
+def _weight(request: dict[str, Any], name: str) -> float:
+    output = request["output_metrics"]["text_tokens"] or 0
+    return float(output) if name == "time_per_output_token_ms" else \
+        float(output - 1) if name == "inter_token_latency_ms" else 1.0
 
 
 def _figure(request: dict[str, Any], name: str) -> float | None:
@@ -232,9 +255,6 @@ def _figure(request: dict[str, Any], name: str) -> float | None:
         return float(output) if output is not None else None
     if name == "total_token_count":
         return float((prompt or 0) + (output or 0)) if prompt is not None or output is not None else None
-    if name == "output_tokens_per_second":
-        latency = _figure(request, "request_latency")
-        return output / latency if output and latency else None
     return None
 
 
@@ -246,21 +266,16 @@ def benchmark(source: Source, cell: Cell, run_id: str, index: int) -> dict[str, 
     requests: dict[str, list[dict[str, Any]]] = {"successful": [], "errored": [], "incomplete": []}
     for row in cell.rows:
         requests["successful" if row.status == "ok" else "errored"].append(_request(row, offset))
-    flow = throughput(cell)
     sends = [float(row.t_send) + offset for row in cell.rows if row.t_send is not None]
     ends = [float(row.t_done) + offset for row in cell.rows if row.t_done is not None]
     start, end = (min(sends), max(ends)) if sends and ends else (UNKNOWN, UNKNOWN)
     counts = {"successful": len(requests["successful"]), "errored": len(requests["errored"]), "incomplete": 0,
               "total": len(cell.rows)}
     figures = ("request_latency", "prompt_token_count", "output_token_count", "total_token_count",
-               "time_to_first_token_ms", "time_per_output_token_ms", "inter_token_latency_ms",
-               "output_tokens_per_second")
+               "time_to_first_token_ms", "time_per_output_token_ms", "inter_token_latency_ms")
     metrics: dict[str, Any] = {name: _per_request(requests, name) for name in figures}
-    rate = {"successful": [flow.requests_per_s] if flow.requests_per_s is not None else []}
-    metrics |= {"request_totals": counts, "requests_per_second": _status_summary(rate),
-                "request_concurrency": _status_summary({"successful": [float(peak_in_flight(cell.rows))]}),
-                "request_streaming_iterations_count": _status_summary(
-                    {"successful": [float(r.text_events) for r in cell.ok if r.text_events is not None]}),
+    metrics |= {"request_totals": counts, "requests_per_second": {}, "request_concurrency": {},
+                "request_streaming_iterations_count": {}, "output_tokens_per_second": {},
                 "time_to_first_output_token_ms": {}, "time_to_last_round_trip_ms": {}, "avg_round_trip_time_ms": {},
                 "prompt_tokens_per_second": {}, "tokens_per_second": {}, "output_tokens_per_iteration": {},
                 "iter_tokens_per_iteration": {}, **{kind: dict.fromkeys(parts) for kind, parts in MODALITIES.items()}}

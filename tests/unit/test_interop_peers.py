@@ -171,11 +171,25 @@ def test_guidellm_reads_the_export_with_its_own_report_model(tmp_path: Path) -> 
     main(["export", str(NINFERKIT), "--format", "guidellm", "-o", str(out)])
     check = """
 import json, sys
+KEYS = {"mean", "median", "mode", "variance", "count", "min", "max", "percentiles"}
 from guidellm.benchmark.schemas.report import GenerativeBenchmarksReport
+from guidellm.schemas.base.statistics import DistributionSummary
 report = GenerativeBenchmarksReport.load_file(sys.argv[1])
-print(json.dumps([{"streams": b.config.strategy.streams, "requests": len(b.requests.successful),
-                   "ttft_ms": [r.time_to_first_token_ms for r in b.requests.successful],
-                   "mean_ttft_ms": b.metrics.time_to_first_token_ms.successful.mean} for b in report.benchmarks]))
+out = []
+for b in report.benchmarks:
+    ok = b.requests.successful
+    theirs = {  # GuideLLM's own summaries of the exported requests, weighted as its metrics.py weighs them
+        "time_to_first_token_ms": DistributionSummary.from_values([r.time_to_first_token_ms for r in ok]),
+        "inter_token_latency_ms": DistributionSummary.from_values(
+            [(r.inter_token_latency_ms, r.output_tokens - 1) for r in ok]),
+        "time_per_output_token_ms": DistributionSummary.from_values(
+            [(r.time_per_output_token_ms, r.output_tokens) for r in ok])}
+    out.append({"streams": b.config.strategy.streams, "requests": len(ok),
+                "ttft_ms": [r.time_to_first_token_ms for r in ok],
+                "mean_ttft_ms": b.metrics.time_to_first_token_ms.successful.mean,
+                "summaries": {name: [getattr(b.metrics, name).successful.model_dump(include=KEYS),
+                                     summary.model_dump(include=KEYS)] for name, summary in theirs.items()}})
+print(json.dumps(out))
 """
     done = subprocess.run([str(python), "-c", check, str(out)], capture_output=True, text=True, timeout=300,
                           check=True)
@@ -190,6 +204,9 @@ print(json.dumps([{"streams": b.config.strategy.streams, "requests": len(b.reque
         # them to about 0.24 us): equal to ninferkit's own TTFT within a microsecond.
         assert sorted(found["ttft_ms"]) == pytest.approx(sorted(ttft), abs=1e-3)
         assert found["mean_ttft_ms"] == pytest.approx(float(np.mean(ttft)), abs=1e-3)
+        for name, (exported, recomputed) in found["summaries"].items():
+            assert exported.pop("percentiles") == pytest.approx(recomputed.pop("percentiles"), rel=1e-9), name
+            assert exported == pytest.approx(recomputed, rel=1e-9), name
     shown = subprocess.run([str(python.parent / "guidellm"), "export", str(out), "--output", "kind=console"],
                            capture_output=True, text=True, timeout=300, env=os.environ | {"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr[-2000:]
