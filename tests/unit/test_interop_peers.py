@@ -211,3 +211,32 @@ print(json.dumps(out))
                            capture_output=True, text=True, timeout=300, env=os.environ | {"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"loaded {len(levels)} benchmark(s)" in shown.stdout
+
+
+def test_aiperf_export_of_aiperfs_own_records_gives_back_its_aggregates(tmp_path: Path) -> None:
+    """The export's statistics are AIPerf's: imported and exported again, AIPerf's own records summarise to the
+    figures AIPerf wrote in profile_export_aiperf.json (numpy's linear percentiles, population std)."""
+    main(["import", str(AIPERF), "--format", "aiperf", "-o", str(tmp_path / "run")])
+    main(["export", str(tmp_path / "run"), "--format", "aiperf", "-o", str(tmp_path / "out")])
+    ours = json.loads((tmp_path / "out" / "profile_export_aiperf.json").read_text())
+    theirs = json.loads((AIPERF / "profile_export_aiperf.json").read_text())
+    for tag in ("time_to_first_token", "inter_token_latency", "request_latency", "inter_chunk_latency"):
+        for stat in ("avg", "p1", "p25", "p50", "p90", "p99", "min", "max", "std", "count"):
+            # request_latency goes through t_send and t_last_token on the wall clock (about 1.8e9 s: a float keeps
+            # a quarter of a microsecond), so within a microsecond; the rest are carried as they were written
+            assert ours[tag][stat] == pytest.approx(theirs[tag][stat], rel=1e-9, abs=1e-3), (tag, stat)
+
+
+def test_guidellm_export_of_guidellms_own_requests_gives_back_its_metrics(tmp_path: Path) -> None:
+    """The export's per-request summaries are GuideLLM's: its own requests, imported and exported again,
+    summarise to the distributions GuideLLM wrote (first-reaching percentiles, TPOT and ITL token-weighted)."""
+    main(["import", str(GUIDELLM), "--format", "guidellm", "-o", str(tmp_path / "run")])
+    main(["export", str(tmp_path / "run"), "--format", "guidellm", "-o", str(tmp_path / "b.json")])
+    ours = json.loads((tmp_path / "b.json").read_text())["benchmarks"][0]["metrics"]
+    theirs = json.loads(GUIDELLM.read_text())["benchmarks"][0]["metrics"]
+    for name in ("time_to_first_token_ms", "inter_token_latency_ms", "time_per_output_token_ms", "request_latency",
+                 "prompt_token_count", "output_token_count"):
+        mine, guidellm = ours[name]["successful"], theirs[name]["successful"]
+        for stat in ("mean", "median", "mode", "variance", "min", "max", "count"):
+            assert mine[stat] == pytest.approx(guidellm[stat], rel=1e-6), (name, stat)
+        assert mine["percentiles"] == pytest.approx(guidellm["percentiles"], rel=1e-6), name
