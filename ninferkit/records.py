@@ -358,7 +358,9 @@ class ImportedRecord(RunFile):
     tool: str | None = None
     version: str | None = None
     source: str | None = None
-    source_sha256: str | None = None
+    """The file or folder given to `ninferkit import`."""
+    files: dict[str, str] = {}
+    """Each file the import read (its name) -> its sha256."""
     per_request: bool = False
     """Whether requests.jsonl holds the tool's own per-request records (False: aggregates only)."""
     aggregates: list[dict[str, Any]] = []

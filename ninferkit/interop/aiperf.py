@@ -154,7 +154,7 @@ def read(path: Path) -> Imported:
         raise BadInput(f"{summary}: not AIPerf's aggregate JSON (an object)")
     config = found.get("input_config") or {}
     imported = Imported("aiperf", found.get("aiperf_version"), model=_model(config),
-                        started_utc=found.get("start_time"))
+                        started_utc=found.get("start_time"), files=[f for f in (records, summary) if f.is_file()])
     imported.aggregates = _aggregates(found)
     load = _load(config)
     if records.is_file():

@@ -37,6 +37,18 @@ class Cell:
         return [row for row in self.rows if row.status == "ok"]
 
     @property
+    def concurrency(self) -> int | None:
+        """The concurrency cells' clients (`concurrency`); None for a cell of another kind."""
+        value = self.params.get("concurrency") if self.sweep == "concurrency" else None
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def rate_rps(self) -> float | None:
+        """The rate cells' offered rate (`rate_rps`, seeded Poisson arrivals); None for a cell of another kind."""
+        value = self.params.get("rate_rps")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
     def name(self) -> str:
         """A file-safe name for the cell: `<sweep>-<cell_id>`."""
         return f"{self.sweep}-{self.cell_id}"
@@ -88,6 +100,8 @@ class Imported:
     started_utc: str | None = None
     notes: list[str] = field(default_factory=list)
     """What the file could not say (a field it lacks), in words: the import never guesses it."""
+    files: list[Path] = field(default_factory=list)
+    """The files the import read (imported.json records each one's sha256)."""
 
 
 @dataclass(frozen=True)

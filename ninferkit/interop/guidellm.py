@@ -62,12 +62,13 @@ def load(strategy: dict[str, Any]) -> dict[str, Any]:
 
 
 def read(path: Path) -> Imported:
-    found = load_json(path / "benchmarks.json" if path.is_dir() else path, "GuideLLM benchmarks JSON")
+    file = path / "benchmarks.json" if path.is_dir() else path
+    found = load_json(file, "GuideLLM benchmarks JSON")
     if not isinstance(found, dict) or not isinstance(found.get("benchmarks"), list) or "config" not in found:
         raise BadInput(f"{path}: not GuideLLM's benchmarks.json (a report with `config` and `benchmarks`); give "
                        "the file guidellm benchmark --output-path wrote")
     metadata = found.get("metadata") or {}
-    imported = Imported("guidellm", metadata.get("guidellm_version"))
+    imported = Imported("guidellm", metadata.get("guidellm_version"), files=[file])
     for index, benchmark in enumerate(found["benchmarks"]):
         if not isinstance(benchmark, dict):
             raise BadInput(f"{path}: benchmarks[{index}] is not an object")
@@ -189,13 +190,11 @@ def _status_summary(by_status: dict[str, Weighted]) -> dict[str, Any]:
 def strategy(cell: Cell) -> dict[str, Any]:
     """The cell's load as a GuideLLM strategy: concurrency N (ninferkit's concurrency cells), poisson at a rate (the
     rate sweep's seeded Poisson arrivals), else synchronous (the other sweeps send one request at a time)."""
-    concurrency = cell.params.get("concurrency")
-    rate = cell.params.get("rate") or cell.params.get("request_rate")
-    if concurrency:
-        return {"type_": "concurrent", "streams": int(concurrency), "max_concurrency": int(concurrency),
+    if cell.concurrency:
+        return {"type_": "concurrent", "streams": cell.concurrency, "max_concurrency": cell.concurrency,
                 "rampup_duration": 0.0}
-    if rate:
-        return {"type_": "poisson", "rate": float(rate), "random_seed": int(cell.params.get("seed") or 0)}
+    if cell.rate_rps:
+        return {"type_": "poisson", "rate": cell.rate_rps, "random_seed": int(cell.params.get("arrival_seed") or 0)}
     return {"type_": "synchronous", "max_concurrency": 1}
 
 

@@ -44,14 +44,12 @@ def result(source: Source, cell: Cell) -> dict[str, Any]:
     ok = cell.ok
     started = next((row.started_utc for row in rows if row.started_utc), None)
     api = rows[0].api or "chat"
-    rate = cell.params.get("rate") or cell.params.get("request_rate")
     flow = throughput(cell)
     out: dict[str, Any] = {
         "date": _date(started), "endpoint_type": BACKENDS.get(api, api), "backend": BACKENDS.get(api, api),
         "label": f"{cell.sweep}: {params_label(cell.params)}", "model_id": source.model, "tokenizer_id": None,
         "num_prompts": len(rows),
-        "request_rate": rate if rate else "inf", "burstiness": 1.0,
-        "max_concurrency": cell.params.get("concurrency"),
+        "request_rate": cell.rate_rps or "inf", "burstiness": 1.0, "max_concurrency": cell.concurrency,
         "ninferkit_run_id": source.run_id, "ninferkit_sweep": cell.sweep, "ninferkit_cell_id": cell.cell_id,
         "ninferkit_cell": json.dumps(cell.params, sort_keys=True),
         "duration": flow.duration_s, "completed": flow.completed, "failed": flow.failed,
@@ -108,7 +106,7 @@ def read(path: Path) -> Imported:
     if not results or not all(isinstance(r, dict) and "duration" in r and "completed" in r for r in results):
         raise BadInput(f"{path}: not a vllm bench serve --save-result file (each result has `duration` and "
                        "`completed`); give the JSON file vllm bench serve wrote")
-    imported = Imported("vllm-bench", None, model=results[0].get("model_id"))
+    imported = Imported("vllm-bench", None, model=results[0].get("model_id"), files=[path])
     for index, found in enumerate(results):
         load = _load(found)
         name = f"result {index + 1}" if len(results) > 1 else None

@@ -48,9 +48,9 @@ def write_imported(imported: Imported, source: Path, out: Path) -> RunDir:
         "updated": created})
     for row in rows:
         append_jsonl(run_dir.requests, row)
-    digest = sha256_file(source).hexdigest if source.is_file() else None
     write_record(run_dir.imported, ImportedRecord(
         schema_version=ImportedRecord.SCHEMA_VERSION, tool=imported.tool, version=imported.version,
-        source=str(source), source_sha256=digest, per_request=bool(rows),
+        source=str(source), files={path.name: sha256_file(path).hexdigest for path in imported.files},
+        per_request=bool(rows),
         aggregates=[aggregate.as_dict() for aggregate in imported.aggregates], notes=imported.notes))
     return run_dir

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 from ninferkit.interop.base import Cell
 from ninferkit.interop.stats import latency_blocks
@@ -16,7 +15,8 @@ from ninferkit.report.document import Block, Bullets, Paragraph, Section, Table
 from ninferkit.report.fmt import number
 
 SHOWN_AGGREGATES = 60
-"""A file with more aggregates than this (vLLM's, one set per cell) has them named, not tabled."""
+"""At most this many of the tool's aggregates are tabled (a vLLM file has a set per cell); imported.json has all."""
+SHOWN_STATS = ("mean", "median", "p50", "p99", "total")
 SHORT = {"ttft_client_s": "TTFT", "tpot_client_s": "TPOT", "itl_client_s": "ITL", "e2e_client_s": "E2E"}
 
 
@@ -25,9 +25,8 @@ def sections(run: RunData) -> list[Section]:
     if record is None:
         return []
     blocks: list[Block] = [Paragraph(
-        f"Imported from {record.tool} {record.version or '(version not in the file)'}'s file "
-        f"{Path(record.source or 'unknown').name} "
-        f"(sha256 {record.source_sha256 or 'not recorded'}): "
+        f"Imported from {record.tool} {record.version or '(version not in the file)'}'s "
+        + ", ".join(f"{name} (sha256 {digest})" for name, digest in record.files.items()) + ": "
         + ("its per-request records are this run's rows." if record.per_request else
            "the file has no per-request records; this run has only the tool's aggregates, below, and no rows "
            "made from them."))]
@@ -46,12 +45,14 @@ def sections(run: RunData) -> list[Section]:
     if lines:
         blocks.append(Table(("load", "metric", "samples", "mean ms", "median ms", "p90 ms", "p99 ms"), tuple(lines),
                             "From the tool's per-request records, by ninferkit's formulas (docs/interop.md)."))
-    if len(record.aggregates) > SHOWN_AGGREGATES:
-        blocks.append(Paragraph(f"The tool's own aggregates, {len(record.aggregates)} of them, are in imported.json "
-                                "as its file holds them (too many for this page)."))
-    elif record.aggregates:
+    shown = [a for a in record.aggregates if ":" not in str(a.get("metric")) and a.get("stat") in SHOWN_STATS]
+    if shown:
         blocks.append(Table(("load", "theirs", "ninferkit", "stat", "value", "unit"), tuple(
             (str(a.get("load") or "—"), str(a.get("theirs")), str(a.get("metric")), str(a.get("stat")),
-             number(a.get("value")), str(a.get("unit"))) for a in record.aggregates),
-            "The tool's own aggregates, as its file holds them."))
+             number(a.get("value")), str(a.get("unit"))) for a in shown[:SHOWN_AGGREGATES]),
+            "The tool's own aggregates, as its file holds them: those of a metric ninferkit has (docs/interop.md), "
+            f"{min(len(shown), SHOWN_AGGREGATES)} of the {len(record.aggregates)} in imported.json."))
+    elif record.aggregates:
+        blocks.append(Paragraph(f"The tool's {len(record.aggregates)} aggregates are in imported.json, none of a "
+                                "metric ninferkit has."))
     return [Section("Imported results", blocks)]

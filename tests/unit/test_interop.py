@@ -132,3 +132,24 @@ def test_bad_input_is_one_message_and_exit_2(tmp_path: Path, capsys: pytest.Capt
     main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(exported)])
     assert main(["import", str(exported), "--format", "vllm-bench", "-o", str(taken)]) == 2
     assert "exists and is not an empty folder" in capsys.readouterr().err
+
+
+def test_a_loads_shape_becomes_the_peers_strategy() -> None:
+    """A concurrency cell is GuideLLM's concurrent strategy and vLLM's max_concurrency; a rate cell (seeded
+    Poisson arrivals) GuideLLM's poisson strategy and vLLM's request_rate; any other cell, sent one request at
+    a time, synchronous and rate inf."""
+    from ninferkit.interop import guidellm, vllm_bench
+    from ninferkit.interop.base import Cell, Source
+    from ninferkit.records import RequestRow
+
+    rows = [RequestRow.model_validate(example_rows()[0])]
+    source = Source("run", "model", "llama_server", None, [])
+    concurrency = Cell("concurrency", "a", {"concurrency": 4}, rows)
+    rate = Cell("rate", "b", {"rate_rps": 2.5, "arrival_seed": 7}, rows)
+    context = Cell("context", "c", {"target_prompt_tokens": 1024}, rows)
+    assert guidellm.strategy(concurrency)["streams"] == 4
+    assert guidellm.strategy(rate) == {"type_": "poisson", "rate": 2.5, "random_seed": 7}
+    assert guidellm.strategy(context)["type_"] == "synchronous"
+    assert vllm_bench.result(source, concurrency)["max_concurrency"] == 4
+    assert vllm_bench.result(source, rate)["request_rate"] == 2.5
+    assert vllm_bench.result(source, context)["request_rate"] == "inf"

@@ -13,6 +13,7 @@ CAPTURE.txt and README.md there give the commands, versions and date). Three kin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -240,3 +241,18 @@ def test_guidellm_export_of_guidellms_own_requests_gives_back_its_metrics(tmp_pa
         for stat in ("mean", "median", "mode", "variance", "min", "max", "count"):
             assert mine[stat] == pytest.approx(guidellm[stat], rel=1e-6), (name, stat)
         assert mine["percentiles"] == pytest.approx(guidellm["percentiles"], rel=1e-6), name
+
+
+def test_the_write_up_of_an_imported_run_says_where_it_came_from(tmp_path: Path) -> None:
+    from ninferkit.report.fmt import number
+
+    main(["import", str(AIPERF), "--format", "aiperf", "-o", str(tmp_path / "run")])
+    assert main(["report", str(tmp_path / "run")]) == 0
+    text = (tmp_path / "run" / "report" / "index.md").read_text()
+    section = text.split("## Imported results", 1)[1].split("\n## ", 1)[0]
+    digest = hashlib.sha256((AIPERF / "profile_export.jsonl").read_bytes()).hexdigest()
+    assert f"aiperf 0.13.0's profile_export.jsonl (sha256 {digest})" in section
+    ttft = [r["metrics"]["time_to_first_token"]["value"] for r in aiperf_records()
+            if r["metadata"]["benchmark_phase"] == "profiling"]
+    assert f'| {{"concurrency": 2}} | TTFT | {len(ttft)} | {number(float(np.mean(ttft)))} |' in section
+    assert "| — | time_to_first_token.avg | ttft_client_s | mean |" in section
