@@ -39,7 +39,8 @@ PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 NS = 1_000_000_000
 OURS = {"time_to_first_token": "ttft_client_s", "inter_token_latency": "tpot_client_s",
         "inter_chunk_latency": "itl_client_s", "request_latency": "t_last_token - t_send",
-        "input_sequence_length": "prompt_tokens", "output_sequence_length": "completion_tokens",
+        "usage_prompt_tokens": "prompt_tokens", "usage_completion_tokens": "completion_tokens",
+        "usage_prompt_cache_read_tokens": "cached_tokens",
         "request_throughput": "requests_per_s", "output_token_throughput": "output_tok_s",
         "benchmark_duration": "wall_s", "request_count": "completed", "error_request_count": "failed"}
 
@@ -187,12 +188,13 @@ def _aggregates(found: dict[str, Any]) -> list[Aggregate]:
     for tag, result in found.items():
         if not isinstance(result, dict) or "unit" not in result:
             continue
+        whole_run = "p50" not in result  # a figure of the run (a throughput, a count), not a distribution
         for stat, value in result.items():
             figure = number(value)
             if stat in ("unit", "count", "sum") or figure is None:
                 continue
-            out.append(Aggregate(OURS.get(tag, f"aiperf:{tag}"), "mean" if stat == "avg" else stat, figure,
-                                 str(result["unit"]), f"{tag}.{stat}"))
+            said = "total" if whole_run else "mean" if stat == "avg" else stat
+            out.append(Aggregate(OURS.get(tag, f"aiperf:{tag}"), said, figure, str(result["unit"]), f"{tag}.{stat}"))
     return out
 
 
