@@ -21,6 +21,9 @@ def run_source(path: Path) -> Source:
     for row in data.requests:
         if not row.warmup and row.prefix_role != "seed" and row.status in ("ok", "errored"):
             by_cell[(str(row.sweep), str(row.cell_id))].append(row)
+    if not by_cell and data.imported is not None:
+        raise BadInput(f"{data.dir.path}: imported from {data.imported.tool}'s aggregates alone (imported.json): it "
+                       "has no request to export, and an export makes none up from a mean")
     if not by_cell:
         raise BadInput(f"{data.dir.requests}: no measured request to export (run the sweeps step, 03_sweeps, first)")
     cells = [Cell(sweep, cell_id, dict(rows[0].cell or {}), sorted(rows, key=_sent))

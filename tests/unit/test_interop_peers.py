@@ -77,6 +77,8 @@ def test_aiperf_aggregate_alone_makes_no_rows(tmp_path: Path) -> None:
     record = run.read_imported()
     assert record is not None and not record.per_request and record.aggregates
     assert "no request rows are made" in record.notes[0]
+    assert main(["export", str(tmp_path / "run"), "--format", "csv", "-o", str(tmp_path / "x.csv")]) == 2
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_guidellm_import_has_a_row_per_request_it_kept(tmp_path: Path) -> None:
