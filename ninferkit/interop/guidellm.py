@@ -6,7 +6,7 @@ distributions over successful / errored / incomplete / total requests, and its r
 The formulas are GuideLLM's (guidellm/schemas/base/request_stats.py): `time_to_first_token_ms` from the request's
 start to the first token iteration, `inter_token_latency_ms` (last - first token) / (output tokens - 1) (our
 TPOT), `time_per_output_token_ms` (last token - start) / output tokens (TTFT included: no ninferkit figure),
-`request_latency` in seconds to the request's end.
+`request_latency` in seconds to the request's end (our e2e_client_s).
 
 Read: one row per request GuideLLM kept (it samples requests when told `--sample-requests`; the import says how
 many it kept of how many it made); each benchmark's metrics as aggregates.
@@ -38,7 +38,7 @@ from ninferkit.runs import write_text_atomic
 
 STATUSES = ("successful", "errored", "incomplete")
 OURS = {"time_to_first_token_ms": "ttft_client_s", "inter_token_latency_ms": "tpot_client_s",
-        "request_latency": "t_last_token - t_send", "prompt_token_count": "prompt_tokens",
+        "request_latency": "e2e_client_s", "prompt_token_count": "prompt_tokens",
         "output_token_count": "completion_tokens", "requests_per_second": "requests_per_s",
         "output_tokens_per_second": "output_tok_s", "request_concurrency": "in_flight"}
 UNITS = {"request_latency": "s", "requests_per_second": "requests/s", "output_tokens_per_second": "tokens/s",
@@ -129,6 +129,7 @@ def _row(status: str, request: dict[str, Any], cell: dict[str, Any]) -> dict[str
     row |= {"status": "ok", "completion_tokens": request.get("output_tokens"), "t_first_token": first,
             "t_last_token": last, "ttft_client_s": seconds(number(request.get("time_to_first_token_ms"))),
             "tpot_client_s": seconds(number(request.get("inter_token_latency_ms"))),
+            "e2e_client_s": number(request.get("request_latency")),
             "cached_tokens": request.get("cached_tokens")}
     return {key: value for key, value in row.items() if value is not None}
 
