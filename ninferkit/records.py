@@ -350,6 +350,23 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
 
 
+class ImportedRecord(RunFile):
+    """imported.json: a run directory `ninferkit import` made from a peer tool's file (interop/): the tool, its
+    version, the file and its sha256, and the tool's own aggregates, each kept as the statistic it is (mean,
+    p99...) with the tool's name and unit, never spread into per-request rows."""
+
+    tool: str | None = None
+    version: str | None = None
+    source: str | None = None
+    """The file or folder given to `ninferkit import`."""
+    files: dict[str, str] = {}
+    """Each file the import read (its name) -> its sha256."""
+    per_request: bool = False
+    """Whether requests.jsonl holds the tool's own per-request records (False: aggregates only)."""
+    aggregates: list[dict[str, Any]] = []
+    notes: list[str] = []
+
+
 class BenchComparison(BaseModel):
     """One prompt length of llama_bench.json: the server's context-sweep medians beside llama-bench's."""
 

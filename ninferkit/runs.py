@@ -39,6 +39,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    ImportedRecord,
     LlamaBenchRecord,
     Manifest,
     ProbeRecord,
@@ -375,6 +376,16 @@ class RunDir:
         return self.report / f"compare-vs-{name[:100]}"
 
     @property
+    def imported(self) -> Path:
+        """What `ninferkit import` read from a peer tool's file: where it came from and the tool's aggregates."""
+        return self.path / "imported.json"
+
+    @property
+    def exports(self) -> Path:
+        """Where `ninferkit export` writes by default: exports/<format's file or folder>."""
+        return self.path / "exports"
+
+    @property
     def notebooks(self) -> Path:
         """The executed notebooks: the record of what ran."""
         return self.path / "notebooks"
@@ -402,6 +413,9 @@ class RunDir:
 
     def read_llama_bench(self) -> LlamaBenchRecord | None:
         return _read_record(self.llama_bench, LlamaBenchRecord)
+
+    def read_imported(self) -> ImportedRecord | None:
+        return _read_record(self.imported, ImportedRecord)
 
     def read_requests(self) -> list[RequestRow]:
         """requests.jsonl as written by the client (sweeps/truth.py lays the engine's own record over it)."""

@@ -24,7 +24,7 @@ from ninferkit.errors import NinferkitError
 from ninferkit.latency import recorded_itl
 from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
-from ninferkit.report import field_tables, speculation
+from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, map_text, texts
@@ -97,6 +97,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
     paths = machine_paths(run)
     sections = [
         _headline(run),
+        *imported.sections(run),
         _steps(run),
         _environment(run),
         _recipe(run),

@@ -17,7 +17,7 @@ PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
     {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
-     "profile_change"},
+     "profile_change", "interop"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
      "agent_tools", "traces"},
     {"engines"},
