@@ -117,3 +117,24 @@ def reach(gpu: GpuInfo) -> str:
         far = f"GPU {remote}" if remote is not None else link.get("remote_bus_id") or "an unnamed device"
         counts[far] = counts.get(far, 0) + 1
     return f"GPU {gpu.index}: " + ", ".join(f"{n} link{'s' if n > 1 else ''} to {far}" for far, n in counts.items())
+
+
+def environment_rows(facts: ProbeFacts) -> list[tuple[str, str]]:
+    """(fact, value) rows of the evidence for the write-up's Environment and `ninferkit probe`: where each GPU's
+    NVLinks go (where any GPU has one), the driver packages with their flavour, and the kernel log's NVIDIA lines."""
+    rows: list[tuple[str, str]] = []
+    gpus = facts.gpu.gpus
+    if any(link.get("active") for gpu in gpus for link in gpu.nvlink):
+        rows.append(("NVLink", "; ".join(reach(gpu) for gpu in gpus)))
+    packages = facts.driver_packages
+    if packages.manager is not None:
+        names = ", ".join(f"{p.name} {p.version}" for p in packages.packages) or "none"
+        rows.append(("driver packages", f"{packages.manager}: {names}"
+                     + (f" ({packages.flavour} kernel module)" if packages.flavour else "")))
+    log = facts.kernel_log
+    if log.source is not None:
+        rows.append(("kernel log", f"{log.source}: {len(log.lines)} NVIDIA line(s)"
+                     + (f", last: {log.lines[-1].strip()}" if log.lines else "")))
+    elif log.reason:
+        rows.append(("kernel log", f"not read ({log.reason})"))
+    return rows

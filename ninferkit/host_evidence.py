@@ -19,6 +19,8 @@ from typing import Any
 KERNEL_LOG_LINES = 400
 """The last NVIDIA lines kept from the kernel log (a box with Xid storms prints thousands)."""
 _NVIDIA_LINE = re.compile(r"NVRM|nvidia|Xid|GPU has fallen off the bus", re.IGNORECASE)
+_NO_JOURNAL = re.compile(r"No journal files were found\.|^-- No entries --$", re.MULTILINE)
+"""journalctl's words, with exit code 0, on a machine that keeps no journal (seen on the CI machine)."""
 OPEN_PACKAGE = re.compile(r"-open(?:-|$)|^nvidia-open|kmod-nvidia-open")
 """Driver packages of the open kernel module: Ubuntu's nvidia-driver-580-open, nvidia-kernel-open-580,
 linux-modules-nvidia-580-open-*; NVIDIA's nvidia-open and kmod-nvidia-open-dkms (rpm)."""
@@ -40,14 +42,16 @@ def kernel_log() -> dict[str, Any]:
     """The kernel log's NVIDIA lines: {"source": "dmesg" | "journalctl -k", "lines": [...]} when readable, else
     {"source": None, "reason": why each reader could not read it, "lines": []}."""
     reasons = []
-    for source, argv in (("dmesg", ["dmesg"]), ("journalctl -k", ["journalctl", "-k", "-b", "--no-pager", "-q"])):
+    for source, argv in (("dmesg", ["dmesg"]), ("journalctl -k", ["journalctl", "-k", "-b", "--no-pager"])):
         found = _output(argv)
         if found is None:
             reasons.append(f"{argv[0]} is not installed")
             continue
         code, text = found
-        if code != 0:
-            reasons.append(f"{source}: {text.strip().splitlines()[-1] if text.strip() else f'exit code {code}'}")
+        empty = _NO_JOURNAL.search(text)  # journalctl exits 0 where it has no journal to read
+        if code != 0 or empty:
+            last = empty[0] if empty else text.strip().splitlines()[-1] if text.strip() else f"exit code {code}"
+            reasons.append(f"{source}: {last}")
             continue
         return {"source": source, "reason": None, "lines": nvidia_lines(text)}
     return {"source": None, "reason": "; ".join(reasons), "lines": []}
@@ -58,20 +62,35 @@ def nvidia_lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if _NVIDIA_LINE.search(line)][-KERNEL_LOG_LINES:]
 
 
+DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", "*nvidia*"]
+RPM_QUERY = ["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n"]
+
+
 def driver_packages() -> dict[str, Any]:
     """The NVIDIA driver packages installed: {"manager": "dpkg" | "rpm" | None, "packages": [{"name", "version"}],
     "flavour": "open" | "proprietary" | "both" | None (no driver package)}."""
-    dpkg = _output(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", "*nvidia*"])
+    dpkg = _output(DPKG_QUERY)
     if dpkg is not None:
-        rows = [line.split("\t") for line in dpkg[1].splitlines() if line.count("\t") == 2]
-        packages = [{"name": name, "version": version} for name, version, status in rows if status.startswith("ii")]
-        return {"manager": "dpkg", "packages": packages, "flavour": flavour(p["name"] for p in packages)}
-    rpm = _output(["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n"])
+        return packages_record("dpkg", dpkg_packages(dpkg[1]))
+    rpm = _output(RPM_QUERY)
     if rpm is not None:
-        rows = [line.split("\t") for line in rpm[1].splitlines() if "\t" in line and "nvidia" in line.lower()]
-        packages = [{"name": name, "version": version} for name, version in rows]
-        return {"manager": "rpm", "packages": packages, "flavour": flavour(p["name"] for p in packages)}
+        return packages_record("rpm", rpm_packages(rpm[1]))
     return {"manager": None, "packages": [], "flavour": None}
+
+
+def packages_record(manager: str, packages: list[dict[str, str]]) -> dict[str, Any]:
+    return {"manager": manager, "packages": packages, "flavour": flavour(p["name"] for p in packages)}
+
+
+def dpkg_packages(text: str) -> list[dict[str, str]]:
+    """Installed packages (status `ii`) of DPKG_QUERY's output; dpkg lists removed ones too (`rc`, `un`)."""
+    rows = [line.split("\t") for line in text.splitlines() if line.count("\t") == 2]
+    return [{"name": name, "version": version} for name, version, status in rows if status.startswith("ii")]
+
+
+def rpm_packages(text: str) -> list[dict[str, str]]:
+    rows = [line.split("\t") for line in text.splitlines() if line.count("\t") == 1 and "nvidia" in line.lower()]
+    return [{"name": name, "version": version} for name, version in rows]
 
 
 def flavour(names: Any) -> str | None:

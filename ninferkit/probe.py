@@ -353,6 +353,7 @@ def describe(record: ProbeRecord) -> str:
     lines.append(f"CUDA toolkit: {facts.cuda_toolkit.version or 'not found'}; docker: "
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
     lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}")
+    lines += [f"{fact}: {value}" for fact, value in evidence_findings.environment_rows(facts)]
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""
         lines.append(f"[{f.severity}{waived}] {f.code}: {f.message}" + (f" -> {f.fix}" if f.fix else ""))

@@ -76,7 +76,7 @@ def _container(profile: Profile, adapter: Launcher, model_path: Path,
     # docker reads --gpus as CSV: a device list needs its own quotes (seed 003 quotes one device too)
     gpus = "all" if devices is None else '"device=' + ",".join(str(d) for d in devices) + '"'
     inside = serve.container_port or serve.port
-    options = ["--gpus", gpus, "--ipc=host"]
+    options = [*(["--gpus", gpus] if adapter.uses_gpu(profile) else []), "--ipc=host"]
     for name, value in serve.docker_env.items():
         options += ["-e", f"{name}={value}"]
     secret = serve.api_key_env
