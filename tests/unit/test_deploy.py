@@ -6,6 +6,7 @@ The live deployment against a Docker engine is tests/live/test_deploy_docker.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -148,3 +149,52 @@ def test_exec_line_quotes_what_systemd_would_expand() -> None:
 def test_mode_follows_the_profile() -> None:
     assert mode_of(service.load(V100).profile).name == "docker"
     assert mode_of(service.load(LOCAL_CPU).profile).name == "systemd"
+
+
+# -- probe --apply: persistence mode and the power limit, printed before each runs, read back ---------------
+
+def _nvidia_smi_stub(tmp_path: Path, reported: str) -> Path:
+    """A stand-in for nvidia-smi (no driver here): records each call, answers the limit query with `reported`."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    stub = bin_dir / "nvidia-smi"
+    stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in *--query-gpu*) echo "{reported}";; esac\n')
+    stub.chmod(0o755)
+    return bin_dir
+
+
+def test_apply_prints_each_command_before_it_runs_and_reads_the_limit_back(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from ninferkit.deploy.actions import Host
+    from ninferkit.deploy.power import apply_now
+
+    monkeypatch.setenv("PATH", f"{_nvidia_smi_stub(tmp_path, '200.00')}:{os.environ['PATH']}")
+    said: list[str] = []
+    profile = service.load(V100).profile
+    assert apply_now(profile, Host(said.append)) == [200.0]
+    assert said == ["persistence mode on: nvidia-smi -pm 1", "power limit 200 W: nvidia-smi -pl 200",
+                    "read the limit back: nvidia-smi --query-gpu=power.limit --format=csv,noheader,nounits"]
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "-pm 1", "-pl 200", "--query-gpu=power.limit --format=csv,noheader,nounits"]
+
+
+def test_apply_fails_when_the_limit_did_not_take(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ninferkit.deploy.actions import Host
+    from ninferkit.deploy.power import apply_now
+    from ninferkit.errors import HostActionFailed
+
+    monkeypatch.setenv("PATH", f"{_nvidia_smi_stub(tmp_path, '250.00')}:{os.environ['PATH']}")
+    with pytest.raises(HostActionFailed, match=r"reports power limit\(s\) \[250.0\] W after -pl 200"):
+        apply_now(service.load(V100).profile, Host(lambda line: None))
+
+
+def test_apply_is_refused_with_the_reason_and_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("nvidia-smi is installed here: --apply would change this machine")
+    assert main(["probe", "--apply"]) == 2
+    assert "--apply needs --profile" in capsys.readouterr().err
+    assert main(["probe", "--apply", "--profile", str(LOCAL_CPU)]) == 1
+    assert "there is nothing to apply" in capsys.readouterr().err
+    assert main(["probe", "--apply", "--profile", str(V100)]) == 1
+    err = capsys.readouterr().err
+    assert ("nvidia-smi is not installed" in err if os.geteuid() == 0 else "needs root: run it with sudo" in err)
