@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import subprocess
 from typing import Any
 
@@ -60,12 +59,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name} stopped" if deployment.stop(profile) else f"{name} was not running")
         return 0
     if args.dry_run:
-        mode, planned = deployment.plan(profile)
-        print(shlex.join(planned.argv) if mode.name == "docker" else f"# {mode.name} unit {name}.service runs: "
-              + shlex.join(planned.argv))
-        for file_name, text in planned.files.items():
-            print(f"\n# ---- {file_name} ----")
-            print(text, end="")
+        print(deployment.describe(*deployment.plan(profile)), end="")
         return 0
     record = deployment.deploy(loaded, folder=Path(args.dir) if args.dir else None, from_run=args.from_run,
                                boot_unit=not args.no_boot_unit)

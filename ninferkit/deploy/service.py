@@ -9,6 +9,7 @@ shows why, `deploy stop` ends it).
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -29,7 +30,7 @@ from ninferkit.params import load_profile
 from ninferkit.params.load import LoadedProfile
 from ninferkit.params.profile import Profile
 from ninferkit.records import AcceptanceCheck, DeployRecord
-from ninferkit.runs import utc_now, write_record, write_text_atomic
+from ninferkit.runs import Run, utc_now, write_record, write_text_atomic
 from ninferkit.server import acceptance_checks, api_key, auth_headers
 from ninferkit.transports import uses_proxy
 
@@ -44,6 +45,20 @@ def load(profile: str | Path, overrides: Sequence[str] = (), from_run: str | Pat
     if from_run is None:
         return loaded
     return load_profile(profile, [*overrides, *capacity_overrides(Path(from_run), loaded.profile)])
+
+
+def load_for_run(run: Run, from_capacity: bool = False) -> LoadedProfile:
+    """A runbook run's profile as deployed (its overrides; with `from_capacity`, its own capacity answer)."""
+    if run.loaded.source is None:
+        raise NinferkitError("this run's profile has no file to load again; deploy with `ninferkit deploy PROFILE`")
+    return load(run.loaded.source, run.loaded.overrides, run.dir.path if from_capacity else None)
+
+
+def describe(mode: Mode, planned: Plan) -> str:
+    """What a deployment would run and write, as `deploy --dry-run` prints it."""
+    head = (shlex.join(planned.argv) if mode.name == "docker"
+            else f"# {mode.name} unit {planned.name}.service runs: {shlex.join(planned.argv)}")
+    return head + "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items()) + "\n"
 
 
 def plan(profile: Profile, binary: Path | None = None) -> tuple[Mode, Plan]:

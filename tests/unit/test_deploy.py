@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from ninferkit.cli import main
 from ninferkit.deploy import mode_of, service
 from ninferkit.deploy.systemd import exec_line
 from ninferkit.errors import BadInput, NinferkitError
-from tests.conftest import DATA, LOCAL_CPU
+from tests.conftest import DATA, LOCAL_CPU, REPO
 from tests.unit.test_seed_profiles import (
     KEY,
     RTX3090,
@@ -198,3 +199,18 @@ def test_apply_is_refused_with_the_reason_and_changes_nothing(capsys: pytest.Cap
     assert main(["probe", "--apply", "--profile", str(V100)]) == 1
     err = capsys.readouterr().err
     assert ("nvidia-smi is not installed" in err if os.geteuid() == 0 else "needs root: run it with sudo" in err)
+
+
+def test_the_deploy_notebook_shows_the_plan_and_deploys_nothing_by_default(tmp_path: Path) -> None:
+    """notebooks/06_deploy.ipynb headless under papermill with its defaults: the plan printed, no service."""
+    import nbformat
+
+    out = tmp_path / "out.ipynb"
+    subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / "06_deploy.ipynb"), str(out),
+                    "-p", "profile", str(V100), "-p", "run_dir", str(tmp_path / "run"), "--no-progress-bar"],
+                   check=True, capture_output=True, timeout=300)
+    texts = [output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
+             for cell in nbformat.read(out, as_version=4).cells if cell.cell_type == "code" for output in cell.outputs]
+    shown = "".join(texts)
+    assert "docker run -d --name ninfer --restart unless-stopped" in shown
+    assert "not deployed (deploy = False)" in shown
