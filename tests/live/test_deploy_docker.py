@@ -83,7 +83,7 @@ def _libraries(binary: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def llama_image(docker_engine: None, llama_server: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+def llama_image(docker_engine: None, llama_server: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """IMAGE: llama-server on PATH, its libraries, CMD ["llama-server", "--help"] as a generated image has."""
     tarball = tmp_path_factory.mktemp("rootfs") / "rootfs.tar"
     with tarfile.open(tarball, "w") as tar:
@@ -99,7 +99,8 @@ def llama_image(docker_engine: None, llama_server: Path, tmp_path_factory: pytes
                     "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin",
                     "--change", "ENV LD_LIBRARY_PATH=/usr/local/lib",
                     str(tarball), IMAGE], check=True, capture_output=True, timeout=300)
-    return IMAGE
+    yield IMAGE
+    subprocess.run(["docker", "image", "rm", IMAGE], capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,8 @@ def test_docker_deployment_restarts_after_the_engine_is_killed(llama_image: str,
     loaded = service.load(LOCAL_CPU, overrides)
     profile = loaded.profile
     said: list[str] = []
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    if subprocess.run(["docker", "inspect", "--type", "container", NAME], capture_output=True).returncode == 0:
+        pytest.skip(f"a container named {NAME} exists on this machine: deploying would replace it")
     try:
         record = service.deploy(loaded, folder=tmp_path / "deploy", say=said.append)
         # the report's shape: detached, its name, restart policy, the port published, the model folder read-only
