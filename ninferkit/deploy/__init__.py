@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ninferkit.deploy.actions import Host
-from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.launcher import Launcher
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.registry import Registry
@@ -58,7 +58,7 @@ class Mode:
 
     name: ClassVar[str]
 
-    def plan(self, profile: Profile, adapter: EngineAdapter, model_path: Path, service: str, host: str,
+    def plan(self, profile: Profile, adapter: Launcher, model_path: Path, service: str, host: str,
              binary: Path | None) -> Plan:
         """The argv and files of the service `service`, the engine listening on `host` (its published address)."""
         raise NotImplementedError

@@ -13,8 +13,8 @@ from typing import Any
 
 from ninferkit.deploy import Mode, Plan, ServiceState, service_url
 from ninferkit.deploy.actions import Host
-from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import service_argv
+from ninferkit.engines.launcher import Launcher
 from ninferkit.params.profile import Profile
 
 STOP_GRACE_S = 30
@@ -24,7 +24,7 @@ STOP_GRACE_S = 30
 class DockerMode(Mode):
     name = "docker"
 
-    def plan(self, profile: Profile, adapter: EngineAdapter, model_path: Path, service: str, host: str,
+    def plan(self, profile: Profile, adapter: Launcher, model_path: Path, service: str, host: str,
              binary: Path | None) -> Plan:
         argv = service_argv(profile, adapter, model_path, service, host)  # no key in it: it enters by name
         return Plan(self.name, service, argv, adapter.docker_files(profile),

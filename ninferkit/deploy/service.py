@@ -24,6 +24,7 @@ from ninferkit.deploy.from_run import capacity_overrides
 from ninferkit.deploy.power import install_boot_unit, refusal
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import ArtifactError, NinferkitError, ReadinessTimeout, ServerError
 from ninferkit.model_files import model_path, planned_path
 from ninferkit.params import load_profile
@@ -155,7 +156,7 @@ def wait_healthy(profile: Profile, adapter: EngineAdapter, mode: Mode, name: str
             time.sleep(0.5)
 
 
-def _not_up(kind: type[ServerError], message: str, adapter: EngineAdapter, mode: Mode, name: str,
+def _not_up(kind: type[ServerError], message: str, adapter: LogReader, mode: Mode, name: str,
             url: str) -> ServerError:
     text = logs_text(mode, name, lines=200)
     tail = "\n".join(text.splitlines()[-15:])

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from ninferkit.deploy import Mode, Plan, ServiceState, service_url
 from ninferkit.deploy.actions import Host
-from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.host import UNIT as POWER_UNIT
 from ninferkit.engines.host import power_limit_files
+from ninferkit.engines.launcher import Launcher
 from ninferkit.params.profile import Profile
 
 UNITS = Path("/etc/systemd/system")
@@ -42,7 +42,7 @@ def exec_line(argv: list[str]) -> str:
 class SystemdMode(Mode):
     name = "systemd"
 
-    def plan(self, profile: Profile, adapter: EngineAdapter, model_path: Path, service: str, host: str,
+    def plan(self, profile: Profile, adapter: Launcher, model_path: Path, service: str, host: str,
              binary: Path | None) -> Plan:
         engine = Path(profile.engine.binary or adapter.default_binary) if binary is None else binary
         listening = profile.model_copy(update={"serve": profile.serve.model_copy(update={"host": host})})
