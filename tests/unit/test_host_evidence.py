@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from ninferkit import host_evidence, probe
+from ninferkit import evidence_findings, host_evidence, probe
 from ninferkit.params import load_profile
 from ninferkit.records import ProbeFacts
-from tests.conftest import REPO
+from tests.conftest import DATA, REPO
 from tests.seed_excerpts import OPEN_MODULE, OPEN_MODULE_ROW
 from tests.unit.test_probe import TP2, _codes, _ninfer, _no_driver_facts, _recorded
 
@@ -148,3 +148,29 @@ def test_the_environment_names_where_each_link_goes() -> None:
     record = probe.ProbeRecord(facts=ProbeFacts.model_validate(_four_gpus({0: [1, 1], 1: [0, 0], 2: [3], 3: [2]})))
     text = probe.describe(record)
     assert "NVLink: GPU 0: 2 links to GPU 1" in text and "GPU 3: 1 link to GPU 2" in text
+
+
+H200 = DATA / "host_evidence_h200"  # recorded on a lent H200 (SOURCE.md)
+
+
+def test_the_recorded_h200_kernel_log_is_kept_and_judged_healthy() -> None:
+    """The open module's healthy start on a GSP GPU: every NVIDIA line kept, no refusal found in it."""
+    text = (H200 / "dmesg_nvidia.txt").read_text()
+    lines = host_evidence.nvidia_lines("[    0.000000] Linux version 6.18.44\n" + text)
+    assert len(lines) == 5 and lines[2].endswith("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"
+                                                 "  Release Build  (nixbld@)")
+    facts = _recorded("g1-h200/run/probe.json")
+    facts["kernel_log"] = {"source": "dmesg", "lines": lines}
+    facts["driver_packages"] = host_evidence.packages_record(
+        "dpkg", host_evidence.dpkg_packages((H200 / "dpkg_query.txt").read_text()))
+    found = _codes(facts, load_profile(V100).profile)
+    assert not {"open_module_refused", "open_driver_packages_on_volta", "kernel_log_unreadable"} & set(found)
+    rows = dict(evidence_findings.environment_rows(ProbeFacts.model_validate(facts)))
+    assert rows["kernel log"].startswith("dmesg: 5 NVIDIA line(s), last: [    3.774316] NVRM: Persistence mode is "
+                                         "deprecated")
+    assert rows["driver packages"] == "dpkg: none"
+
+
+def test_a_package_dpkg_knows_but_never_installed_is_not_installed() -> None:
+    """The H200's dpkg lists nvidia-libopencl1-dev with status `un` and no version: not an installed package."""
+    assert host_evidence.dpkg_packages((H200 / "dpkg_query.txt").read_text()) == []
