@@ -15,13 +15,16 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ninferkit.deploy.actions import Host
 from ninferkit.engines.launcher import Launcher
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.registry import Registry
+
+if TYPE_CHECKING:
+    from ninferkit.deploy import service as service
 
 MODE_MODULES = ("docker", "systemd")
 """The modules of this package that are modes (each defines MODE)."""
@@ -112,3 +115,10 @@ def service_url(profile: Profile, host: str) -> str:
     """Where the service answers from this machine (0.0.0.0 listens on loopback too)."""
     connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
     return f"http://{connect}:{profile.serve.port}"
+
+
+def __getattr__(name: str) -> Any:
+    """`ninferkit.deploy.service` on first use (a notebook imports only `ninferkit`)."""
+    if name == "service":
+        return importlib.import_module(f"{__name__}.service")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
