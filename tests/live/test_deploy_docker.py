@@ -174,3 +174,19 @@ def test_docker_deployment_restarts_after_the_engine_is_killed(llama_image: str,
         assert f"{NAME} was not running" in capfd.readouterr().out
     finally:
         subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+
+
+def test_the_reports_deployment_is_refused_before_any_change_without_nvidia_smi(docker_engine: None,
+                                                                                tmp_path: Path) -> None:
+    """Seed 000's profile sets a 200 W limit: its boot unit needs nvidia-smi, which this machine lacks; nothing is
+    written or started."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("nvidia-smi is installed here")
+    from ninferkit.errors import NinferkitError
+
+    loaded = service.load(Path(__file__).parents[2] / "params" / "ninfer-v100-pcie-nvfp4.yaml")
+    said: list[str] = []
+    why = "nvidia-smi is not installed" if os.geteuid() == 0 else "needs root"
+    with pytest.raises(NinferkitError, match=f"cannot install the power-limit boot unit: .*{why}"):
+        service.deploy(loaded, folder=tmp_path / "deploy", say=said.append)
+    assert said == [] and not (tmp_path / "deploy").exists()
