@@ -40,6 +40,12 @@ def open_module_fix(packages: DriverPackages) -> str:
     return f"1. {PURGE_OPEN}; 2. {INSTALL_R580}; 3. {CHECK_DRIVER} (seed 000 §1.7, in its order)"
 
 
+def open_evidence(facts: ProbeFacts) -> bool:
+    """The kernel log has the open module's refusal, or the installed driver is the open module."""
+    return bool(open_packages(facts.driver_packages)) or any(
+        OPEN_MODULE_REFUSAL.search(line) for line in facts.kernel_log.lines)
+
+
 def findings(facts: ProbeFacts, profile: Profile | None, before_turing: str | None) -> list[Finding]:
     """The kernel log's and the packages' findings; `before_turing` names the pre-Turing GPU the box has (NVML)
     or the profile expects, None when neither."""

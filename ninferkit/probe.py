@@ -228,6 +228,8 @@ def _driver_findings(facts: ProbeFacts, profile: Profile | None, gpus: list[GpuI
         out.append(Finding("error" if required else "warning", "gpu_without_driver",
                            f"NVML sees no GPU ({gpu.reason or 'none found'}), but the PCI bus has NVIDIA "
                            f"card(s) no NVIDIA driver drives: {cards}",
+                           evidence_findings.open_module_fix(facts.driver_packages)
+                           if evidence_findings.open_evidence(facts) else
                            "install the proprietary NVIDIA driver (nvidia-driver-580-server for Maxwell, Pascal "
                            "and Volta; seed 000 §1.7), then: sudo modprobe nvidia && nvidia-smi -L"))
     elif not gpu.available:

@@ -40,7 +40,8 @@ def test_the_open_modules_refusal_in_the_kernel_log_gets_the_purge_first(excerpt
     found = _codes(facts, load_profile(V100).profile)
     assert excerpt.text in found["open_module_refused"].message
     assert found["open_module_refused"].fix.startswith(REPORT_ORDER)
-    assert "gpu_without_driver" in found and "open_module_on_volta" not in found  # no module is loaded
+    assert "open_module_on_volta" not in found  # no module is loaded
+    assert found["gpu_without_driver"].fix.startswith(REPORT_ORDER)  # not "install the proprietary driver" alone
 
 
 def test_open_driver_packages_on_volta_are_named_even_with_no_module_loaded() -> None:
