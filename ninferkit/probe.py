@@ -306,8 +306,9 @@ def _profile_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) 
         if abs(actual - profile.gpu.power_limit_w) > 1:
             out.append(Finding("warning", "power_limit_differs",
                                f"power limit is {actual:.0f} W, the profile expects {profile.gpu.power_limit_w:.0f} W",
-                               f"sudo nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (and a oneshot systemd unit "
-                               "to re-apply it at boot)"))
+                               f"sudo ninferkit probe --apply --profile PROFILE (persistence mode, the limit and "
+                               f"the boot unit that re-applies it), or by hand: sudo nvidia-smi -pm 1 && sudo "
+                               f"nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (seed 000 §1.1)"))
     if first and profile.gpu.memory_gib and first.memory_total_bytes is not None:
         total_gib = first.memory_total_bytes / GIB
         if total_gib < profile.gpu.memory_gib * 0.97:
