@@ -6,7 +6,9 @@ profile's container settings (`serve.docker_env`, e.g. seed 000's NVIDIA variabl
 folder mounted read-only at /models, the engine on its inner port (`serve.container_port`)
 published on `serve.port`, and the engine's own flags unchanged.
 
-Changed on purpose: the container runs in the foreground with `--rm` instead of `-d --restart
+A deployment (`ninferkit deploy`, `service_argv`) is the report's own form: `-d --restart unless-stopped`,
+the profile's deploy.name, the program as the image's command. For the runbook's measuring launch
+(`docker_argv`), changed on purpose: the container runs in the foreground with `--rm` instead of `-d --restart
 unless-stopped`, so the launch captures its log and `ninferkit stop` ends it; its name is
 ninferkit's own, so a stop never touches a container the report's script started; the port is
 published on `serve.host` (loopback unless the profile says otherwise) instead of every interface.
