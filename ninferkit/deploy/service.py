@@ -25,7 +25,7 @@ from ninferkit.deploy.power import install_boot_unit, refusal
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.log_reader import LogReader
-from ninferkit.errors import ArtifactError, NinferkitError, ReadinessTimeout, ServerError
+from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError
 from ninferkit.model_files import model_path, planned_path
 from ninferkit.params import load_profile
 from ninferkit.params.load import LoadedProfile
@@ -92,7 +92,7 @@ def deploy(loaded: LoadedProfile, *, folder: Path | None = None, from_run: str |
             raise NinferkitError(f"cannot install the power-limit boot unit: {why_not}; or deploy without it "
                                  "(--no-boot-unit) and set the limit by hand")
     api_key(profile)  # the key's variable is set, or nothing starts
-    model = _model_file(profile)
+    model = model_path(profile)  # where the verify step put it (ArtifactError otherwise), or generated
     binary = None if mode.name == "docker" else adapter.binary(profile)
     planned = mode.plan(profile, adapter, model, name, publish_host(profile), binary)
     folder = folder or DEPLOYMENTS / name
@@ -119,16 +119,6 @@ def deploy(loaded: LoadedProfile, *, folder: Path | None = None, from_run: str |
         raise ServerError(f"{name} is up but failed the acceptance checks ({', '.join(failed)}); it is left running: "
                           f"`ninferkit deploy logs` shows its log, `ninferkit deploy stop` ends it", url=planned.url)
     return record
-
-
-def _model_file(profile: Profile) -> Path:
-    if profile.artifact.generate is not None:
-        return model_path(profile)
-    path = planned_path(profile)
-    if not path.exists():
-        raise ArtifactError(f"{path} does not exist: run the verify step (01_artifact_verify, or `ninferkit verify`) "
-                            "to download and check it before deploying")
-    return path
 
 
 def wait_healthy(profile: Profile, adapter: EngineAdapter, mode: Mode, name: str, url: str,
@@ -165,8 +155,7 @@ def _not_up(kind: type[ServerError], message: str, adapter: LogReader, mode: Mod
 
 def logs_text(mode: Mode, name: str, lines: int = 100) -> str:
     """The service's last `lines` log lines, as its manager keeps them."""
-    code, out = Host().ask(mode.logs_argv(name, lines, follow=False))
-    return out
+    return Host().ask(mode.logs_argv(name, lines, follow=False))[1]
 
 
 def state(profile: Profile) -> ServiceState:
