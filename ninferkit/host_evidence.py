@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from typing import Any
 
 KERNEL_LOG_LINES = 400
@@ -24,8 +25,9 @@ _NO_JOURNAL = re.compile(r"No journal files were found\.|^-- No entries --$", re
 OPEN_PACKAGE = re.compile(r"-open(?:-|$)|^nvidia-open|kmod-nvidia-open")
 """Driver packages of the open kernel module: Ubuntu's nvidia-driver-580-open, nvidia-kernel-open-580,
 linux-modules-nvidia-580-open-*; NVIDIA's nvidia-open and kmod-nvidia-open-dkms (rpm)."""
-_DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-kernel|linux-modules-nvidia|nvidia-dkms|nvidia-open|"
-                             r"kmod-nvidia|xorg-x11-drv-nvidia|nvidia-utils|libnvidia-compute)")
+_DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-kernel|linux-modules-nvidia|nvidia-dkms|nvidia-open|kmod-nvidia|"
+                             r"xorg-x11-drv-nvidia)")
+"""Packages that carry a kernel module (or pull one in): their names say its flavour."""
 
 
 def _output(argv: list[str]) -> tuple[int, str] | None:
@@ -93,11 +95,10 @@ def rpm_packages(text: str) -> list[dict[str, str]]:
     return [{"name": name, "version": version} for name, version in rows]
 
 
-def flavour(names: Any) -> str | None:
-    """open, proprietary or both, from the driver packages among `names` (libraries alone say nothing)."""
-    drivers = [name for name in names if _DRIVER_PACKAGE.match(name) or OPEN_PACKAGE.search(name)]
-    opened = {bool(OPEN_PACKAGE.search(name)) for name in drivers if not name.startswith(("nvidia-utils",
-                                                                                          "libnvidia"))}
+def flavour(names: Iterable[str]) -> str | None:
+    """open, proprietary or both, from the driver packages among `names` (libraries and tools say nothing)."""
+    opened = {bool(OPEN_PACKAGE.search(name)) for name in names
+              if _DRIVER_PACKAGE.match(name) or OPEN_PACKAGE.search(name)}
     if not opened:
         return None
     return "both" if opened == {True, False} else "open" if True in opened else "proprietary"
