@@ -61,7 +61,7 @@ def install_boot_unit(profile: Profile, folder: Path, host: Host) -> str:
     host.act("install the power-limit script", ["install", "-m", "0755", str(folder / SCRIPT), SCRIPT_PATH])
     host.act("install the boot unit", ["install", "-m", "0644", str(folder / UNIT), str(UNITS / UNIT)])
     host.act("reload systemd", ["systemctl", "daemon-reload"])
-    host.act("enable the boot unit", ["systemctl", "enable", UNIT])
+    host.act("enable the boot unit (and run it now)", ["systemctl", "enable", "--now", UNIT])
     code, out = host.ask(["systemctl", "is-enabled", UNIT])
     if code != 0 or out.strip() != "enabled":
         raise HostActionFailed(f"{UNIT} is {out.strip() or 'not enabled'} after `systemctl enable {UNIT}`")
