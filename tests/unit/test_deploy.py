@@ -214,3 +214,32 @@ def test_the_deploy_notebook_shows_the_plan_and_deploys_nothing_by_default(tmp_p
     shown = "".join(texts)
     assert "docker run -d --name ninfer --restart unless-stopped" in shown
     assert "not deployed (deploy = False)" in shown
+
+
+def test_the_boot_unit_is_installed_enabled_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With stand-ins for install and systemctl (this machine has no systemd, and the real ones would change it):
+    the report's two files written, the commands printed in order, `is-enabled` read back."""
+    from ninferkit.deploy.actions import Host
+    from ninferkit.deploy.power import install_boot_unit
+    from ninferkit.errors import HostActionFailed
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    for name in ("install", "systemctl"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
+                                    '[ "$1" = is-enabled ] && cat "$(dirname "$0")/state"\nexit 0\n')
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "state").write_text("enabled\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    said: list[str] = []
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    assert install_boot_unit(service.load(V100).profile, folder, Host(said.append)) == "enabled"
+    assert sorted(path.name for path in folder.iterdir()) == ["nvidia-powerlimit.service", "nvidia-powerlimit.sh"]
+    assert [line.split(":", 1)[0] for line in said] == ["install the power-limit script", "install the boot unit",
+                                                          "reload systemd", "enable the boot unit (and run it now)"]
+    assert calls.read_text().splitlines()[-2:] == ["systemctl enable --now nvidia-powerlimit.service",
+                                                   "systemctl is-enabled nvidia-powerlimit.service"]
+    (bin_dir / "state").write_text("disabled\n")
+    with pytest.raises(HostActionFailed, match="nvidia-powerlimit.service is disabled after"):
+        install_boot_unit(service.load(V100).profile, folder, Host(lambda line: None))
