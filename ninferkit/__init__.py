@@ -24,14 +24,14 @@ from ninferkit.errors import (
 )
 
 if TYPE_CHECKING:
-    from ninferkit import artifact, capacity, probe, report, steps, sweeps
+    from ninferkit import artifact, capacity, deploy, probe, report, steps, sweeps
     from ninferkit.params import Profile, load_profile
     from ninferkit.runner import run_runbook
     from ninferkit.runs import Run, RunDir, open_run
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("artifact", "capacity", "probe", "report", "steps", "sweeps")
+_SUBMODULES = ("artifact", "capacity", "deploy", "probe", "report", "steps", "sweeps")
 _NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.runner",
           "Run": "ninferkit.runs", "RunDir": "ninferkit.runs", "open_run": "ninferkit.runs"}
 
@@ -61,6 +61,7 @@ __all__ = [
     "ToolMissing",
     "artifact",
     "capacity",
+    "deploy",
     "load_profile",
     "open_run",
     "probe",

@@ -43,6 +43,11 @@ class Launcher(EnginePart):
         files the engine writes outside the model folder."""
         return [], {}
 
+    def uses_gpu(self, profile: Profile) -> bool:
+        """The engine runs on the GPUs, so a container gets them (`docker run --gpus`); a CPU build does not, and
+        a Docker engine without the NVIDIA runtime refuses `--gpus`."""
+        return True
+
     def is_ready(self, status_code: int, body: str) -> bool:
         return status_code == 200
 

@@ -23,6 +23,7 @@ from pydantic import (
 from ninferkit.engines import serve_section
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
+from ninferkit.params.deploy import DeploySection
 from ninferkit.params.report import ReportSection
 from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection
@@ -91,6 +92,9 @@ class ImageSection(Section):
                                    description="Ubuntu archive mirror the image's apt sources point at; null: the "
                                    "base image's own sources")
     apt_packages: list[str] = Field(default_factory=list, description="Debian packages installed into the image")
+    entrypoint: bool = Field(False, description="the image runs ninfer-serve as its ENTRYPOINT (seed 003's form, "
+                             "`docker run IMAGE MODEL FLAGS`); false: CMD [\"ninfer-serve\", \"--help\"] (seed 000's, "
+                             "`docker run IMAGE ninfer-serve MODEL FLAGS`)")
 
     @field_validator("apt_packages")
     @classmethod
@@ -246,7 +250,8 @@ FindingCode = Literal[
     "no_gpu", "gpu_without_driver", "open_module_on_volta", "driver_branch_too_new", "cuda13_for_sm70",
     "kv_dtype_unsupported", "gpu_arch_differs", "power_limit_differs", "gpu_memory_low", "disk_low",
     "no_nvidia_container_runtime", "tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink",
-    "kv_auto_no_room", "amx_weight_repacking",
+    "kv_auto_no_room", "amx_weight_repacking", "open_module_refused", "open_driver_packages_on_volta",
+    "kernel_log_unreadable",
 ]
 """The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
 
@@ -273,6 +278,7 @@ class Profile(Section):
     sweeps: SweepsSection = SweepsSection()
     capacity: CapacitySection = CapacitySection()
     report: ReportSection = ReportSection()
+    deploy: DeploySection = DeploySection()
 
     @field_validator("name")
     @classmethod

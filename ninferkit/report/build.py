@@ -21,6 +21,7 @@ import pandas as pd
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
+from ninferkit.evidence_findings import environment_rows
 from ninferkit.latency import recorded_itl
 from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
@@ -225,6 +226,7 @@ def _environment(run: RunData) -> Section:
     rows.append(("CUDA toolkit (nvcc)", str(facts.cuda_toolkit.version or "not installed")))
     amx = f", AMX {', '.join(cpu.amx) or 'no'}" if cpu.amx is not None else ""  # probes before issue 18 have none
     rows.append(("CPU", f"{cpu.model}, {cpu.cores} cores, AVX-512 {'yes' if cpu.avx512f else 'no'}{amx}"))
+    rows += environment_rows(facts)
     rows.append(("platform", str(run.manifest.platform)))
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]

@@ -17,9 +17,9 @@ PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
     {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
-     "profile_change", "interop"},
+     "profile_change", "interop", "deploy"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
-     "agent_tools", "traces"},
+     "agent_tools", "traces", "host_evidence", "evidence_findings"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
      "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "prometheus_text"},

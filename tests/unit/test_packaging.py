@@ -43,6 +43,10 @@ def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
     return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
 
 
+OWN_PARAMETERS = {"06_deploy.ipynb": ["deploy", "from_capacity"]}
+"""Parameters a notebook has beyond the four every notebook shares: 06 starts a service only when asked."""
+
+
 def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
     notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
     assert notebooks
@@ -57,7 +61,9 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
         assert all(isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Constant, ast.List))
                    for node in parameters), f"{path.name}: the parameters cell holds typed literals only"
         documented = PythonTranslator.inspect(cells[0])  # what `papermill --help-notebook` prints
-        assert [p.name for p in documented] == ["profile", "run_dir", "overrides", "allow_profile_change"], path.name
+        own = OWN_PARAMETERS.get(path.name, [])
+        assert [p.name for p in documented] == ["profile", "run_dir", "overrides", "allow_profile_change", *own], \
+            path.name
         assert all(p.inferred_type_name != "None" and p.help for p in documented), path.name
 
 
