@@ -192,6 +192,8 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
         low_pool, high_pool = step, engine_max_pool(rule, base.concurrency, base.context_per_slot,
                                                     slot_context_cap) or 2**40
+    elif not rule.capped_by_slots:  # a shared pool only memory bounds (vLLM's blocks): not C x S
+        high_pool = 2**40
     good, bad = _settled(base, rule, observed, budget, result, step)  # largest pool that fit, smallest that did not
     bad_by_model = False
     while result.launches < max_launches:

@@ -152,7 +152,7 @@ def test_argv_every_option() -> None:
 @pytest.mark.parametrize(("serve", "match"), [
     # Another engine's options are unknown fields of a vLLM profile's serve section.
     ({"spec": {"method": "mtp", "draft_tokens": 3}}, "serve.spec.draft_tokens: unknown field"),
-    ({"kv": {"capacity": 8192}}, "sizes its pool from"),
+    ({"kv": {"capacity": "auto"}}, "sizes its pool from serve.gpu_memory_utilization unless told a size"),
     ({"kv": {"dtype": "int8"}}, "serve.kv.dtype = 'int8'"),
     ({"weights_dtype": "bfloat16"}, "sm_70 has no bfloat16"),
     ({"weights_dtype": "fp4"}, "allowed: auto, half"),

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from ninferkit.capacity.observations import Setting, from_log_file, with_served
+from ninferkit.capacity.search import search
+from ninferkit.capacity.step import fit_observations
 from ninferkit.cli import main
 from ninferkit.engines import get_adapter
 from ninferkit.engines.vllm.adapter import check_against_vllm
 from ninferkit.engines.vllm.facts import recorded_facts
 from ninferkit.errors import ProfileError
-from ninferkit.params.load import validate_profile
+from ninferkit.params.load import load_profile, validate_profile
 
 LIVE = Path(__file__).parent.parent / "data" / "vllm-live"
 ADAPTER = get_adapter("vllm")
@@ -150,3 +153,52 @@ def test_the_capacity_fit_of_the_recorded_launches_agrees_with_vllms_own_answer(
     for to_fill_gpu in suggested:
         assert low <= (to_fill_gpu + 150 * 2**20) / fitted["bytes_per_token"] <= high
     assert high - low < 0.01 * low
+
+
+def test_a_pool_in_tokens_is_vllms_kv_cache_memory_bytes() -> None:
+    """vLLM takes an explicit pool as `--kv-cache-memory-bytes` (in its recorded --help); the bytes are whole
+    16-token blocks at the model's bytes per token, so the pool vLLM makes is the one asked for."""
+    assert "--kv-cache-memory-bytes" in (LIVE / "session1" / "api-server-help.txt").read_text()
+    profile = load_profile("params/h200-vllm.yaml", [f"capacity.vllm_config={LIVE / 'session3' / 'config.json'}",
+                                                     "serve.kv.capacity=6397330"]).profile
+    argv = ADAPTER.argv(profile, Path("/tmp/models/smollm2-135m-instruct"), Path("python3"))
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(6397344 * 23040)  # 399,834 blocks of 16
+    with pytest.raises(ProfileError, match="allowed: null .* or a token count"):
+        ADAPTER.validate(load_profile("params/h200-vllm.yaml", ["serve.kv.capacity=auto"]).profile)
+
+
+def test_an_explicit_pool_start_states_the_free_memory_it_saw() -> None:
+    """The start with --kv-cache-memory-bytes (session3): no memory profiling, so no memory line; its
+    'Initial free memory' line gives capacity the device's free memory, and its refusal the shortfall."""
+    text = (LIVE / "session3" / "startup-errors" / "kv_cache_below_max_len.log").read_text()
+    ledger = ADAPTER.parse_ledger(text)
+    assert ledger["device_free_bytes"] == round(139.29 * 2**30) and ledger["kv_cache_bytes"] == round(0.05 * 2**30)
+    assert ledger["free_after_weights_bytes"] == ledger["device_free_bytes"] - ledger["weights_bytes"]
+    refusal = ADAPTER.parse_refusal(text)
+    assert refusal is not None and refusal["estimated_max_model_len"] == 2160
+
+
+def test_the_search_for_vllm_is_not_capped_at_slots_times_context() -> None:
+    """vLLM's pool is shared and bounded by memory alone (2,515,040 tokens at 0.4 of the GPU for 64 x 8,192
+    planned): from the runbook's own launch (session3), the search's first launch is the fit's sure answer,
+    millions of tokens above C x S, not C x S."""
+    profile = load_profile("params/h200-vllm.yaml", [f"capacity.vllm_config={LIVE / 'session3' / 'config.json'}"])
+    rule = ADAPTER.capacity_pool
+    base = Setting.from_profile(profile.profile)
+    observed = [with_served(o, True) for o in
+                [from_log_file("vllm", LIVE / "session3" / "launch-server.log", base, rule)] if o is not None]
+    assert observed and observed[0].kv_tokens == 2_515_040
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> None:
+        launched.append(int(setting.kv_capacity or 0))
+        return None  # no GPU here: the launch is not made
+
+    search(base, rule, launch, lambda obs: fit_observations(profile.profile, obs), observed, max_launches=1)
+    fitted = fit_observations(profile.profile, observed)
+    family = fitted.family_for(base.family)
+    available = fitted.room(fitted.available)
+    assert family is not None and available is not None
+    sure = family.max_pool(base.concurrency, base.context_per_slot, available, rule).low
+    assert sure is not None and launched == [int(sure) // 16 * 16]
+    assert launched[0] > 10 * base.concurrency * base.context_per_slot

@@ -63,6 +63,8 @@ _LEDGER = (
     (re.compile(r"`--kv-cache-memory=(?P<fit>\d+)` \([\d.]+ GiB\) to fit into requested memory, or "
                 r"`--kv-cache-memory=(?P<full>\d+)` \([\d.]+ GiB\) to fully utilize gpu memory"), "kv_suggestion"),
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s"), "init"),
+    (re.compile(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB memory for KV Cache as "
+                r"specified by kv_cache_memory_bytes config"), "explicit_pool"),
     (re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: .*?\bmax_seq_len=(?P<n>\d+)"), "max_len"),
 )
 """vLLM 0.26.0's startup lines, as it printed them on the H200 (tests/data/vllm-live/session3): the memory line
@@ -75,6 +77,9 @@ _NOT_ENOUGH_KV = re.compile(
 _FREE_BELOW_UTILIZATION = re.compile(
     r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU "
     r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
+
+
+_EXPLICIT_POOL = re.compile(r"as specified by kv_cache_memory_bytes config")
 
 
 def _memory_terms(found: re.Match[str], out: dict[str, Any]) -> None:
@@ -158,9 +163,10 @@ class VLLM(EngineAdapter):
     def validate(self, profile: Profile) -> None:
         """Raise ProfileError for settings vLLM has no flag for, or values it rejects on this GPU."""
         serve, problems = serve_of(profile, Serve), []
-        if serve.kv.capacity is not None:
-            problems.append(f"serve.kv.capacity = {serve.kv.capacity!r}: vLLM sizes its pool from "
-                            "serve.gpu_memory_utilization; allowed: null")
+        if serve.kv.capacity == "auto":
+            problems.append("serve.kv.capacity = 'auto': vLLM sizes its pool from serve.gpu_memory_utilization "
+                            "unless told a size; allowed: null (that sizing) or a token count "
+                            "(--kv-cache-memory-bytes)")
         if serve.kv.dtype is not None and serve.kv.dtype not in KV_CACHE_DTYPES:
             problems.append(f"serve.kv.dtype = {serve.kv.dtype!r}: allowed: {', '.join(KV_CACHE_DTYPES)}")
         if serve.weights_dtype is not None:
@@ -194,6 +200,8 @@ class VLLM(EngineAdapter):
             argv += ["--dtype", serve.weights_dtype]
         if serve.kv.dtype is not None:
             argv += ["--kv-cache-dtype", serve.kv.dtype]
+        if isinstance(serve.kv.capacity, int):
+            argv += ["--kv-cache-memory-bytes", str(self.pool_bytes(profile, model_path, serve.kv.capacity))]
         if serve.prefill_chunk is not None:
             argv += ["--max-num-batched-tokens", str(serve.prefill_chunk)]
         if serve.tensor_parallel > 1:
@@ -216,6 +224,18 @@ class VLLM(EngineAdapter):
         argv += list(serve.extra_args)
         check_against_vllm(profile, argv, self.facts(profile, binary))
         return argv
+
+    def pool_bytes(self, profile: Profile, model_path: Path, tokens: int) -> int:
+        """The `--kv-cache-memory-bytes` that gives a pool of `tokens` (whole 16-token blocks): vLLM divides
+        the bytes by a block's, so the bytes per token come from the model's config.json (capacity.vllm_config,
+        else the checkpoint folder's own) at the cache dtype."""
+        serve = serve_of(profile, Serve)
+        layout = self.kv_layout(profile, model_path, serve.kv.dtype or "auto")
+        if layout is None:
+            raise ProfileError(f"serve.kv.capacity = {tokens}: vLLM takes a pool as bytes, and neither "
+                               f"capacity.vllm_config nor {model_path / 'config.json'} gives the bytes per token; "
+                               "set capacity.vllm_config to the model's config.json")
+        return self.capacity_pool.resolve(tokens) * layout.bytes_per_token
 
     def profile_field_of(self, flag: str) -> str | None:
         """The serve field each flag of argv() comes from: the refusals name it, and the write-up's recipe."""
@@ -246,7 +266,8 @@ class VLLM(EngineAdapter):
 
     def parse_ledger(self, log_text: str) -> dict[str, Any]:
         """weights_bytes, weights_load_s, kv_cache_bytes, kv_tokens, kv_capacity_mode ('auto': sized from
-        gpu_memory_utilization), max_concurrency_x and its request tokens, gpu_blocks, cpu_blocks,
+        gpu_memory_utilization; 'explicit': --kv-cache-memory-bytes, whose line gives device_free_bytes and
+        kv_cache_bytes), max_concurrency_x and its request tokens, gpu_blocks, cpu_blocks,
         attention_block_tokens, mamba_page_padding_pct, listen_url, engine_init_s, max_context (the engine
         config's max_seq_len: a capacity launch's own per-request context); from the memory line
         device_free_bytes, device_total_bytes, gpu_memory_utilization, requested_bytes, activation_peak_bytes,
@@ -287,10 +308,15 @@ class VLLM(EngineAdapter):
                 out["kv_cache_bytes_to_fill_gpu"] = int(found["full"])
             elif what == "init":
                 out["engine_init_s"] = float(found["s"])
+            elif what == "explicit_pool":
+                out["device_free_bytes"], out["device_free_bytes_resolution_bytes"] = _gib(found["free"])
+                out["kv_cache_bytes"], out["kv_cache_bytes_resolution_bytes"] = _gib(found["kv"])
             elif what == "max_len":
                 out["max_context"] = int(found["n"])
             else:
                 out["mamba_page_padding_pct"] = float(found["p"])
+        if "kv_tokens" in out and _EXPLICIT_POOL.search(log_text):
+            out["kv_capacity_mode"] = "explicit"  # --kv-cache-memory-bytes: no profiling, so no memory line
         if "activation_peak_bytes" in out and "kv_cache_bytes" in out:
             parts = ("kv_cache_bytes", "activation_peak_bytes", "non_torch_bytes", "cudagraph_bytes")
             out["runtime_bytes"] = sum(out[name] for name in parts)
@@ -324,6 +350,8 @@ class VLLM(EngineAdapter):
 
     def kv_layout(self, profile: Profile, model_path: Path | None, kv_dtype: str) -> KVLayout | None:
         config = profile.capacity.vllm_config
+        if config is None and model_path is not None and (model_path / "config.json").is_file():
+            config = str(model_path / "config.json")
         if config is None:
             return None
         path = Path(config).expanduser()
