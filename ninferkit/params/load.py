@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ninferkit.engines import KINDS, serve_section
+from ninferkit.engines.kinds import KINDS, serve_section
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 

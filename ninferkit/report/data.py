@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from ninferkit.engines import KINDS, get_adapter
+from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.kinds import KINDS
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
 from ninferkit.records import (

@@ -21,9 +21,9 @@ LAYERS = (
      "agent_tools", "traces"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "gpu", "version"},
 )
-"""Top to bottom. engines/ itself (the kinds) and engines/<kind>/options.py sit with the profile schema."""
+"""Top to bottom. engines/ itself, engines/kinds.py and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}
 """The one import that runs up, and why: docs/architecture.md, "Layers"."""
 
@@ -41,17 +41,19 @@ def layer(module: str) -> int | None:
     parts = module.split(".")
     if len(parts) == 1:
         return None  # ninferkit/__init__.py loads its subpackages on first use
-    if parts[1] == "engines" and (len(parts) == 2 or parts[-1] == "options"):
+    if parts[1] == "engines" and (len(parts) == 2 or parts[-1] in ("options", "kinds")):
         return len(LAYERS) - 1
     return next(i for i, names in enumerate(LAYERS) if parts[1] in names)
 
 
-def imports(path: Path) -> set[str]:
+def imports(path: Path, everywhere: bool = False) -> set[str]:
     """The modules an import runs: `from package import submodule` runs the submodule (and the package's
-    __init__, which test_no_import_circle adds), `from module import name` the module."""
+    __init__, which test_no_import_circle adds), `from module import name` the module. `everywhere` reads
+    the imports inside functions and `TYPE_CHECKING` blocks too."""
     names = modules()
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if everywhere else tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ninferkit"):
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(names)
             found |= submodules
@@ -86,6 +88,28 @@ def test_no_import_circle() -> None:
     def visit(module: str, path: list[str]) -> None:
         state[module] = 1
         for target in sorted(edges.get(module, ())):
+            assert state.get(target) != 1, " -> ".join([*path[path.index(target):], target])
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(found):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_no_import_circle_counting_every_import() -> None:
+    """File to file, imports inside functions and type-only imports counted too: no circle either. A lazy
+    import that closes a circle still ties the two modules to each other; what several floors need lives in
+    a leaf (gpu.py, cache.py, version.py, finding.py, engines/kinds.py) instead."""
+    found = modules()
+    edges = {module: {t for t in imports(path, everywhere=True) if t in found and t != module}
+             for module, path in found.items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges[module]):
             assert state.get(target) != 1, " -> ".join([*path[path.index(target):], target])
             if target not in state:
                 visit(target, [*path, target])
