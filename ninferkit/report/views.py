@@ -1,7 +1,8 @@
 """The sweep tables as the write-up shows them: the columns a reader compares, so a table fits the page.
 
 tables/<name>.csv keeps every column; a view (the columns its kind names: sweeps/kinds/<kind>.py) shows
-one cell per quantity (a median with its range in brackets), moves a column that holds the same value in
+one cell per quantity (a median with its range in brackets; for a cell run several times, `sweeps.repeats`, the
+median of its repeats with its confidence interval in square brackets), moves a column that holds the same value in
 every row into the caption ("in every cell: api chat"), leaves out a column with no value, and lists what a
 failed or skipped cell and the plan's notes say below the table instead of in it. The latency tables are
 recomputed from the request rows (TTFT, TPOT, ITL and end-to-end latency as ninferkit/latency.py defines
@@ -66,11 +67,15 @@ def param(name: str) -> Getter:
 
 
 def spread(name: str) -> Getter:
-    """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`."""
+    """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
+    where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
     def get(row: Row) -> str | None:
         median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
         if median is None:
             return None
+        ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
+        if ci_low is not None and ci_high is not None:
+            return f"{number(median)} [{number(ci_low)} – {number(ci_high)}]"
         if low is None or high is None or number(low) == number(high):
             return number(median)
         return f"{number(median)} ({number(low)} – {number(high)})"
@@ -198,11 +203,24 @@ def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
             continue
         kept.append(index)
     caption = (f"tables/{name}.csv (every column), {len(records)} cells: a median over each cell's measured "
-               "requests, with their range in brackets" + (f"; in every cell: {', '.join(same)}" if same else ""))
+               "requests, with their range in brackets" + _repeats_words(records)
+               + (f"; in every cell: {', '.join(same)}" if same else ""))
     table = Table(tuple(columns[i].header for i in kept),
                   tuple(tuple(row[i] or "—" for i in kept) for row in cells), caption)
     notes = _notes(name, records)
     return [table, Bullets(tuple(notes))] if notes else [table]
+
+
+def _repeats_words(records: Sequence[Row]) -> str:
+    """The caption's words for the cells run several times: how many repeats, and the interval's method."""
+    repeated = [row for row in records if (_get(row, "repeats") or 0) > 1]
+    if not repeated:
+        return ""
+    counts = sorted({int(_get(row, "repeats")) for row in repeated})
+    methods = sorted({str(_get(row, "ci_method")) for row in repeated if _get(row, "ci_method")})
+    return (f"; {len(repeated)} of the cells ran {' or '.join(map(str, counts))} times (sweeps.repeats): there the "
+            "median of the repeats' medians, with its interval in square brackets"
+            + (f" ({'; '.join(methods)})" if methods else ""))
 
 
 def _notes(name: str, records: Sequence[Row]) -> list[str]:

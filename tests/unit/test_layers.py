@@ -21,7 +21,7 @@ LAYERS = (
      "agent_tools", "traces"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "gpu", "version"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "gpu", "version", "confidence"},
 )
 """Top to bottom. engines/ itself, engines/kinds.py and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}
