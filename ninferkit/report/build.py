@@ -36,7 +36,7 @@ from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
 from ninferkit.report.recipe import launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
-from ninferkit.report.views import latency_view, sweep_view, what_fits
+from ninferkit.report.views import detail_view, latency_view, sweep_view, what_fits
 from ninferkit.runs import Run, utc_now
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.version import __version__
@@ -386,6 +386,8 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
     blocks: list[Any] = []
     for name, frame in run.tables.items():
         blocks += sweep_view(name, frame)
+        if (detail := detail_view(name, run.requests)) is not None:
+            blocks.append(detail)
     if any("decode_tok_s_engine_peak" in frame.columns for frame in run.tables.values()):
         blocks.append(Paragraph(_engine_windows_note(run.tables)))
     if not run.tables:

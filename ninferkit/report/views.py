@@ -128,6 +128,18 @@ def _hit_tokens(row: Row) -> str | None:
     return f"{number(tokens)} ({source})" if source else number(tokens)
 
 
+def _answer(row: Row) -> str | None:
+    """The first answer token's time beside the reasoning events before it, where the cell's requests reasoned
+    (rows with reasoning_events); a cell that reasoned but answered in none of its requests says so."""
+    events = _get(row, "reasoning_events_median")
+    if not events:
+        return None
+    answer = _get(row, "ttft_answer_client_s_median")
+    said = number(answer) if answer is not None else "no answer token"
+    count = int(events) if float(events).is_integer() else events  # a median of counts can be a half
+    return f"{said} ({number(count)} reasoning events)"
+
+
 def _engine_decode(row: Row) -> str | None:
     mean, peak = _get(row, "decode_tok_s_engine_mean"), _get(row, "decode_tok_s_engine_peak")
     return None if mean is None and peak is None else f"{number(mean)} / {number(peak)}"
@@ -166,6 +178,7 @@ SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
     "decode": lambda c: _decode, "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
+    "answer": lambda c: _answer,
 }
 """How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
 
@@ -221,6 +234,21 @@ def _repeats_words(records: Sequence[Row]) -> str:
     return (f"; {len(repeated)} of the cells ran {' or '.join(map(str, counts))} times (sweeps.repeats): there the "
             "median of the repeats' medians, with its interval in square brackets"
             + (f" ({'; '.join(methods)})" if methods else ""))
+
+
+def detail_view(name: str, rows: Sequence[RequestRow]) -> Table | None:
+    """The kind's breakdown below its table (sessions: per turn), shares as percentages; None where the kind
+    has none or the run has no row for it."""
+    kind = find_kind(name)
+    frame = pd.DataFrame([row.as_dict() for row in rows])
+    found = kind.detail(frame) if kind is not None and len(frame) else None
+    if found is None or found.empty:
+        return None
+    shown = found.astype(object).where(found.notna(), None)
+    for column in shown.columns:
+        if "share" in str(column):
+            shown[column] = [percent(column)({column: value}) for value in shown[column]]
+    return table_from_frame(shown, kind.detail_caption if kind is not None else "")
 
 
 def _notes(name: str, records: Sequence[Row]) -> list[str]:

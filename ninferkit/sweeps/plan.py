@@ -7,9 +7,10 @@ parameters (sweeps/cell.py), so a resume runs exactly the cells without a result
 
 `sweeps.repeats: N` plans every cell N times, each repeat a cell of its own (`CellParams.repeat`), the whole
 plan once and then again: a drift over the run (a warming GPU, a neighbour's load) falls on every cell's
-repeats alike instead of on the cells planned last. The first repeat is the cell a run without repeats
-measures (same id), so raising `repeats` on a finished run measures only the repeats it adds; a skipped cell
-is planned once (a repeat of a refusal measures nothing).
+repeats alike instead of on the cells planned last. A rerun after a run died runs the repeats without a result,
+as it runs any such cell. The first repeat is the cell a run without repeats measures (same id), so `compare`
+and the A/B pair a run with repeats with one without; a skipped cell is planned once (a repeat of a refusal
+measures nothing).
 """
 
 from __future__ import annotations

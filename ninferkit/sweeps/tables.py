@@ -47,7 +47,7 @@ NO_TARGETS = Targets()
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
-          "accepted_tokens_server")
+          "accepted_tokens_server", "ttft_answer_client_s", "reasoning_events")
 REPEATED = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "decode_tok_s_client")
 """The metrics a cell of several repeats states as the median of its repeats with an interval."""
 
