@@ -35,7 +35,7 @@ from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
 from ninferkit.runs import utc_now
-from ninferkit.sweeps.cell import repeat_of
+from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
@@ -233,7 +233,7 @@ def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:
     cells: dict[CellKey, list[RequestRow]] = defaultdict(list)
     for row in run.measured():
-        key = repeat_of(row.cell)[1] if row.cell else f"cell_id={row.cell_id}"
+        key = json.dumps(without_repeat(row.cell), sort_keys=True) if row.cell else f"cell_id={row.cell_id}"
         cells[(str(row.sweep), key)].append(row)
     return cells
 
@@ -250,7 +250,7 @@ def _per_repetition(rows: list[RequestRow], metric: str) -> dict[tuple[int, int]
     for row in rows:
         value = getattr(row, metric)
         if value is not None:
-            found[(repeat_of(row.cell or {})[0], row.repetition or 0)].append(float(value))
+            found[(repeat_of(row.cell or {}), row.repetition or 0)].append(float(value))
     return {rep: statistics.median(values) for rep, values in found.items()}
 
 

@@ -48,7 +48,7 @@ class CellParams:
     reasoning_effort: str | None = None
     repeat: int = 0
     """Which run of the cell (`sweeps.repeats`), from 0: each repeat is a cell of its own in the ledger and the
-    rows (`cell.repeat`), and the tables put the repeats of one cell together (`repeat_of`)."""
+    rows (`cell.repeat`), and the tables put the repeats of one cell together (`first_repeat_id`)."""
 
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
@@ -68,10 +68,14 @@ REPEAT = "repeat"
 """The parameter that numbers a cell's repeats; absent from a recorded cell for the first (0)."""
 
 
-def repeat_of(recorded: dict[str, Any]) -> tuple[int, str]:
-    """A recorded cell's repeat index, and the key its repeats share (its parameters without the index)."""
-    rest = {name: value for name, value in recorded.items() if name != REPEAT}
-    return int(recorded.get(REPEAT, 0)), json.dumps(rest, sort_keys=True)
+def repeat_of(recorded: dict[str, Any]) -> int:
+    """A recorded cell's repeat index (0: the first, or a run without repeats)."""
+    return int(recorded.get(REPEAT, 0))
+
+
+def without_repeat(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded cell's parameters without its repeat index: what its repeats share."""
+    return {name: value for name, value in recorded.items() if name != REPEAT}
 
 
 def cell_id_of(sweep: str, recorded: dict[str, Any]) -> str:
@@ -84,7 +88,7 @@ def first_repeat_id(sweep: str | None, recorded: dict[str, Any] | None, cell_id:
     """The id of a row's cell as a table names it: its first repeat's (the cell's own id without repeats)."""
     if not recorded or REPEAT not in recorded or sweep is None:
         return str(cell_id)
-    return cell_id_of(sweep, {name: value for name, value in recorded.items() if name != REPEAT})
+    return cell_id_of(sweep, without_repeat(recorded))
 
 
 @dataclass(frozen=True)

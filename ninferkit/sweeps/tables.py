@@ -36,7 +36,7 @@ from ninferkit.confidence import median_interval
 from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
-from ninferkit.sweeps.cell import repeat_of
+from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
@@ -111,7 +111,7 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
             record.update(_telemetry(cell_rows, telemetry or []))
             record.update(kind.condition_columns(cell_rows, telemetry or []) if len(cell_rows) else {})
             each.append(record)
-        records.append(each[0] if len(each) == 1 else _over_repeats(each, [repeat_of(o.cell)[0] for _, o in repeats]))
+        records.append(each[0] if len(each) == 1 else _over_repeats(each, [repeat_of(o.cell) for _, o in repeats]))
     table = pd.DataFrame(records)
     if len(table):
         table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
@@ -123,8 +123,8 @@ def _repeats(name: str, outcomes: Mapping[str, CellEntry]) -> list[list[tuple[st
     cells: dict[str, list[tuple[int, str, CellEntry]]] = {}
     for cell_id, outcome in outcomes.items():
         if outcome.sweep == name:
-            repeat, key = repeat_of(outcome.cell)
-            cells.setdefault(key, []).append((repeat, cell_id, outcome))
+            first = first_repeat_id(outcome.sweep, outcome.cell, cell_id)
+            cells.setdefault(first, []).append((repeat_of(outcome.cell), cell_id, outcome))
     return [[(cell_id, outcome) for _, cell_id, outcome in sorted(found, key=lambda item: item[0])]
             for found in cells.values()]
 
@@ -331,22 +331,27 @@ def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str
 def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     """The same plan on two profiles, paired by cell: medians side by side and candidate/baseline ratios.
 
-    Only cells finished on both sides are paired. Decode rates at different acceptance are not
-    comparable (field reports): the acceptance of both sides is shown next to each pair.
+    Only cells finished on both sides are paired; a cell's repeats (`sweeps.repeats`) are one cell, their
+    requests pooled. Decode rates at different acceptance are not comparable (field reports): the acceptance of
+    both sides is shown next to each pair.
     """
     sides = {}
     for label, run_dir in (("a", baseline), ("b", candidate)):
         outcomes = {cid: o for cid, o in latest_outcomes(run_dir).items() if o.status == "done"}
-        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)))
+        repeats: dict[str, list[str]] = {}
+        for cid, o in outcomes.items():
+            repeats.setdefault(first_repeat_id(o.sweep, o.cell, cid), []).append(cid)
+        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)), repeats)
     records = []
-    for cell_id, outcome in sides["a"][0].items():
+    for cell_id, ids in sides["a"][2].items():
+        outcome = sides["a"][0][ids[0]]
         kind = find_kind(outcome.sweep)
-        if cell_id not in sides["b"][0] or kind is None:
+        if cell_id not in sides["b"][2] or kind is None:
             continue
         record: dict[str, Any] = {"sweep": outcome.sweep, "cell": _cell_label(kind, outcome), "cell_id": cell_id}
         for label in ("a", "b"):
             rows = sides[label][1]
-            measured = _measured(kind, rows[rows["cell_id"] == cell_id])
+            measured = _measured(kind, rows[rows["cell_id"].isin(sides[label][2][cell_id])])
             ok = measured[measured["status"] == "ok"]
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = numbers(ok, name)

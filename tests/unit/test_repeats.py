@@ -190,3 +190,16 @@ def test_fail_on_regression_without_repeats_is_refused_before_anything_is_writte
     with pytest.raises(SystemExit) as refused:  # argparse's own refusal: exit 2, naming the option
         cli_main(["compare", str(first), str(second), "--fail-on-regression", "-3"])
     assert refused.value.code == 2
+
+
+def test_the_ab_table_pairs_a_cell_once_over_its_repeats(tmp_path: Path) -> None:
+    from ninferkit.sweeps.tables import ab_table
+
+    a = replayed_run(tmp_path / "a", ("embedded-1", "embedded-2"))
+    b = replayed_run(tmp_path / "b", ("embedded-2", "embedded-1"))
+    table = ab_table(a.dir, b.dir)
+    assert len(table) == 2 and list(table["cell"]) == ["target_prompt_tokens=256 api=chat",
+                                                       "target_prompt_tokens=512 api=chat"]
+    for row, target in zip(table.to_dict("records"), (256, 512), strict=True):
+        pooled = [r["ttft_client_s"] for name in ("embedded-1", "embedded-2") for r in recorded(name, target)]
+        assert row["ttft_client_s_a"] == pytest.approx(statistics.median(pooled)) == row["ttft_client_s_b"]
