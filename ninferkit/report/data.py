@@ -34,7 +34,6 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.runs import RunDir
-from ninferkit.sweeps.cell import first_repeat_id
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
@@ -117,12 +116,12 @@ class RunData:
 
     def cell_rows(self, sweep: str) -> dict[str, list[RequestRow]]:
         """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
-        requests that failed, where `measured` keeps only the finished ones. A cell run several times
-        (`sweeps.repeats`) is one cell, by its first repeat's id, as its table names it."""
+        requests that failed, where `measured` keeps only the finished ones. Each repeat of a cell
+        (`sweeps.repeats`) is a cell of its own here: a verdict or a rate over time spans one repeat's requests."""
         out: dict[str, list[RequestRow]] = defaultdict(list)
         for row in self.requests:
             if row.sweep == sweep and not row.warmup and row.prefix_role != "seed":
-                out[first_repeat_id(row.sweep, row.cell, row.cell_id)].append(row)
+                out[str(row.cell_id)].append(row)
         return dict(out)
 
     def nvml(self) -> list[TelemetrySample]:

@@ -283,7 +283,8 @@ def _label(name: str, cell: Row) -> str:
         value = param(label.key)(cell)
         if value is not None:
             parts.append((label.one if value == "1" and label.one else label.words).format(value))
-    return " ".join(parts) or str(_get(cell, "cell_id"))
+    repeat = _get(cell, "repeat")
+    return (" ".join(parts) or str(_get(cell, "cell_id"))) + (f" (repeat {repeat})" if repeat else "")
 
 
 def latency_view(name: str, cell_rows: Mapping[str, Sequence[RequestRow]]) -> Table | None:

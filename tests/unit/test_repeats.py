@@ -130,6 +130,8 @@ def test_a_rerun_resumes_mid_repeats_and_the_write_up_shows_the_interval(tmp_pat
     low, high = table.loc[0, "ttft_client_s_ci_low"], table.loc[0, "ttft_client_s_ci_high"]
     from ninferkit.report.fmt import number
     assert f"[{number(low)} – {number(high)}]" in text
+    # the latency table spans each repeat's own requests (a rate over the wall time of one repeat)
+    assert "| 256 prompt tokens | 2 |" in text and "| 256 prompt tokens (repeat 1) | 2 |" in text
 
 
 def repeat_medians(target: int, factor: float = 1.0) -> list[float]:
