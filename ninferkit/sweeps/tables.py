@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ninferkit.confidence import median_interval
@@ -136,7 +137,8 @@ def _over_repeats(each: list[dict[str, Any]], repeats: list[int]) -> dict[str, A
     """One row for a cell of several repeats, from each repeat's row (each computed over its own requests and
     its own span, as a cell without repeats): counts summed, `_min` and `_max` over all the repeats, the
     headline metrics (REPEATED) as the median of the repeats' medians with its bootstrap interval, every other
-    number the median of the repeats' values, a text the repeats agree on as it is (else each repeat's, named);
+    number the median of the repeats' values, a text or a yes/no the repeats agree on as it is (a text they
+    differ on as each repeat's, named; a yes/no they differ on unknown);
     the status is failed when any repeat failed, and `cell_id` the first repeat's."""
     out: dict[str, Any] = {}
     for name in dict.fromkeys(key for record in each for key in record):
@@ -153,6 +155,8 @@ def _over_repeats(each: list[dict[str, Any]], repeats: list[int]) -> dict[str, A
             out[name] = float(pd.Series(found, dtype=float).median())
         elif len({str(v) for v in found}) == 1:
             out[name] = found[0]
+        elif all(isinstance(v, (bool, np.bool_)) for v in found):
+            out[name] = None  # a yes/no the repeats disagree on (kept up, throttled) is no answer
         else:
             out[name] = "; ".join(f"repeat {r}: {v}" for r, v in zip(repeats, values, strict=True) if v is not None)
     statuses = [record["status"] for record in each]

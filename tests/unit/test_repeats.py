@@ -205,3 +205,21 @@ def test_the_ab_table_pairs_a_cell_once_over_its_repeats(tmp_path: Path) -> None
     for row, target in zip(table.to_dict("records"), (256, 512), strict=True):
         pooled = [r["ttft_client_s"] for name in ("embedded-1", "embedded-2") for r in recorded(name, target)]
         assert row["ttft_client_s_a"] == pytest.approx(statistics.median(pooled)) == row["ttft_client_s_b"]
+
+
+def test_a_cells_repeats_join_counts_summed_ranges_widened_and_disagreements_unknown() -> None:
+    from ninferkit.sweeps.tables import _over_repeats
+
+    first = {"target_prompt_tokens": 256, "n_ok": 2, "ttft_client_s_median": 0.5, "ttft_client_s_min": 0.4,
+             "ttft_client_s_max": 0.6, "p99": 1.0, "kept_up": True, "server_note": None, "notes": "same",
+             "status": "done", "reason": None, "cell_id": "first"}
+    second = {**first, "n_ok": 1, "ttft_client_s_median": 0.9, "ttft_client_s_min": 0.8, "ttft_client_s_max": 1.1,
+              "p99": 3.0, "kept_up": False, "server_note": "a note", "status": "failed", "reason": "it died",
+              "cell_id": "second"}
+    joined = _over_repeats([first, second], [0, 1])
+    assert joined["n_ok"] == 3 and joined["cell_id"] == "first" and joined["target_prompt_tokens"] == 256
+    assert (joined["ttft_client_s_min"], joined["ttft_client_s_max"]) == (0.4, 1.1)
+    assert joined["ttft_client_s_median"] == pytest.approx(0.7) and joined["p99"] == pytest.approx(2.0)
+    assert (joined["ttft_client_s_ci_low"], joined["ttft_client_s_ci_high"]) == (0.5, 0.9)
+    assert joined["kept_up"] is None and joined["notes"] == "same" and joined["server_note"] == "a note"
+    assert joined["status"] == "failed" and joined["reason"] == "repeat 1: it died" and joined["repeats"] == 2
