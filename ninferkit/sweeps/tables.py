@@ -149,12 +149,12 @@ def _over_repeats(each: list[dict[str, Any]], repeats: list[int]) -> dict[str, A
             out[name] = values[0] if name == "cell_id" else None
         elif name in SUMMED and numeric:
             out[name] = sum(found)
+        elif len({str(v) for v in found}) == 1:
+            out[name] = found[0]  # a parameter, or a value every repeat had: as it is, type kept
         elif numeric and name.endswith(("_min", "_max")):
             out[name] = min(found) if name.endswith("_min") else max(found)
         elif numeric:
             out[name] = float(pd.Series(found, dtype=float).median())
-        elif len({str(v) for v in found}) == 1:
-            out[name] = found[0]
         elif all(isinstance(v, (bool, np.bool_)) for v in found):
             out[name] = None  # a yes/no the repeats disagree on (kept up, throttled) is no answer
         else:
