@@ -25,13 +25,13 @@ from ninferkit.errors import (
 from ninferkit.version import __version__
 
 if TYPE_CHECKING:
-    from ninferkit import artifact, capacity, probe, report, steps, sweeps
+    from ninferkit import artifact, capacity, deploy, probe, report, steps, sweeps
     from ninferkit.params import Profile, load_profile
     from ninferkit.runner import run_runbook
     from ninferkit.runs import Run, RunDir, open_run
 
 
-_SUBMODULES = ("artifact", "capacity", "probe", "report", "steps", "sweeps")
+_SUBMODULES = ("artifact", "capacity", "deploy", "probe", "report", "steps", "sweeps")
 _NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.runner",
           "Run": "ninferkit.runs", "RunDir": "ninferkit.runs", "open_run": "ninferkit.runs"}
 
@@ -62,6 +62,7 @@ __all__ = [
     "__version__",
     "artifact",
     "capacity",
+    "deploy",
     "load_profile",
     "open_run",
     "probe",

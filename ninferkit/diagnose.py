@@ -90,6 +90,9 @@ def diagnose_log(log_text: str, adapter: LogReader, profile: Profile | None = No
                               "cause": "the engine reported an error no rule of ninferkit knows",
                               "fix": "read the lines around it; the engine's own words are the evidence"})
     diagnoses.sort(key=lambda entry: entry["lines"][0])
+    if profile is not None:
+        for entry in diagnoses:
+            entry["fix"] = adapter.advise(entry["code"], entry["fix"], profile)
     failures = [d for d in diagnoses if d["code"] not in adapter.request_error_codes]
     ledger = adapter.parse_ledger(log_text)
     started = ledger.get("listen_url") is not None
@@ -99,6 +102,9 @@ def diagnose_log(log_text: str, adapter: LogReader, profile: Profile | None = No
         verdict = f"failed: {first['code']}"
     elif started:
         verdict = f"healthy start (listening on {ledger['listen_url']})"
+    elif diagnoses:  # request errors alone: a served part of a log (the engine's lines before it are not here)
+        codes = ", ".join(dict.fromkeys(d["code"] for d in diagnoses))
+        verdict = f"serving, with request errors ({codes}); the log holds no startup to judge"
     elif facts and set(facts["lines"]) <= {"other"}:
         verdict = f"no line of this log is {adapter.kind}'s (another engine's log is read with --profile)"
     else:

@@ -131,15 +131,33 @@ def build_dir(build: BuildSection) -> Path:
 
 
 def _check_build_tools(build: BuildSection) -> None:
-    needed = {"cmake": "cmake", "c++": "g++ (or any C++ compiler as c++)", "cc": "gcc (or any C compiler as cc)"}
+    """Refuse a build that cannot finish, before anything is unpacked, naming each missing program: cmake,
+    the program its generator runs (make for cmake's default, Unix Makefiles; ninja where CMAKE_GENERATOR
+    names Ninja) and the compilers cmake will use: $CC and $CXX where set (conda-forge's `compilers` sets
+    them, and installs no `cc` or `c++`), else cc and c++. Without make, cmake got as far as configuring and
+    failed there ("CMAKE_MAKE_PROGRAM is not set")."""
+    generator = os.environ.get("CMAKE_GENERATOR", "")
+    builder = "ninja" if generator.lower().startswith("ninja") else "make"
+    needed = {"cmake": "cmake", builder: f"{builder} (cmake's {generator or 'Unix Makefiles'} generator runs it)",
+              **_compiler("CC", "cc", "a C compiler"), **_compiler("CXX", "c++", "a C++ compiler")}
     if build.backend == "cuda":
         needed["nvcc"] = "the CUDA toolkit (nvcc)"
     missing = [what for tool, what in needed.items() if shutil.which(tool) is None]
     if missing:
         raise ToolMissing(
-            "building llama-server needs " + ", ".join(missing) + ". On Debian/Ubuntu: "
-            "apt-get install -y cmake build-essential; or set engine.binary to an existing llama-server."
+            "building llama-server needs " + "; ".join(missing) + ". On Debian/Ubuntu: apt-get install -y cmake "
+            "build-essential; with conda: conda env create -f environment.yml (cmake, make and compilers from "
+            "conda-forge); or set engine.binary to an existing llama-server."
         )
+
+
+def _compiler(variable: str, default: str, what: str) -> dict[str, str]:
+    """{program: description} of the compiler cmake takes from `variable` (its first word: the value may
+    carry flags), else `default`."""
+    words = os.environ.get(variable, "").split()
+    if words:
+        return {words[0]: f"{what} (${variable} = {words[0]})"}
+    return {default: f"{what} as {default} (gcc/g++ provide one; or set ${variable})"}
 
 
 def build_llama_cpp(build: BuildSection, targets: tuple[str, ...] = ("llama-server",)) -> dict[str, Path]:

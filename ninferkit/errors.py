@@ -130,3 +130,8 @@ class StepFailed(NinferkitError):
         super().__init__(
             f"step '{step}' failed: {reason}\nExecuted notebook (with the failing cell): {notebook}"
         )
+
+
+class HostActionFailed(NinferkitError):
+    """A change ninferkit made to the host on request (`deploy`, `probe --apply`) failed or did not take;
+    the message names the command, what it printed and what was checked."""

@@ -1,11 +1,13 @@
 """The GPUs as NVML sees them: what the setup probe records and what the llama.cpp build takes its CUDA
-architecture from. A leaf, so the build asks NVML itself rather than the setup step (which finds the model
-files through the build: the circle this module ends)."""
+architecture from. Its own module, so the build asks NVML itself rather than the setup step (which finds the
+model files through the build: the circle this module ends)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from ninferkit import host_evidence
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -20,6 +22,7 @@ def gpu_facts() -> dict[str, Any]:
         return {"available": False, "reason": f"NVML could not start ({exc}): no NVIDIA driver loaded", "gpus": []}
     try:
         gpus = [_one_gpu(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
+        host_evidence.join_peers(gpus)
         return {
             "available": bool(gpus),
             "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
@@ -53,13 +56,6 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
     major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-    nvlink = []
-    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        try:
-            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
-        except pynvml.NVMLError:  # no such link (or no NVLink at all on this GPU)
-            break
-        nvlink.append({"link": link, "active": bool(state)})
     power_limit = _optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
     power_draw = _optional(lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
     return {
@@ -79,5 +75,6 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
         "pcie_gen": _optional(lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
         "pcie_gen_max": _optional(lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
         "pcie_width": _optional(lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
-        "nvlink": nvlink,
+        "pci_bus_id": host_evidence.pci_bus_id(pynvml, handle),
+        "nvlink": host_evidence.nvlink_links(pynvml, handle),
     }

@@ -44,7 +44,9 @@ def prepare(run: Run, templates: Path = TEMPLATES) -> Path:
 def _parameters(profile: str, run_dir: str, overrides: list[str]) -> list[str]:
     lines = [f"profile: str = {json.dumps(profile)}  # filled in by `ninferkit lab`",
              f"run_dir: str = {json.dumps(run_dir)}  # every notebook of this session writes here",
-             f"overrides: list = {json.dumps(overrides)}  # profile fields changed for this run"]
+             f"overrides: list = {json.dumps(overrides)}  # profile fields changed for this run",
+             "allow_profile_change: bool = False  # True: profile or overrides may change this run's profile from "
+             "this step on (the manifest records the change)"]
     return [line + "\n" for line in lines[:-1]] + [lines[-1]]
 
 

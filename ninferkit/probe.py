@@ -20,6 +20,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from ninferkit import evidence_findings, host_evidence
 from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
@@ -111,6 +112,8 @@ def collect(profile: Profile | None = None) -> ProbeFacts:
         "gpu": gpu_facts(),
         "pci_gpus": pci_gpus(),
         "kernel_module": kernel_module(),
+        "kernel_log": host_evidence.kernel_log(),
+        "driver_packages": host_evidence.driver_packages(),
         "cuda_toolkit": cuda_toolkit(),
         "docker": docker_facts(),
         "cpu": cpu_facts(),
@@ -135,10 +138,11 @@ def findings(facts: ProbeFacts, profile: Profile | None = None) -> list[Finding]
     lists its code in gpu.waive."""
     gpus = facts.gpu.gpus
     out = _driver_findings(facts, profile, gpus)
+    out += evidence_findings.findings(facts, profile, _before_turing(gpus, profile))
     if profile is not None:
         out += _toolkit_findings(facts, profile)
         out += _profile_findings(facts, profile, gpus)
-        out += _tensor_parallel_findings(facts, profile, gpus)
+        out += evidence_findings.tensor_parallel_findings(facts, profile, gpus)
         out += get_adapter(profile.engine.kind).setup_findings(profile, facts, planned_path(profile))
     waived = set(profile.gpu.waive) if profile is not None else set()
     return [replace(finding, waived=finding.code in waived) for finding in out]
@@ -154,6 +158,8 @@ def _driver_findings(facts: ProbeFacts, profile: Profile | None, gpus: list[GpuI
         out.append(Finding("error" if required else "warning", "gpu_without_driver",
                            f"NVML sees no GPU ({gpu.reason or 'none found'}), but the PCI bus has NVIDIA "
                            f"card(s) no NVIDIA driver drives: {cards}",
+                           evidence_findings.open_module_fix(facts.driver_packages)
+                           if evidence_findings.open_evidence(facts) else
                            "install the proprietary NVIDIA driver (nvidia-driver-580-server for Maxwell, Pascal "
                            "and Volta; seed 000 §1.7), then: sudo modprobe nvidia && nvidia-smi -L"))
     elif not gpu.available:
@@ -167,7 +173,7 @@ def _driver_findings(facts: ProbeFacts, profile: Profile | None, gpus: list[GpuI
         out.append(Finding("error", "open_module_on_volta",
                            f"the open NVIDIA kernel module is loaded; {old} needs the proprietary module (the open "
                            "one requires a GPU System Processor, which GPUs before Turing lack)",
-                           "purge the *-open driver packages and install the proprietary R580 server driver"))
+                           evidence_findings.open_module_fix(facts.driver_packages)))
     version = gpu.driver_version or _version_in(module.version_line)
     if version and old and int(version.split(".")[0]) > LAST_BRANCH_BEFORE_TURING:
         out.append(Finding("error", "driver_branch_too_new",
@@ -230,8 +236,9 @@ def _profile_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) 
         if abs(actual - profile.gpu.power_limit_w) > 1:
             out.append(Finding("warning", "power_limit_differs",
                                f"power limit is {actual:.0f} W, the profile expects {profile.gpu.power_limit_w:.0f} W",
-                               f"sudo nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (and a oneshot systemd unit "
-                               "to re-apply it at boot)"))
+                               f"sudo ninferkit probe --apply --profile PROFILE (persistence mode, the limit and "
+                               f"the boot unit that re-applies it), or by hand: sudo nvidia-smi -pm 1 && sudo "
+                               f"nvidia-smi -pl {profile.gpu.power_limit_w:.0f} (seed 000 §1.1)"))
     if first and profile.gpu.memory_gib and first.memory_total_bytes is not None:
         total_gib = first.memory_total_bytes / GIB
         if total_gib < profile.gpu.memory_gib * 0.97:
@@ -249,31 +256,6 @@ def _profile_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) 
                            "the profile launches in Docker but no Docker engine with the NVIDIA runtime answers",
                            "install Docker and the NVIDIA container toolkit, or set serve.docker: false"))
     return out
-
-
-def _tensor_parallel_findings(facts: ProbeFacts, profile: Profile, gpus: list[GpuInfo]) -> list[Finding]:
-    """serve.tensor_parallel needs that many GPUs, each with NVLink (seed 004 §六.1)."""
-    parallel = profile.serve.tensor_parallel_size()
-    if parallel < 2 or not facts.gpu.available:
-        return []  # no GPU at all: no_gpu or gpu_without_driver says so
-    devices = list(profile.serve.gpu_devices or range(parallel))
-    by_index = {g.index: g for g in gpus}
-    if len(devices) < parallel or any(d not in by_index for d in devices):
-        seen = ", ".join(f"{g.index}: {g.name}" for g in gpus)
-        return [Finding("error", "tensor_parallel_gpus_missing",
-                        f"serve.tensor_parallel {parallel} splits the model over GPUs {devices}, but NVML sees "
-                        f"{len(gpus)} GPU(s) ({seen})",
-                        f"run on a box with {parallel} GPUs joined by NVLink (seed 004: two V100-SXM2), or use a "
-                        "one-GPU profile")]
-    unlinked = [d for d in devices if not any(link.get("active") for link in by_index[d].nvlink)]
-    if not unlinked:
-        return []
-    return [Finding("error", "tensor_parallel_without_nvlink",
-                    f"GPU(s) {unlinked} of {devices} have no active NVLink: tensor parallel {parallel} would "
-                    "all-reduce over PCIe, where its speed collapses (seed 004 §六.1: a V100-PCIe card, or no "
-                    "NVLink between the pair)",
-                    "use GPUs joined by NVLink (V100-SXM2 on an NVLink board), or list "
-                    "tensor_parallel_without_nvlink in gpu.waive to measure the PCIe case on purpose")]
 
 
 def probe(profile: Profile | None = None) -> ProbeRecord:
@@ -304,6 +286,7 @@ def describe(record: ProbeRecord) -> str:
     lines.append(f"CUDA toolkit: {facts.cuda_toolkit.version or 'not found'}; docker: "
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
     lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}")
+    lines += [f"{fact}: {value}" for fact, value in evidence_findings.environment_rows(facts)]
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""
         lines.append(f"[{f.severity}{waived}] {f.code}: {f.message}" + (f" -> {f.fix}" if f.fix else ""))

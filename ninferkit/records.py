@@ -64,8 +64,10 @@ class GpuInfo(RecordPart):
     power_limit_w: int | float | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    pci_bus_id: str | None = None
     nvlink: list[dict[str, Any]] = []
-    """NVML's link states: {"link": n, "active": bool} per link it has."""
+    """NVML's links: {"link": n, "active": bool, "remote_bus_id", "remote_gpu"} per link it has (the far end's
+    PCI address and NVML index, for an active link; probes before issue 25 have only link and active)."""
 
 
 class GpuFacts(RecordPart):
@@ -90,6 +92,28 @@ class KernelModule(RecordPart):
     flavour: str | None = None
     """open or proprietary."""
     version_line: str | None = None
+
+
+class KernelLog(RecordPart):
+    """The kernel log's NVIDIA lines (host_evidence.kernel_log); source None: unreadable, `reason` says why."""
+
+    source: str | None = None
+    reason: str | None = None
+    lines: list[str] = []
+
+
+class DriverPackage(RecordPart):
+    name: str | None = None
+    version: str | None = None
+
+
+class DriverPackages(RecordPart):
+    """The NVIDIA packages the package manager holds (host_evidence.driver_packages)."""
+
+    manager: str | None = None
+    packages: list[DriverPackage] = []
+    flavour: str | None = None
+    """open, proprietary or both (from the driver packages); None: no driver package."""
 
 
 class CudaToolkit(RecordPart):
@@ -125,6 +149,8 @@ class ProbeFacts(RecordPart):
     gpu: GpuFacts = Field(default_factory=GpuFacts)
     pci_gpus: list[PciCard] = []
     kernel_module: KernelModule = Field(default_factory=KernelModule)
+    kernel_log: KernelLog = Field(default_factory=KernelLog)
+    driver_packages: DriverPackages = Field(default_factory=DriverPackages)
     cuda_toolkit: CudaToolkit = Field(default_factory=CudaToolkit)
     docker: DockerFacts = Field(default_factory=DockerFacts)
     cpu: CpuFacts = Field(default_factory=CpuFacts)
@@ -206,6 +232,27 @@ class ServerRecord(RunFile):
     binary: str | None = None
     binary_sha256: str | None = None
     error: str | None = None
+
+
+class DeployRecord(RunFile):
+    """deploy.json in a deployment's folder (`ninferkit deploy`): what was started as a service, from which
+    settings, what was installed beside it, and whether it passed the acceptance checks."""
+
+    mode: str | None = None
+    name: str | None = None
+    profile: str | None = None
+    argv: list[str] = []
+    files: list[str] = []
+    url: str | None = None
+    overrides: list[str] = []
+    """The profile overrides it ran with: -p ones, then the capacity answer's (`--from-run`)."""
+    from_run: str | None = None
+    boot_unit: str | None = None
+    """The power-limit unit's state after install, or why it was not installed."""
+    actions: list[str] = []
+    started: str | None = None
+    ready_s: int | float | None = None
+    checks: list[AcceptanceCheck] = []
 
 
 Bounds = list[int | float | None]
@@ -350,6 +397,23 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
 
 
+class ImportedRecord(RunFile):
+    """imported.json: a run directory `ninferkit import` made from a peer tool's file (interop/): the tool, its
+    version, the file and its sha256, and the tool's own aggregates, each kept as the statistic it is (mean,
+    p99...) with the tool's name and unit, never spread into per-request rows."""
+
+    tool: str | None = None
+    version: str | None = None
+    source: str | None = None
+    """The file or folder given to `ninferkit import`."""
+    files: dict[str, str] = {}
+    """Each file the import read (its name) -> its sha256."""
+    per_request: bool = False
+    """Whether requests.jsonl holds the tool's own per-request records (False: aggregates only)."""
+    aggregates: list[dict[str, Any]] = []
+    notes: list[str] = []
+
+
 class BenchComparison(BaseModel):
     """One prompt length of llama_bench.json: the server's context-sweep medians beside llama-bench's."""
 
@@ -388,6 +452,16 @@ class StepEntry(BaseModel):
     error: str | None = None
 
 
+class ProfileChange(RecordPart):
+    """A step that changed the run's profile (a notebook told `allow_profile_change=True`): what each field was
+    and became."""
+
+    step: str
+    at: str
+    changed: dict[str, list[Any]]
+    """Key path -> [the run's value, the new value]; a field one side lacks is null there."""
+
+
 class GitState(RecordPart):
     """The ninferkit checkout a run was made with (runs.git_state)."""
 
@@ -408,6 +482,8 @@ class Manifest(RunFile):
     profile_comments: dict[str, str] | None = None
     """The comment written beside each profile value (key path -> text); None in manifests older than that."""
     profile_history: list[dict[str, Any]] = []
+    profile_changes: list[ProfileChange] = []
+    """Which step changed which profile fields, in order (see ninferkit.profile_change)."""
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None
@@ -659,7 +735,8 @@ class TelemetrySample(RunRow):
     """A line of telemetry.jsonl: one sample on the requests' monotonic clock (`t_mono`), of one `source`:
     `nvml` (one GPU's power, clocks and throttling, ninferkit/telemetry.py), `engine_log` (one periodic
     throughput line of the engine, its numbers named by the adapter's parse_throughput: the named ones
-    below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics)."""
+    below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics series that
+    changed since the previous `metrics` row, in `values`; the first row holds them all)."""
 
     t_mono: int | float
     t_utc: str | None = None

@@ -39,6 +39,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    ImportedRecord,
     LlamaBenchRecord,
     Manifest,
     ProbeRecord,
@@ -376,6 +377,16 @@ class RunDir:
         return self.report / f"compare-vs-{name[:100]}"
 
     @property
+    def imported(self) -> Path:
+        """What `ninferkit import` read from a peer tool's file: where it came from and the tool's aggregates."""
+        return self.path / "imported.json"
+
+    @property
+    def exports(self) -> Path:
+        """Where `ninferkit export` writes by default: exports/<format's file or folder>."""
+        return self.path / "exports"
+
+    @property
     def notebooks(self) -> Path:
         """The executed notebooks: the record of what ran."""
         return self.path / "notebooks"
@@ -403,6 +414,9 @@ class RunDir:
 
     def read_llama_bench(self) -> LlamaBenchRecord | None:
         return _read_record(self.llama_bench, LlamaBenchRecord)
+
+    def read_imported(self) -> ImportedRecord | None:
+        return _read_record(self.imported, ImportedRecord)
 
     def read_requests(self) -> list[RequestRow]:
         """requests.jsonl as written by the client (sweeps/truth.py lays the engine's own record over it)."""
@@ -504,14 +518,16 @@ def new_run_id(profile_name: str) -> str:
 
 
 def open_run(
-    profile: str | Path, run_dir: str | Path | None = None, overrides: tuple[str, ...] | list[str] = ()
+    profile: str | Path | LoadedProfile, run_dir: str | Path | None = None,
+    overrides: tuple[str, ...] | list[str] = ()
 ) -> Run:
     """Validate the profile, then create (or reopen) its run directory and manifest.
 
     Validation comes first, so a bad profile leaves nothing behind. Reopening a run directory
-    keeps its step history: that is how a rerun resumes.
+    keeps its step history: that is how a rerun resumes. A LoadedProfile is taken as it is (a notebook
+    reopening its run with the profile the manifest records: ninferkit.profile_change).
     """
-    loaded = load_profile(profile, overrides)
+    loaded = profile if isinstance(profile, LoadedProfile) else load_profile(profile, overrides)
     remember_env(loaded.profile.serve.api_key_env)  # whatever this run stores is scrubbed of the key
     path = Path(run_dir) if run_dir else Path("runs") / new_run_id(loaded.profile.name)
     run = Run(loaded, RunDir(path.resolve()))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from ninferkit import bounded
 from ninferkit.engines import get_adapter
@@ -216,40 +217,16 @@ def _start_error(kind: type[ServerError], message: str, adapter: EngineAdapter, 
 
 
 def _listens(pgid: int, port: int) -> bool:
-    """A process of group `pgid` holds a socket listening on `port`."""
-    listening = _listening_sockets(port)
-    return bool(listening) and any(_socket_inodes(pid) & listening for pid in _group_pids(pgid))
-
-
-def _listening_sockets(port: int) -> set[int]:
-    """Inodes of the TCP sockets (IPv4 and IPv6) listening on `port`, from /proc/net/tcp{,6}."""
-    found: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    """A process of group `pgid` holds a TCP socket (IPv4 or IPv6) listening on `port` (psutil's view of each
+    process's sockets: on Linux its descriptors joined to /proc/net/tcp{,6})."""
+    for pid in _group_pids(pgid):
         try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                found.add(int(fields[9]))
-    return found
-
-
-def _socket_inodes(pid: int) -> set[int]:
-    inodes: set[int] = set()
-    try:
-        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return inodes
-    for descriptor in descriptors:
-        try:
-            target = os.readlink(descriptor)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[8:-1]))
-    return inodes
+        if any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == port for s in sockets):
+            return True
+    return False
 
 
 def process_identity(pid: int) -> dict[str, Any] | None:
@@ -480,20 +457,22 @@ def _reap(pid: int, wait: bool = False) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Any non-zombie process whose process group is pgid (read from /proc, Linux)."""
+    """Any non-zombie process whose process group is pgid."""
     return bool(_group_pids(pgid))
 
 
 def _group_pids(pgid: int) -> list[int]:
-    """The non-zombie processes of group `pgid`."""
+    """The non-zombie processes of group `pgid`: psutil's process list, each one's group from os.getpgid (psutil
+    has no process group); a process that ends meanwhile is left out."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+    for process in psutil.process_iter(["status"]):
+        if process.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            found.append(int(stat.parent.name))
+        try:
+            if os.getpgid(process.pid) == pgid:
+                found.append(process.pid)
+        except ProcessLookupError:
+            continue
     return found
 
 

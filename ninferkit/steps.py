@@ -19,8 +19,11 @@ from ninferkit.capacity.step import capacity
 from ninferkit.errors import ProfileError
 from ninferkit.launch_step import launch
 from ninferkit.notebook_errors import show_short_errors
+from ninferkit.profile_change import change_lines, checked_profile, record_change
 from ninferkit.records import ProbeRecord, ServerRecord
 from ninferkit.report.build import writeup
+from ninferkit.report.document import Table
+from ninferkit.report.notebook_view import Shown
 from ninferkit.runs import Run, open_run
 from ninferkit.setup_step import setup
 from ninferkit.sweeps import sweeps
@@ -29,22 +32,46 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 """The checkout the notebooks belong to: where their relative parameters point."""
 
 __all__ = ["REPOSITORY", "acceptance_table", "capacity", "findings_table", "gpu_table", "launch", "ledger_table",
-           "notebook_run", "setup", "sweeps", "verify", "writeup"]
+           "notebook_run", "profile_table", "setup", "sweeps", "verify", "writeup"]
 
 
-def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()) -> Run:
-    """The run a notebook works in, from its parameters cell.
+def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = (), *, step: str,
+                 allow_profile_change: bool = False) -> Run:
+    """The run a notebook works in, from its parameters cell; `step` is the notebook's (setup ... writeup).
 
     A relative path is the repository's: a notebook's kernel runs in notebooks/ under JupyterLab and
     wherever papermill was started, so the same parameters mean the same files from both. `overrides`
     may be one string (`papermill … -p overrides serve.port=8090`, the form a papermill user tries
     first) or a list (`-y '{"overrides": ["serve.port=8090", "sweeps.seed=1"]}'`).
 
+    One run has one profile (ninferkit.profile_change): an empty `profile` is the run's own, from its manifest,
+    and parameters that would change the profile the run recorded are refused, naming each field with the
+    run's value and the new one, unless `allow_profile_change`; then the manifest records that this step
+    changed them.
+
     Every notebook calls it first, so it also makes the kernel show ninferkit's own errors as their message
     with the fix (ninferkit.notebook_errors), this call's own refusal of a bad parameter included.
     """
     show_short_errors()
-    return open_run(_in_repository(profile), _in_repository(run_dir), _override_items(overrides))
+    where = _in_repository(run_dir)
+    loaded, changed = checked_profile(profile, where, _override_items(overrides), allow_change=allow_profile_change,
+                                      base=REPOSITORY)
+    run = open_run(loaded, where)
+    record_change(run.dir, step, changed)
+    return run
+
+
+def profile_table(run: Run) -> Shown:
+    """The run's profile as its manifest records it (name, file, overrides, hash) and each change a step made
+    to it: what a parameters cell runs under."""
+    manifest = run.dir.read_manifest()
+    changes = change_lines(manifest) or ["none"]
+    rows = (("run directory", str(run.dir.path)), ("profile", str(manifest.profile_name)),
+            ("file", str(manifest.profile_source)),
+            ("overrides", ", ".join(manifest.profile_overrides) or "none"), ("hash", run.profile_hash),
+            *(("changed by a step", line) for line in changes))
+    return Shown([Table(("run profile", "value"), rows, "from manifest.json: one profile per run "
+                                                       "(allow_profile_change=True changes it)")])
 
 
 OVERRIDES_FORMS = ("one key=value string (papermill -p overrides serve.port=8090) or a YAML list of key=value "

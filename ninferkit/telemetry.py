@@ -7,7 +7,10 @@ Three background threads write `telemetry.jsonl` rows stamped with `time.monoton
   temperature, utilization, memory used and throttle reasons. With no NVIDIA driver it records
   nothing and says so once (a log warning and `Telemetry.nvml_status`).
 - The server log, tailed from where it stood at start, through the adapter's `parse_throughput`.
-- The engine's Prometheus `/metrics`, once a second, where the engine serves it.
+- The engine's Prometheus `/metrics`, once a second, where the engine serves it: each row holds the series that
+  changed since the row before it (the first row all of them), so a row's state is the rows up to it carried
+  forward. vLLM 0.26.0 serves 480 series a scrape; written whole, one sample a second came to 12 MB in a
+  9-minute run on the H200, and 1.8 MB as changes.
 
     with Telemetry(run.dir.telemetry, adapter, log_path, url):
         ...  # run requests
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import statistics
 import threading
 import time
@@ -30,7 +32,8 @@ import pynvml
 
 from ninferkit import bounded
 from ninferkit.engines.log_reader import LogReader
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import BadInput, NinferkitError
+from ninferkit.prometheus_text import sample_key, samples
 from ninferkit.records import TelemetrySample
 from ninferkit.runs import append_jsonl
 from ninferkit.transports import uses_proxy
@@ -49,7 +52,6 @@ THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "h
 
 METRICS_INTERVAL_S = 1.0
 LOG_POLL_S = 0.25
-_PROM_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -57,18 +59,10 @@ def throttle_names(mask: int) -> list[str]:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Sample name (with labels) -> value, from Prometheus text exposition; comments skipped."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        found = _PROM_LINE.match(line)
-        if found:
-            try:
-                values[found["name"]] = float(found["value"])
-            except ValueError:
-                continue
-    return values
+    """Sample name (with labels) -> value, from Prometheus text exposition (prometheus_text); BadInput for a
+    text its parser cannot read. A counter's samples end in `_total`, as the parser names them (llama.cpp's
+    counter `llamacpp:n_tokens_max` is `llamacpp:n_tokens_max_total`)."""
+    return {sample_key(sample): sample.value for sample in samples(text)}
 
 
 class Telemetry:
@@ -168,8 +162,10 @@ class Telemetry:
                     self._write("engine_log", **parsed)
 
     def _metrics_loop(self) -> None:
-        """Scrape once a second; a body over bounded.METRICS_BYTES or still coming after 5 s is not read
-        (metrics_status says so) and scraping stops: a body that never ends is cut, never grown."""
+        """Scrape once a second, writing the series that changed; a body over bounded.METRICS_BYTES or still
+        coming after 5 s is not read (metrics_status says so) and scraping stops: a body that never ends is
+        cut, never grown."""
+        last: dict[str, float] = {}
         url = self.base_url or ""
         with httpx.Client(base_url=url, headers=self.headers, timeout=5.0, trust_env=uses_proxy(url)) as client:
             while not self._stop.is_set():
@@ -186,8 +182,15 @@ class Telemetry:
                         self.metrics_status = f"not read: the /metrics body was {body.cut}"
                         log.warning("not scraping /metrics: its body was %s", body.cut)
                         return
+                    try:
+                        values = parse_prometheus(body.text())
+                    except BadInput as error:
+                        self.metrics_status = f"not read: {error}"
+                        log.warning("not scraping /metrics: %s", error)
+                        return
                     self.metrics_status = "scraping"
-                    self._write("metrics", values=parse_prometheus(body.text()))
+                    self._write("metrics", values={k: v for k, v in values.items() if last.get(k) != v})
+                    last = values
                 self._stop.wait(METRICS_INTERVAL_S)
 
 

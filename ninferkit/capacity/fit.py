@@ -81,12 +81,15 @@ class FamilyFit:
     def max_pool(self, concurrency: int, context: int, available: Interval, rule: PoolRule) -> Interval:
         """Largest legal pool (whole pages) with runtime <= available: [sure, possible] in tokens.
 
-        With a per-slot pool (llama.cpp) the per-slot context grows with the pool, so S = K / C.
+        With a per-slot pool (llama.cpp) the per-slot context grows with the pool, so S = K / C; a shared pool
+        is capped at C x S only where the engine's rule says so (NInfer), else by memory alone (vLLM).
         None on a side the data leaves open.
         """
         low_pool, high_pool = rule.pool_range(concurrency, context)
         if not rule.shared_pool:  # a per-slot pool grows with the per-slot context: `context` does not bound it
             low_pool, high_pool = rule.page_tokens * concurrency, _NO_CAP
+        elif not rule.capped_by_slots:  # a shared pool the engine does not cap at C x S (vLLM's blocks: on the
+            high_pool = _NO_CAP         # H200 2,515,040 tokens for 64 x 8,192 planned) is bounded by memory alone
         found = self._largest(concurrency, context, available, rule, high_pool)
         # below the smallest legal pool the server does not start at all: 0 tokens
         sure = None if found.low is None else (found.low if found.low >= low_pool else Fraction(0))

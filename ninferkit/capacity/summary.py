@@ -106,12 +106,17 @@ def summary_rows(answer: CapacityAnswer) -> list[tuple[str, str]]:
     return rows
 
 
+def dtype_words(kv_dtype: str | None) -> str:
+    """A decision row's KV dtype; none named is the engine's own default (vLLM's `auto`: the model's dtype)."""
+    return kv_dtype or "engine default"
+
+
 def table_rows(rows: list[DecisionRow]) -> list[tuple[str, ...]]:
     """The whole decision table, every reading, with `auto` on the rows that have it."""
     out: list[tuple[str, ...]] = []
     for row in rows:
         fits = {True: "yes", False: "no", None: "borderline"}[row.fits] if row.margin_gib_interval else "—"
-        out.append((str(row.kv_dtype), str(row.concurrency), f"{row.context_per_slot:,}", str(row.reading),
+        out.append((dtype_words(row.kv_dtype), str(row.concurrency), f"{row.context_per_slot:,}", str(row.reading),
                     f"{row.pool_tokens:,}", fits, gib(row.margin_gib_interval), room_words(row),
                     auto_words(row.auto)))
     return out

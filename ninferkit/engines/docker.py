@@ -6,7 +6,9 @@ profile's container settings (`serve.docker_env`, e.g. seed 000's NVIDIA variabl
 folder mounted read-only at /models, the engine on its inner port (`serve.container_port`)
 published on `serve.port`, and the engine's own flags unchanged.
 
-Changed on purpose: the container runs in the foreground with `--rm` instead of `-d --restart
+A deployment (`ninferkit deploy`, `service_argv`) is the report's own form: `-d --restart unless-stopped`,
+the profile's deploy.name, the program as the image's command. For the runbook's measuring launch
+(`docker_argv`), changed on purpose: the container runs in the foreground with `--rm` instead of `-d --restart
 unless-stopped`, so the launch captures its log and `ninferkit stop` ends it; its name is
 ninferkit's own, so a stop never touches a container the report's script started; the port is
 published on `serve.host` (loopback unless the profile says otherwise) instead of every interface.
@@ -40,6 +42,34 @@ def docker_argv(profile: Profile, adapter: Launcher, model_path: Path) -> list[s
     engine.binary as a path inside the image (or the adapter's default name, on the image's PATH);
     the adapter adds its own mounts (NInfer: the request log's folder).
     """
+    serve = profile.serve
+    publish_host = "127.0.0.1" if serve.host in ("127.0.0.1", "localhost") else serve.host
+    options, image, engine_argv, script = _container(profile, adapter, model_path, publish_host)
+    argv = ["docker", "run", "--rm", "--name", container_name(profile), *options]
+    if script is None:
+        return argv + ["--entrypoint", engine_argv[0], image, *engine_argv[1:]]
+    return argv + ["--entrypoint", "sh", image, "-c", script]
+
+
+def service_argv(profile: Profile, adapter: Launcher, model_path: Path, name: str, publish_host: str) -> list[str]:
+    """The `docker run -d --restart unless-stopped` argv of a deployment (seed 000 §3), named `name`, its port
+    published on `publish_host` (0.0.0.0: every interface, written `-p PORT:INNER` as the report writes it).
+
+    The program is the image's command, as the report runs it (`IMAGE ninfer-serve MODEL FLAGS` against its
+    CMD image; `IMAGE MODEL FLAGS` where engine.image.entrypoint says the image's ENTRYPOINT is the engine),
+    so the report's run.sh and this command run the same container."""
+    options, image, engine_argv, script = _container(profile, adapter, model_path, publish_host)
+    argv = ["docker", "run", "-d", "--name", name, "--restart", "unless-stopped", *options]
+    has_entrypoint = profile.engine.image.entrypoint
+    if script is None:
+        return argv + [image, *(engine_argv[1:] if has_entrypoint else engine_argv)]
+    return argv + (["--entrypoint", "sh", image, "-c", script] if has_entrypoint else [image, "sh", "-c", script])
+
+
+def _container(profile: Profile, adapter: Launcher, model_path: Path,
+               publish_host: str) -> tuple[list[str], str, list[str], str | None]:
+    """(`docker run` options from --gpus to the mounts, image, the engine's argv inside the container, the
+    `sh -c` script that expands the key inside it, or None where no key is on the engine's command line)."""
     image = profile.engine.docker_image
     if not image:
         raise NinferkitError("serve.docker is true but engine.docker_image is not set; name the image to run")
@@ -48,16 +78,16 @@ def docker_argv(profile: Profile, adapter: Launcher, model_path: Path) -> list[s
     # docker reads --gpus as CSV: a device list needs its own quotes (seed 003 quotes one device too)
     gpus = "all" if devices is None else '"device=' + ",".join(str(d) for d in devices) + '"'
     inside = serve.container_port or serve.port
-    publish_host = "127.0.0.1" if serve.host in ("127.0.0.1", "localhost") else serve.host
-    argv = ["docker", "run", "--rm", "--name", container_name(profile), "--gpus", gpus, "--ipc=host"]
+    options = [*(["--gpus", gpus] if adapter.uses_gpu(profile) else []), "--ipc=host"]
     for name, value in serve.docker_env.items():
-        argv += ["-e", f"{name}={value}"]
+        options += ["-e", f"{name}={value}"]
     secret = serve.api_key_env
     for name in dict.fromkeys([*([secret] if secret else []), *adapter.env(profile)]):
-        argv += ["-e", name]  # by name: docker copies the value from its own environment
-    argv += ["-p", f"{publish_host}:{serve.port}:{inside}", "-v", f"{model_path.parent.absolute()}:{MODELS}:ro"]
+        options += ["-e", name]  # by name: docker copies the value from its own environment
+    published = f"{serve.port}:{inside}" if publish_host == "0.0.0.0" else f"{publish_host}:{serve.port}:{inside}"
+    options += ["-p", published, "-v", f"{model_path.parent.absolute()}:{MODELS}:ro"]
     mounts, inner = adapter.docker_mounts(profile)
-    argv += mounts
+    options += mounts
     renumbered = None if devices is None or len(devices) == 1 else list(range(len(devices)))
     inner.update(host="0.0.0.0", port=inside, gpu_devices=renumbered)
     inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})
@@ -65,7 +95,5 @@ def docker_argv(profile: Profile, adapter: Launcher, model_path: Path) -> list[s
     engine_argv = adapter.argv(inner_profile, MODELS / model_path.name, Path(binary))
     hidden = adapter.redact(engine_argv, mask=_SECRET)
     if secret is None or hidden == engine_argv:
-        return argv + ["--entrypoint", engine_argv[0], image, *engine_argv[1:]]
-    script = "exec " + shlex.join(hidden).replace(_SECRET, f'"${secret}"')
-    return argv + ["--entrypoint", "sh", image, "-c", script]
-
+        return options, image, engine_argv, None
+    return options, image, engine_argv, "exec " + shlex.join(hidden).replace(_SECRET, f'"${secret}"')

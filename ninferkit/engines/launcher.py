@@ -17,6 +17,8 @@ class Launcher(EnginePart):
     """An engine's command line and process; adapters implement `binary` and `argv`."""
 
     default_binary: ClassVar[str]
+    reads_build_section: ClassVar[bool] = True
+    """False where engine.build means nothing to the engine (vLLM runs as installed), so its defaults are not stated."""
     health_path: ClassVar[str] = "/health"
     secret_flags: ClassVar[frozenset[str]] = frozenset({"--api-key"})
 
@@ -40,6 +42,11 @@ class Launcher(EnginePart):
         """(extra `docker run` arguments, serve fields as the engine sees them inside the container) for
         files the engine writes outside the model folder."""
         return [], {}
+
+    def uses_gpu(self, profile: Profile) -> bool:
+        """The engine runs on the GPUs, so a container gets them (`docker run --gpus`); a CPU build does not, and
+        a Docker engine without the NVIDIA runtime refuses `--gpus`."""
+        return True
 
     def is_ready(self, status_code: int, body: str) -> bool:
         return status_code == 200

@@ -93,6 +93,11 @@ class LogReader(EnginePart):
                 return found
         return None
 
+    def advise(self, code: str, fix: str, profile: Profile) -> str:
+        """A diagnosis's fix with what the profile knows (the revision to pin, say); the rule's own fix where the
+        profile adds nothing."""
+        return fix
+
     def parse_ledger(self, log_text: str) -> dict[str, Any]:
         """Numbers from the startup log; the last occurrence of each wins (a restarted context)."""
         ledger: dict[str, Any] = {}

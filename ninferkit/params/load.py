@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,9 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
 
 from ninferkit.engines.kinds import KINDS, serve_section
 from ninferkit.errors import ProfileError
@@ -61,7 +63,7 @@ def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfi
     source = Path(path)
     if not source.is_file():
         raise ProfileError(f"profile {source} does not exist; profiles live in params/*.yaml")
-    text = _read_text(source)
+    text = read_profile_text(source)
     data = parse_yaml(text, str(source))
     if not isinstance(data, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping with at least name, engine, artifact")
@@ -72,7 +74,8 @@ def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfi
     return LoadedProfile(validate_profile(data, where=str(source)), source, overrides, yaml_comments(text))
 
 
-def _read_text(source: Path) -> str:
+def read_profile_text(source: Path) -> str:
+    """A profile file's text, read no further than MAX_PROFILE_BYTES; ProfileError for a larger or non-UTF-8 one."""
     with source.open("rb") as handle:
         raw = handle.read(MAX_PROFILE_BYTES + 1)
     if len(raw) > MAX_PROFILE_BYTES:
@@ -266,26 +269,48 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-_KEY_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w.-]*)\s*:(?P<rest>.*)$")
-
-
 def yaml_comments(text: str) -> dict[str, str]:
-    """Map each key path to the comment written on its line (``max_context: 131072  # why``).
+    """Map each key path to the comment written on its line (``max_context: 131072  # why``), with the comment
+    lines that continue it: those right below whose ``#`` stands right of the key (a comment at the key's own
+    column or left of it is about what follows).
 
-    The reasons operators write beside flags are part of the pinned recipe the write-up
-    publishes; YAML parsers drop comments, so this reads them from the text by indentation.
+    The reasons operators write beside flags are part of the pinned recipe the write-up publishes. ruamel.yaml
+    keeps each comment attached to the key it follows; the reader by indentation it replaces dropped
+    continuation lines (the published reason for llama-server's ``-t`` stopped mid-sentence) and took a
+    quoted ``#`` for a comment. Give it text load_profile has read (MAX_PROFILE_BYTES, UTF-8).
     """
+    try:
+        document = YAML(typ="rt", pure=True).load(text)
+    except RuamelYAMLError as exc:
+        raise ProfileError(f"the profile's comments could not be read: not valid YAML: {_excerpt(str(exc), 400)}") \
+            from None
     comments: dict[str, str] = {}
-    stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        match = _KEY_LINE.match(line)
-        if not match:
-            continue
-        indent = len(match["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        stack.append((indent, match["key"]))
-        _, hash_, comment = match["rest"].partition(" #")
-        if hash_ and comment.strip():
-            comments[".".join(key for _, key in stack)] = comment.strip()
+    if isinstance(document, CommentedMap):
+        _collect_comments(document, "", comments)
     return comments
+
+
+def _collect_comments(mapping: CommentedMap, prefix: str, into: dict[str, str]) -> None:
+    for key, value in mapping.items():
+        path = f"{prefix}{key}"
+        line, column = mapping.lc.key(key)
+        attached: list[Any] = mapping.ca.items.get(key) or []  # [.., .., the comment after the value, ..]
+        token = attached[2] if len(attached) > 2 else None
+        if token is not None and token.start_mark.line == line and token.value.startswith("#"):
+            reason = _comment_lines(token.value, column)
+            if reason:
+                into[path] = reason
+        if isinstance(value, CommentedMap):
+            _collect_comments(value, f"{path}.", into)
+
+
+def _comment_lines(text: str, key_column: int) -> str:
+    """The comment on a key's line joined with its continuation lines, ``#`` and spaces stripped."""
+    first, *rest = text.splitlines()
+    parts = [first.lstrip("#").strip()]
+    for line in rest:
+        stripped = line.lstrip(" ")
+        if not stripped.startswith("#") or len(line) - len(stripped) <= key_column:
+            break
+        parts.append(stripped.lstrip("#").strip())
+    return " ".join(part for part in parts if part)

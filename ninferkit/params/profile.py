@@ -24,6 +24,7 @@ from ninferkit.engines.kinds import serve_section
 from ninferkit.finding import FindingCode
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
+from ninferkit.params.deploy import DeploySection
 from ninferkit.params.report import ReportSection
 from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection
@@ -92,6 +93,9 @@ class ImageSection(Section):
                                    description="Ubuntu archive mirror the image's apt sources point at; null: the "
                                    "base image's own sources")
     apt_packages: list[str] = Field(default_factory=list, description="Debian packages installed into the image")
+    entrypoint: bool = Field(False, description="the image runs ninfer-serve as its ENTRYPOINT (seed 003's form, "
+                             "`docker run IMAGE MODEL FLAGS`); false: CMD [\"ninfer-serve\", \"--help\"] (seed 000's, "
+                             "`docker run IMAGE ninfer-serve MODEL FLAGS`)")
 
     @field_validator("apt_packages")
     @classmethod
@@ -265,6 +269,7 @@ class Profile(Section):
     sweeps: SweepsSection = SweepsSection()
     capacity: CapacitySection = CapacitySection()
     report: ReportSection = ReportSection()
+    deploy: DeploySection = DeploySection()
 
     @field_validator("name")
     @classmethod

@@ -21,10 +21,11 @@ import pandas as pd
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
+from ninferkit.evidence_findings import environment_rows
 from ninferkit.latency import recorded_itl
 from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
 from ninferkit.report import caveats as caveat_rules
-from ninferkit.report import field_tables, speculation
+from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, map_text, texts
@@ -98,6 +99,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
     paths = machine_paths(run)
     sections = [
         _headline(run),
+        *imported.sections(run),
         _steps(run),
         _environment(run),
         _recipe(run),
@@ -219,6 +221,7 @@ def _environment(run: RunData) -> Section:
     rows.append(("CUDA toolkit (nvcc)", str(facts.cuda_toolkit.version or "not installed")))
     amx = f", AMX {', '.join(cpu.amx) or 'no'}" if cpu.amx is not None else ""  # probes before issue 18 have none
     rows.append(("CPU", f"{cpu.model}, {cpu.cores} cores, AVX-512 {'yes' if cpu.avx512f else 'no'}{amx}"))
+    rows += environment_rows(facts)
     rows.append(("platform", str(run.manifest.platform)))
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]
@@ -240,15 +243,16 @@ def _recipe(run: RunData) -> Section:
     artifact = profile.get("artifact") or {}
     rows = [
         ("engine", f"{engine.get('kind')} {engine.get('version') or ''}".strip()),
-        ("engine source", str(build.get("source") or "not pinned (engine.build.source is empty)")),
+        ("engine source", str(build.get("source") or (
+            "not pinned (engine.build.source is empty)" if _reads_build_section(engine)
+            else f"the installed {engine.get('kind')} {engine.get('version') or '(engine.version unset)'}"))),
         ("engine commit", str(build.get("commit") or "—")),
         *((("engine build (as its log names it)", banner),) if (banner := _build_banner(run)) else ()),
         ("engine tarball sha256", str(build.get("tarball_sha256") or "—")),
         ("engine binary sha256", ", ".join(f"{k}: {v}" for k, v in sorted((build.get("binary_sha256") or {}).items()))
          or (f"{run.server.binary}: {run.server.binary_sha256} (hashed at launch)"
              if run.server and run.server.binary_sha256 else "not recorded (engine.build.binary_sha256 is empty)")),
-        ("engine backend", str(build.get("backend"))
-         + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")),
+        ("engine backend", _backend(engine, build)),
         ("container base", str(engine.get("docker_image") or "none: the server runs as a native process")),
     ]
     if artifact.get("generate"):
@@ -261,8 +265,9 @@ def _recipe(run: RunData) -> Section:
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
                  ("artifact size (pinned)", number(artifact.get("size_bytes")))]
     else:
-        rows += [("artifact repo", str(artifact.get("repo") or artifact.get("url"))),
-                 ("artifact revision", str(artifact.get("revision"))),
+        rows += [("artifact repo", str(artifact.get("repo") or artifact.get("url")
+                                       or f"none: a local file or folder ({artifact.get('local_dir') or 'models/'})")),
+                 ("artifact revision", str(artifact.get("revision") or "—")),
                  ("artifact file", str(artifact.get("filename"))),
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
                  ("artifact size (pinned)", number(artifact.get("size_bytes")))]
@@ -284,12 +289,30 @@ def _recipe(run: RunData) -> Section:
     return Section("Pinned recipe", blocks)
 
 
+def _reads_build_section(engine: dict[str, Any]) -> bool:
+    """Whether the run's engine builds from engine.build; a manifest without a known engine is read as one that does."""
+    kind = engine.get("kind")
+    try:
+        return get_adapter(str(kind)).reads_build_section
+    except NinferkitError:
+        return True
+
+
+def _backend(engine: dict[str, Any], build: dict[str, Any]) -> str:
+    """The build's backend; an engine that reads no build section (vLLM) has none to state."""
+    if not _reads_build_section(engine):
+        return f"none: {engine.get('kind')} runs as installed (engine.binary), its own kernels"
+    return str(build.get("backend")) + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")
+
+
 def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     """What the verify step measured (artifact.json), beside what the profile pins."""
     if record is None:
         return [("artifact verification", "no artifact.json: the verify step (01_artifact_verify) produced no data")]
     problems = "; ".join(str(p) for p in record.problems) or "none"
-    rows = [("artifact sha256 (measured)", str(record.sha256)),
+    measured = record.sha256 or (f"per file ({len(record.files)} files, artifact.json)" if record.files
+                                 else "not recorded")
+    rows = [("artifact sha256 (measured)", measured),
             ("artifact size (measured)", f"{number(record.size_bytes)} bytes"),
             ("artifact container version", str(record.container_version or "—")),
             ("artifact verified", f"{'yes' if record.ok else 'NO'} (problems: {problems})")]

@@ -14,6 +14,7 @@ from typing import Any
 
 from ninferkit.engines import get_adapter
 from ninferkit.latency import wait_before_prefill_s
+from ninferkit.profile_change import change_lines
 from ninferkit.records import RequestRow
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
@@ -126,6 +127,8 @@ def caveats(run: RunData) -> list[str]:
     if run.manifest.profile_history:
         notes.append(f"The profile changed during this run ({len(run.manifest.profile_history)} earlier "
                      f"hash(es)); rows carry the profile_hash they were measured with.")
+    notes += [f"A notebook changed the run's profile (allow_profile_change): {line}."
+              for line in change_lines(run.manifest)]
     if run.manifest.git.dirty:
         notes.append("The ninferkit checkout had uncommitted changes when this run was made (manifest git.dirty).")
     return notes

@@ -24,6 +24,7 @@ from ninferkit.records import (
     CapacityRecord,
     CellEntry,
     GpuInfo,
+    ImportedRecord,
     LlamaBenchRecord,
     Manifest,
     ProbeRecord,
@@ -65,6 +66,8 @@ class RunData:
     ledger_source: str = "server.json"
     llama_bench: LlamaBenchRecord | None = None
     """benchmarks/bench_llama_bench.py's llama_bench.json, where that benchmark ran on this run."""
+    imported: ImportedRecord | None = None
+    """imported.json, where `ninferkit import` made this run from a peer tool's file."""
     missing: dict[str, str] = field(default_factory=dict)
     """A raw file this run has no data in -> the runbook step that writes it."""
     superseded: int = 0
@@ -158,6 +161,7 @@ def load_run(path: str | Path) -> RunData:
     if not data.tables:
         data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
     data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
+    data.imported = run_dir.read_imported()  # only an imported run has it
     if run_dir.server_log.exists():
         data.server_log = run_dir.server_log.read_text(errors="replace")
     else:

@@ -208,6 +208,8 @@ def _memory(run: RunData) -> list[HeadlineRow]:
         None, None, no_pool if pool is None else pool.how,
         f"{run.ledger_source} kv_cache_bytes" if pool is None else pool.source, 0 if kv_bytes is None else 1))
     capacity = run.capacity or CapacityRecord()
+    why_none = ("no data: no capacity.json (04_capacity_fit)" if run.capacity is None
+                else f"not pinned: {capacity.max_kv_tokens_note or _unpinned(capacity)}")
     max_kv = capacity.max_kv_tokens
     free = capacity.free_after_weights_bytes or [None, None]
     low = free[0] / GIB if free[0] is not None else None
@@ -215,14 +217,22 @@ def _memory(run: RunData) -> list[HeadlineRow]:
     interval = capacity.max_kv_tokens_interval or [None, None]
     rows.append(HeadlineRow(
         "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
-        (capacity.max_kv_tokens_note or "capacity fit") if max_kv is not None
-        else "no data: no capacity.json (04_capacity_fit)",
+        (capacity.max_kv_tokens_note or "capacity fit") if max_kv is not None else why_none,
         "capacity.json max_kv_tokens", 1 if max_kv is not None else 0))
     rows.append(HeadlineRow(
         "Memory: free after weights (capacity fit)", "GiB", high, low, high,
-        "interval of the fit" if high is not None else "no data: no capacity.json (04_capacity_fit)",
+        "interval of the fit" if high is not None
+        else why_none if run.capacity is None else "not pinned: no startup log states the free memory",
         "capacity.json free_after_weights_bytes", 1 if high is not None else 0))
     return rows
+
+
+def _unpinned(capacity: CapacityRecord) -> str:
+    """Why capacity.json holds no largest pool: the terms its data left open, else that it observed nothing."""
+    terms = capacity.terms_unpinned or []
+    if terms:
+        return "the fit left open " + "; ".join(str(term) for term in terms)
+    return "capacity.json holds no observation to fit (capacity.fit_launches and capacity.search were off)"
 
 
 def headline_table(run_dir: str | Path) -> pd.DataFrame:

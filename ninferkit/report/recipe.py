@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninferkit.params.load import yaml_comments
+from ninferkit.errors import ProfileError
+from ninferkit.params.load import read_profile_text, yaml_comments
 from ninferkit.report.data import RunData
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -40,7 +41,10 @@ def profile_comments(run: RunData) -> tuple[dict[str, str], str]:
     path = Path(source)
     if not path.is_file():
         return {}, f"profile file {source} is not on this machine"
-    return yaml_comments(path.read_text()), f"comments of {source}"
+    try:
+        return yaml_comments(read_profile_text(path)), f"comments of {source}"
+    except ProfileError as error:
+        return {}, f"comments of {source} not read: {error}"
 
 
 def split_argv(argv: list[str]) -> tuple[str, list[tuple[str, str | None]]]:

@@ -20,7 +20,7 @@ import base64
 import html
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ninferkit.errors import NinferkitError
@@ -67,6 +67,11 @@ def render_markdown(document: Document, folder: Path) -> Path:
         for block in section.blocks:
             lines += _markdown_block(block) + [""]
     return _write(folder / "index.md", "\n".join(lines).rstrip("\n") + "\n")
+
+
+def markdown_fragment(blocks: Sequence[Block]) -> str:
+    """Blocks as Markdown with no page around them: a notebook cell's text (ninferkit.report.notebook_view)."""
+    return "\n\n".join("\n".join(_markdown_block(block)) for block in blocks)
 
 
 def _markdown_block(block: Block) -> list[str]:
@@ -192,6 +197,24 @@ def render_html(document: Document, folder: Path) -> Path:
         parts += [_html_block(block) for block in section.blocks]
     parts += ["</body>", "</html>"]
     return _write(folder / "index.html", "\n".join(parts) + "\n")
+
+
+def html_fragment(blocks: Sequence[Block]) -> str:
+    """Blocks as HTML with no page around them: a notebook cell's output, with the write-up's table style
+    scoped to a `ninferkit-report` box (ninferkit.report.notebook_view)."""
+    style = "\n".join(f".ninferkit-report {rule}" for rule in _FRAGMENT_CSS)
+    return (f'<div class="ninferkit-report">\n<style>\n{style}\n</style>\n'
+            + "\n".join(_html_block(block) for block in blocks) + "\n</div>")
+
+
+_FRAGMENT_CSS = (
+    ".scroll { max-width: 100%; overflow-x: auto; }",
+    "table { border-collapse: collapse; font-size: 0.9rem; }",
+    "th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }",
+    "th { background: #f3f3f3; }",
+    "figcaption { font-style: italic; font-size: 0.9rem; margin-bottom: 0.3rem; }",
+)
+"""The write-up's table rules (CSS above), for a table inside a notebook's page."""
 
 
 def _inline(text: str) -> str:

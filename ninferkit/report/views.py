@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.capacity.summary import dtype_words
 from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.records import DecisionRow, RequestRow
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
@@ -348,7 +349,7 @@ def what_fits(decisions: Sequence[DecisionRow]) -> Table:
         pools = sorted({int(pool[0]) for (d, c, _), rows in found.items() if (d, c) == (dtype, slots)
                         for row in rows if (pool := row.max_pool_tokens) and pool[0] is not None})
         largest = span(pools[0], pools[-1]) if len(pools) > 1 else number(pools[0]) if pools else "—"
-        lines.append((str(dtype), number(slots), largest,
+        lines.append((dtype_words(dtype), number(slots), largest,
                       *(_fits_cell(found.get((dtype, slots, context), [])) for context in contexts)))
     return Table(("KV dtype", "slots", "largest pool, tokens", *(f"{number(c)} tokens per slot" for c in contexts)),
                  tuple(lines), "What fits: whether each setting fits in memory, with the spare memory at worst (the "

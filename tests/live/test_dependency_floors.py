@@ -28,8 +28,10 @@ FLOOR_PYTHON = (3, 11)
 """pyproject's requires-python floor: the floors are the lowest versions that install and work there."""
 TESTS = [f"tests/unit/{name}.py" for name in (
     "test_params", "test_client", "test_client_stream", "test_latency", "test_report", "test_report_compare",
-    "test_capacity_architecture", "test_telemetry", "test_packaging", "test_cli_diagnose", "test_h200_captured")]
-"""The tests that reach each dependency: pydantic and PyYAML (profiles), httpx and sniffio (the client),
+    "test_capacity_architecture", "test_telemetry", "test_packaging", "test_cli_diagnose", "test_h200_captured",
+    "test_server_processes")]
+"""The tests that reach each dependency: pydantic, PyYAML and ruamel.yaml (profiles and their comments),
+prometheus_client (telemetry's /metrics), psutil (the server's process group), httpx and sniffio (the client),
 numpy (latency, capacity), pandas, pyarrow and matplotlib (tables and the write-up), gguf (GGUF headers
 and KV layouts), nvidia-ml-py (telemetry), papermill, nbformat and JupyterLab's kernel (packaging), tqdm."""
 

@@ -40,6 +40,9 @@ def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.Log
     rows = list(read_jsonl(out))
     metrics = [r for r in rows if r["source"] == "metrics"]
     assert len(metrics) >= 2 and "llamacpp:tokens_predicted_total" in metrics[0]["values"]
+    # later rows hold only the series that changed (an idle server's counters do not): the state carries forward
+    assert all(metrics[0]["values"].get(name) != value for name, value in metrics[1]["values"].items())
+    assert len(metrics[1]["values"]) < len(metrics[0]["values"])
     assert all(started - 0.5 <= r["t_mono"] <= ended + 0.5 for r in rows)  # the requests' clock
     nvml = [r for r in rows if r["source"] == "nvml"]
     if nvml_present():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,12 +24,13 @@ from ninferkit.embedded import (
     BUILD_RECORD,
     LLAMA_CPP_BUILD_NUMBER,
     LLAMA_CPP_COMMIT,
+    _check_build_tools,
     _locked,
     _run_logged,
     configure_options,
     configured_with,
 )
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import NinferkitError, ToolMissing
 from ninferkit.params.profile import BuildSection
 
 
@@ -108,3 +110,44 @@ def test_a_build_folder_records_its_options_and_a_stale_one_is_told_apart(tmp_pa
     assert configured_with(tmp_path) != options
     (tmp_path / BUILD_RECORD).write_text("{torn")
     assert configured_with(tmp_path) is None
+
+
+def _tools_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]) -> None:
+    """PATH = one folder holding links named `names` keys to the real programs named by their values."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name, real in names.items():
+        found = shutil.which(real)
+        assert found, f"this test needs {real} on PATH"
+        (folder / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(folder))
+    for variable in ("CC", "CXX", "CMAKE_GENERATOR"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def test_the_build_check_names_a_missing_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make = shutil.which("make")
+    assert make, "this test needs make on PATH"
+    _tools_only(tmp_path, monkeypatch, {"cmake": "cmake", "cc": "cc", "c++": "c++"})
+    with pytest.raises(ToolMissing, match=r"needs make \(cmake's Unix Makefiles generator runs it\)\.") as raised:
+        _check_build_tools(BuildSection())
+    assert "conda env create -f environment.yml" in str(raised.value)
+    (tmp_path / "bin" / "make").symlink_to(make)
+    _check_build_tools(BuildSection())  # with make: nothing missing
+
+
+def test_the_build_check_takes_the_compilers_from_cc_and_cxx_as_conda_sets_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conda-forge's `compilers` installs x86_64-conda-linux-gnu-cc/-c++ and sets CC/CXX, with no cc or c++."""
+    _tools_only(tmp_path, monkeypatch, {"cmake": "cmake", "make": "make", "x86_64-conda-linux-gnu-cc": "cc",
+                                        "x86_64-conda-linux-gnu-c++": "c++"})
+    monkeypatch.setenv("CC", "x86_64-conda-linux-gnu-cc")
+    monkeypatch.setenv("CXX", "x86_64-conda-linux-gnu-c++ -std=c++17")
+    _check_build_tools(BuildSection())
+    monkeypatch.delenv("CXX")
+    with pytest.raises(ToolMissing, match=r"needs a C\+\+ compiler as c\+\+ \(gcc/g\+\+ provide one; or set \$CXX\)"):
+        _check_build_tools(BuildSection())
+    monkeypatch.setenv("CMAKE_GENERATOR", "Ninja")
+    monkeypatch.setenv("CXX", "x86_64-conda-linux-gnu-c++")
+    with pytest.raises(ToolMissing, match=r"needs ninja \(cmake's Ninja generator runs it\)\."):
+        _check_build_tools(BuildSection())

@@ -220,6 +220,14 @@ def test_metrics_deltas_without_spec_or_requests() -> None:
     assert metrics_deltas(before, after) == {"prompt_tokens_server": 20, "generated_tokens_server": 5}
 
 
+def test_metrics_the_parser_cannot_read_give_no_deltas_and_say_why() -> None:
+    after = live_body("metrics_after_prefix_second") + "vllm:num_requests_running two\n"
+    found = ADAPTER.request_metrics_deltas(live_body("metrics_after_prefix_first"), after)
+    assert found is not None and set(found) == {"server_note"}
+    assert found["server_note"].startswith("no /metrics deltas: /metrics is not Prometheus text that "
+                                           "prometheus_client's parser reads: could not convert string to float: 'two'")
+
+
 def test_docker_files_pin_the_image() -> None:
     data = {"name": "v", "engine": {"kind": "vllm", "version": "0.11.0"}, "artifact": {"url": "https://x.invalid/c"},
             "gpu": {"power_limit_w": 250}}

@@ -48,7 +48,8 @@ def test_the_full_chain_stays_reachable_with_tb(tmp_path: Path) -> None:
     setup = nbformat.read(NOTEBOOKS_DIR / STEPS["setup"], as_version=4)
     parameters = [cell for cell in setup.cells if "parameters" in cell.metadata.get("tags", [])]
     failing = nbformat.v4.new_code_cell("import ninferkit\nrun = ninferkit.steps.notebook_run(profile, run_dir, "
-                                        "overrides)", id="open", metadata={"tags": ["raises-exception"]})
+                                        "overrides, step='setup')", id="open",
+                                        metadata={"tags": ["raises-exception"]})
     bug = nbformat.v4.new_code_cell("no_such_name", id="bug", metadata={"tags": ["raises-exception"]})
     setup.cells = [*parameters, failing, nbformat.v4.new_code_cell("%tb", id="tb"), bug]
     nbformat.write(setup, tmp_path / "in.ipynb")

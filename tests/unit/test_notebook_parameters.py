@@ -20,7 +20,7 @@ from tests.conftest import LOCAL_CPU, REPO
 
 @pytest.mark.parametrize("overrides", ["serve.port=8091", ["serve.port=8091"], ("serve.port=8091", "")])
 def test_one_string_or_a_list_of_key_value_strings(tmp_path: Path, overrides: object) -> None:
-    run = notebook_run(str(LOCAL_CPU), str(tmp_path / "run"), overrides)  # type: ignore[arg-type]
+    run = notebook_run(str(LOCAL_CPU), str(tmp_path / "run"), overrides, step="setup")  # type: ignore[arg-type]
     assert run.profile.serve.port == 8091
 
 
@@ -34,7 +34,7 @@ def test_one_string_or_a_list_of_key_value_strings(tmp_path: Path, overrides: ob
 def test_any_other_value_is_refused_naming_the_parameter_and_its_forms(tmp_path: Path, overrides: object,
                                                                       told: str) -> None:
     with pytest.raises(ProfileError) as raised:
-        notebook_run(str(LOCAL_CPU), str(tmp_path / "run"), overrides)  # type: ignore[arg-type]
+        notebook_run(str(LOCAL_CPU), str(tmp_path / "run"), overrides, step="setup")  # type: ignore[arg-type]
     message = str(raised.value)
     assert message.startswith("parameter overrides: ") and told in message
     assert "one key=value string" in message and "a YAML list of key=value strings" in message

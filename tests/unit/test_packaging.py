@@ -28,7 +28,7 @@ def test_environment_yml_lists_the_same_requirements_as_pyproject() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     from_pyproject = dict(_requirement(dep) for dep in project["dependencies"])
     environment = yaml.safe_load((REPO / "environment.yml").read_text())
-    conda_only = {"python", "pip", "cmake", "compilers"}  # toolchain for the embedded llama-server build
+    conda_only = {"python", "pip", "cmake", "make", "compilers"}  # toolchain for the embedded llama-server build
     from_conda = dict(_requirement(dep) for dep in environment["dependencies"] if isinstance(dep, str))
     assert {k: v for k, v in from_conda.items() if k not in conda_only} == from_pyproject
 
@@ -41,6 +41,10 @@ def test_public_surface_is_explicit_and_sorted() -> None:
 
 def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
     return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+
+
+OWN_PARAMETERS = {"06_deploy.ipynb": ["deploy", "from_capacity"]}
+"""Parameters a notebook has beyond the four every notebook shares: 06 starts a service only when asked."""
 
 
 def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
@@ -57,7 +61,9 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters() -> None:
         assert all(isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Constant, ast.List))
                    for node in parameters), f"{path.name}: the parameters cell holds typed literals only"
         documented = PythonTranslator.inspect(cells[0])  # what `papermill --help-notebook` prints
-        assert [p.name for p in documented] == ["profile", "run_dir", "overrides"], path.name
+        own = OWN_PARAMETERS.get(path.name, [])
+        assert [p.name for p in documented] == ["profile", "run_dir", "overrides", "allow_profile_change", *own], \
+            path.name
         assert all(p.inferred_type_name != "None" and p.help for p in documented), path.name
 
 

@@ -92,3 +92,24 @@ def test_artifact_needs_exactly_one_source(tmp_path: Path) -> None:
 def test_comments_beside_keys_become_reasons() -> None:
     text = "serve:\n  max_context: 131072   # two slots of 128K\n  kv:\n    dtype: int8  # Volta: bf16 or int8\n"
     assert yaml_comments(text) == {"serve.max_context": "two slots of 128K", "serve.kv.dtype": "Volta: bf16 or int8"}
+
+
+def test_a_reason_keeps_its_continuation_lines() -> None:
+    """params/local-cpu.yaml's reason for serve.threads (llama-server's -t) runs on to a second line; the reader by
+    indentation published only the first, which stops mid-sentence ("... 2 threads wait on")."""
+    reason = load_profile(REPO / "params" / "local-cpu.yaml").comments["serve.threads"]
+    assert reason.startswith("measured on the 2-core CI machine: beside another busy process llama.cpp's 2 threads "
+                             "wait on each other (1.2 tok/s decode, 1 thread 51 tok/s)")
+    assert reason.endswith("alone 1 thread decodes 49 tok/s, 2 threads 55")
+
+
+def test_a_comment_at_the_keys_column_or_after_a_blank_line_is_not_a_continuation() -> None:
+    text = ("serve:\n  port: 8088    # first\n                # and second\n  # about threads, not port\n"
+            "  threads: 1    # one\n\n                # after a blank line\n")
+    assert yaml_comments(text) == {"serve.port": "first and second", "serve.threads": "one"}
+
+
+def test_a_quoted_hash_is_part_of_the_value_not_a_comment() -> None:
+    text = ('serve:\n  model_id: "org/model #2"  # the second upload\n  extra_args: ["--alias", "a #b"]\n'
+            "  api_key_env: KEY#1\n")
+    assert yaml_comments(text) == {"serve.model_id": "the second upload"}

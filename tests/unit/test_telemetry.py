@@ -8,11 +8,16 @@ operational_log.cpp render_throughput); NInfer cannot run here.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from ninferkit.engines import get_adapter
+from ninferkit.errors import BadInput
 from ninferkit.records import TelemetrySample
 from ninferkit.runs import read_jsonl
 from ninferkit.telemetry import Telemetry, parse_prometheus, throttle_names, window_summary
@@ -30,6 +35,54 @@ def test_prometheus_text_from_llama_server() -> None:
     assert values["llamacpp:prompt_seconds_total"] == 22.9057
     assert values["llamacpp:tokens_predicted_total"] == 1706
     assert not any(name.startswith("#") for name in values)
+    # llama.cpp types it a counter without the suffix; the parser names counters' samples as OpenMetrics does
+    assert values["llamacpp:n_tokens_max_total"] == 2097 and "llamacpp:n_tokens_max" not in values
+
+
+def test_label_values_with_a_brace_or_an_escaped_quote_are_read_whole() -> None:
+    """The hand-written matcher ended a sample's labels at the first `}`, so it matched nothing on this line and
+    dropped the sample without a word."""
+    text = ('# TYPE vllm:requests counter\n'
+            'vllm:requests_total{model_name="org/m{1}",note="say \\"hi\\""} 3\nvllm:up NaN\n')
+    values = parse_prometheus(text)
+    assert values['vllm:requests_total{model_name="org/m{1}",note="say \\"hi\\""}'] == 3
+    assert math.isnan(values["vllm:up"])
+
+
+def test_a_line_the_parser_cannot_read_is_an_error_not_a_missing_number() -> None:
+    with pytest.raises(BadInput, match=r"^/metrics is not Prometheus text that prometheus_client's parser reads: "):
+        parse_prometheus("llamacpp:prompt_tokens_total 55927\nllamacpp:prompt_seconds_total 22.9s\n")
+
+
+def test_telemetry_stops_scraping_metrics_it_cannot_read(tmp_path: Path) -> None:
+    """A real HTTP server on loopback answers /metrics with a sample whose value is not a number."""
+    body = b"llamacpp:prompt_tokens_total 55927\nllamacpp:requests_processing one\n"
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    engine = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    out = tmp_path / "telemetry.jsonl"
+    try:
+        telemetry = Telemetry(out, get_adapter("llama_server"), None, f"http://127.0.0.1:{engine.server_port}")
+        with telemetry:
+            deadline = time.monotonic() + 20
+            while not telemetry.metrics_status.startswith("not read") and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        engine.shutdown()
+        engine.server_close()
+    assert telemetry.metrics_status == ("not read: /metrics is not Prometheus text that prometheus_client's parser "
+                                        "reads: could not convert string to float: 'one'")
+    assert not out.exists() or not [row for row in read_jsonl(out) if row["source"] == "metrics"]
 
 
 def test_throttle_reason_bits() -> None:

@@ -35,6 +35,7 @@ def answer(name: str) -> dict[str, object]:
     ("session1/healthy.log", "package_missing", "flashinfer"),
     ("session2/startup-errors/port_in_use.log", "port_in_use", "port"),
     ("session2/startup-errors/free_memory_below_utilization.log", "free_memory_below_utilization", "82.66 of 139.8"),
+    ("session3/startup-errors/kv_cache_below_max_len.log", "kv_cache_too_small_for_max_len", "max_model_len 8192"),
 ])
 def test_every_recorded_failure_is_diagnosed_with_its_fix(log: str, code: str, in_cause: str) -> None:
     text = (LIVE / log).read_text()
@@ -110,3 +111,42 @@ def test_diagnose_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]
     code = main(["diagnose", str(log), "--profile", str(Path(__file__).parents[2] / "params" / "h200-vllm.yaml")])
     out = capsys.readouterr().out
     assert code == 1 and "--swap-space" in out
+
+
+def test_the_memory_line_gives_capacity_its_free_memory_and_runtime() -> None:
+    """vLLM 0.26.0's gpu_worker line (session3: the runbook's own launch) states the device's free memory and
+    what it took beside the weights; the ledger's runtime is their sum with the KV cache, within the printed
+    digits of the requested budget (0.4 of the device)."""
+    text = (LIVE / "session3" / "launch-server.log").read_text()
+    ledger = ADAPTER.parse_ledger(text)
+    line = re.search(r"Free memory on device \(([\d.]+)/([\d.]+) GiB\).*?is \(([\d.]+), ([\d.]+) GiB\)", text)
+    assert line is not None
+    assert ledger["device_free_bytes"] == round(float(line[1]) * 2**30)
+    assert ledger["gpu_memory_utilization"] == float(line[3])
+    assert ledger["free_after_weights_bytes"] == ledger["device_free_bytes"] - ledger["weights_bytes"]
+    requested = round(float(line[4]) * 2**30)
+    slack = ledger["runtime_bytes_resolution_bytes"] + ledger["requested_bytes_resolution_bytes"]
+    assert abs(ledger["runtime_bytes"] + ledger["weights_bytes"] - requested) <= slack
+    assert ledger["engine_init_s"] > 100  # the first start on a fresh machine: 126 s of kernel compilation
+
+
+def test_the_capacity_fit_of_the_recorded_launches_agrees_with_vllms_own_answer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The capacity step's four launches (session3/capacity-launches: C=1 and 32 at 2,048 and 8,192 tokens, each
+    started and served), fitted as `ninferkit capacity fit` reads them: the largest pool memory allows must hold
+    vLLM's own answer for filling the GPU, `--kv-cache-memory=N (...) to fully utilize gpu memory`, which is the
+    free memory less weights, activations, non-torch memory, CUDA graphs and a 150 MiB buffer (gpu_worker.py of
+    vllm 0.26.0): N + 150 MiB is the pool memory allows, in bytes."""
+    logs = sorted((LIVE / "session3" / "capacity-launches").glob("*.log"))
+    suggested = {int(m[1]) for log in logs
+                 for m in re.finditer(r"--kv-cache-memory=(\d+)` \([\d.]+ GiB\) to fully", log.read_text())}
+    assert len(logs) == 4 and len(suggested) >= 1  # the free memory each start read differed by < 1 MiB
+    code = main(["capacity", "fit", "--profile", "params/h200-vllm.yaml", "-p",
+                 f"capacity.vllm_config={LIVE / 'session3' / 'config.json'}", "--json", *map(str, logs)])
+    assert code == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["bytes_per_token"] == 23040  # 30 layers x 2 x 3 KV heads x 64 x 2 B, from config.json
+    low, high = fitted["max_kv_tokens_interval"]
+    for to_fill_gpu in suggested:
+        assert low <= (to_fill_gpu + 150 * 2**20) / fitted["bytes_per_token"] <= high
+    assert high - low < 0.01 * low

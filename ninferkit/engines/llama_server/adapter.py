@@ -173,6 +173,9 @@ class LlamaServer(EngineAdapter):
         """AMX on the CPU and weights whose repacking crashes this build (amx.py)."""
         return repack_finding(profile, model_path, frozenset(facts.cpu.amx or ()))
 
+    def uses_gpu(self, profile: Profile) -> bool:
+        return profile.engine.build.backend == "cuda"
+
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.build)
 

