@@ -22,6 +22,7 @@ from ninferkit.errors import (
     StepFailed,
     ToolMissing,
 )
+from ninferkit.version import __version__
 
 if TYPE_CHECKING:
     from ninferkit import artifact, capacity, deploy, probe, report, steps, sweeps
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from ninferkit.runner import run_runbook
     from ninferkit.runs import Run, RunDir, open_run
 
-__version__ = "0.1.0"
 
 _SUBMODULES = ("artifact", "capacity", "deploy", "probe", "report", "steps", "sweeps")
 _NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.runner",
@@ -59,6 +59,7 @@ __all__ = [
     "ServerStartError",
     "StepFailed",
     "ToolMissing",
+    "__version__",
     "artifact",
     "capacity",
     "deploy",

@@ -29,6 +29,7 @@ import numpy as np
 from ninferkit import progress
 from ninferkit.cache import cache_dir
 from ninferkit.errors import NinferkitError, ToolMissing
+from ninferkit.gpu import gpu_facts
 from ninferkit.params.profile import BuildSection, GeneratedModel
 from ninferkit.pip_download import pip_download
 from ninferkit.plain_output import child_env
@@ -116,8 +117,6 @@ def cuda_arch(build: BuildSection) -> str:
     """
     if build.cuda_arch:
         return build.cuda_arch
-    from ninferkit.probe import gpu_facts
-
     gpus = gpu_facts()["gpus"]
     if not gpus:
         raise ToolMissing("engine.build.backend is 'cuda' but NVML finds no GPU to take the architecture from; "

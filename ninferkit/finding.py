@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ninferkit.params.profile import FindingCode
+FindingCode = Literal[
+    "no_gpu", "gpu_without_driver", "open_module_on_volta", "driver_branch_too_new", "cuda13_for_sm70",
+    "kv_dtype_unsupported", "gpu_arch_differs", "power_limit_differs", "gpu_memory_low", "disk_low",
+    "no_nvidia_container_runtime", "tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink",
+    "kv_auto_no_room", "amx_weight_repacking", "open_module_refused", "open_driver_packages_on_volta",
+    "kernel_log_unreadable",
+]
+"""The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
 
 Severity = Literal["info", "warning", "error"]
 

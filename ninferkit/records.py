@@ -53,7 +53,7 @@ class RecordPart(BaseModel):
 
 
 class GpuInfo(RecordPart):
-    """One GPU as NVML described it at setup (probe.gpu_facts)."""
+    """One GPU as NVML described it at setup (gpu.gpu_facts)."""
 
     index: int | None = None
     name: str | None = None

@@ -50,6 +50,7 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.redaction import remember_env, scrub, scrub_data
+from ninferkit.version import __version__
 
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -623,8 +624,6 @@ def _write_manifest(run: Run) -> None:
 def package_versions() -> dict[str, str | None]:
     """Versions of the packages results depend on; ninferkit's own from its source, which is right also
     when it runs from a checkout that was never pip-installed (the GPU boxes' PYTHONPATH runs)."""
-    from ninferkit import __version__
-
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:

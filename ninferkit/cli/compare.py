@@ -1,4 +1,7 @@
-"""`ninferkit compare RUN_A RUN_B [...]`: per-cell deltas of later runs against the first."""
+"""`ninferkit compare RUN_A RUN_B [...]`: per-cell deltas of later runs against the first.
+
+`--fail-on-regression PCT` gates a new build in CI: exit 1, one line per metric, when a metric got worse by
+more than PCT percent and outside the bootstrap interval of the runs' repeats (`sweeps.repeats` >= 2)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,20 @@ from typing import Any
 
 SHOWN = ["candidate", "sweep", "cell", "metric", "median_a", "median_b", "delta_pct", "paired_delta",
          "spread_a_pct", "spread_b_pct", "verdict", "comparable"]
-NUMERIC = ["median_a", "median_b", "delta_pct", "paired_delta", "spread_a_pct", "spread_b_pct"]
+NUMERIC = ["median_a", "median_b", "delta_pct", "paired_delta", "spread_a_pct", "spread_b_pct", "interval_low",
+           "interval_high"]
+INTERVAL = ["repeats_a", "repeats_b", "interval_low", "interval_high", "outside_interval"]
+"""Shown where both runs repeated a cell (the table has these columns only then)."""
+
+
+def _percentage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1000:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; allowed: a number from 0 to 1000, e.g. 5")
+    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -18,6 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path,
                         help="folder for index.md, index.html and table.csv "
                              "(default: LAST_RUN/report/compare-vs-<first run id>)")
+    parser.add_argument("--fail-on-regression", type=_percentage, metavar="PCT",
+                        help="exit 1 when a metric got worse by more than PCT percent and outside the bootstrap "
+                             "interval of the runs' repeats (needs sweeps.repeats >= 2 in both runs)")
     return parser
 
 
@@ -25,13 +44,16 @@ def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ninferkit.report import compare_runs
+    from ninferkit.report.compare import regressions
     from ninferkit.report.fmt import number
     from ninferkit.runs import RunDir
 
     comparison = compare_runs(args.run_dirs)
+    gate = regressions(comparison, args.fail_on_regression) if args.fail_on_regression is not None else None
     out = args.out or RunDir(Path(args.run_dirs[-1])).comparison(comparison.run_ids[0])
     files = comparison.write(out)
-    shown = comparison.table[SHOWN] if not comparison.table.empty else comparison.table
+    columns = SHOWN + [column for column in INTERVAL if column in comparison.table]
+    shown = comparison.table[columns] if not comparison.table.empty else comparison.table
     with pd.option_context("display.width", 200, "display.max_colwidth", 60, "display.max_rows", None):
         print(shown.to_string(index=False, na_rep="—", formatters={column: number for column in NUMERIC}))
     for line in comparison.unpaired:
@@ -39,4 +61,13 @@ def main(args: argparse.Namespace) -> int:
     for line in comparison.caveats:
         print(f"caveat: {line}")
     print(f"written: {files['markdown']}")
-    return 0
+    if gate is None:
+        return 0
+    found, ungated = gate
+    for line in ungated:
+        print(line)
+    for regression in found:
+        print(regression.line())
+    if not found:
+        print(f"no regression beyond {args.fail_on_regression:g}% outside the interval")
+    return 1 if found else 0

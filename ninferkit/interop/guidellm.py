@@ -302,7 +302,7 @@ def benchmark(source: Source, cell: Cell, run_id: str, index: int) -> dict[str, 
 def export(source: Source, path: Path) -> list[Path]:
     """The run as benchmarks.json: a GenerativeBenchmarksReport with one benchmark per cell."""
     run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"ninferkit:{source.run_id}"))
-    from ninferkit import __version__
+    from ninferkit.version import __version__
 
     benchmarks = [benchmark(source, cell, run_id, index) for index, cell in enumerate(source.cells)]
     kinds = {b["config"]["strategy"]["type_"] for b in benchmarks}

@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 
-from ninferkit.engines import KINDS, serve_section
+from ninferkit.engines.kinds import KINDS, serve_section
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 

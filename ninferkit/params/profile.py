@@ -20,7 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from ninferkit.engines import serve_section
+from ninferkit.engines.kinds import serve_section
+from ninferkit.finding import FindingCode
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
 from ninferkit.params.deploy import DeploySection
@@ -244,16 +245,6 @@ class ArtifactSection(Section):
             raise ValueError("a checkpoint folder is pinned file by file (artifact.files); sha256 and size_bytes "
                              "are for a single file")
         return self
-
-
-FindingCode = Literal[
-    "no_gpu", "gpu_without_driver", "open_module_on_volta", "driver_branch_too_new", "cuda13_for_sm70",
-    "kv_dtype_unsupported", "gpu_arch_differs", "power_limit_differs", "gpu_memory_low", "disk_low",
-    "no_nvidia_container_runtime", "tensor_parallel_gpus_missing", "tensor_parallel_without_nvlink",
-    "kv_auto_no_room", "amx_weight_repacking", "open_module_refused", "open_driver_packages_on_volta",
-    "kernel_log_unreadable",
-]
-"""The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
 
 
 class GPUSection(Section):

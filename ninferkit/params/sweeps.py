@@ -28,6 +28,8 @@ MAX_COUNT = 10_000
 """Repetitions, warm-ups and requests per client: beyond this a sweep would run for days."""
 MAX_CLIENTS = 1024
 """Concurrent clients of the concurrency sweep (one connection each)."""
+MAX_REPEATS = 100
+"""Reruns of every cell (`repeats`): each repeat is the whole plan again."""
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Clients = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 ALL_TASKS: list[TaskName] = ["coding", "json_extraction", "summarization", "translation", "reasoning",
@@ -208,6 +210,10 @@ class SweepsSection(Section):
         "none", description="sent as reasoning_effort on the chat API to engines that read it (seed 000 §2: "
         "'reasoning_effort: none' unless noted); a task that names its own keeps it (reasoning: xhigh); "
         "null: never sent")
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="run every cell this many times, each repeat its own "
+                         "cell in the ledger (a rerun resumes mid-repeats); tables then give the median of the "
+                         "repeats with its bootstrap confidence interval, and compare says whether a difference lies "
+                         "outside it")
     max_errors_per_cell: int = Field(3, ge=1, le=MAX_COUNT, description="stop rule: a cell with this many errors fails")
     request_timeout_s: float = Field(900.0, gt=0, le=86_400)
     telemetry: bool = Field(True, description="sample NVML, the engine log and /metrics while sweeping")

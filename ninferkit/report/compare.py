@@ -4,6 +4,12 @@ Cells are paired by sweep and cell parameters (what `cell_id` hashes), so the sa
 compared across runs and nothing else. Within a pair, repetitions with the same number are paired
 too (the paired delta), beside the difference of the medians. A delta no larger than the spread of
 either run is reported as "within spread", never as a speed-up.
+
+Where both runs ran a cell more than once (`sweeps.repeats`), each repeat is one value (the median of its
+requests), the medians compared are the medians of those, and the comparison adds the seeded bootstrap
+interval of the difference (ninferkit/confidence.py) and whether it leaves out zero (`outside_interval`):
+a difference outside it is one the repeats did not produce by chance at that level. `regressions` are the
+metrics that got worse by more than a percentage and outside the interval: what `--fail-on-regression` gates.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.errors import NinferkitError
+from ninferkit.confidence import Interval, difference_interval
+from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.records import RequestRow
 from ninferkit.report.caveats import cell_acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
@@ -28,6 +35,7 @@ from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
 from ninferkit.runs import utc_now
+from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
@@ -53,7 +61,7 @@ class Comparison:
         sections = [Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
-                      "each run's repetitions."),
+                      "each run's repetitions." + _interval_words(self.table)),
             table_from_frame(self.table) if not self.table.empty else Paragraph("No cell appears in both runs."),
         ])]
         if self.unpaired:
@@ -71,6 +79,64 @@ class Comparison:
         self.table.to_csv(csv, index=False)
         files["csv"] = csv
         return files
+
+
+def _interval_words(table: pd.DataFrame) -> str:
+    """What the interval columns are, where a cell had repeats in both runs."""
+    if "interval_method" not in table or not table["interval_method"].notna().any():
+        return ""
+    method = table["interval_method"].dropna().iloc[0]
+    return (" Where both runs repeated a cell (sweeps.repeats), each repeat is one value, the medians are "
+            "the medians of the repeats, and interval_low / interval_high bound the difference of the medians "
+            f"({method}); outside_interval: the "
+            "interval leaves out zero.")
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A metric that got worse by more than the gate's percentage and outside the interval."""
+
+    candidate: str
+    sweep: str
+    cell: str
+    metric: str
+    baseline: float
+    value: float
+    delta_pct: float
+    interval: tuple[float, float]
+
+    def line(self) -> str:
+        low, high = self.interval
+        return (f"regression: {self.metric} in {self.sweep} {self.cell} of {self.candidate}: {number(self.baseline)} "
+                f"-> {number(self.value)} ({self.delta_pct:+.1f}%), outside the interval of the difference "
+                f"[{number(low)}, {number(high)}]")
+
+
+def regressions(comparison: Comparison, pct: float) -> tuple[list[Regression], list[str]]:
+    """The metrics worse by more than `pct` percent and outside the interval, and a line for each metric worse
+    by more than `pct` that could not be gated (a cell with one repeat in a run has no interval). Raises
+    BadInput when no compared cell has an interval at all: the gate would pass whatever the runs measured."""
+    table = comparison.table
+    if "outside_interval" not in table or not table["outside_interval"].notna().any():
+        raise BadInput(f"--fail-on-regression: no cell of {', '.join(comparison.run_ids)} was run more than once in "
+                       "both runs, so no difference has an interval; set sweeps.repeats: N (N >= 2) in the "
+                       "profiles and run the sweeps again")
+    found, ungated = [], []
+    for _, row in table.iterrows():
+        pct_value = row["delta_pct"]
+        if pct_value is None or pd.isna(pct_value):
+            continue
+        worse = -pct_value if METRICS[row["metric"]] else pct_value
+        if worse <= pct:
+            continue
+        if pd.isna(row["outside_interval"]):
+            ungated.append(f"not gated: {row['metric']} in {row['sweep']} {row['cell']} of {row['candidate']} is "
+                           f"{abs(pct_value):.1f}% worse, but a run has one repeat of it (no interval)")
+        elif bool(row["outside_interval"]):
+            found.append(Regression(str(row["candidate"]), str(row["sweep"]), str(row["cell"]), str(row["metric"]),
+                                    float(row["median_a"]), float(row["median_b"]), float(pct_value),
+                                    (float(row["interval_low"]), float(row["interval_high"]))))
+    return found, ungated
 
 
 def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
@@ -113,7 +179,10 @@ def _move(metric: str, row: Any) -> str:
     pct = row["delta_pct"]
     if pct is None or pd.isna(pct):
         return f"{name}: —"
-    if row["verdict"] == "spread unknown (one repetition)":
+    outside = row.get("outside_interval")
+    if outside is not None and not pd.isna(outside):
+        said = ("outside" if bool(outside) else "inside") + " the interval of the repeats"
+    elif row["verdict"] == "spread unknown (one repetition)":
         said = f"inside the ±{RUN_TO_RUN_PCT:g}% run-to-run spread" if abs(pct) <= RUN_TO_RUN_PCT else \
             f"beyond the ±{RUN_TO_RUN_PCT:g}% run-to-run spread"
     else:
@@ -164,7 +233,7 @@ def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:
     cells: dict[CellKey, list[RequestRow]] = defaultdict(list)
     for row in run.measured():
-        key = json.dumps(row.cell, sort_keys=True) if row.cell else f"cell_id={row.cell_id}"
+        key = json.dumps(without_repeat(row.cell), sort_keys=True) if row.cell else f"cell_id={row.cell_id}"
         cells[(str(row.sweep), key)].append(row)
     return cells
 
@@ -175,13 +244,22 @@ def _label(key: CellKey) -> str:
     return params_label(json.loads(key[1]))
 
 
-def _per_repetition(rows: list[RequestRow], metric: str) -> dict[int, float]:
-    found: dict[int, list[float]] = defaultdict(list)
+def _per_repetition(rows: list[RequestRow], metric: str) -> dict[tuple[int, int], float]:
+    """(repeat, repetition) -> the median of the metric there."""
+    found: dict[tuple[int, int], list[float]] = defaultdict(list)
     for row in rows:
         value = getattr(row, metric)
         if value is not None:
-            found[row.repetition or 0].append(float(value))
+            found[(repeat_of(row.cell or {}), row.repetition or 0)].append(float(value))
     return {rep: statistics.median(values) for rep, values in found.items()}
+
+
+def _per_repeat(values: dict[tuple[int, int], float]) -> list[float]:
+    """Each repeat's median over its repetitions."""
+    found: dict[int, list[float]] = defaultdict(list)
+    for (repeat, _), value in values.items():
+        found[repeat].append(value)
+    return [statistics.median(found[repeat]) for repeat in sorted(found)]
 
 
 def _spread_pct(values: list[float]) -> float | None:
@@ -195,7 +273,12 @@ def _delta(rows_a: list[RequestRow], rows_b: list[RequestRow], metric: str,
     a, b = _per_repetition(rows_a, metric), _per_repetition(rows_b, metric)
     if not a or not b:
         return None
-    median_a, median_b = statistics.median(a.values()), statistics.median(b.values())
+    repeats_a, repeats_b = _per_repeat(a), _per_repeat(b)
+    interval = difference_interval(repeats_a, repeats_b)
+    if interval is not None:
+        median_a, median_b = statistics.median(repeats_a), statistics.median(repeats_b)
+    else:
+        median_a, median_b = statistics.median(a.values()), statistics.median(b.values())
     delta = median_b - median_a
     delta_pct = 100 * delta / median_a if median_a else None
     spread_a, spread_b = _spread_pct(list(a.values())), _spread_pct(list(b.values()))
@@ -209,7 +292,18 @@ def _delta(rows_a: list[RequestRow], rows_b: list[RequestRow], metric: str,
         verdict = "better" if (delta > 0) == higher_better else "worse"
     return {"n_a": len(a), "n_b": len(b), "median_a": median_a, "median_b": median_b, "delta": delta,
             "delta_pct": delta_pct, "paired_delta": statistics.median(paired) if paired else None,
-            "pairs": len(paired), "spread_a_pct": spread_a, "spread_b_pct": spread_b, "verdict": verdict}
+            "pairs": len(paired), "spread_a_pct": spread_a, "spread_b_pct": spread_b, "verdict": verdict,
+            **_interval_columns(interval)}
+
+
+def _interval_columns(interval: Interval | None) -> dict[str, Any]:
+    """The interval of the difference, where both runs repeated the cell; no column otherwise (a comparison of
+    runs without repeats reads as it did before repeats)."""
+    if interval is None:
+        return {}
+    return {"repeats_a": interval.n[0], "repeats_b": interval.n[1], "interval_low": interval.low,
+            "interval_high": interval.high, "outside_interval": not interval.holds(0.0),
+            "interval_method": interval.describe()}
 
 
 def _acceptance_gap(a: float | None, b: float | None) -> float:

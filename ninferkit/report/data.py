@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from ninferkit.engines import KINDS, get_adapter
+from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.kinds import KINDS
 from ninferkit.errors import NinferkitError
 from ninferkit.params.report import ReportSection
 from ninferkit.records import (
@@ -118,7 +119,8 @@ class RunData:
 
     def cell_rows(self, sweep: str) -> dict[str, list[RequestRow]]:
         """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
-        requests that failed, where `measured` keeps only the finished ones."""
+        requests that failed, where `measured` keeps only the finished ones. Each repeat of a cell
+        (`sweeps.repeats`) is a cell of its own here: a verdict or a rate over time spans one repeat's requests."""
         out: dict[str, list[RequestRow]] = defaultdict(list)
         for row in self.requests:
             if row.sweep == sweep and not row.warmup and row.prefix_role != "seed":

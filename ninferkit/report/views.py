@@ -1,7 +1,8 @@
 """The sweep tables as the write-up shows them: the columns a reader compares, so a table fits the page.
 
 tables/<name>.csv keeps every column; a view (the columns its kind names: sweeps/kinds/<kind>.py) shows
-one cell per quantity (a median with its range in brackets), moves a column that holds the same value in
+one cell per quantity (a median with its range in brackets; for a cell run several times, `sweeps.repeats`, the
+median of its repeats with its confidence interval in square brackets), moves a column that holds the same value in
 every row into the caption ("in every cell: api chat"), leaves out a column with no value, and lists what a
 failed or skipped cell and the plan's notes say below the table instead of in it. The latency tables are
 recomputed from the request rows (TTFT, TPOT, ITL and end-to-end latency as ninferkit/latency.py defines
@@ -67,11 +68,15 @@ def param(name: str) -> Getter:
 
 
 def spread(name: str) -> Getter:
-    """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`."""
+    """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
+    where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
     def get(row: Row) -> str | None:
         median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
         if median is None:
             return None
+        ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
+        if ci_low is not None and ci_high is not None:
+            return f"{number(median)} [{number(ci_low)} – {number(ci_high)}]"
         if low is None or high is None or number(low) == number(high):
             return number(median)
         return f"{number(median)} ({number(low)} – {number(high)})"
@@ -124,6 +129,18 @@ def _hit_tokens(row: Row) -> str | None:
     return f"{number(tokens)} ({source})" if source else number(tokens)
 
 
+def _answer(row: Row) -> str | None:
+    """The first answer token's time beside the reasoning events before it, where the cell's requests reasoned
+    (rows with reasoning_events); a cell that reasoned but answered in none of its requests says so."""
+    events = _get(row, "reasoning_events_median")
+    if not events:
+        return None
+    answer = _get(row, "ttft_answer_client_s_median")
+    said = number(answer) if answer is not None else "no answer token"
+    count = int(events) if float(events).is_integer() else events  # a median of counts can be a half
+    return f"{said} ({number(count)} reasoning events)"
+
+
 def _engine_decode(row: Row) -> str | None:
     mean, peak = _get(row, "decode_tok_s_engine_mean"), _get(row, "decode_tok_s_engine_peak")
     return None if mean is None and peak is None else f"{number(mean)} / {number(peak)}"
@@ -162,6 +179,7 @@ SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
     "decode": lambda c: _decode, "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
+    "answer": lambda c: _answer,
 }
 """How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
 
@@ -199,11 +217,39 @@ def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
             continue
         kept.append(index)
     caption = (f"tables/{name}.csv (every column), {len(records)} cells: a median over each cell's measured "
-               "requests, with their range in brackets" + (f"; in every cell: {', '.join(same)}" if same else ""))
+               "requests, with their range in brackets" + _repeats_words(records)
+               + (f"; in every cell: {', '.join(same)}" if same else ""))
     table = Table(tuple(columns[i].header for i in kept),
                   tuple(tuple(row[i] or "—" for i in kept) for row in cells), caption)
     notes = _notes(name, records)
     return [table, Bullets(tuple(notes))] if notes else [table]
+
+
+def _repeats_words(records: Sequence[Row]) -> str:
+    """The caption's words for the cells run several times: how many repeats, and the interval's method."""
+    repeated = [row for row in records if (_get(row, "repeats") or 0) > 1]
+    if not repeated:
+        return ""
+    counts = sorted({int(_get(row, "repeats")) for row in repeated})
+    methods = sorted({str(_get(row, "ci_method")) for row in repeated if _get(row, "ci_method")})
+    return (f"; {len(repeated)} of the cells ran {' or '.join(map(str, counts))} times (sweeps.repeats): there the "
+            "median of the repeats' medians, with its interval in square brackets"
+            + (f" ({'; '.join(methods)})" if methods else ""))
+
+
+def detail_view(name: str, rows: Sequence[RequestRow]) -> Table | None:
+    """The kind's breakdown below its table (sessions: per turn), shares as percentages; None where the kind
+    has none or the run has no row for it."""
+    kind = find_kind(name)
+    frame = pd.DataFrame([row.as_dict() for row in rows])
+    found = kind.detail(frame) if kind is not None and len(frame) else None
+    if found is None or found.empty:
+        return None
+    shown = found.astype(object).where(found.notna(), None)
+    for column in shown.columns:
+        if "share" in str(column):
+            shown[column] = [percent(column)({column: value}) for value in shown[column]]
+    return table_from_frame(shown, kind.detail_caption if kind is not None else "")
 
 
 def _notes(name: str, records: Sequence[Row]) -> list[str]:
@@ -238,7 +284,8 @@ def _label(name: str, cell: Row) -> str:
         value = param(label.key)(cell)
         if value is not None:
             parts.append((label.one if value == "1" and label.one else label.words).format(value))
-    return " ".join(parts) or str(_get(cell, "cell_id"))
+    repeat = _get(cell, "repeat")
+    return (" ".join(parts) or str(_get(cell, "cell_id"))) + (f" (repeat {repeat})" if repeat else "")
 
 
 def latency_view(name: str, cell_rows: Mapping[str, Sequence[RequestRow]]) -> Table | None:

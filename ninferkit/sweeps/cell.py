@@ -37,7 +37,8 @@ class CellParams:
     """What every request of a cell is sent with; a kind's parameters add what its cells vary.
 
     `as_dict` is the cell's record (its id is the hash of it): every field, except a field named in
-    OMITTED_WHEN_NONE while it is None, so a parameter added to a kind keeps the ids of the cells without it."""
+    OMITTED_WHEN_NONE while it is None, so a parameter added to a kind keeps the ids of the cells without it,
+    and `repeat` while it is 0, so the first repeat of a cell is the cell a run without repeats measured."""
 
     output_tokens: int
     api: Api
@@ -45,12 +46,15 @@ class CellParams:
     temperature: float
     seed: int | None
     reasoning_effort: str | None = None
+    repeat: int = 0
+    """Which run of the cell (`sweeps.repeats`), from 0: each repeat is a cell of its own in the ledger and the
+    rows (`cell.repeat`), and the tables put the repeats of one cell together (`first_repeat_id`)."""
 
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
     def as_dict(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items()
-                if not (value is None and name in self.OMITTED_WHEN_NONE)}
+                if not (value is None and name in self.OMITTED_WHEN_NONE) and not (name == REPEAT and value == 0)}
 
     @classmethod
     def recorded(cls, params: dict[str, Any]) -> CellParams:
@@ -60,6 +64,31 @@ class CellParams:
 
 
 P = TypeVar("P", bound=CellParams)
+REPEAT = "repeat"
+"""The parameter that numbers a cell's repeats; absent from a recorded cell for the first (0)."""
+
+
+def repeat_of(recorded: dict[str, Any]) -> int:
+    """A recorded cell's repeat index (0: the first, or a run without repeats)."""
+    return int(recorded.get(REPEAT, 0))
+
+
+def without_repeat(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded cell's parameters without its repeat index: what its repeats share."""
+    return {name: value for name, value in recorded.items() if name != REPEAT}
+
+
+def cell_id_of(sweep: str, recorded: dict[str, Any]) -> str:
+    """The id of a cell of that kind and recorded parameters: the hash of both."""
+    canonical = json.dumps({"sweep": sweep, **recorded}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def first_repeat_id(sweep: str | None, recorded: dict[str, Any] | None, cell_id: str | None) -> str:
+    """The id of a row's cell as a table names it: its first repeat's (the cell's own id without repeats)."""
+    if not recorded or REPEAT not in recorded or sweep is None:
+        return str(cell_id)
+    return cell_id_of(sweep, without_repeat(recorded))
 
 
 @dataclass(frozen=True)
@@ -101,8 +130,7 @@ class Cell(Generic[P]):
     cell_id: str = field(init=False)
 
     def __post_init__(self) -> None:
-        canonical = json.dumps({"sweep": self.sweep, **self.params.as_dict()}, sort_keys=True, separators=(",", ":"))
-        object.__setattr__(self, "cell_id", hashlib.sha256(canonical.encode()).hexdigest()[:12])
+        object.__setattr__(self, "cell_id", cell_id_of(self.sweep, self.params.as_dict()))
 
     @property
     def sweep(self) -> str:
@@ -111,13 +139,21 @@ class Cell(Generic[P]):
     @property
     def label(self) -> str:
         keys = {label.key for label in self.kind.labels}
-        shown = {k: v for k, v in self.params.as_dict().items() if k in keys}
+        recorded = self.params.as_dict()
+        shown = {k: v for k, v in recorded.items() if k in keys}
+        if REPEAT in recorded:
+            shown[REPEAT] = recorded[REPEAT]
         return f"{self.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
 
     def as_dict(self) -> dict[str, Any]:
         """The cell as plan.json records it."""
         return {"sweep": self.sweep, "params": self.params.as_dict(), "skip": self.skip, "request": self.request,
                 "notes": self.notes, "cell_id": self.cell_id}
+
+
+def repeated(cell: Cell[P], repeat: int) -> Cell[P]:
+    """The cell's `repeat`-th run: the same requests, its own id."""
+    return Cell(cell.kind, replace(cell.params, repeat=repeat), cell.skip, cell.request, cell.notes)
 
 
 def sent_output_tokens(api: str, asked: int) -> int:

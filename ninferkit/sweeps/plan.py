@@ -4,6 +4,13 @@ The plan is written to the run directory before anything is sent; a cell's id is
 parameters (sweeps/cell.py), so a resume runs exactly the cells without a result. `ab` is named like a kind
 (`--only ab`, `sweeps.ab`) but measures nothing: it pairs this run's cells with a baseline run's
 (sweeps/__init__.py, tables.ab_table), so it plans no cell and is no module of sweeps/kinds/.
+
+`sweeps.repeats: N` plans every cell N times, each repeat a cell of its own (`CellParams.repeat`), the whole
+plan once and then again: a drift over the run (a warming GPU, a neighbour's load) falls on every cell's
+repeats alike instead of on the cells planned last. A rerun after a run died runs the repeats without a result,
+as it runs any such cell. The first repeat is the cell a run without repeats measures (same id), so `compare`
+and the A/B pair a run with repeats with one without; a skipped cell is planned once (a repeat of a refusal
+measures nothing).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.runs import RunDir, utc_now, write_json_atomic
-from ninferkit.sweeps.cell import Cell, Planner
+from ninferkit.sweeps.cell import Cell, Planner, repeated
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.kinds import names
 
@@ -42,8 +49,9 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
 
 def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], explicit: bool,
                served: dict[str, Any] | None = None) -> list[Cell[Any]]:
-    """The cells of the chosen kinds, in the kinds' order; a disabled kind runs only when named explicitly.
-    `served` is what the running server said at the adapter's `request_extensions_path` (None before it runs).
+    """The cells of the chosen kinds, in the kinds' order, `sweeps.repeats` times (see the module docstring); a
+    disabled kind runs only when named explicitly. `served` is what the running server said at the adapter's
+    `request_extensions_path` (None before it runs).
 
     Raises ProfileError before anything is sent when a size does not fit the served context.
     """
@@ -54,7 +62,8 @@ def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], expl
         section = kind.section(profile.sweeps)
         if kind.name in chosen and (section.enabled or explicit):
             cells += kind.plan(section, planner)
-    return cells
+    again = [repeated(cell, repeat) for repeat in range(1, profile.sweeps.repeats) for cell in cells if not cell.skip]
+    return cells + again
 
 
 def write_plan(run_dir: RunDir, cells: list[Cell[Any]], profile_hash: str) -> None:

@@ -16,6 +16,11 @@ ended (`finish_reason`: `stop` where the model ended at its own length, `length`
 rate table adds goodput under the profile's latency targets (`sweeps.rate.slo`, read when the table is
 built, so new targets need no rerun), the most requests in flight at once, how late the client sent
 (schedule lag) and whether the server kept up with the offered rate (sweeps/rate.py).
+
+A cell run more than once (`sweeps.repeats`) is one row over all its repeats: the columns pool their
+requests, except the headline metrics (REPEATED), whose `_median` is then the median of the repeats' medians,
+with `_ci_low`/`_ci_high` its seeded bootstrap interval (ninferkit/confidence.py), `repeats` how many repeats
+the ledger has and `ci_method` the method and level in words. A row of one repeat has none of these columns.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from ninferkit.confidence import median_interval
 from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
+from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
@@ -40,7 +48,9 @@ NO_TARGETS = Targets()
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
-          "accepted_tokens_server")
+          "accepted_tokens_server", "ttft_answer_client_s", "reasoning_events")
+REPEATED = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "decode_tok_s_client")
+"""The metrics a cell of several repeats states as the median of its repeats with an interval."""
 
 
 def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, CellEntry]:
@@ -85,27 +95,86 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
     records = []
     frame = _frame(rows)
     engine_lines = [r for r in telemetry or () if r.source == "engine_log"]
-    for cell_id, outcome in outcomes.items():
-        if outcome.sweep != name:
-            continue
-        cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
-        measured = _measured(kind, cell_rows)
-        record = kind.key_columns(outcome.cell, speculation)
-        record.update(_cell_metrics(kind, measured, rows, targets))
-        diagnosis = outcome.diagnosis or {}
-        record.update(status=outcome.status, reason=outcome.reason,
-                      diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
-                      notes="; ".join(outcome.notes) or None,
-                      reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id)
-        record.update(kind.outcome_columns(measured))
-        record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
-        record.update(_telemetry(cell_rows, telemetry or []))
-        record.update(kind.condition_columns(cell_rows, telemetry or []) if len(cell_rows) else {})
-        records.append(record)
+    for repeats in _repeats(name, outcomes):
+        each = []
+        for cell_id, outcome in repeats:
+            cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
+            measured = _measured(kind, cell_rows)
+            record = kind.key_columns(outcome.cell, speculation)
+            record.update(_cell_metrics(kind, measured, rows, targets))
+            diagnosis = outcome.diagnosis or {}
+            record.update(status=outcome.status, reason=outcome.reason,
+                          diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
+                          notes="; ".join(outcome.notes) or None,
+                          reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id)
+            record.update(kind.outcome_columns(measured))
+            record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
+            record.update(_telemetry(cell_rows, telemetry or []))
+            record.update(kind.condition_columns(cell_rows, telemetry or []) if len(cell_rows) else {})
+            each.append(record)
+        records.append(each[0] if len(each) == 1 else _over_repeats(each, [repeat_of(o.cell) for _, o in repeats]))
     table = pd.DataFrame(records)
     if len(table):
         table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
     return table
+
+
+def _repeats(name: str, outcomes: Mapping[str, CellEntry]) -> list[list[tuple[str, CellEntry]]]:
+    """The table's cells, each as its repeats' (cell_id, outcome) in repeat order."""
+    cells: dict[str, list[tuple[int, str, CellEntry]]] = {}
+    for cell_id, outcome in outcomes.items():
+        if outcome.sweep == name:
+            first = first_repeat_id(outcome.sweep, outcome.cell, cell_id)
+            cells.setdefault(first, []).append((repeat_of(outcome.cell), cell_id, outcome))
+    return [[(cell_id, outcome) for _, cell_id, outcome in sorted(found, key=lambda item: item[0])]
+            for found in cells.values()]
+
+
+SUMMED = ("n_ok", "n_errored", "engine_windows", "engine_windows_mixed")
+
+
+def _over_repeats(each: list[dict[str, Any]], repeats: list[int]) -> dict[str, Any]:
+    """One row for a cell of several repeats, from each repeat's row (each computed over its own requests and
+    its own span, as a cell without repeats): counts summed, `_min` and `_max` over all the repeats, the
+    headline metrics (REPEATED) as the median of the repeats' medians with its bootstrap interval, every other
+    number the median of the repeats' values, a text or a yes/no the repeats agree on as it is (a text they
+    differ on as each repeat's, named; a yes/no they differ on unknown);
+    the status is failed when any repeat failed, and `cell_id` the first repeat's."""
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(key for record in each for key in record):
+        values = [record.get(name) for record in each]
+        found = [value for value in values if value is not None and not (isinstance(value, float) and pd.isna(value))]
+        numeric = found and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found)
+        if name == "cell_id" or not found:
+            out[name] = values[0] if name == "cell_id" else None
+        elif name in SUMMED and numeric:
+            out[name] = sum(found)
+        elif len({str(v) for v in found}) == 1:
+            out[name] = found[0]  # a parameter, or a value every repeat had: as it is, type kept
+        elif numeric and name.endswith(("_min", "_max")):
+            out[name] = min(found) if name.endswith("_min") else max(found)
+        elif numeric:
+            out[name] = float(pd.Series(found, dtype=float).median())
+        elif all(isinstance(v, (bool, np.bool_)) for v in found):
+            out[name] = None  # a yes/no the repeats disagree on (kept up, throttled) is no answer
+        else:
+            out[name] = "; ".join(f"repeat {r}: {v}" for r, v in zip(repeats, values, strict=True) if v is not None)
+    statuses = [record["status"] for record in each]
+    failed = [(r, record["reason"]) for r, record in zip(repeats, each, strict=True) if record["status"] == "failed"]
+    out["status"] = "failed" if failed else statuses[0] if len(set(statuses)) == 1 else "/".join(sorted(set(statuses)))
+    out["reason"] = "; ".join(f"repeat {r}: {reason}" for r, reason in failed) or None
+    out["repeats"] = len(each)
+    method = None
+    for name in REPEATED:
+        medians = [float(v) for record in each if (v := record.get(f"{name}_median")) is not None and not pd.isna(v)]
+        interval = median_interval(medians)
+        if interval is None:
+            continue
+        out.update({f"{name}_median": float(pd.Series(medians).median()), f"{name}_ci_low": interval.low,
+                    f"{name}_ci_high": interval.high})
+        method = interval.describe()
+    out["ci_method"] = method
+    return out
 
 
 def _frame(rows: Sequence[RequestRow]) -> pd.DataFrame:
@@ -266,22 +335,27 @@ def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str
 def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     """The same plan on two profiles, paired by cell: medians side by side and candidate/baseline ratios.
 
-    Only cells finished on both sides are paired. Decode rates at different acceptance are not
-    comparable (field reports): the acceptance of both sides is shown next to each pair.
+    Only cells finished on both sides are paired; a cell's repeats (`sweeps.repeats`) are one cell, their
+    requests pooled. Decode rates at different acceptance are not comparable (field reports): the acceptance of
+    both sides is shown next to each pair.
     """
     sides = {}
     for label, run_dir in (("a", baseline), ("b", candidate)):
         outcomes = {cid: o for cid, o in latest_outcomes(run_dir).items() if o.status == "done"}
-        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)))
+        repeats: dict[str, list[str]] = {}
+        for cid, o in outcomes.items():
+            repeats.setdefault(first_repeat_id(o.sweep, o.cell, cid), []).append(cid)
+        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)), repeats)
     records = []
-    for cell_id, outcome in sides["a"][0].items():
+    for cell_id, ids in sides["a"][2].items():
+        outcome = sides["a"][0][ids[0]]
         kind = find_kind(outcome.sweep)
-        if cell_id not in sides["b"][0] or kind is None:
+        if cell_id not in sides["b"][2] or kind is None:
             continue
         record: dict[str, Any] = {"sweep": outcome.sweep, "cell": _cell_label(kind, outcome), "cell_id": cell_id}
         for label in ("a", "b"):
             rows = sides[label][1]
-            measured = _measured(kind, rows[rows["cell_id"] == cell_id])
+            measured = _measured(kind, rows[rows["cell_id"].isin(sides[label][2][cell_id])])
             ok = measured[measured["status"] == "ok"]
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = numbers(ok, name)

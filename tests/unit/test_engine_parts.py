@@ -7,10 +7,11 @@ import ast
 
 import pytest
 
-from ninferkit.engines import KINDS, get_adapter
+from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.capacity_rules import CapacityRules
+from ninferkit.engines.kinds import KINDS
 from ninferkit.engines.launcher import Launcher
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.engines.part import EnginePart

@@ -19,12 +19,13 @@ LAYERS = (
     {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
      "profile_change", "interop", "deploy"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
-     "agent_tools", "traces", "host_evidence", "evidence_findings"},
+     "agent_tools", "traces", "host_evidence", "evidence_findings", "gpu"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "prometheus_text"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "prometheus_text", "version",
+     "confidence"},
 )
-"""Top to bottom. engines/ itself (the kinds) and engines/<kind>/options.py sit with the profile schema."""
+"""Top to bottom. engines/ itself, engines/kinds.py and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}
 """The one import that runs up, and why: docs/architecture.md, "Layers"."""
 
@@ -42,17 +43,19 @@ def layer(module: str) -> int | None:
     parts = module.split(".")
     if len(parts) == 1:
         return None  # ninferkit/__init__.py loads its subpackages on first use
-    if parts[1] == "engines" and (len(parts) == 2 or parts[-1] == "options"):
+    if parts[1] == "engines" and (len(parts) == 2 or parts[-1] in ("options", "kinds")):
         return len(LAYERS) - 1
     return next(i for i, names in enumerate(LAYERS) if parts[1] in names)
 
 
-def imports(path: Path) -> set[str]:
+def imports(path: Path, everywhere: bool = False) -> set[str]:
     """The modules an import runs: `from package import submodule` runs the submodule (and the package's
-    __init__, which test_no_import_circle adds), `from module import name` the module."""
+    __init__, which test_no_import_circle adds), `from module import name` the module. `everywhere` reads
+    the imports inside functions and `TYPE_CHECKING` blocks too."""
     names = modules()
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if everywhere else tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ninferkit"):
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(names)
             found |= submodules
@@ -61,6 +64,20 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("ninferkit"))
     return found
+
+
+def lazy_attributes(module: str, path: Path) -> set[str]:
+    """A package's own submodules that its __init__ names under `if TYPE_CHECKING:` only, to type the
+    attributes it loads on first use (PEP 562, as ninferkit/__init__.py does): no import runs, none is named."""
+    if path.name != "__init__.py":
+        return set()
+    typed: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom) and inner.module and inner.module.startswith(module):
+                    typed |= {inner.module} | {f"{inner.module}.{alias.name}" for alias in inner.names}
+    return {name for name in typed if name.startswith(module + ".")}
 
 
 def test_every_module_has_a_layer_and_imports_run_down() -> None:
@@ -87,6 +104,29 @@ def test_no_import_circle() -> None:
     def visit(module: str, path: list[str]) -> None:
         state[module] = 1
         for target in sorted(edges.get(module, ())):
+            assert state.get(target) != 1, " -> ".join([*path[path.index(target):], target])
+            if target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(found):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_no_import_circle_counting_every_import() -> None:
+    """File to file, imports inside functions and type-only imports counted too: no circle either. A lazy
+    import that closes a circle still ties the two modules to each other; what several floors need lives in
+    a leaf (gpu.py, cache.py, version.py, finding.py, engines/kinds.py) instead."""
+    found = modules()
+    edges = {module: {t for t in imports(path, everywhere=True) - lazy_attributes(module, path)
+                      if t in found and t != module}
+             for module, path in found.items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges[module]):
             assert state.get(target) != 1, " -> ".join([*path[path.index(target):], target])
             if target not in state:
                 visit(target, [*path, target])

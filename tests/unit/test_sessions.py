@@ -115,3 +115,25 @@ def test_the_turn_view_follows_each_turn() -> None:
         prompts = list(api["prompt_tokens_median"])
         assert prompts == sorted(prompts) and len(set(prompts)) == 4  # the history grows every turn
         assert api["kept_share_median"].isna().tolist() == [True, False, False, False]
+
+
+def test_the_write_up_shows_the_turn_view_below_the_sessions_table(tmp_path: Path) -> None:
+    import shutil
+
+    from ninferkit.report import write_report
+    from ninferkit.report.fmt import number
+    from ninferkit.sweeps.tables import save_tables
+
+    copy = RunDir(tmp_path / "run")
+    shutil.copytree(RECORDED.path, copy.path)
+    outcomes = latest_outcomes(copy)
+    save_tables(copy, {"sessions": sweep_table("sessions", counted_rows(copy, outcomes), outcomes, None)})
+    text = write_report(copy.path, ["markdown"]).markdown.read_text()
+    view = turn_view(pd.DataFrame([row.as_dict() for row in counted_rows(copy, outcomes)]))
+    assert "how reuse and TTFT evolve with the turn, and which API kept the prefix" in text
+    header = "| api | turn | turns_ok | prompt_tokens_median | cached_tokens_median | kept_share_median |"
+    assert header in text
+    second = view[(view["api"] == "chat") & (view["turn"] == 2)].iloc[0]
+    assert (f"| chat | 2 | 2 | {number(second['prompt_tokens_median'])} | {number(second['cached_tokens_median'])} "
+            f"| {100 * second['kept_share_median']:.0f}% |") in text
+    assert "| chat | 1 | 2 |" in text and "| responses | 4 | 2 |" in text

@@ -101,3 +101,10 @@ class SweepKind(ABC, Generic[S, P]):
     def condition_columns(self, cell_rows: pd.DataFrame, telemetry: Sequence[TelemetrySample]) -> dict[str, Any]:
         """Columns after the GPU conditions (what the engine's own lines said during the cell)."""
         return {}
+
+    detail_caption: ClassVar[str] = ""
+
+    def detail(self, rows: pd.DataFrame) -> pd.DataFrame | None:
+        """A breakdown the write-up shows below the kind's table, from the run's counted rows (all kinds' rows,
+        warm-ups included), under `detail_caption`; None: the kind has none."""
+        return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Shape = Literal["param", "plain", "spread", "percent", "requests", "engine_decode", "gpu", "wait_before_prefill",
-                "goodput", "kept_up", "decode", "acceptance", "hit_tokens"]
+                "goodput", "kept_up", "decode", "acceptance", "hit_tokens", "answer"]
 
 
 @dataclass(frozen=True)
@@ -37,3 +37,6 @@ PROMPT = ViewColumn("prompt tokens (measured)", "prompt_tokens_median", "plain")
 PER_ROUND = ViewColumn("tokens per round (server)", "tokens_per_round_server_median", "plain")
 GPU = ViewColumn("GPU: power, SM clock (median)", shape="gpu")
 API = ViewColumn("api", "api")
+ANSWER = ViewColumn("first answer token, s (client; reasoning events)", shape="answer")
+"""Where the model reasoned first: when the first answer token came (TTFT counts the reasoning) and how many
+events carried reasoning; empty where no request reasoned."""

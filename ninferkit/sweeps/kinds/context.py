@@ -28,7 +28,7 @@ class Context(SweepKind[ContextSweep, ContextCell]):
     labels = (Label("target_prompt_tokens", "{} prompt tokens"),)
     view = (ViewColumn("prompt tokens", "target_prompt_tokens"), columns.PROMPT, columns.API, columns.REQUESTS,
             columns.PREFILL, columns.TTFT_SERVER, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE, columns.PER_ROUND,
-            columns.TTFT, columns.GPU)
+            columns.TTFT, columns.ANSWER, columns.GPU)
     """Seed 000 §2.1's columns (target, prompt tokens, prefill, TTFT as the engine's prompt time, decode, MTP
     acceptance with its counts), then what the report has elsewhere."""
 

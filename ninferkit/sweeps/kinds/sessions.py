@@ -89,8 +89,14 @@ class Sessions(SweepKind[SessionsSweep, SessionsCell]):
             ViewColumn("cached share, turn 1", "cached_share_first_turn", "percent"),
             ViewColumn("cached share, turns 2+", "cached_share_later_turns", "percent"),
             ViewColumn("TTFT turn 1, s", "ttft_first_turn_s", "plain"),
-            ViewColumn("TTFT turns 2+, s", "ttft_later_turns_s", "plain"), columns.DECODE)
+            ViewColumn("TTFT turns 2+, s", "ttft_later_turns_s", "plain"), columns.DECODE, columns.ANSWER)
     loads_server = True
+    detail_caption = ("Per API and turn over the sessions: turns finished, median prompt and cached tokens (the "
+                      "engine's count), the share of the previous turn the server kept, TTFT and the server's decode "
+                      "rate: how reuse and TTFT evolve with the turn, and which API kept the prefix.")
+
+    def detail(self, rows: pd.DataFrame) -> pd.DataFrame | None:
+        return turn_view(rows)
 
     def plan(self, section: SessionsSweep, planner: Planner) -> list[Cell[SessionsCell]]:
         """One cell per API; the last turn's prompt holds the document and every earlier turn and reply."""

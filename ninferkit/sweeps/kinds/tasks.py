@@ -53,7 +53,7 @@ class Tasks(SweepKind[TasksSweep, TasksCell]):
     view = (ViewColumn("task", "task"), ViewColumn("depth", "context_depth"), ViewColumn("speculation", "speculation"),
             columns.API, columns.REQUESTS, columns.PREFILL, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE,
             columns.PER_ROUND, ViewColumn("output tokens", "completion_tokens_median", "plain"),
-            ViewColumn("finish", "finish_reason", "plain"), columns.GPU)
+            ViewColumn("finish", "finish_reason", "plain"), columns.ANSWER, columns.GPU)
     orders = {"task": TASK_NAMES}
 
     def plan(self, section: TasksSweep, planner: Planner) -> list[Cell[TasksCell]]:
