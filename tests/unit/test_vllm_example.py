@@ -9,6 +9,8 @@ import shutil
 import statistics
 from pathlib import Path
 
+import pandas as pd
+
 from ninferkit.cli import main
 from ninferkit.report import write_report
 from tests.conftest import REPO
@@ -50,6 +52,14 @@ def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     assert main(["compare", str(run / "h200-llamacpp-smollm2"), str(run), "--out", str(out)]) == 0
     assert (out / "table.csv").read_text() == (EXAMPLE / "compare" / "table.csv").read_text()
+    # Both sweeps ran each task with speculation on and off: one label per cell, so no row of the per-cell
+    # delta table stands twice and the off side (no drafts) carries no acceptance of the on side's.
+    table = pd.read_csv(out / "table.csv")
+    assert table.groupby(["candidate", "sweep", "cell"])["cell_id"].nunique().max() == 1
+    assert not table.duplicated(["candidate", "sweep", "cell", "metric"]).any()
+    off = table[table["cell"].str.contains("speculation=off")]
+    assert off["cell"].nunique() == 8 and off["acceptance_a"].isna().all() and off["acceptance_b"].isna().all()
+    assert "| tasks: task=reasoning, context_depth=512, speculation=off, api=chat |" in (out / "index.md").read_text()
 
 
 def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:

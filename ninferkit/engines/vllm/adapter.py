@@ -95,7 +95,6 @@ def _memory_terms(found: re.Match[str], out: dict[str, Any]) -> None:
 class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
-    reads_build_section = False  # vLLM runs as installed (its wheel's own CUDA kernels): engine.build is unused
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
