@@ -400,6 +400,11 @@ class RunDir:
         """The manifest as a record (empty when no step has written one yet)."""
         return Manifest.model_validate(self._manifest_fields())
 
+    def run_id(self) -> str:
+        """The run's id as its manifest names it (a run directory copied or renamed keeps it), else the folder's
+        name: what every row of requests.jsonl carries as `run_id`."""
+        return str(self.read_manifest().run_id or self.path.name)
+
     def read_probe(self) -> ProbeRecord | None:
         return _read_record(self.probe, ProbeRecord)
 

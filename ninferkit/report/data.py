@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from ninferkit.bounded import read_log
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.kinds import KINDS
@@ -35,6 +36,7 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.runs import RunDir
+from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, latest_outcomes
 from ninferkit.sweeps.truth import rows_with_server_truth
@@ -72,6 +74,9 @@ class RunData:
     """A raw file this run has no data in -> the runbook step that writes it."""
     superseded: int = 0
     """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
+    counted: Counted = field(default_factory=lambda: Counted([]))
+    """How the rows counted were chosen: how many were left out as another run's, another profile's, or
+    copies of a request already counted."""
     cells: dict[str, CellEntry] = field(default_factory=dict)
     """cell_id -> the last entry of sweeps/cells.jsonl for the run's profile (status, reason, diagnosis)."""
 
@@ -150,8 +155,9 @@ def load_run(path: str | Path) -> RunData:
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
     data.cells = latest_outcomes(run_dir, data.manifest.profile_hash)
-    data.requests = counted(rows, data.cells) if data.cells else rows
-    data.superseded = len(rows) - len(data.requests)
+    data.counted = counted(run_dir, rows, data.cells)
+    data.requests = data.counted.rows
+    data.superseded = data.counted.superseded
     if not rows:
         data.missing[run_dir.name(run_dir.requests)] = SWEEPS
     data.telemetry = run_dir.read_telemetry()
@@ -163,7 +169,7 @@ def load_run(path: str | Path) -> RunData:
     data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
     data.imported = run_dir.read_imported()  # only an imported run has it
     if run_dir.server_log.exists():
-        data.server_log = run_dir.server_log.read_text(errors="replace")
+        data.server_log = read_log(run_dir.server_log, "reading the server log for the write-up")
     else:
         data.missing[run_dir.name(run_dir.server_log)] = LAUNCH
     data.ledger, data.ledger_source = _ledger(data)

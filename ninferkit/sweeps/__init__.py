@@ -15,6 +15,7 @@ second server of the profile with speculation off, started for them and stopped 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ninferkit import server
+from ninferkit import bounded, server
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
@@ -37,6 +38,7 @@ from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.telemetry import Telemetry
+from ninferkit.transports import uses_proxy
 from ninferkit.workloads import Tokenizer
 
 FINISHED = ("done", "skipped")
@@ -111,10 +113,10 @@ def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str,
     if path is None:
         return None
     try:
-        response = httpx.get(url + path, headers=headers, timeout=30.0)
-        response.raise_for_status()
-        body = response.json()
-    except (httpx.HTTPError, ValueError):
+        with httpx.Client(headers=headers, timeout=30.0, trust_env=uses_proxy(url)) as client:
+            status, answer = bounded.get(client, url + path, deadline_s=30.0)
+        body = json.loads(answer.data) if status == 200 and answer.cut is None else None
+    except (httpx.HTTPError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
 

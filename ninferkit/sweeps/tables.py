@@ -38,6 +38,7 @@ from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, sa
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.runs import Run, RunDir
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
+from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
@@ -60,15 +61,16 @@ def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[st
 
 
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
-    """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
-    return counted(rows_with_server_truth(run_dir), outcomes)
+    """Rows of the attempt each cell's outcome names, with the engine's own record laid over them: this run's
+    own rows only, each request once (sweeps/counting.py)."""
+    return counted(run_dir, rows_with_server_truth(run_dir), outcomes).rows
 
 
-def counted(rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
-    """The rows the tables count: of each cell, only the attempt its last ledger entry names (the sweeps step
-    appends one entry per finished cell; a rerun after a failure or with a changed profile adds an attempt)."""
-    attempts = {(cid, entry.attempt) for cid, entry in outcomes.items()}
-    return [row for row in rows if (row.cell_id, row.attempt) in attempts]
+def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> Counted:
+    """The rows the tables count, and how many others were left out: of each cell, only the attempt its last
+    ledger entry names (the sweeps step appends one entry per finished cell; a rerun after a failure or with a
+    changed profile adds an attempt), and only rows naming this run and its profile hash, each request once."""
+    return count_rows(rows, outcomes, run_dir.run_id(), run_dir.read_manifest().profile_hash)
 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
