@@ -83,7 +83,13 @@ def write_json_atomic(path: Path, data: Any) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one.
+    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one, as
+    `write_bytes_atomic`."""
+    return write_bytes_atomic(path, scrub(text).encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write a file (a table's parquet, a figure) so that readers see the old file or the whole new one.
 
     The new file replaces whatever was at `path`, a symbolic link included (the link goes, its target is
     never written), and keeps the mode of the file it replaces: a file someone made 0600 stays 0600."""
@@ -97,8 +103,8 @@ def write_text_atomic(path: Path, text: str) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, mode)
         try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(scrub(text))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)

@@ -36,7 +36,7 @@ import pandas as pd
 from ninferkit.confidence import median_interval
 from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
-from ninferkit.runs import Run, RunDir
+from ninferkit.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
@@ -119,6 +119,11 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
     if len(table):
         table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
     return table
+
+
+def table_cells(name: str, outcomes: Mapping[str, CellEntry]) -> int:
+    """How many rows the table of sweep `name` has for these ledger entries (a cell's repeats are one row)."""
+    return len(_repeats(name, outcomes))
 
 
 def _repeats(name: str, outcomes: Mapping[str, CellEntry]) -> list[list[tuple[str, CellEntry]]]:
@@ -328,8 +333,8 @@ def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str
             for suffix in (".csv", ".parquet"):
                 run_dir.table(name, suffix).unlink(missing_ok=True)
             continue
-        table.to_csv(run_dir.table(name), index=False)
-        table.to_parquet(run_dir.table(name, ".parquet"), index=False)
+        write_text_atomic(run_dir.table(name), table.to_csv(index=False))  # a link planted there is replaced
+        write_bytes_atomic(run_dir.table(name, ".parquet"), table.to_parquet(index=False))
         written[name] = run_dir.table(name)
     return written
 
