@@ -59,8 +59,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
     record = server.ensure_running(run.dir)
     headers = server.auth_headers(profile)
-    served = _served(adapter, record["url"], headers)
-    cells, baseline = _checked_plan(run, kinds, explicit, served)
+    served_now = served(adapter, record["url"], headers)
+    cells, baseline = _checked_plan(run, kinds, explicit, served_now)
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]
@@ -106,7 +106,7 @@ def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
     return entry.status if entry else None
 
 
-def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+def served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
     """What the running server says at the adapter's `request_extensions_path` (None when it has none or
     does not answer: the adapter then reads what the profile alone says)."""
     path = adapter.request_extensions_path
