@@ -72,6 +72,8 @@ def fix_for(exc: OSError) -> str:
         return f"check the owner and mode of {path or 'the file'} (ls -l); run as the user who owns the run directory"
     if exc.errno == errno.EROFS:
         return f"{path or 'the file'} is on a read-only file system: give a run directory on a writable one"
+    if exc.errno == errno.EEXIST:
+        return f"{path} already exists where ninferkit makes a folder or a new file: move it aside or remove it"
     if exc.errno in (errno.ENOTDIR, errno.EISDIR):
         return f"a file stands where a folder belongs, or a folder where a file belongs: {path}; remove it"
     return "see the traceback"

@@ -67,6 +67,7 @@ FAULTS: dict[str, tuple[str, str]] = {
     "a step meets an OSError naming a path": ("OSError without path or action", "clear error"),
     "an OSError that names no file": ("OSError without path or action", "clear error"),
     "a command meets an OSError": ("OSError without path or action", "clear error"),
+    "an OSError in an executed notebook and the post": ("OSError without path or action", "clear error"),
     # live, tests/live/test_faults_live.py
     "the server killed mid-request (live)": ("server death", "handled"),
     "http_proxy set, a whole sweep of the live server": ("environment", "handled"),
@@ -361,3 +362,30 @@ def test_a_command_that_meets_an_os_error_names_it_and_keeps_the_traceback(tmp_p
     assert done.stderr.startswith("ninferkit report, in ") and str(path / "report") in done.stderr
     assert "Fix: " in done.stderr and "the traceback is in " in done.stderr
 
+
+
+def test_an_os_error_in_a_notebook_is_its_message_and_the_post_carries_its_fix(tmp_path: Path) -> None:
+    """The runner's executed notebook shows the named error (not a bare errno under a long traceback), the
+    manifest records it with its fix, and the post's "Errors met" shows that fix (it said "—")."""
+    from ninferkit.errors import StepFailed
+    from ninferkit.report import write_report
+    from ninferkit.runner import run_runbook
+
+    path = _copy(tmp_path)
+    shutil.rmtree(path / "report", ignore_errors=True)
+    (path / "report").write_text("a file where the write-up's folder goes\n")
+    with pytest.raises(StepFailed):
+        run_runbook(REPO / "tests" / "data" / "profiles" / "generated-cpu.yaml", path, ["writeup"], say=lambda _: None)
+    executed = json.loads((path / "notebooks" / "05_writeup.ipynb").read_text())
+    errors = [output for cell in executed["cells"] for output in cell.get("outputs", ())
+              if output["output_type"] == "error"]
+    assert [error["ename"] for error in errors] == ["FileProblem"]
+    assert errors[0]["evalue"].startswith("the writeup step, in ") and str(path / "report") in errors[0]["evalue"]
+    recorded = json.loads((path / "manifest.json").read_text())["steps"]["writeup"]["error"]
+    assert "Fix: " in recorded and "ninferkit-errors.log" in recorded
+    (path / "report").unlink()
+    write_report(path)
+    text = (path / "report" / "index.md").read_text()
+    errors_met = text[text.index("## Errors met"):]
+    row = next(line for line in errors_met.splitlines() if line.startswith("| step writeup"))
+    assert "FileProblem: the writeup step" in row and "| report already exists where ninferkit makes a folder" in row
