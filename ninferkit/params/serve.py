@@ -73,14 +73,14 @@ class ServeSection(Section):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and not _ENV_NAME.fullmatch(value):
             raise ValueError("must be an environment variable NAME (e.g. NINFER_API_KEY), never the key")
         return value
 
     @field_validator("docker_env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _ENV_NAME.match(name)]
+        bad = [name for name in value if not _ENV_NAME.fullmatch(name)]
         if bad:
             raise ValueError(f"keys are environment variable names (e.g. NVIDIA_VISIBLE_DEVICES); got {bad}")
         return value

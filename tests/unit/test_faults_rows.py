@@ -63,6 +63,7 @@ FAULTS: dict[str, tuple[str, str]] = {
     "serve.host with a path, query and fragment": ("environment", "clear error"),
     "serve.host an IPv6 address": ("environment", "handled"),
     "deploy.publish_host that is not a host": ("environment", "clear error"),
+    "a line break in an argument of a systemd unit": ("text that is not text", "handled"),
     # OSErrors
     "a step meets an OSError naming a path": ("OSError without path or action", "clear error"),
     "an OSError that names no file": ("OSError without path or action", "clear error"),
@@ -389,3 +390,23 @@ def test_an_os_error_in_a_notebook_is_its_message_and_the_post_carries_its_fix(t
     errors_met = text[text.index("## Errors met"):]
     row = next(line for line in errors_met.splitlines() if line.startswith("| step writeup"))
     assert "FileProblem: the writeup step" in row and "| report already exists where ninferkit makes a folder" in row
+
+
+def test_a_line_break_in_an_argument_cannot_add_a_directive_to_a_systemd_unit(tmp_path: Path) -> None:
+    """A profile's text may hold a newline inside a value (text is text: here the public model id); in ExecStart
+    a raw one ended the line, and what followed was a directive of its own (a command run before the server)."""
+    from ninferkit.deploy import service
+    from tests.unit.test_deploy import V100
+
+    profile = service.load(V100, ["deploy.mode=systemd", "engine.binary=/usr/bin/true", "serve.docker=false",
+                                  'serve.model_id="a\\nExecStartPre=/usr/bin/id"']).profile
+    unit = service.plan(profile)[1].files["ninfer.service"]
+    assert not [line for line in unit.splitlines() if line.startswith("ExecStartPre")]
+    [exec_start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert '--model-id "a\\nExecStartPre=/usr/bin/id"' in exec_start
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed: the unit's text was checked, its syntax was not")
+    (tmp_path / "ninfer.service").write_text(unit)
+    checked = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "ninfer.service")], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0 and "Unknown" not in checked.stderr, checked.stderr
