@@ -27,6 +27,9 @@ ANSWER_BYTES = 16 * 1024 * 1024
 """A JSON answer of a helper endpoint (/health, /v1/models, /tokenize, a check's chat answer)."""
 LOG_FILE_BYTES = 2 * 1024 * 1024 * 1024
 """A server log named on the command line: a long run's log is megabytes, 2 GiB is not a log."""
+INPUT_FILE_BYTES = 1024 * 1024 * 1024
+"""A file a user hands ninferkit to read whole (a peer tool's results to import, a trace): the largest peer output
+seen is hundreds of megabytes (vLLM bench's detailed results)."""
 LOG_READ_BYTES = 64 * 1024 * 1024
 """What is read of a log scanned whole (its startup ledger at the start, a crash at the end): beyond this, its
 first and last halves of it. An engine's startup and crash lines are kilobytes; a verbose log of a long run is
@@ -105,6 +108,16 @@ def read_file(path: Path, cap: int, doing: str) -> bytes:
     if len(data) > cap:
         raise BadInput(f"{doing}: {path} is over {cap:,} bytes, more than such a file holds; check the path")
     return data
+
+
+def read_text_file(path: Path, cap: int, doing: str) -> str:
+    """`read_file` as UTF-8 text; BadInput naming the path and the first byte that is not UTF-8."""
+    data = read_file(path, cap, doing)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{doing}: {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                       "give the file the tool wrote") from None
 
 
 def read_log(path: Path, doing: str, cap: int = LOG_READ_BYTES) -> str:

@@ -411,6 +411,13 @@ class RunDir:
         name: what every row of requests.jsonl carries as `run_id`."""
         return str(self.read_manifest().run_id or self.path.name)
 
+    def profile_hashes(self) -> set[str]:
+        """Every profile hash this run has had: the manifest's, and those it replaced (`profile_history`)."""
+        manifest = self._manifest_fields()
+        earlier = manifest.get("profile_history") or []
+        hashes = {str(entry["hash"]) for entry in earlier if isinstance(entry, dict) and entry.get("hash")}
+        return hashes | ({str(manifest["profile_hash"])} if manifest.get("profile_hash") else set())
+
     def read_probe(self) -> ProbeRecord | None:
         return _read_record(self.probe, ProbeRecord)
 
@@ -610,7 +617,6 @@ def _write_manifest(run: Run) -> None:
     manifest.update(
         {
             "schema_version": Manifest.SCHEMA_VERSION,
-            "run_id": run.dir.path.name,
             "profile_name": run.profile.name,
             "profile_source": str(run.loaded.source) if run.loaded.source else None,
             "profile_overrides": list(run.loaded.overrides),
@@ -625,6 +631,7 @@ def _write_manifest(run: Run) -> None:
             "updated": utc_now(),
         }
     )
+    manifest.setdefault("run_id", run.dir.path.name)  # a run copied or moved keeps the id its rows carry
     manifest.setdefault("created", manifest["updated"])
     manifest.setdefault("steps", {})
     if previous and previous != run.profile_hash:

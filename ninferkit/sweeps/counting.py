@@ -4,7 +4,7 @@ requests.jsonl is appended to by the sweeps step and by nobody else, but it is a
 from another run, one from another profile of this run, or a line written twice (a copy, a torn write
 repaired by hand) was counted like a measurement (a 21st request in a cell of 20, a range up to 99,999 tok/s
 from a foreign row, a request counted twice; issue 29). A row counts once, by its `request_uid`, when it
-names this run (`run_id`) and this run's profile hash, and belongs to the attempt its cell's last ledger
+names this run (`run_id`) and a profile hash this run has had, and belongs to the attempt its cell's last ledger
 entry names. Rows left out are counted by reason, so the write-up says how many and why, never silently.
 A row that does not say (an older row without `request_uid`, an imported one without a profile hash) is
 not left out for what it does not say.
@@ -12,7 +12,7 @@ not left out for what it does not say.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
 from ninferkit.records import CellEntry, RequestRow
@@ -45,9 +45,11 @@ class Counted:
 
 
 def count_rows(rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry], run_id: str | None,
-               profile_hash: str | None) -> Counted:
+               profile_hashes: Set[str]) -> Counted:
     """The rows to count. `outcomes`: cell_id -> last ledger entry (empty: no ledger, every attempt counts);
-    `run_id`, `profile_hash`: this run's (None: not checked)."""
+    `run_id`: this run's (None: not checked); `profile_hashes`: every hash this run's profile has had (a
+    rerun with a changed profile keeps its earlier rows; the ledger says which attempt counts); empty: not
+    checked."""
     attempts = {(cell_id, entry.attempt) for cell_id, entry in outcomes.items()}
     kept: list[RequestRow] = []
     seen: set[str] = set()
@@ -55,7 +57,7 @@ def count_rows(rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry], ru
     for row in rows:
         if run_id is not None and row.run_id is not None and row.run_id != run_id:
             other_run += 1
-        elif profile_hash is not None and row.profile_hash is not None and row.profile_hash != profile_hash:
+        elif profile_hashes and row.profile_hash is not None and row.profile_hash not in profile_hashes:
             other_profile += 1
         elif row.request_uid is not None and row.request_uid in seen:
             duplicates += 1

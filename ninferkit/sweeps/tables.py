@@ -69,8 +69,9 @@ def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[Req
 def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> Counted:
     """The rows the tables count, and how many others were left out: of each cell, only the attempt its last
     ledger entry names (the sweeps step appends one entry per finished cell; a rerun after a failure or with a
-    changed profile adds an attempt), and only rows naming this run and its profile hash, each request once."""
-    return count_rows(rows, outcomes, run_dir.run_id(), run_dir.read_manifest().profile_hash)
+    changed profile adds an attempt), and only rows naming this run and a profile hash it has had, each request
+    once."""
+    return count_rows(rows, outcomes, run_dir.run_id(), run_dir.profile_hashes())
 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:

@@ -68,6 +68,8 @@ FAULTS: dict[str, tuple[str, str]] = {
     "a step meets an OSError naming a path": ("OSError without path or action", "clear error"),
     "an OSError that names no file": ("OSError without path or action", "clear error"),
     "a command meets an OSError": ("OSError without path or action", "clear error"),
+    "/dev/zero or a FIFO handed to import (3 formats)": ("unbounded reads", "clear error"),
+    "a FIFO named as a trace": ("unbounded reads", "clear error"),
     "an OSError in an executed notebook and the post": ("OSError without path or action", "clear error"),
     # live, tests/live/test_faults_live.py
     "the server killed mid-request (live)": ("server death", "handled"),
@@ -410,3 +412,25 @@ def test_a_line_break_in_an_argument_cannot_add_a_directive_to_a_systemd_unit(tm
     checked = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "ninfer.service")], capture_output=True,
                              text=True)
     assert checked.returncode == 0 and "Unknown" not in checked.stderr, checked.stderr
+
+
+@pytest.mark.parametrize(("tool", "named"), [("vllm-bench", "/dev/zero"), ("vllm-bench", "a-fifo"),
+                                             ("guidellm", "/dev/zero"), ("guidellm", "a-fifo"),
+                                             ("aiperf", "profile_export.jsonl")])
+def test_a_file_handed_to_import_that_never_ends_is_refused(tmp_path: Path, tool: str, named: str) -> None:
+    """AIPerf's file is found by its name (another name is taken as its folder), so its FIFO bears that name."""
+    target = Path(named) if named.startswith("/") else tmp_path / named
+    if not named.startswith("/"):
+        os.mkfifo(target)
+    done = _ninferkit("import", str(target), "--format", tool, "-o", str(tmp_path / "imported"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "not a regular file" in done.stderr and str(target) in done.stderr
+
+
+def test_a_trace_that_never_ends_is_refused(tmp_path: Path) -> None:
+    from ninferkit.traces import read_trace
+
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ProfileError, match=r"trace reading a trace: .*trace.jsonl is a FIFO"):
+        read_trace(fifo, 64)
