@@ -7,7 +7,7 @@ misbehaves (test_faults_hostile.Misbehaving), a recorded run of the embedded lla
 FAULTS is the fault table: every case, its family, and what it ends as now (the test of the case asserts that
 outcome). Outcomes: "clear error" (one message naming the file or field and the fix, no traceback), "handled"
 (the right result, said where something was left out), and the failures the issue counts, none of which any
-case ends as: "traceback", "wrong", "hang", "traversal", "loss", "leak". The live cases
+case ends as: "misleading error", "traceback", "wrong", "hang", "traversal", "loss", "leak". The live cases
 (tests/live/test_faults_live.py) are listed here too, so the table is the whole round.
 """
 
@@ -70,12 +70,13 @@ FAULTS: dict[str, tuple[str, str]] = {
     "a command meets an OSError": ("OSError without path or action", "clear error"),
     "/dev/zero or a FIFO handed to import (3 formats)": ("unbounded reads", "clear error"),
     "a FIFO named as a trace": ("unbounded reads", "clear error"),
+    "/dev/zero or a FIFO as the engine's request log": ("unbounded reads", "handled"),
     "an OSError in an executed notebook and the post": ("OSError without path or action", "clear error"),
     # live, tests/live/test_faults_live.py
     "the server killed mid-request (live)": ("server death", "handled"),
     "http_proxy set, a whole sweep of the live server": ("environment", "handled"),
 }
-FAILURES = ("traceback", "wrong", "hang", "traversal", "loss", "leak")
+FAILURES = ("misleading error", "traceback", "wrong", "hang", "traversal", "loss", "leak")
 
 
 def test_the_fault_table_has_no_failure_left() -> None:
@@ -434,3 +435,21 @@ def test_a_trace_that_never_ends_is_refused(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(ProfileError, match=r"trace reading a trace: .*trace.jsonl is a FIFO"):
         read_trace(fifo, 64)
+
+
+@pytest.mark.parametrize("named", ["/dev/zero", "a-fifo"])
+def test_an_engine_request_log_that_never_ends_is_a_note_on_each_row(tmp_path: Path, named: str) -> None:
+    """NInfer's --request-log-jsonl (a path from the profile) was read whole: /dev/zero grew until memory ran out."""
+    from ninferkit.params import load_profile
+
+    target = Path(named) if named.startswith("/") else tmp_path / named
+    if not named.startswith("/"):
+        os.mkfifo(target)
+    profile = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml",
+                           [f"serve.request_log_jsonl={target}"]).profile
+    started = time.monotonic()
+    notes = get_adapter("ninfer").server_log_truth(profile, [{"request_uid": "a"}, {"request_uid": "b"}], None)
+    assert notes is not None and len(notes) == 2 and time.monotonic() - started < 10
+    assert all(note["server_note"].startswith(f"request log {target} (serve.request_log_jsonl) not read: reading "
+                                              "NInfer's request log: ") and "not a regular file" in note["server_note"]
+               for note in notes)
