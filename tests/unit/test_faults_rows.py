@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -35,54 +34,93 @@ from tests.unit.test_faults_hostile import Misbehaving, _head, endless
 ADAPTER = get_adapter("llama_server")
 RECORDED = DATA / "run_dirs" / "embedded-spec-ab"
 
-FAULTS: dict[str, tuple[str, str]] = {
-    # rows that are not this run's
-    "a row from another run": ("rows not this run's", "handled"),
-    "a row from another profile hash": ("rows not this run's", "handled"),
-    "a row written twice": ("rows not this run's", "handled"),
-    # damaged tables
-    "an empty tables/*.csv": ("text that is not text", "handled"),
-    "a tables/*.csv cut mid-line": ("text that is not text", "handled"),
-    "a tables/*.csv that is not UTF-8": ("text that is not text", "handled"),
-    "a tables/*.csv cut at a line end": ("text that is not text", "handled"),
-    "a FIFO at tables/*.csv": ("text that is not text", "clear error"),
-    # links planted in a run
-    "a link planted at tables/context.csv": ("paths from files someone sent", "handled"),
-    "a link planted at report/figures/*.png": ("paths from files someone sent", "handled"),
-    "a link planted at logs/ninferkit-errors.log": ("paths from files someone sent", "handled"),
-    # unbounded reads
-    "a /tokenize body that never ends": ("unbounded reads", "clear error"),
-    "a /props body that never ends": ("unbounded reads", "handled"),
-    "a server log that is a FIFO": ("unbounded reads", "clear error"),
-    "a server log linked to /dev/zero": ("unbounded reads", "clear error"),
-    "a server log over the read cap": ("unbounded reads", "handled"),
-    "a log line that never ends, tailed by telemetry": ("unbounded reads", "handled"),
-    "a FIFO as the log telemetry tails": ("unbounded reads", "handled"),
-    # a lab's environment
-    "http_proxy set, the tokenizer on loopback": ("environment", "handled"),
-    "serve.host with a path, query and fragment": ("environment", "clear error"),
-    "serve.host an IPv6 address": ("environment", "handled"),
-    "deploy.publish_host that is not a host": ("environment", "clear error"),
-    "a line break in an argument of a systemd unit": ("text that is not text", "handled"),
-    # OSErrors
-    "a step meets an OSError naming a path": ("OSError without path or action", "clear error"),
-    "an OSError that names no file": ("OSError without path or action", "clear error"),
-    "a command meets an OSError": ("OSError without path or action", "clear error"),
-    "/dev/zero or a FIFO handed to import (3 formats)": ("unbounded reads", "clear error"),
-    "a FIFO named as a trace": ("unbounded reads", "clear error"),
-    "/dev/zero or a FIFO as the engine's request log": ("unbounded reads", "handled"),
-    "an OSError in an executed notebook and the post": ("OSError without path or action", "clear error"),
-    # live, tests/live/test_faults_live.py
-    "the server killed mid-request (live)": ("server death", "handled"),
-    "http_proxy set, a whole sweep of the live server": ("environment", "handled"),
+ROWS, DAMAGED, LINKS = ("test_rows_of_another_run_or_profile_and_copies_are_left_out_and_said",
+                        "test_a_damaged_table_is_rebuilt_from_the_rows_for_the_write_up",
+                        "test_links_planted_at_a_table_a_figure_or_the_error_log_are_replaced_never_written_through")
+FAULTS: dict[str, tuple[str, str, str]] = {
+    # case: (family, outcome, the test that asserts it)
+    "a row from another run": ("rows not this run's", "handled", ROWS),
+    "a row from another profile hash": ("rows not this run's", "handled", ROWS),
+    "a row written twice": ("rows not this run's", "handled", ROWS),
+    "an empty tables/*.csv": ("text that is not text", "handled", DAMAGED),
+    "a tables/*.csv cut mid-line": ("text that is not text", "handled", DAMAGED),
+    "a tables/*.csv that is not UTF-8": ("text that is not text", "handled", DAMAGED),
+    "a tables/*.csv cut at a line end": ("text that is not text", "handled", DAMAGED),
+    "a FIFO at tables/*.csv": (
+        "text that is not text", "clear error",
+        "test_a_fifo_planted_as_a_table_is_one_clear_error"),
+    "a line break in an argument of a systemd unit": (
+        "text that is not text", "handled",
+        "test_a_line_break_in_an_argument_cannot_add_a_directive_to_a_systemd_unit"),
+    "a link planted at tables/context.csv": ("paths from files someone sent", "handled", LINKS),
+    "a link planted at report/figures/*.png": ("paths from files someone sent", "handled", LINKS),
+    "a link planted at logs/ninferkit-errors.log": ("paths from files someone sent", "handled", LINKS),
+    "a /tokenize body that never ends": (
+        "unbounded reads", "clear error",
+        "test_a_tokenizer_answer_that_never_ends_is_cut_into_a_clear_error"),
+    "a /props body that never ends": ("unbounded reads", "handled", "test_a_props_answer_that_never_ends_is_not_read"),
+    "a server log that is a FIFO": (
+        "unbounded reads", "clear error",
+        "test_a_server_log_that_never_ends_is_refused_where_it_is_read"),
+    "a server log linked to /dev/zero": (
+        "unbounded reads", "clear error",
+        "test_a_server_log_that_never_ends_is_refused_where_it_is_read"),
+    "a server log over the read cap": (
+        "unbounded reads", "handled",
+        "test_a_log_over_the_cap_is_read_at_its_start_and_end"),
+    "a log line that never ends, tailed by telemetry": (
+        "unbounded reads", "handled",
+        "test_a_log_line_that_never_ends_is_skipped_by_the_tail_not_buffered"),
+    "a FIFO as the log telemetry tails": ("unbounded reads", "handled", "test_a_fifo_as_the_tailed_log_is_not_opened"),
+    "/dev/zero or a FIFO handed to import (3 formats)": (
+        "unbounded reads", "clear error",
+        "test_a_file_handed_to_import_that_never_ends_is_refused"),
+    "a FIFO named as a trace": ("unbounded reads", "clear error", "test_a_trace_that_never_ends_is_refused"),
+    "/dev/zero or a FIFO as the engine's request log": (
+        "unbounded reads", "handled",
+        "test_an_engine_request_log_that_never_ends_is_a_note_on_each_row"),
+    "http_proxy set, the tokenizer on loopback": (
+        "environment", "handled",
+        "test_the_tokenizer_on_loopback_bypasses_a_proxy_from_the_environment"),
+    "serve.host with a path, query and fragment": (
+        "environment", "clear error",
+        "test_a_host_that_is_no_host_is_one_clear_error"),
+    "deploy.publish_host that is not a host": (
+        "environment", "clear error",
+        "test_a_host_that_is_no_host_is_one_clear_error"),
+    "serve.host an IPv6 address or a host name": (
+        "environment", "handled",
+        "test_a_host_name_or_an_ipv6_address_is_reached_by_its_url"),
+    "a step meets an OSError naming a path": (
+        "OSError without path or action", "clear error",
+        "test_a_step_that_meets_an_os_error_names_the_path_the_step_and_the_fix"),
+    "an OSError that names no file": (
+        "OSError without path or action", "clear error",
+        "test_an_os_error_that_names_no_file_says_so"),
+    "a command meets an OSError": (
+        "OSError without path or action", "clear error",
+        "test_a_command_that_meets_an_os_error_names_it_and_keeps_the_traceback"),
+    "an OSError in an executed notebook and the post": (
+        "OSError without path or action", "clear error",
+        "test_an_os_error_in_a_notebook_is_its_message_and_the_post_carries_its_fix"),
+    "the live server killed mid-request": (
+        "server death", "handled",
+        "live:test_a_server_killed_mid_request_fails_that_cell_and_the_rerun_completes"),
+    "http_proxy set, a whole launch and sweep of the live server": (
+        "environment", "handled",
+        "live:test_a_whole_run_with_a_proxy_in_the_environment_never_sends_loopback_to_it"),
 }
 FAILURES = ("misleading error", "traceback", "wrong", "hang", "traversal", "loss", "leak")
 
 
-def test_the_fault_table_has_no_failure_left() -> None:
-    outcomes = Counter(outcome for _, outcome in FAULTS.values())
-    assert set(outcomes) <= {"clear error", "handled", *FAILURES}
-    assert not [case for case, (_, outcome) in FAULTS.items() if outcome in FAILURES]
+def test_the_fault_table_has_a_test_per_case_and_no_failure_left() -> None:
+    """Every case names the test that asserts its outcome (here, or live: in tests/live/test_faults_live.py)."""
+    live = (REPO / "tests" / "live" / "test_faults_live.py").read_text()
+    for case, (_, outcome, test) in FAULTS.items():
+        assert outcome in ("clear error", "handled", *FAILURES), case
+        name = test.removeprefix("live:")
+        assert (f"def {name}(" in live) if test.startswith("live:") else callable(globals().get(name)), case
+    assert not [case for case, (_, outcome, _) in FAULTS.items() if outcome in FAILURES]
 
 
 def _ninferkit(*args: str) -> subprocess.CompletedProcess[str]:
