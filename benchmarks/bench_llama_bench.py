@@ -62,9 +62,9 @@ def main() -> int:
     context = context[context["status"] == "done"]
     targets = [int(t) for t in context["target_prompt_tokens"]]
     output_tokens = profile.sweeps.context.output_tokens
-    binary = build_llama_cpp(profile.engine.build, ("llama-server", "llama-bench"))["llama-bench"]
+    binary = build_llama_cpp(profile.engine.built, ("llama-server", "llama-bench"))["llama-bench"]
     model = model_path(profile)
-    offload = profile.engine.build.backend == "cuda"
+    offload = profile.engine.built.backend == "cuda"
     repetitions = ["-r", str(args.repetitions)]
     prefill = llama_bench(binary, model, ["-p", ",".join(map(str, targets)), "-n", "0", *repetitions], offload)
     decode = llama_bench(binary, model, ["-p", "0", "-n", str(output_tokens), "-d", ",".join(map(str, targets)),

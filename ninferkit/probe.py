@@ -205,7 +205,8 @@ def _version_in(line: str | None) -> str | None:
 
 def _toolkit_findings(facts: ProbeFacts, profile: Profile) -> list[Finding]:
     toolkit = facts.cuda_toolkit.version
-    wants_sm70 = profile.gpu.arch == "sm_70" or profile.engine.build.cuda_arch == "70"
+    build = profile.engine.build
+    wants_sm70 = profile.gpu.arch == "sm_70" or (build is not None and build.cuda_arch == "70")
     if not toolkit or not wants_sm70 or int(toolkit.split(".")[0]) < 13:
         return []
     # ninferkit compiles an engine only when no engine.binary is given (llama-server); a given binary was

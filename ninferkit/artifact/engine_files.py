@@ -42,8 +42,10 @@ def tarball_path(tarball: str) -> Path:
 
 def verify_tarball(profile: Profile, report: FileReport, warnings: list[str], progress: bool) -> dict[str, Any] | None:
     """Check the release tarball against engine.build.tarball_sha256 (downloading it first when a URL names
-    it and it is missing); None when the profile names no tarball."""
+    it and it is missing); None when the profile names no tarball (or the engine has no build)."""
     build = profile.engine.build
+    if build is None:
+        return None
     if build.tarball is None:
         if build.tarball_sha256 is not None:
             warnings.append("engine.build.tarball_sha256 is pinned but engine.build.tarball does not say where the "
@@ -78,7 +80,7 @@ def verify_tarball(profile: Profile, report: FileReport, warnings: list[str], pr
 
 def verify_binaries(profile: Profile, report: FileReport) -> list[dict[str, Any]]:
     """Check the engine files named in engine.build.binary_sha256 (relative names: beside the binary)."""
-    expected = profile.engine.build.binary_sha256
+    expected = profile.engine.build.binary_sha256 if profile.engine.build else {}
     if not expected:
         return []
     folder = _binary_dir(profile)

@@ -6,7 +6,8 @@ known to +- 0.005 GiB (the adapter gives `<key>_resolution_bytes`), a value prin
 
 Ledger keys read (the adapters' normalized names): kv_tokens, runtime_bytes, free_after_weights_bytes,
 slack_bytes, weights_bytes, kv_capacity_mode, kv_cache_bytes (KV payload alone, where printed),
-first_use_bytes (what the server took after its books, where its exit report gives it).
+first_use_bytes (what the server took after its books, where its exit report gives it),
+failed_allocation_bytes (the allocation that ran out at first use, kept in `extra`: the least the pool must shrink).
 Refusal keys: required_bytes, available_bytes (+ resolutions).
 """
 
@@ -150,7 +151,8 @@ def from_ledger(ledger: Mapping[str, Any], setting: Setting, source: str) -> Obs
     return Observation(source, "ledger", setting, int(ledger["kv_tokens"]), True,
                        runtime=_value(ledger, "runtime_bytes"), available=_value(ledger, "free_after_weights_bytes"),
                        kv_bytes=_value(ledger, "kv_cache_bytes"), slack=_value(ledger, "slack_bytes"),
-                       weights=_value(ledger, "weights_bytes"), auto=auto, first_use=_value(ledger, "first_use_bytes"))
+                       weights=_value(ledger, "weights_bytes"), auto=auto, first_use=_value(ledger, "first_use_bytes"),
+                       extra={key: ledger[key] for key in ("failed_allocation_bytes",) if key in ledger})
 
 
 def from_refusal(refusal: Mapping[str, Any], setting: Setting, rule: PoolRule, source: str) -> Observation:

@@ -7,8 +7,10 @@ Otherwise the fit predicts the answer as an interval and launches bisect that in
 pages, re-fitting after every launch (§5.3.2). Every launch is an observation; the answer is
 verified by a launch at it that starts and serves a request. When a launch at the fit's sure answer
 does not serve, the fit is missing a term and its sure side cannot be trusted, but it was probably
-close: the search then steps down from that pool by 1, 2, 4... steps until one serves, and bisects
-what is left (on the H200, plain bisection from the grid's pools had stopped 3% short in 6 launches).
+close: the search then steps down from that pool by 1, 2, 4... strides until one serves, and bisects
+what is left (on the H200, plain bisection from the grid's pools had stopped 3% short in 6 launches). The
+stride is one page, or, where the failed launch's log names the allocation its first use did not get,
+that many bytes' worth of pages.
 
 An answer at the engine's own limit (NInfer's C x ceil(S/64) pages, a llama.cpp slot at the model's
 trained context) is not memory's: the result says which bounded it (`bounded_by`) and, from the
@@ -293,8 +295,11 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
             return sure, "the fit's sure answer", False
         refuted = sum(1 for pool in misses if pool <= sure)
         if bad is not None and sure >= hi and refuted:
-            # a launch at or below the sure answer did not serve: step down from it, doubling the stride
-            below = max(hi - step * 2 ** (refuted - 1), snap_down((lo + hi) // 2, step))
+            # a launch at or below the sure answer did not serve: step down from it, doubling the stride, which
+            # starts at what its first use asked for and did not get where the log says (vLLM's 192 MiB at warm-up
+            # on the H200 is 547 pages: one page at a time would have needed ten launches to get below it)
+            stride = max(step, _shortfall_tokens(observed, hi, fitted.slopes.get(base.kv_dtype), step))
+            below = max(hi - stride * 2 ** (refuted - 1), snap_down((lo + hi) // 2, step))
             if lo < below < hi:
                 return below, f"{(hi - below) // step} step(s) below a pool the fit said fits, which did not", False
         possible = None if prediction.high is None else snap_down(int(prediction.high), step)
@@ -316,6 +321,17 @@ def _next_candidate(base: Setting, rule: PoolRule, fitted: CapacityFit, observed
         half = snap_down(hi // 2, step)
         return (half, "halving: nothing fit yet", False) if half > low_pool - step else None
     return snap_down((lo + hi) // 2, step), "bisection", False
+
+
+def _shortfall_tokens(observed: Sequence[Observation], pool: int, bytes_per_token: Interval | None, step: int) -> int:
+    """The allocation the launch at `pool` ran out on at first use, in whole steps of the pool (0: its log
+    names none, or the slope is unknown): the pool must shrink by at least that much to serve."""
+    asked = [int(o.extra["failed_allocation_bytes"]) for o in observed
+             if o.kv_tokens == pool and o.extra.get("failed_allocation_bytes")]
+    if not asked or bytes_per_token is None or bytes_per_token.low is None or bytes_per_token.low <= 0:
+        return 0
+    tokens = math.ceil(max(asked) / bytes_per_token.low)
+    return -(-tokens // step) * step
 
 
 def budget_after_weights(budget: Interval, observations: Sequence[Observation]) -> Interval | None:

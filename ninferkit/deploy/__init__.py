@@ -26,10 +26,6 @@ from ninferkit.registry import Registry
 if TYPE_CHECKING:
     from ninferkit.deploy import service as service
 
-MODE_MODULES = ("docker", "systemd")
-"""The modules of this package that are modes (each defines MODE)."""
-
-
 @dataclass(frozen=True)
 class Plan:
     """What a deployment runs and writes, before anything runs: shown by --dry-run, recorded in deploy.json."""
@@ -91,9 +87,8 @@ MODES: Registry[Mode] = Registry("deploy mode", ProfileError)
 
 
 def mode_named(name: str) -> Mode:
-    if not MODES.names():
-        for module in MODE_MODULES:
-            MODES.add(module, importlib.import_module(f"{__name__}.{module}").MODE)
+    """The mode of that name: a module of this package that defines `MODE`."""
+    MODES.discover(__name__, "MODE")
     return MODES.get(name)
 
 

@@ -26,6 +26,13 @@ def engine_module(kind: str, name: str) -> ModuleType:
     return importlib.import_module(f"ninferkit.engines.{kind}.{name}")
 
 
+def has_build(kind: str) -> bool:
+    """Whether the engine's profile has an `engine.build` (where its binary comes from: source, a release): an
+    engine that runs as installed (vLLM, from pip) has none, so none is recorded and none is written up."""
+    built: bool = engine_module(kind, "options").HAS_BUILD
+    return built
+
+
 def serve_section(kind: str) -> type[ServeSection]:
     """The class that validates a profile's `serve` section for this engine."""
     section: type[ServeSection] = engine_module(kind, "options").Serve

@@ -17,8 +17,6 @@ class Launcher(EnginePart):
     """An engine's command line and process; adapters implement `binary` and `argv`."""
 
     default_binary: ClassVar[str]
-    reads_build_section: ClassVar[bool] = True
-    """False where engine.build means nothing to the engine (vLLM runs as installed), so its defaults are not stated."""
     health_path: ClassVar[str] = "/health"
     secret_flags: ClassVar[frozenset[str]] = frozenset({"--api-key"})
 

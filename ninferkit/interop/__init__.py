@@ -11,15 +11,11 @@ and `csv` (one flat row per request). A format that can be written has `export`;
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Format
 from ninferkit.registry import Registry
 
 _FORMATS: Registry[Format] = Registry("format", BadInput)
-_found = False
 
 
 def get_format(name: str) -> Format:
@@ -36,14 +32,7 @@ def names(*, exports: bool = False, imports: bool = False) -> list[str]:
 
 
 def _discover() -> None:
-    global _found
-    if _found:
-        return
-    _found = True
-    for module in pkgutil.iter_modules(__path__):
-        found = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FORMAT", None)
-        if found is not None:
-            _FORMATS.add(found.name, found)
+    _FORMATS.discover(__name__, "FORMAT")
 
 
 __all__ = ["Format", "get_format", "names"]

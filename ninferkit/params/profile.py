@@ -20,7 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from ninferkit.engines.kinds import serve_section
+from ninferkit.engines.kinds import has_build, serve_section
+from ninferkit.errors import ProfileError
 from ninferkit.finding import FindingCode
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
@@ -115,8 +116,31 @@ class EngineSection(Section):
     cuda_runtime: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$",
                                      description="CUDA runtime of the Docker base image, e.g. 12.8.0")
     version: str | None = None
-    build: BuildSection = BuildSection()
+    build: BuildSection | None = Field(None, validate_default=True,
+                                       description="where the binary comes from; an engine that runs as installed "
+                                       "(vllm) has none, and a build section there is refused")
     image: ImageSection = ImageSection()
+
+    @field_validator("build")
+    @classmethod
+    def _build_of_the_engine(cls, value: BuildSection | None, info: ValidationInfo) -> BuildSection | None:
+        """The default build for an engine that has one; none, and none allowed, for one that runs as installed."""
+        kind = info.data.get("kind")
+        if kind is None:  # engine.kind itself was invalid: report that, not a second error here
+            return value
+        if has_build(kind):
+            return value or BuildSection()
+        if value is not None:
+            raise ValueError(f"{kind} runs as installed (pip's wheel, its own kernels), so it has no build: remove "
+                             "engine.build (engine.version names the installed version)")
+        return None
+
+    @property
+    def built(self) -> BuildSection:
+        """engine.build of an engine that has one (every engine that is not installed: validated present)."""
+        if self.build is None:
+            raise ProfileError(f"engine.kind '{self.kind}' has no engine.build: it runs as installed")
+        return self.build
 
 
 class GeneratedModel(Section):

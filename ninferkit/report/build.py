@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.engines import get_adapter
+from ninferkit.engines.kinds import KINDS, has_build
 from ninferkit.errors import NinferkitError
 from ninferkit.evidence_findings import environment_rows
 from ninferkit.latency import recorded_itl
@@ -239,12 +240,13 @@ def _build_banner(run: RunData) -> str | None:
 def _recipe(run: RunData) -> Section:
     profile = run.profile
     engine = profile.get("engine") or {}
-    build = engine.get("build") or {}
+    built = _has_build(engine)
+    build = (engine.get("build") or {}) if built else {}
     artifact = profile.get("artifact") or {}
     rows = [
         ("engine", f"{engine.get('kind')} {engine.get('version') or ''}".strip()),
         ("engine source", str(build.get("source") or (
-            "not pinned (engine.build.source is empty)" if _reads_build_section(engine)
+            "not pinned (engine.build.source is empty)" if built
             else f"the installed {engine.get('kind')} {engine.get('version') or '(engine.version unset)'}"))),
         ("engine commit", str(build.get("commit") or "—")),
         *((("engine build (as its log names it)", banner),) if (banner := _build_banner(run)) else ()),
@@ -252,7 +254,8 @@ def _recipe(run: RunData) -> Section:
         ("engine binary sha256", ", ".join(f"{k}: {v}" for k, v in sorted((build.get("binary_sha256") or {}).items()))
          or (f"{run.server.binary}: {run.server.binary_sha256} (hashed at launch)"
              if run.server and run.server.binary_sha256 else "not recorded (engine.build.binary_sha256 is empty)")),
-        ("engine backend", _backend(engine, build)),
+        ("engine backend", _backend(engine, build) if built
+         else f"none: {engine.get('kind')} runs as installed (engine.binary), its own kernels"),
         ("container base", str(engine.get("docker_image") or "none: the server runs as a native process")),
     ]
     if artifact.get("generate"):
@@ -289,19 +292,14 @@ def _recipe(run: RunData) -> Section:
     return Section("Pinned recipe", blocks)
 
 
-def _reads_build_section(engine: dict[str, Any]) -> bool:
-    """Whether the run's engine builds from engine.build; a manifest without a known engine is read as one that does."""
+def _has_build(engine: dict[str, Any]) -> bool:
+    """Whether the run's engine has an engine.build, as today's profile schema says (an older ninferkit recorded
+    vLLM's unused default build, backend 'cpu', which is not written up); an unknown engine is read as one that does."""
     kind = engine.get("kind")
-    try:
-        return get_adapter(str(kind)).reads_build_section
-    except NinferkitError:
-        return True
+    return kind not in KINDS or has_build(kind)
 
 
 def _backend(engine: dict[str, Any], build: dict[str, Any]) -> str:
-    """The build's backend; an engine that reads no build section (vLLM) has none to state."""
-    if not _reads_build_section(engine):
-        return f"none: {engine.get('kind')} runs as installed (engine.binary), its own kernels"
     return str(build.get("backend")) + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")
 
 

@@ -67,7 +67,7 @@ class ConcurrencyGroup:
 def label_keys() -> list[str]:
     """The cell parameters that name a cell for a reader (each kind's, then the API); the rest (seed,
     repetitions, ...) are the same within a sweep and stay in requests.jsonl."""
-    return list(dict.fromkeys([*(label.key for kind in kinds() for label in kind.labels if label.in_short_label),
+    return list(dict.fromkeys([*(label.key for kind in kinds() for label in kind.labels),
                                "api"]))
 
 

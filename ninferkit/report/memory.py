@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ninferkit.capacity.summary import SUMMARY_COLUMNS, TABLE_COLUMNS, summary_rows, table_rows
+from ninferkit.engines.kinds import KINDS, has_build
 from ninferkit.errors import NinferkitError
 from ninferkit.params.profile import Profile
 from ninferkit.report.data import RunData
@@ -110,9 +111,12 @@ def _architecture(run: RunData) -> tuple[tuple[int, str] | None, str]:
 
 def _todays_profile(recorded: dict[str, Any]) -> Profile | None:
     """The recorded profile read by today's schema, less the keys today's no longer has (an older run's
-    `engine.generation`): enough for the KV layout's fields (capacity.model, serve.kv, serve.spec); None where a
-    field it keeps does not validate."""
+    `engine.generation`, vLLM's `engine.build`): enough for the KV layout's fields (capacity.model, serve.kv,
+    serve.spec); None where a field it keeps does not validate."""
     data = copy.deepcopy(recorded)
+    engine = data.get("engine")
+    if isinstance(engine, dict) and engine.get("kind") in KINDS and not has_build(engine["kind"]):
+        engine.pop("build", None)  # an older ninferkit recorded vLLM's unused default build
     for _ in range(16):
         try:
             return Profile.model_validate(data)

@@ -94,13 +94,12 @@ def first_repeat_id(sweep: str | None, recorded: dict[str, Any] | None, cell_id:
 @dataclass(frozen=True)
 class Label:
     """A cell parameter in words ('1,024 prompt tokens'); `one` where a value of 1 reads otherwise ('1 client').
-    `in_short_label`: whether the short label of the write-up's caveats and `compare` (report.headline's
-    `params_label`) names it too."""
+    Each names a cell in the short label of the write-up's caveats and `compare` too (report.headline's
+    `params_label`), so two cells of a sweep never share one."""
 
     key: str
     words: str = "{}"
     one: str | None = None
-    in_short_label: bool = True
 
 
 class CellKind(Protocol):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,8 +13,10 @@ import pytest
 
 from ninferkit import server, steps
 from ninferkit.embedded import llama_server_binary
+from ninferkit.errors import ServerExited
 from ninferkit.params.profile import BuildSection
-from ninferkit.runs import Run, open_run
+from ninferkit.runs import Run, open_run, read_json
+from ninferkit.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 
@@ -27,3 +33,24 @@ def live_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> It
     steps.launch(run, progress=False)
     yield run
     server.stop(run.dir)
+
+
+def sweep_with_the_server_killed(run: Run, only: str) -> None:
+    """Run the `only` sweep and kill the server's process group (SIGKILL) as soon as the first cell's ledger
+    line is written, as a crashed engine dies mid-sweep; the sweep must stop with ServerExited."""
+    ledger = run.dir.sweep_cells
+
+    def kill_after_the_first_cell() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not ledger.exists():
+            time.sleep(0.005)
+        os.killpg(read_json(run.dir.server)["pgid"], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_after_the_first_cell)
+    killer.start()
+    try:
+        with pytest.raises(ServerExited):
+            sweeps(run, only=only, progress=False)
+    finally:
+        killer.join()
+        server.stop(run.dir)

@@ -5,22 +5,18 @@ with its interval, and `compare --fail-on-regression` between two real runs."""
 from __future__ import annotations
 
 import collections
-import os
-import signal
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from ninferkit import server, steps
 from ninferkit.cli import main as cli_main
-from ninferkit.errors import ServerExited
 from ninferkit.report import compare_runs
 from ninferkit.report.compare import METRICS
-from ninferkit.runs import Run, open_run, read_json, read_jsonl
+from ninferkit.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
+from tests.live.conftest import sweep_with_the_server_killed
 
 TINY = ["sweeps.context.targets=[64]", "sweeps.context.output_tokens=32", "sweeps.context.repetitions=2",
         "sweeps.context.warmup=0", "sweeps.telemetry=false"]
@@ -35,20 +31,7 @@ def test_repeats_resume_mid_repeats_and_the_table_gives_the_interval(tmp_path: P
     steps.launch(run, progress=False)
     ledger = run.dir.sweep_cells
 
-    def kill_after_the_first_repeat() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not ledger.exists():
-            time.sleep(0.005)
-        os.killpg(read_json(run.dir.server)["pgid"], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_after_the_first_repeat)
-    killer.start()
-    try:
-        with pytest.raises(ServerExited):
-            sweeps(run, only="context", progress=False)
-    finally:
-        killer.join()
-        server.stop(run.dir)
+    sweep_with_the_server_killed(run, "context")
     first = list(read_jsonl(ledger))
     assert [(e["cell"].get("repeat", 0), e["status"]) for e in first] == [(0, "done"), (1, "failed")]
     sent_before = collections.Counter(r["cell_id"] for r in read_jsonl(run.dir.requests))

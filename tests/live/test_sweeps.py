@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import signal
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +16,13 @@ from ninferkit import server, steps
 from ninferkit.cli import main as cli_main
 from ninferkit.embedded import llama_cpp_source
 from ninferkit.engines.base import EngineAdapter
-from ninferkit.errors import ProfileError, ServerExited, SweepFailed
+from ninferkit.errors import ProfileError, SweepFailed
 from ninferkit.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.sweeps import plan, sweeps
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
 from tests.conftest import LOCAL_CPU, REPO, free_port
+from tests.live.conftest import sweep_with_the_server_killed
 
 SMALL = [
     "sweeps.context.targets=[64, 128]", "sweeps.context.output_tokens=4", "sweeps.context.repetitions=2",
@@ -165,20 +162,7 @@ def test_server_killed_mid_sweep_then_resumed(tmp_path: Path, llama_server: Path
     steps.launch(run, progress=False)
     ledger = run.dir.sweep_cells
 
-    def kill_after_first_cell() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not ledger.exists():
-            time.sleep(0.01)
-        os.killpg(read_json(run.dir.server)["pgid"], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_after_first_cell)
-    killer.start()
-    try:
-        with pytest.raises(ServerExited):
-            sweeps(run, only="context", progress=False)
-    finally:
-        killer.join()
-        server.stop(run.dir)
+    sweep_with_the_server_killed(run, "context")
     first = list(read_jsonl(ledger))
     done_before = {e["cell_id"] for e in first if e["status"] == "done"}
     failed = [e for e in first if e["status"] == "failed"]

@@ -165,6 +165,19 @@ def test_validation_rejects(serve: dict[str, Any], match: str) -> None:
         argv_of(profile(**serve))
 
 
+def test_an_installed_engine_has_no_build_and_refuses_one() -> None:
+    """vLLM runs as pip installed it: its profile records no engine.build (so no default 'cpu' backend is written
+    up), and a build section is refused by name before anything runs; a built engine keeps its default build."""
+    assert profile().engine.build is None
+    with pytest.raises(ProfileError, match=r"engine\.build: vllm runs as installed .* so it has no build: remove "
+                       r"engine\.build"):
+        validate_profile({"name": "v", "engine": {"kind": "vllm", "build": {"backend": "cuda"}},
+                          "artifact": {"url": "https://example.invalid/ckpt"}})
+    llama = validate_profile({"name": "l", "engine": {"kind": "llama_server"},
+                              "artifact": {"url": "https://example.invalid/m.gguf"}})
+    assert llama.engine.built.backend == "cpu"
+
+
 def test_bfloat16_on_ampere_is_fine() -> None:
     assert "bfloat16" in argv_of(profile(arch="sm_86", weights_dtype="bfloat16"))
 

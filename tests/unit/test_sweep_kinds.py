@@ -92,8 +92,7 @@ ToySweeps = create_model("ToySweeps", __base__=SweepsSection, output_length=(Out
 def toy_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The toy kind registered for one test (the kinds of sweeps/kinds/ found first, as a run finds them)."""
     registered = Registry[kinds.AnyKind]("sweep kind", ProfileError)
-    for kind in kinds.kinds():
-        registered.add(kind.name, kind)
+    registered.discover(kinds.__name__, "KIND")
     monkeypatch.setattr(kinds, "_KINDS", registered)
     kinds.register(TOY)
     yield

@@ -9,6 +9,8 @@ import shutil
 import statistics
 from pathlib import Path
 
+import pandas as pd
+
 from ninferkit.cli import main
 from ninferkit.report import write_report
 from tests.conftest import REPO
@@ -50,6 +52,14 @@ def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     assert main(["compare", str(run / "h200-llamacpp-smollm2"), str(run), "--out", str(out)]) == 0
     assert (out / "table.csv").read_text() == (EXAMPLE / "compare" / "table.csv").read_text()
+    # Both sweeps ran each task with speculation on and off: one label per cell, so no row of the per-cell
+    # delta table stands twice and the off side (no drafts) carries no acceptance of the on side's.
+    table = pd.read_csv(out / "table.csv")
+    assert table.groupby(["candidate", "sweep", "cell"])["cell_id"].nunique().max() == 1
+    assert not table.duplicated(["candidate", "sweep", "cell", "metric"]).any()
+    off = table[table["cell"].str.contains("speculation=off")]
+    assert off["cell"].nunique() == 8 and off["acceptance_a"].isna().all() and off["acceptance_b"].isna().all()
+    assert "| tasks: task=reasoning, context_depth=512, speculation=off, api=chat |" in (out / "index.md").read_text()
 
 
 def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:
@@ -60,3 +70,24 @@ def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:
              and r.get("decode_tok_s_client") and r.get("server_source") == "metrics_delta"]
     ratios = [r["decode_tok_s_client"] / r["decode_tok_s_server"] for r in alone]
     assert len(ratios) >= 50 and abs(statistics.median(ratios) - 1) < 0.01
+
+
+def test_the_search_answer_is_a_pool_that_served_beside_one_that_did_not() -> None:
+    """h200-vllm-search/ (the capacity search against vLLM 0.26.0 on an H200): the answer is a launch that served,
+    the next pool up a launch that started and did not, each read from its own server log, and vLLM's own figure
+    for filling the GPU (its launches at 0.4, less its 150 MiB buffer) lies below the answer."""
+    search_run = EXAMPLE / "h200-vllm-search"
+    record = json.loads((search_run / "capacity.json").read_text())
+    (found,) = record["searches"]
+    steps = {step["kv_tokens"]: step for step in found["results"]}
+    answer = found["answer_kv_tokens"]
+    above = min(pool for pool, step in steps.items() if not step["fits"] and pool > answer)
+    assert steps[answer]["served"] and found["verified_by_request"]
+    assert not steps[above]["served"] and steps[above]["started"]
+    log_of = {pool: (REPO / step["log"].replace("/tmp/runs/", "docs/examples/h200-vllm/")).read_text()
+              for pool, step in steps.items() if step["log"]}
+    assert f"GPU KV cache size: {answer:,} tokens" in log_of[answer]
+    assert "CUDA out of memory" in log_of[above] and "Application startup complete" not in log_of[above]
+    suggestions = [int(line.split("`--kv-cache-memory=")[2].split("`")[0]) for text in log_of.values()
+                   for line in text.splitlines() if "to fully utilize gpu memory" in line]
+    assert suggestions and max(suggestions) // record["bytes_per_token"] < answer

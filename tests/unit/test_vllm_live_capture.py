@@ -5,12 +5,14 @@ from the recorded lines and answers themselves."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ninferkit.capacity.observations import Setting, from_log_file, with_served
+from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
 from ninferkit.capacity.step import fit_observations
 from ninferkit.cli import main
@@ -202,3 +204,46 @@ def test_the_search_for_vllm_is_not_capped_at_slots_times_context() -> None:
     sure = family.max_pool(base.concurrency, base.context_per_slot, available, rule).low
     assert sure is not None and launched == [int(sure) // 16 * 16]
     assert launched[0] > 10 * base.concurrency * base.context_per_slot
+
+
+SEARCH = LIVE / "session4" / "h200-vllm-search" / "capacity" / "launches"
+
+
+def test_an_explicit_pool_that_dies_at_warm_up_is_memory_at_first_use() -> None:
+    """session4's search launches reserved their pool, then the n-gram rejection sampler's first run asked
+    192 MiB more with 193 MiB free: out of memory at first use (a memory answer the search and a rerun settle
+    on), with the allocation that failed kept."""
+    text = (SEARCH / "03" / "logs" / "server.log").read_text()
+    diagnosis = ADAPTER.diagnose(text)
+    assert diagnosis is not None and diagnosis.code == "out_of_memory_at_first_use"
+    assert "192.00 MiB" in diagnosis.cause
+    profile = load_profile("params/h200-vllm.yaml", [f"capacity.vllm_config={LIVE / 'session3' / 'config.json'}"])
+    obs = from_log_file("vllm", SEARCH / "03" / "logs" / "server.log", Setting.from_profile(profile.profile),
+                        ADAPTER.capacity_pool)
+    assert obs is not None and obs.kv_tokens == 6_397_328 and obs.out_of_memory
+    assert obs.extra["failed_allocation_bytes"] == 192 * 2**20
+
+
+def test_the_search_steps_below_a_warm_up_failure_by_what_it_asked_for() -> None:
+    """On the H200 (session4) the search stepped down 1, 2 and 4 pages below the fit's sure answer and every
+    launch died the same way, 192 MiB short: the stride now starts at the allocation that failed, 192 MiB of
+    23,040-byte tokens in whole 16-token blocks, so the second launch is that far below the first."""
+    profile = load_profile("params/h200-vllm.yaml", [f"capacity.vllm_config={LIVE / 'session3' / 'config.json'}",
+                                                     "capacity.concurrencies=[32]", "serve.max_context=8192"])
+    rule = ADAPTER.capacity_pool
+    base = replace(Setting.from_profile(profile.profile), concurrency=32, context_per_slot=8192)
+    observed = [with_served(o, True) for o in
+                (from_log_file("vllm", SEARCH / n / "logs" / "server.log", base, rule) for n in ("01", "02"))
+                if o is not None]
+    misses = (from_log_file("vllm", SEARCH / n / "logs" / "server.log", base, rule) for n in ("03", "04", "05", "06"))
+    recorded = {o.kv_tokens: with_served(o, False) for o in misses if o is not None}
+    launched: list[int] = []
+
+    def launch(setting: Setting) -> Observation | None:
+        launched.append(int(setting.kv_capacity or 0))
+        return recorded.get(launched[-1])  # the H200's own launch where one was made; no launch otherwise
+
+    search(base, rule, launch, lambda obs: fit_observations(profile.profile, obs), observed, max_launches=2)
+    assert launched[0] == 6_397_328  # the fit's sure answer, as on the H200
+    stride = -(-math.ceil(192 * 2**20 / 23_040) // 16) * 16
+    assert launched[0] - launched[1] == stride == 8_752

@@ -34,3 +34,10 @@ esac
 #   ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm -p capacity.fit_launches=false --steps capacity,writeup
 #   ninferkit run params/h200-vllm.yaml --run-dir /tmp/runs/h200-vllm-fit -p capacity.fit_launches=true --steps capacity,writeup
 # and `ninferkit compare` of the llama-server run against this one into compare/.
+# A later session, h200-vllm-search/ (a fresh machine held throughout): the same pieces carried in four calls
+# (site.tar.xz.00; .01; .02 + SHA256SUMS + the GGUF's first 20 MiB; its next 44 MiB), then one call carrying the
+# GGUF's rest and .carry/extra/ (the ruamel.yaml wheels), 597 s:
+#   source scripts/carry/vllm-h200-unpack.sh && bash scripts/carry/h200-vllm-search.sh start &&
+#     bash scripts/carry/h200-vllm-search.sh wait 560; bash scripts/carry/h200-vllm-search.sh collect "$OUT"
+# and here `ninferkit report` of the run directory unpacked at /tmp/runs/h200-vllm-search. The first attempt, on
+# the machine before, is tests/data/vllm-live/session4/.

@@ -174,10 +174,10 @@ class LlamaServer(EngineAdapter):
         return repack_finding(profile, model_path, frozenset(facts.cpu.amx or ()))
 
     def uses_gpu(self, profile: Profile) -> bool:
-        return profile.engine.build.backend == "cuda"
+        return profile.engine.built.backend == "cuda"
 
     def binary(self, profile: Profile) -> Path:
-        return llama_server_binary(profile.engine.binary, profile.engine.build)
+        return llama_server_binary(profile.engine.binary, profile.engine.built)
 
     def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
         serve = serve_of(profile, Serve)
@@ -204,7 +204,7 @@ class LlamaServer(EngineAdapter):
             argv += ["-b", str(serve.prefill_chunk), "-ub", str(serve.prefill_chunk)]
         if serve.threads is not None:
             argv += ["-t", str(serve.threads)]
-        if profile.engine.build.backend == "cuda":
+        if profile.engine.built.backend == "cuda":
             argv += ["-ngl", "999"]
         argv += spec_argv(serve.spec, self._help(profile, binary), binary.name)
         hazard = repack_hazard(profile, model_path, host_cpu().flags)
@@ -220,7 +220,7 @@ class LlamaServer(EngineAdapter):
             return binary_help(Path(found))
         if profile.engine.binary is None:
             try:
-                return binary_help(build_dir(profile.engine.build) / "bin" / self.default_binary)
+                return binary_help(build_dir(profile.engine.built) / "bin" / self.default_binary)
             except NinferkitError:  # a CUDA build whose architecture cannot be known here
                 return None
         return None
@@ -272,7 +272,7 @@ class LlamaServer(EngineAdapter):
         if model_path is None or not model_path.exists():
             return None
         return llama_cpp_kv_layout(gguf_metadata(model_path), kv_dtype, kv_dtype,
-                                   cuda=profile.engine.build.backend == "cuda")
+                                   cuda=profile.engine.built.backend == "cuda")
 
     def slot_context_cap(self, profile: Profile, model_path: Path | None) -> int | None:
         """llama-server caps a slot at the model's trained context ("the slot context exceeds the training

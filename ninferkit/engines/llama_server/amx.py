@@ -64,7 +64,7 @@ def repack_hazard(profile: Profile, model_path: Path, cpu_flags: frozenset[str])
     None when it would not (another engine, a GPU build, no AMX, other weights, or extra_args that decide
     repacking)."""
     amx = tuple(sorted(cpu_flags & AMX_FLAGS))
-    if not isinstance(profile.serve, Serve) or profile.engine.build.backend != "cpu" or not amx \
+    if not isinstance(profile.serve, Serve) or profile.engine.built.backend != "cpu" or not amx \
             or REPACK_FLAGS & set(profile.serve.extra_args):
         return None
     kind = file_type(model_path) if model_path.is_file() else None

@@ -7,6 +7,10 @@ from pydantic import Field, field_validator
 from ninferkit.params.base import Section
 from ninferkit.params.serve import ServeSection
 
+HAS_BUILD = True
+"""engine.build says how llama-server is built (llama.cpp's source, the CPU or CUDA backend)."""
+
+
 
 class Spec(Section):
     """Speculative decoding: `--spec-type` and its own options. Which types and options exist is read from the

@@ -61,7 +61,7 @@ class NInfer(EngineAdapter):
         engine.binary describes in its `--help` (read once per binary). Raises ProfileError when neither is
         at hand."""
         engine = profile.engine
-        found = lookup(engine.fork, engine.version, engine.build.commit)
+        found = lookup(engine.fork, engine.version, engine.built.commit)
         if found is not None:
             return found
         binary = shutil.which(engine.binary) if engine.binary else None
@@ -238,7 +238,7 @@ class NInfer(EngineAdapter):
 
     def describe_log(self, log_text: str, profile: Profile | None = None) -> dict[str, Any]:
         """The log's build is compared with the profile's where the table names one (engine.fork)."""
-        build = lookup(profile.engine.fork, profile.engine.version, profile.engine.build.commit) if profile else None
+        build = lookup(profile.engine.fork, profile.engine.version, profile.engine.built.commit) if profile else None
         return describe(log_text, build)
 
     # -- Docker -------------------------------------------------------------------------------------

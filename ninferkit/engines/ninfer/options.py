@@ -15,6 +15,10 @@ from ninferkit.params.serve import ServeSection
 
 LogLevel = Literal["trace", "debug", "info", "warning", "error", "critical", "off"]
 
+HAS_BUILD = True
+"""engine.build pins the NInfer release (commit, tarball, binary hashes)."""
+
+
 
 class Spec(Section):
     method: str | None = Field(None, description="speculative decoding backend: mtp, dflash, dflash2")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.engines.base import EngineAdapter, serve_of
+from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.host import power_limit_files
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.log_reader import rule
@@ -30,7 +30,7 @@ from ninferkit.engines.vllm.options import Serve
 from ninferkit.errors import BadInput, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
 from ninferkit.prometheus_text import samples
-from ninferkit.units import GIB
+from ninferkit.units import GIB, MIB
 
 WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_token_head",
@@ -66,6 +66,7 @@ _LEDGER = (
     (re.compile(r"Initial free memory (?P<free>[\d.]+) GiB, reserved (?P<kv>[\d.]+) GiB memory for KV Cache as "
                 r"specified by kv_cache_memory_bytes config"), "explicit_pool"),
     (re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: .*?\bmax_seq_len=(?P<n>\d+)"), "max_len"),
+    (re.compile(r"CUDA out of memory\. Tried to allocate (?P<n>[\d.]+) (?P<unit>[GM]iB)"), "failed_allocation"),
 )
 """vLLM 0.26.0's startup lines, as it printed them on the H200 (tests/data/vllm-live/session3): the memory line
 (gpu_worker.py) is the one that states the device's free memory, so capacity has its A; the suggestion beside it
@@ -94,7 +95,6 @@ def _memory_terms(found: re.Match[str], out: dict[str, Any]) -> None:
 class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
-    reads_build_section = False  # vLLM runs as installed (its wheel's own CUDA kernels): engine.build is unused
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
@@ -117,6 +117,15 @@ class VLLM(EngineAdapter):
         rule("bfloat16_unsupported", r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
              "the GPU (compute capability below 8.0, e.g. V100) has no bfloat16",
              "set serve.weights_dtype: float16"),
+        # the pool allocated (an explicit one skips vLLM's memory profiling), then warm-up needed more: on the H200,
+        # the n-gram rejection sampler's first run asked 192 MiB with 193 MiB free (tests/data/vllm-live/session4)
+        rule(OUT_OF_MEMORY_AT_FIRST_USE, r"for KV Cache as specified[\s\S]*?CUDA out of memory\. "
+             r"Tried to allocate (?P<size>[\d.]+ [GM]iB)",
+             "the GPU ran out of memory at warm-up (it asked {size} more) after the KV cache was allocated: with "
+             "--kv-cache-memory-bytes vLLM skips its memory profiling, so activations and the sampler's first run "
+             "must fit in what the pool leaves",
+             "lower serve.kv.capacity by more than {size} worth of tokens (the capacity search steps down so), or "
+             "size the pool with serve.gpu_memory_utilization and let vLLM profile"),
         rule("cuda_out_of_memory", r"CUDA out of memory|OutOfMemoryError",
              "a CUDA allocation failed (often during CUDA-graph capture at high utilization, which the KV "
              "sizing does not account for)",
@@ -313,6 +322,8 @@ class VLLM(EngineAdapter):
                 out["kv_cache_bytes"], out["kv_cache_bytes_resolution_bytes"] = _gib(found["kv"])
             elif what == "max_len":
                 out["max_context"] = int(found["n"])
+            elif what == "failed_allocation":
+                out["failed_allocation_bytes"] = round(float(found["n"]) * (GIB if found["unit"] == "GiB" else MIB))
             else:
                 out["mamba_page_padding_pct"] = float(found["p"])
         if "kv_tokens" in out and _EXPLICIT_POOL.search(log_text):

@@ -7,6 +7,11 @@ from pydantic import Field, field_validator
 from ninferkit.params.base import Section
 from ninferkit.params.serve import ServeSection
 
+HAS_BUILD = False
+"""vLLM runs as pip installed it, with its wheel's own kernels: it has no engine.build (engine.version names
+the installed version)."""
+
+
 
 class Spec(Section):
     """Speculative decoding: `--speculative-config` as vLLM reads it (one JSON object). Which methods exist is read

@@ -11,8 +11,6 @@ lives elsewhere (a test's).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from ninferkit.errors import ProfileError
@@ -22,7 +20,6 @@ from ninferkit.sweeps.kinds.base import SweepKind
 
 AnyKind = SweepKind[Any, Any]
 _KINDS: Registry[AnyKind] = Registry("sweep kind", ProfileError)
-_found = False
 
 
 def register(kind: AnyKind) -> AnyKind:
@@ -56,15 +53,7 @@ def find_kind(name: str | None) -> AnyKind | None:
 
 
 def _discover() -> None:
-    """Register the `KIND` of every module of this folder, once."""
-    global _found
-    if _found:
-        return
-    _found = True
-    for module in pkgutil.iter_modules(__path__):
-        kind = getattr(importlib.import_module(f"{__name__}.{module.name}"), "KIND", None)
-        if kind is not None:
-            _KINDS.add(kind.name, kind)
+    _KINDS.discover(__name__, "KIND")
 
 
 __all__ = ["find_kind", "get_kind", "kinds", "names", "register"]

@@ -49,7 +49,7 @@ class Tasks(SweepKind[TasksSweep, TasksCell]):
     table_keys = ("task", "context_depth", "speculation", "api")
     sorted_by = 3
     labels = (Label("task"), Label("context_depth", "depth {}"),
-              Label("speculation", "speculation {}", in_short_label=False))
+              Label("speculation", "speculation {}"))
     view = (ViewColumn("task", "task"), ViewColumn("depth", "context_depth"), ViewColumn("speculation", "speculation"),
             columns.API, columns.REQUESTS, columns.PREFILL, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE,
             columns.PER_ROUND, ViewColumn("output tokens", "completion_tokens_median", "plain"),
