@@ -236,40 +236,27 @@ LONGER = ["sweeps.context.targets=[64, 96]", "sweeps.context.output_tokens=48", 
 
 def test_a_server_killed_mid_request_fails_that_cell_and_the_rerun_completes(tmp_path: Path,
                                                                             llama_server: Path) -> None:
-    """The server is killed (SIGKILL) the moment the first cell's first row is stored: its second request is
-    on the wire. That cell fails, saying the server died during it; the next cell is not blamed (it has no
-    entry); after a new launch the rerun runs the failed cell again and counts each request once. Before
-    issue 29 the cell was recorded `done` with 1 of 2 and the death was blamed on the next cell."""
-    import os
-    import signal
-    import threading
-
+    """The server is killed (SIGKILL) once the first cell's first row is stored and its /slots says a slot is
+    generating: the second request is on the wire, mid-stream. That cell fails, saying the server died during
+    it; the next cell is not blamed (it has no entry); after a new launch the rerun runs the failed cell again
+    and counts each request once. Before issue 29 the cell was recorded `done` with 1 of 2 and the death was
+    blamed on the next cell."""
     from ninferkit import steps
-    from ninferkit.errors import ServerExited
     from ninferkit.runs import open_run
     from ninferkit.sweeps import sweeps
     from tests.conftest import LOCAL_CPU, free_port
+    from tests.live.conftest import sweep_with_the_server_killed
 
     run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *LONGER])
     record = steps.launch(run, progress=False)
+
+    def generating_after_the_first_row() -> bool:
+        if not (run.dir.requests.exists() and run.dir.requests.read_bytes().count(b"\n") >= 1):
+            return False
+        return any(slot.get("is_processing") for slot in httpx.get(record.url + "/slots", timeout=5.0).json())
+
     try:
-        def kill_after_the_first_row() -> None:
-            """Once the first row is stored, kill the server while its /slots says a slot is generating: the
-            second request is then on the wire, mid-stream."""
-            deadline = time.monotonic() + 120
-            with httpx.Client(base_url=record.url, timeout=5.0) as client:
-                while time.monotonic() < deadline:
-                    if run.dir.requests.exists() and run.dir.requests.read_bytes().count(b"\n") >= 1:
-                        slots = client.get("/slots").json()
-                        if any(slot.get("is_processing") for slot in slots):
-                            os.killpg(record.pgid, signal.SIGKILL)
-                            return
-                    time.sleep(0.005)
-        killer = threading.Thread(target=kill_after_the_first_row)
-        killer.start()
-        with pytest.raises(ServerExited):
-            sweeps(run, only="context", progress=False)
-        killer.join()
+        sweep_with_the_server_killed(run, "context", generating_after_the_first_row)
         ledger = run.dir.read_cells()
         assert [(entry.cell["target_prompt_tokens"], entry.status) for entry in ledger] == [(64, "failed")]
         assert (ledger[0].reason or "").startswith("the server died during this cell")
