@@ -27,6 +27,17 @@ ANSWER_BYTES = 16 * 1024 * 1024
 """A JSON answer of a helper endpoint (/health, /v1/models, /tokenize, a check's chat answer)."""
 LOG_FILE_BYTES = 2 * 1024 * 1024 * 1024
 """A server log named on the command line: a long run's log is megabytes, 2 GiB is not a log."""
+INPUT_FILE_BYTES = 1024 * 1024 * 1024
+"""A file a user hands ninferkit to read whole (a peer tool's results to import, a trace): the largest peer output
+seen is hundreds of megabytes (vLLM bench's detailed results)."""
+LOG_READ_BYTES = 64 * 1024 * 1024
+"""What is read of a log scanned whole (its startup ledger at the start, a crash at the end): beyond this, its
+first and last halves of it. An engine's startup and crash lines are kilobytes; a verbose log of a long run is
+hundreds of megabytes, and a log someone pointed at /dev/zero never ends."""
+LOG_POLL_BYTES = 4 * 1024 * 1024
+"""What a log tail (telemetry's reading of the engine's throughput lines) reads per poll, at most."""
+LOG_LINE_BYTES = 64 * 1024
+"""The longest log line a tail keeps waiting for the end of; a longer one is skipped, not buffered."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,37 @@ def read_file(path: Path, cap: int, doing: str) -> bytes:
     if len(data) > cap:
         raise BadInput(f"{doing}: {path} is over {cap:,} bytes, more than such a file holds; check the path")
     return data
+
+
+def read_text_file(path: Path, cap: int, doing: str) -> str:
+    """`read_file` as UTF-8 text; BadInput naming the path and the first byte that is not UTF-8."""
+    data = read_file(path, cap, doing)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{doing}: {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                       "give the file the tool wrote") from None
+
+
+def read_log(path: Path, doing: str, cap: int = LOG_READ_BYTES) -> str:
+    """A log's text for a reader that scans it whole: all of it up to `cap` bytes, else its first and last
+    `cap // 2` bytes around a line saying how many bytes between them were not read. "" when it does not
+    exist; BadInput (naming the path and what ninferkit was doing) when it is not a regular file."""
+    problem = not_a_regular_file(path)
+    if problem is not None:
+        if not os.path.lexists(path):
+            return ""
+        raise BadInput(f"{doing}: {problem}; a log is a regular file")
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size <= cap:
+            return handle.read(cap).decode(errors="replace")
+        head = handle.read(cap // 2)
+        handle.seek(size - cap // 2)
+        tail = handle.read(cap // 2)
+    skipped = size - len(head) - len(tail)
+    return (head.decode(errors="replace") + f"\n[ninferkit: {skipped:,} bytes of {path.name} not read: the log is "
+            f"over {cap:,} bytes; its start and end are read]\n" + tail.decode(errors="replace"))
 
 
 def not_a_regular_file(path: Path) -> str | None:

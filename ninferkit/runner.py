@@ -27,6 +27,7 @@ from typing import Any
 
 from ninferkit import preflight, progress, server
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
+from ninferkit.os_errors import named
 from ninferkit.params import load_profile
 from ninferkit.plain_output import plain
 from ninferkit.runs import Run, RunDir, open_run, utc_now
@@ -205,8 +206,9 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
         run.dir.record_step(step, status="interrupted", ended=utc_now())
         raise
     except (NinferkitError, OSError, RuntimeError) as exc:
-        run.dir.record_step(step, status="failed", ended=utc_now(), error=str(exc))
-        raise StepFailed(step, output, f"{type(exc).__name__}: {exc}") from exc
+        met = named(exc, f"running the {step} notebook", run.dir.path) if isinstance(exc, OSError) else exc
+        run.dir.record_step(step, status="failed", ended=utc_now(), error=str(met))
+        raise StepFailed(step, output, f"{type(met).__name__}: {met}") from exc
     finally:
         printed.close()
         errors.close()

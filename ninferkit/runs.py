@@ -83,7 +83,13 @@ def write_json_atomic(path: Path, data: Any) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one.
+    """Write a text file (scrubbed of secrets) so that readers see the old file or the whole new one, as
+    `write_bytes_atomic`."""
+    return write_bytes_atomic(path, scrub(text).encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write a file (a table's parquet, a figure) so that readers see the old file or the whole new one.
 
     The new file replaces whatever was at `path`, a symbolic link included (the link goes, its target is
     never written), and keeps the mode of the file it replaces: a file someone made 0600 stays 0600."""
@@ -97,8 +103,8 @@ def write_text_atomic(path: Path, text: str) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, mode)
         try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(scrub(text))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
@@ -400,6 +406,18 @@ class RunDir:
         """The manifest as a record (empty when no step has written one yet)."""
         return Manifest.model_validate(self._manifest_fields())
 
+    def run_id(self) -> str:
+        """The run's id as its manifest names it (a run directory copied or renamed keeps it), else the folder's
+        name: what every row of requests.jsonl carries as `run_id`."""
+        return str(self.read_manifest().run_id or self.path.name)
+
+    def profile_hashes(self) -> set[str]:
+        """Every profile hash this run has had: the manifest's, and those it replaced (`profile_history`)."""
+        manifest = self._manifest_fields()
+        earlier = manifest.get("profile_history") or []
+        hashes = {str(entry["hash"]) for entry in earlier if isinstance(entry, dict) and entry.get("hash")}
+        return hashes | ({str(manifest["profile_hash"])} if manifest.get("profile_hash") else set())
+
     def read_probe(self) -> ProbeRecord | None:
         return _read_record(self.probe, ProbeRecord)
 
@@ -599,7 +617,6 @@ def _write_manifest(run: Run) -> None:
     manifest.update(
         {
             "schema_version": Manifest.SCHEMA_VERSION,
-            "run_id": run.dir.path.name,
             "profile_name": run.profile.name,
             "profile_source": str(run.loaded.source) if run.loaded.source else None,
             "profile_overrides": list(run.loaded.overrides),
@@ -614,6 +631,7 @@ def _write_manifest(run: Run) -> None:
             "updated": utc_now(),
         }
     )
+    manifest.setdefault("run_id", run.dir.path.name)  # a run copied or moved keeps the id its rows carry
     manifest.setdefault("created", manifest["updated"])
     manifest.setdefault("steps", {})
     if previous and previous != run.profile_hash:

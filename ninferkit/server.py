@@ -20,6 +20,7 @@ import enum
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -77,8 +78,8 @@ class Check:
 
 def base_url(profile: Profile) -> str:
     host = profile.serve.host
-    connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    return f"http://{connect}:{profile.serve.port}"
+    connect = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # every interface: reach it on loopback
+    return f"http://{f'[{connect}]' if ':' in connect else connect}:{profile.serve.port}"
 
 
 def api_key(profile: Profile) -> str | None:
@@ -152,7 +153,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
     try:
         _wait_ready(process, adapter, profile, url, log_path, argv, progress)
         record["ready_s"] = round(time.monotonic() - started, 3)
-        record["ledger"] = adapter.parse_ledger(log_path.read_text(errors="replace"))
+        record["ledger"] = adapter.parse_ledger(bounded.read_log(log_path, "reading the startup ledger"))
         checks = acceptance_checks(profile, adapter, url)
         record["checks"] = [asdict(check) for check in checks]
         record["model_id"] = served_model_id(profile, checks[1].detail.get("ids"))
@@ -207,7 +208,7 @@ def _wait_ready(process: subprocess.Popen[bytes], adapter: EngineAdapter, profil
 
 def _start_error(kind: type[ServerError], message: str, adapter: EngineAdapter, argv: list[str], url: str,
                  log_path: Path, exit_code: int | None) -> ServerError:
-    log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    log_text = bounded.read_log(log_path, "diagnosing the failed start")
     diagnosis = adapter.diagnose(log_text)
     tail = "\n".join(log_text.splitlines()[-15:])
     if exit_code is not None:
@@ -487,3 +488,34 @@ def ensure_running(run_dir: RunDir) -> dict[str, Any]:
                            "re-run the launch step (02_launch)", url=record.get("url", ""),
                            log_path=run_dir.server_log)
     return record
+
+
+def confirm_running(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> dict[str, Any]:
+    """`ensure_running`, for after a request broke off without the server's answer (a stream cut mid-way, a
+    connection reset): a server killed mid-request closes its sockets before its process has ended, so the
+    process check alone can still find it alive and the death was blamed on the next cell (issue 29). A server
+    that refuses connections at its URL is given `grace_s` to end; ServerExited once it has, or when it still
+    refuses after that."""
+    record = ensure_running(run_dir)
+    deadline = time.monotonic() + grace_s
+    while not _accepts(str(record["url"])):
+        if time.monotonic() > deadline:
+            raise ServerExited(f"the server of this run refuses connections at {record['url']} although its process "
+                               f"is still there after {grace_s:g} s; re-run the launch step (02_launch)",
+                               url=record["url"], log_path=run_dir.server_log)
+        time.sleep(0.1)
+        record = ensure_running(run_dir)
+    return record
+
+
+def _accepts(url: str) -> bool:
+    """Whether `url`'s host and port accept a TCP connection; a refusal is the only answer that says no (a slow
+    accept under load is not evidence of a death)."""
+    parsed = httpx.URL(url)
+    try:
+        with socket.create_connection((parsed.host, parsed.port or 80), timeout=2.0):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return True

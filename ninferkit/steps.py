@@ -9,27 +9,52 @@ notebooks show.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 import pandas as pd
 
-from ninferkit.artifact.step import verify
-from ninferkit.capacity.step import capacity
+from ninferkit import launch_step, setup_step
+from ninferkit import sweeps as sweeps_step
+from ninferkit.artifact import step as artifact_step
+from ninferkit.capacity import step as capacity_step
 from ninferkit.errors import ProfileError
-from ninferkit.launch_step import launch
 from ninferkit.notebook_errors import show_short_errors
+from ninferkit.os_errors import os_errors_named
 from ninferkit.profile_change import change_lines, checked_profile, record_change
 from ninferkit.records import ProbeRecord, ServerRecord
-from ninferkit.report.build import writeup
+from ninferkit.report import build
 from ninferkit.report.document import Table
 from ninferkit.report.notebook_view import Shown
 from ninferkit.runs import Run, open_run
-from ninferkit.setup_step import setup
-from ninferkit.sweeps import sweeps
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 """The checkout the notebooks belong to: where their relative parameters point."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _os_errors_named(step: str, function: Callable[Concatenate[Run, P], R]) -> Callable[Concatenate[Run, P], R]:
+    """The step function with its OSErrors named (ninferkit.os_errors): the notebook shows the path, what the
+    step was doing and the fix, the runner records them for the post, the traceback stays in the run's logs/."""
+
+    def step_function(run: Run, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with os_errors_named(f"the {step} step", run.dir.path):
+            return function(run, *args, **kwargs)
+
+    functools.update_wrapper(step_function, function)  # its name, docstring and signature, for help()
+    return step_function
+
+
+setup = _os_errors_named("setup", setup_step.setup)
+verify = _os_errors_named("verify", artifact_step.verify)
+launch = _os_errors_named("launch", launch_step.launch)
+sweeps = _os_errors_named("sweeps", sweeps_step.sweeps)
+capacity = _os_errors_named("capacity", capacity_step.capacity)
+writeup = _os_errors_named("writeup", build.writeup)
 
 __all__ = ["REPOSITORY", "acceptance_table", "capacity", "findings_table", "gpu_table", "launch", "ledger_table",
            "notebook_run", "profile_table", "setup", "sweeps", "verify", "writeup"]

@@ -147,15 +147,19 @@ class Telemetry:
     def _log_loop(self) -> None:
         assert self.log_path is not None
         position = self._log_position
-        pending = b""
+        pending, skipping = b"", False
         while not self._stop.wait(LOG_POLL_S):
-            if not self.log_path.exists():
-                continue
+            if bounded.not_a_regular_file(self.log_path) is not None:
+                continue  # not there yet, or not a log (a FIFO or a device named in server.json never ends)
             with self.log_path.open("rb") as handle:
                 handle.seek(position)
-                data = handle.read()
+                data = handle.read(bounded.LOG_POLL_BYTES)  # the rest next poll: a burst never grows the sweep
             position += len(data)
             *lines, pending = (pending + data).split(b"\n")
+            if skipping:  # the rest of a line too long to be a throughput line: skipped up to its end
+                skipping, lines, pending = not lines, lines[1:], pending if lines else b""
+            if len(pending) > bounded.LOG_LINE_BYTES:
+                skipping, pending = True, b""  # buffered no further
             for line in lines:
                 parsed = self.adapter.parse_throughput(line.decode(errors="replace"))
                 if parsed:

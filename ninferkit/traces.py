@@ -22,7 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ninferkit.errors import ProfileError
+from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
+from ninferkit.errors import BadInput, ProfileError
 from ninferkit.records import RequestRow
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -52,10 +53,12 @@ def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS, max_context: int | 
     """The trace's requests; ProfileError naming the file, line and field at the first bad line: not a JSON
     object, a field missing or not a whole number, times out of order, a length of 0 or above MAX_LENGTH (or
     above the served context), `hash_ids` not one id per block."""
-    if not path.is_file():
-        raise ProfileError(f"trace {path}: no such file")
+    try:
+        text = read_text_file(path, INPUT_FILE_BYTES, "reading a trace")
+    except BadInput as exc:  # a trace is named in a profile: its problem is the profile's
+        raise ProfileError(f"trace {exc}") from None
     requests: list[TraceRequest] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             requests.append(_request(f"trace {path} line {number}", line, block_tokens, max_context,
                                      requests[-1].timestamp_ms if requests else None))

@@ -28,9 +28,11 @@ from typing import Any, Literal
 import httpx
 import yaml
 
+from ninferkit import bounded
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, RequestFailed
 from ninferkit.redaction import scrub
+from ninferkit.transports import proxy_note, uses_proxy
 
 TASK_NAMES = ("coding", "json_extraction", "summarization", "translation", "reasoning", "bug_root_cause",
               "chit_chat", "fiction", "agent")
@@ -124,7 +126,9 @@ class Tokenizer:
     def __init__(self, base_url: str, adapter: ApiDialect, headers: dict[str, str] | None = None,
                  timeout_s: float = 120.0) -> None:
         self.adapter = adapter
-        self._http = httpx.Client(base_url=base_url, headers=headers or {}, timeout=timeout_s)
+        self._http = httpx.Client(base_url=base_url, headers=headers or {}, timeout=timeout_s,
+                                  trust_env=uses_proxy(base_url))  # the engine on loopback: never a lab's proxy
+        self._deadline_s = 2 * timeout_s
         self._cuts: dict[int, int] = {}
 
     def close(self) -> None:
@@ -141,16 +145,20 @@ class Tokenizer:
         a count (a body that is not JSON, or lacks the field the adapter reads)."""
         path, body = self.adapter.tokenize_request(text)
         try:
-            response = self._http.post(path, json=body)
-            response.raise_for_status()
+            with self._http.stream("POST", path, json=body) as streamed:
+                answer = bounded.read_body(streamed, bounded.ANSWER_BYTES, self._deadline_s)
+            # the answer as read (decoded, capped): what a caller reads of a refusal (status, text)
+            httpx.Response(streamed.status_code, content=answer.data, request=streamed.request).raise_for_status()
         except httpx.HTTPError as exc:
-            raise RequestFailed(f"counting tokens at {path} failed: {type(exc).__name__}: {exc}; "
-                                "is the server running?") from exc
+            raise RequestFailed(f"counting tokens at {path} failed: {type(exc).__name__}: {exc}"
+                                f"{proxy_note(str(self._http.base_url))}; is the server running?") from exc
+        if answer.cut is not None:
+            raise RequestFailed(f"the tokenizer at {path} answered more than a token count: {answer.cut}")
         try:
-            count = self.adapter.token_count(response.json())
+            count = self.adapter.token_count(json.loads(answer.data))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise RequestFailed(f"the tokenizer at {path} answered without a token count ({type(exc).__name__}: "
-                                f"{exc}): {scrub(response.text[:200])}") from None
+                                f"{exc}): {scrub(answer.text()[:200])}") from None
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise RequestFailed(f"the tokenizer at {path} answered {count!r}, not a token count")
         return count

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit import server
+from ninferkit.bounded import read_log
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_log, from_log_file, with_served
 from ninferkit.engines import get_adapter
@@ -108,7 +109,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
             error = exc
         finally:
             server.stop(sub.dir)
-        log_text = sub.dir.server_log.read_text(errors="replace") if sub.dir.server_log.exists() else ""
+        log_text = read_log(sub.dir.server_log, f"reading launch {index:02d}'s log")
         observation = from_log(run.profile.engine.kind, log_text, setting, rule, str(sub.dir.server_log))
         if observation is None:
             if error is not None:

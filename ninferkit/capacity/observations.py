@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ninferkit.bounded import read_log
 from ninferkit.capacity.interval import Interval
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
@@ -209,7 +210,8 @@ def from_log(kind: str, log_text: str, setting: Setting, rule: PoolRule, source:
 
 
 def from_log_file(kind: str, path: Path, setting: Setting, rule: PoolRule) -> Observation | None:
-    return from_log(kind, path.read_text(errors="replace"), setting, rule, str(path))
+    """The observation in a startup log a user named (capacity fit): a regular file, read as bounded.read_log."""
+    return from_log(kind, read_log(path, "fitting the capacity formula"), setting, rule, str(path))
 
 
 def with_served(observation: Observation, served: bool) -> Observation:

@@ -69,48 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NinferkitError as exc:
         print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # a file the command reads or writes (permissions, a full disk): the OS's own words
-        print(f"ninferkit {args.command}: {os_error_words(exc)}; the traceback is in {keep_traceback(args)}",
-              file=sys.stderr)
+    except OSError as exc:  # a file the command reads or writes (permissions, gone): named, its traceback kept
+        from pathlib import Path
+
+        from ninferkit.os_errors import named
+
+        run_dir = getattr(args, "run_dir", None)
+        print(named(exc, f"ninferkit {args.command}", Path(run_dir) if run_dir else None), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"ninferkit {args.command}: interrupted", file=sys.stderr)
         return 130
     return code
-
-
-def os_error_words(exc: OSError) -> str:
-    """An OSError as one line that names its file, or says the OS named none (a bare `[Errno 2]` from a
-    program that was not found, say), so "fix: —" is never all a reader gets."""
-    words = exc.strerror or str(exc)
-    if exc.filename is None:
-        return f"{words} (errno {exc.errno}; the OS named no file)"
-    both = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else str(exc.filename)
-    return f"{words}: {both}"
-
-
-def keep_traceback(args: argparse.Namespace) -> str:
-    """Write the traceback being handled into the run's logs/ (the command's run directory, where it has
-    one) or a temporary file; the path it went to."""
-    import tempfile
-    import traceback
-    from pathlib import Path
-
-    from ninferkit.redaction import scrub
-
-    text = scrub(traceback.format_exc())
-    run_dir = getattr(args, "run_dir", None)
-    folder = Path(run_dir) / "logs" if run_dir and Path(run_dir).is_dir() else None
-    try:
-        if folder is None:
-            raise OSError
-        folder.mkdir(exist_ok=True)
-        path = folder / "ninferkit-errors.log"
-        with path.open("a") as handle:
-            handle.write(text)
-    except OSError:
-        fd, name = tempfile.mkstemp(prefix="ninferkit-error-", suffix=".log")
-        with open(fd, "w") as handle:
-            handle.write(text)
-        path = Path(name)
-    return str(path)

@@ -31,11 +31,16 @@ def unit_file(name: str) -> str:
 
 def exec_line(argv: list[str]) -> str:
     """argv as systemd's ExecStart reads it: each word as is where it is plain, else double-quoted with `\\` and
-    `"` escaped; `%` and `$` doubled so systemd expands neither (the key placeholder becomes `${NAME}`)."""
+    `"` escaped and a line break or tab as its C escape (a raw newline in a profile's `extra_args` would end the
+    ExecStart line and start a directive of its own); `%` and `$` doubled so systemd expands neither (the key
+    placeholder becomes `${NAME}`)."""
     words = []
     for arg in argv:
         text = arg.replace("%", "%%").replace("$", "$$")
-        words.append(text if _PLAIN.match(arg) else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        if not _PLAIN.fullmatch(arg):  # fullmatch: `$` of a match would pass a word ending in a newline as plain
+            text = text.replace("\\", "\\\\").replace('"', '\\"')
+            text = '"' + text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+        words.append(text)
     return " ".join(words)
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ninferkit.bounded import INPUT_FILE_BYTES, not_a_regular_file, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
 from ninferkit.interop.stats import last_token_s, throughput
@@ -147,6 +149,9 @@ def read(path: Path) -> Imported:
     records, summary = folder / RECORDS, folder / AGGREGATE
     if path.is_file() and path.name not in (RECORDS, AGGREGATE):
         raise BadInput(f"{path}: not an AIPerf export; give its artifacts folder, {RECORDS} or {AGGREGATE}")
+    for named in (records, summary):  # a FIFO or a device under an export's name is refused, not skipped
+        if os.path.lexists(named) and (problem := not_a_regular_file(named)) is not None:
+            raise BadInput(f"reading AIPerf's export: {problem}; give the file AIPerf wrote")
     if not records.is_file() and not summary.is_file():
         raise BadInput(f"{folder}: holds neither {RECORDS} nor {AGGREGATE}; give the folder AIPerf wrote "
                        "(--output-artifact-dir)")
@@ -200,7 +205,7 @@ def _aggregates(found: dict[str, Any]) -> list[Aggregate]:
 
 def _rows(path: Path, load: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    for number_, line in enumerate(path.read_text().splitlines(), 1):
+    for number_, line in enumerate(read_text_file(path, INPUT_FILE_BYTES, "reading AIPerf's records").splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.records import RequestRow
 
@@ -128,9 +129,10 @@ def cell_id(params: dict[str, Any]) -> str:
 
 def load_json(path: Path, what: str) -> Any:
     """A tool's JSON file; BadInput naming it when it is not JSON."""
+    text = read_text_file(path, INPUT_FILE_BYTES, f"reading a {what}")
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise BadInput(f"{path}: not a {what} ({exc}); give the file the tool wrote") from exc
 
 

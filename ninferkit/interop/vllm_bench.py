@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, number
 from ninferkit.interop.stats import block_ms, last_token_s, throughput
@@ -92,10 +93,7 @@ def _date(started_utc: str | None) -> str | None:
 def read(path: Path) -> Imported:
     """A `--save-result` file (one object, or one a line as `--append-result` writes): rows where it has
     `--save-detailed`'s lists, the statistics as aggregates always."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: not a vllm bench serve result ({exc})") from exc
+    text = read_text_file(path, INPUT_FILE_BYTES, "reading a vllm bench serve result")
     try:
         results = [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError:

@@ -37,7 +37,7 @@ def parse_quantity(value: Quantity) -> tuple[Fraction, Fraction]:
                 or value[0] > value[1]:
             raise ValueError(f"{value!r}: a range must be [low, high] whole bytes with low <= high")
         return Fraction(value[0]), Fraction(value[1])
-    found = _QUANTITY.match(str(value))
+    found = _QUANTITY.fullmatch(str(value))
     if found is None or found.group(2) not in UNITS:
         raise ValueError(f"{value!r}: allowed: " + "; ".join(QUANTITY_FORMS))
     digits, unit = found.group(1).replace(",", ""), UNITS[found.group(2)]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ninferkit.params.base import Section
+from ninferkit.params.serve import host_name_or_address
 
 DeployMode = Literal["docker", "systemd"]
 
@@ -23,6 +24,11 @@ class DeploySection(Section):
                                     "unit for a native binary); null: docker when serve.docker is true")
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
                              description="the container's or unit's name; null: ninferkit-<profile name>")
-    publish_host: str | None = Field(None, pattern=r"^[0-9A-Za-z.:\[\]-]+$",
-                                     description="the address the service listens on (Docker: the published "
-                                     "port's); null: serve.host; 0.0.0.0 is every interface, as the reports")
+    publish_host: str | None = Field(None, description="the address the service listens on (Docker: the "
+                                     "published port's); null: serve.host; 0.0.0.0 is every interface, as the "
+                                     "reports")
+
+    @field_validator("publish_host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        return None if value is None else host_name_or_address(value)

@@ -59,7 +59,7 @@ def url_file_name(url: str) -> str:
 
 
 def _check_sha256(value: str | None) -> str | None:
-    if value is not None and not _SHA256.match(value):
+    if value is not None and not _SHA256.fullmatch(value):
         raise ValueError("must be 64 lowercase hex digits (a sha256)")
     return value
 
@@ -101,7 +101,7 @@ class ImageSection(Section):
     @field_validator("apt_packages")
     @classmethod
     def _package_names(cls, value: list[str]) -> list[str]:
-        bad = [name for name in value if not _PACKAGE.match(name)]
+        bad = [name for name in value if not _PACKAGE.fullmatch(name)]
         if bad:
             raise ValueError(f"not Debian package names: {bad}")
         return value
@@ -207,7 +207,7 @@ class ArtifactSection(Section):
     @field_validator("repo")
     @classmethod
     def _repo_id(cls, value: str | None) -> str | None:
-        if value is not None and (not _REPO.match(value) or ".." in value.split("/")):
+        if value is not None and (not _REPO.fullmatch(value) or ".." in value.split("/")):
             raise ValueError("must be a hub repo id, owner/name (letters, digits, '_', '.', '-'), e.g. "
                              "neroued/Qwen3.8-27B")
         return value
@@ -223,7 +223,7 @@ class ArtifactSection(Section):
     @field_validator("url", "endpoint")
     @classmethod
     def _http_url(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and not _HTTP.match(value):
+        if value is not None and not _HTTP.fullmatch(value):
             raise ValueError("must be an http:// or https:// URL")
         if value is not None and info.field_name == "url" and info.data.get("filename") is None:
             url_file_name(value)  # the file's name in local_dir
@@ -298,7 +298,7 @@ class Profile(Section):
     @field_validator("name")
     @classmethod
     def _folder_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (it "
                              "names the run directory)")
         return value

@@ -7,6 +7,7 @@ written into another engine's profile is an unknown field, with the allowed fiel
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -15,6 +16,22 @@ from pydantic import Field, field_validator
 from ninferkit.params.base import Section
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def host_name_or_address(value: str) -> str:
+    """`value` when it is an IP address or a host name (dot-separated labels of letters, digits and '-'); else
+    ValueError. The host goes into the engine's argv and into the URL every step connects to: `127.0.0.1/x?#`
+    passed a looser check and made a URL whose path and fragment the engine never served (issue 29)."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if len(value) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in value.split(".")):
+        return value
+    raise ValueError(f"must be a host name or an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1, gpu-box.lab); got "
+                     f"{value!r}")
 
 
 class KVSection(Section):
@@ -48,17 +65,22 @@ class ServeSection(Section):
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(300.0, gt=0, le=86_400)
 
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return host_name_or_address(value)
+
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and not _ENV_NAME.fullmatch(value):
             raise ValueError("must be an environment variable NAME (e.g. NINFER_API_KEY), never the key")
         return value
 
     @field_validator("docker_env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _ENV_NAME.match(name)]
+        bad = [name for name in value if not _ENV_NAME.fullmatch(name)]
         if bad:
             raise ValueError(f"keys are environment variable names (e.g. NVIDIA_VISIBLE_DEVICES); got {bad}")
         return value

@@ -112,6 +112,11 @@ def caveats(run: RunData) -> list[str]:
         notes.append(f"{run.superseded} rows of requests.jsonl belong to attempts a later rerun of their cell "
                      "replaced (sweeps/cells.jsonl), or to another profile hash; like the sweep tables, no "
                      "number here counts them.")
+    if (foreign := run.counted.foreign_note()) is not None:
+        notes.append(foreign)
+    for table, damage in run.rebuilt.items():
+        notes.append(f"{table} was damaged ({damage}); its table here was built again from requests.jsonl "
+                     "and sweeps/cells.jsonl, as the sweeps step builds it.")
     spreads = cell_spread_pct(run.measured(), "decode_tok_s_server")
     noisy = {key: value for key, value in spreads.items() if value > settings.spread_pct}
     if noisy:

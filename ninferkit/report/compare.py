@@ -34,7 +34,7 @@ from ninferkit.report.document import Block, Bullets, Document, Paragraph, Secti
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
-from ninferkit.runs import utc_now
+from ninferkit.runs import utc_now, write_text_atomic
 from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
@@ -76,7 +76,7 @@ class Comparison:
         document = self.document()
         files = {name: get_renderer(name)(document, folder) for name in formats}
         csv = folder / "table.csv"
-        self.table.to_csv(csv, index=False)
+        write_text_atomic(csv, self.table.to_csv(index=False))
         files["csv"] = csv
         return files
 

@@ -14,10 +14,12 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from ninferkit.bounded import read_log, regular_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.kinds import KINDS
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import BadInput, NinferkitError, ProfileError
+from ninferkit.latency import Targets
 from ninferkit.params.report import ReportSection
 from ninferkit.records import (
     ArtifactRecord,
@@ -35,8 +37,9 @@ from ninferkit.records import (
     TelemetrySample,
 )
 from ninferkit.runs import RunDir
+from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
-from ninferkit.sweeps.tables import counted, latest_outcomes
+from ninferkit.sweeps.tables import counted, latest_outcomes, sweep_table, table_cells
 from ninferkit.sweeps.truth import rows_with_server_truth
 
 STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
@@ -72,6 +75,11 @@ class RunData:
     """A raw file this run has no data in -> the runbook step that writes it."""
     superseded: int = 0
     """Rows of requests.jsonl left out because a later attempt of their cell replaced them."""
+    counted: Counted = field(default_factory=lambda: Counted([]))
+    """How the rows counted were chosen: how many were left out as another run's, another profile's, or
+    copies of a request already counted."""
+    rebuilt: dict[str, str] = field(default_factory=dict)
+    """A table file that could not be read -> what was wrong with it; the table shown was rebuilt from the rows."""
     cells: dict[str, CellEntry] = field(default_factory=dict)
     """cell_id -> the last entry of sweeps/cells.jsonl for the run's profile (status, reason, diagnosis)."""
 
@@ -150,20 +158,21 @@ def load_run(path: str | Path) -> RunData:
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
     data.cells = latest_outcomes(run_dir, data.manifest.profile_hash)
-    data.requests = counted(rows, data.cells) if data.cells else rows
-    data.superseded = len(rows) - len(data.requests)
+    data.counted = counted(run_dir, rows, data.cells)
+    data.requests = data.counted.rows
+    data.superseded = data.counted.superseded
     if not rows:
         data.missing[run_dir.name(run_dir.requests)] = SWEEPS
     data.telemetry = run_dir.read_telemetry()
     if not data.telemetry:
         data.missing[run_dir.name(run_dir.telemetry)] = SWEEPS
-    data.tables = _tables(run_dir.tables)
+    data.tables = _tables(data)
     if not data.tables:
         data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
     data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
     data.imported = run_dir.read_imported()  # only an imported run has it
     if run_dir.server_log.exists():
-        data.server_log = run_dir.server_log.read_text(errors="replace")
+        data.server_log = read_log(run_dir.server_log, "reading the server log for the write-up")
     else:
         data.missing[run_dir.name(run_dir.server_log)] = LAUNCH
     data.ledger, data.ledger_source = _ledger(data)
@@ -189,14 +198,69 @@ def _present(record: Record | None, path: Path, data: RunData, written_by: str) 
     return record
 
 
-def _tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """tables/<name>.csv (the parquet twin holds the same frame); the known sweeps first, then the rest."""
+def _tables(data: RunData) -> dict[str, pd.DataFrame]:
+    """tables/<name>.csv (the parquet twin holds the same frame); the known sweeps first, then the rest. A
+    table that cannot be read (empty, cut short, not text) is rebuilt from requests.jsonl and the ledger, as
+    the sweeps step built it, and `rebuilt` says so; one that cannot be rebuilt is one clear error."""
+    folder = data.dir.tables
     if not folder.is_dir():
         return {}
     found = {path.stem: path for path in folder.glob("*.csv")}
     known = sweep_names()
     order = [name for name in known if name in found] + sorted(set(found) - set(known))
-    return {name: pd.read_csv(found[name]) for name in order}
+    tables = {}
+    for name in order:
+        path = regular_file(found[name], TABLE_BYTES, "reading a sweep table")
+        try:
+            table = pd.read_csv(path)
+        except (ValueError, pd.errors.ParserError) as exc:  # EmptyDataError and UnicodeDecodeError are ValueErrors
+            damage: str | None = f"{type(exc).__name__}: {exc}".split("\n")[0]
+        else:
+            damage = _damage(data, name, path, table)
+        tables[name] = table if damage is None else _rebuilt(data, name, path, damage)
+    return tables
+
+
+def _damage(data: RunData, name: str, path: Path, table: pd.DataFrame) -> str | None:
+    """What is wrong with a table that parsed (None: nothing): pandas reads a file cut at any byte as the rows
+    before the cut, so a table that does not end its last line, lacks the status column, or has fewer cells than
+    the ledger is not shown as it is."""
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - 1))
+        if handle.read(1) != b"\n":
+            return "its last line is cut short"
+    if "status" not in table.columns:
+        return "it has no status column"
+    expected = table_cells(name, data.cells)
+    if expected and len(table) != expected:
+        return f"it holds {len(table)} cells where sweeps/cells.jsonl has {expected}"
+    return None
+
+
+TABLE_BYTES = 256 * 1024 * 1024
+"""A sweep table is a row per cell: kilobytes."""
+
+
+def _rebuilt(data: RunData, name: str, path: Path, damage: str) -> pd.DataFrame:
+    """The table `name` built again from the rows and the ledger (the sweeps step's own function); BadInput
+    naming the file when the run lacks what it is built from."""
+    from ninferkit.params.load import validate_profile
+    from ninferkit.sweeps.kinds import find_kind
+
+    cause = f"{data.dir.name(path)} cannot be read ({damage})"
+    if find_kind(name) is None or not any(entry.sweep == name for entry in data.cells.values()):
+        raise BadInput(f"{cause}, and the run has no ledger entry of a {name} sweep to build it again from: "
+                       "run the sweeps step again (03_sweeps), or remove the file")
+    try:
+        profile = validate_profile(data.profile, "the run's profile (manifest.json)")
+    except ProfileError as exc:
+        raise BadInput(f"{cause}; rebuilding it needs the run's profile, which this ninferkit does not read: "
+                       f"{exc}".split("\n")[0]) from None
+    targets = Targets(**profile.sweeps.rate.slo.model_dump())
+    data.rebuilt[data.dir.name(path)] = damage
+    telemetry = data.telemetry if data.dir.telemetry.exists() else None
+    return sweep_table(name, data.requests, data.cells, telemetry, profile.serve.speculation()[0],
+                       targets)
 
 
 def ordered_steps(manifest: Manifest) -> list[tuple[str, StepEntry]]:

@@ -6,6 +6,7 @@ are saved with a fixed DPI and no Software/date metadata, so the same run gives 
 
 from __future__ import annotations
 
+import io
 import math
 import statistics
 from collections import defaultdict
@@ -24,6 +25,7 @@ from ninferkit.report.conditions import load_window
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Figure
 from ninferkit.report.headline import concurrency_groups
+from ninferkit.runs import write_bytes_atomic
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
@@ -255,6 +257,8 @@ def write_figures(run: RunData, folder: Path, dpi: int) -> dict[str, Figure]:
         if drawn is None:
             path.unlink(missing_ok=True)
             continue
-        drawn.savefig(path, dpi=dpi, metadata={"Software": None})
+        image = io.BytesIO()
+        drawn.savefig(image, format="png", dpi=dpi, metadata={"Software": None})
+        write_bytes_atomic(path, image.getvalue())  # a link planted there is replaced, never written through
         written[spec.name] = Figure(f"{folder.name}/{path.name}", spec.caption, path)
     return written

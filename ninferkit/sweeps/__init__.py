@@ -15,6 +15,7 @@ second server of the profile with speculation off, started for them and stopped 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ninferkit import server
+from ninferkit import bounded, server
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
@@ -37,6 +38,7 @@ from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.telemetry import Telemetry
+from ninferkit.transports import uses_proxy
 from ninferkit.workloads import Tokenizer
 
 FINISHED = ("done", "skipped")
@@ -57,8 +59,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
     record = server.ensure_running(run.dir)
     headers = server.auth_headers(profile)
-    served = _served(adapter, record["url"], headers)
-    cells, baseline = _checked_plan(run, kinds, explicit, served)
+    served_now = served(adapter, record["url"], headers)
+    cells, baseline = _checked_plan(run, kinds, explicit, served_now)
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]
@@ -104,17 +106,17 @@ def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
     return entry.status if entry else None
 
 
-def _served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+def served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
     """What the running server says at the adapter's `request_extensions_path` (None when it has none or
     does not answer: the adapter then reads what the profile alone says)."""
     path = adapter.request_extensions_path
     if path is None:
         return None
     try:
-        response = httpx.get(url + path, headers=headers, timeout=30.0)
-        response.raise_for_status()
-        body = response.json()
-    except (httpx.HTTPError, ValueError):
+        with httpx.Client(headers=headers, timeout=30.0, trust_env=uses_proxy(url)) as client:
+            status, answer = bounded.get(client, url + path, deadline_s=30.0)
+        body = json.loads(answer.data) if status == 200 and answer.cut is None else None
+    except (httpx.HTTPError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
 

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ninferkit import server
+from ninferkit.bounded import read_log
 from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
@@ -113,8 +114,9 @@ class Recorder:
             self.on_request(self.tally)
         if not warmup and extra.get("prefix_role") != "seed":
             self.measured.add(result.status, result.error, result.http_status)
-        if result.status == "errored" and result.http_status is None:
-            server.ensure_running(self.ctx.run.dir)  # raises ServerExited when the server died
+        if result.status != "ok" and (result.http_status is None or result.http_status < 400):
+            # broke off without an error answer: did the server die? (raises ServerExited, failing this cell)
+            await asyncio.to_thread(server.confirm_running, self.ctx.run.dir)
         if result.http_status is not None and result.http_status in ACCESS_REFUSED:
             raise AccessRefused(result.http_status, result.error)
         for rule in self.ctx.rules:
@@ -210,7 +212,7 @@ def _access_diagnosis(ctx: SweepContext, body: str | None) -> Diagnosis:
 def _diagnose(ctx: SweepContext) -> Diagnosis | None:
     if ctx.log_path is None or not ctx.log_path.exists():
         return None
-    return ctx.adapter.diagnose(ctx.log_path.read_text(errors="replace"))
+    return ctx.adapter.diagnose(read_log(ctx.log_path, "diagnosing the server's death from its log"))
 
 
 def _append_outcome(ctx: SweepContext, cell: Cell[Any], outcome: CellOutcome) -> None:
@@ -268,6 +270,6 @@ def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any]) -> di
     sha = run.profile.artifact.sha256
     if artifact.exists():
         sha = json.loads(artifact.read_text()).get("sha256") or sha
-    return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.path.name, "profile_hash": run.profile_hash,
+    return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.run_id(), "profile_hash": run.profile_hash,
             "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
             "artifact_sha256": sha}

@@ -36,8 +36,9 @@ import pandas as pd
 from ninferkit.confidence import median_interval
 from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.records import CellEntry, RequestRow, TelemetrySample
-from ninferkit.runs import Run, RunDir
+from ninferkit.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
+from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
@@ -60,15 +61,17 @@ def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[st
 
 
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
-    """Rows of the attempt each cell's outcome names, with the engine's own record laid over them."""
-    return counted(rows_with_server_truth(run_dir), outcomes)
+    """Rows of the attempt each cell's outcome names, with the engine's own record laid over them: this run's
+    own rows only, each request once (sweeps/counting.py)."""
+    return counted(run_dir, rows_with_server_truth(run_dir), outcomes).rows
 
 
-def counted(rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
-    """The rows the tables count: of each cell, only the attempt its last ledger entry names (the sweeps step
-    appends one entry per finished cell; a rerun after a failure or with a changed profile adds an attempt)."""
-    attempts = {(cid, entry.attempt) for cid, entry in outcomes.items()}
-    return [row for row in rows if (row.cell_id, row.attempt) in attempts]
+def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> Counted:
+    """The rows the tables count, and how many others were left out: of each cell, only the attempt its last
+    ledger entry names (the sweeps step appends one entry per finished cell; a rerun after a failure or with a
+    changed profile adds an attempt), and only rows naming this run and a profile hash it has had, each request
+    once."""
+    return count_rows(rows, outcomes, run_dir.run_id(), run_dir.profile_hashes())
 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
@@ -117,6 +120,11 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
     if len(table):
         table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
     return table
+
+
+def table_cells(name: str, outcomes: Mapping[str, CellEntry]) -> int:
+    """How many rows the table of sweep `name` has for these ledger entries (a cell's repeats are one row)."""
+    return len(_repeats(name, outcomes))
 
 
 def _repeats(name: str, outcomes: Mapping[str, CellEntry]) -> list[list[tuple[str, CellEntry]]]:
@@ -326,8 +334,8 @@ def save_tables(run_dir: RunDir, tables: Mapping[str, pd.DataFrame]) -> dict[str
             for suffix in (".csv", ".parquet"):
                 run_dir.table(name, suffix).unlink(missing_ok=True)
             continue
-        table.to_csv(run_dir.table(name), index=False)
-        table.to_parquet(run_dir.table(name, ".parquet"), index=False)
+        write_text_atomic(run_dir.table(name), table.to_csv(index=False))  # a link planted there is replaced
+        write_bytes_atomic(run_dir.table(name, ".parquet"), table.to_parquet(index=False))
         written[name] = run_dir.table(name)
     return written
 

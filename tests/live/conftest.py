@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,14 +35,16 @@ def live_run(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -> It
     server.stop(run.dir)
 
 
-def sweep_with_the_server_killed(run: Run, only: str) -> None:
-    """Run the `only` sweep and kill the server's process group (SIGKILL) as soon as the first cell's ledger
-    line is written, as a crashed engine dies mid-sweep; the sweep must stop with ServerExited."""
+def sweep_with_the_server_killed(run: Run, only: str, when: Callable[[], bool] | None = None) -> None:
+    """Run the `only` sweep and kill the server's process group (SIGKILL) as soon as `when` says so (by default
+    once the first cell's ledger line is written), as a crashed engine dies mid-sweep; the sweep must stop with
+    ServerExited."""
     ledger = run.dir.sweep_cells
+    now = when or ledger.exists
 
     def kill_after_the_first_cell() -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not ledger.exists():
+        while time.monotonic() < deadline and not now():
             time.sleep(0.005)
         os.killpg(read_json(run.dir.server)["pgid"], signal.SIGKILL)
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ninferkit import server
@@ -225,3 +226,68 @@ def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) 
     table = sweeps(small_run, only="context", progress=False)["context"]
     assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [1, 1]
     assert len(list(read_jsonl(small_run.dir.requests))) == 2
+
+
+# -- issue 29: a server that dies mid-request, a lab's proxy --------------------------------------------------
+
+LONGER = ["sweeps.context.targets=[64, 96]", "sweeps.context.output_tokens=48", "sweeps.context.repetitions=2",
+          "sweeps.context.warmup=0", "sweeps.telemetry=false"]
+
+
+def test_a_server_killed_mid_request_fails_that_cell_and_the_rerun_completes(tmp_path: Path,
+                                                                            llama_server: Path) -> None:
+    """The server is killed (SIGKILL) once the first cell's first row is stored and its /slots says a slot is
+    generating: the second request is on the wire, mid-stream. That cell fails, saying the server died during
+    it; the next cell is not blamed (it has no entry); after a new launch the rerun runs the failed cell again
+    and counts each request once. Before issue 29 the cell was recorded `done` with 1 of 2 and the death was
+    blamed on the next cell."""
+    from ninferkit import steps
+    from ninferkit.runs import open_run
+    from ninferkit.sweeps import sweeps
+    from tests.conftest import LOCAL_CPU, free_port
+    from tests.live.conftest import sweep_with_the_server_killed
+
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *LONGER])
+    record = steps.launch(run, progress=False)
+
+    def generating_after_the_first_row() -> bool:
+        if not (run.dir.requests.exists() and run.dir.requests.read_bytes().count(b"\n") >= 1):
+            return False
+        return any(slot.get("is_processing") for slot in httpx.get(record.url + "/slots", timeout=5.0).json())
+
+    try:
+        sweep_with_the_server_killed(run, "context", generating_after_the_first_row)
+        ledger = run.dir.read_cells()
+        assert [(entry.cell["target_prompt_tokens"], entry.status) for entry in ledger] == [(64, "failed")]
+        assert (ledger[0].reason or "").startswith("the server died during this cell")
+        assert (ledger[0].requests_ok, ledger[0].requests_sent) == (1, 2)  # the second broke off mid-stream
+        steps.launch(run, progress=False)
+        table = sweeps(run, only="context", progress=False)["context"]
+        assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [2, 2]
+        rows = run.dir.read_requests()
+        assert len({row.request_uid for row in rows}) == len(rows) == 6  # 2 of the failed attempt, kept, not counted
+    finally:
+        server.stop(run.dir)
+
+
+def test_a_whole_run_with_a_proxy_in_the_environment_never_sends_loopback_to_it(
+        tmp_path: Path, llama_server: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lab's http_proxy (here a port nothing listens on): launch's readiness, its checks, the tokenizer, /props
+    and every request go to the engine on loopback, so the sweep completes (before issue 29 the launch waited
+    out its startup timeout)."""
+    from ninferkit import steps
+    from ninferkit.runs import open_run
+    from ninferkit.sweeps import sweeps
+    from tests.conftest import LOCAL_CPU, free_port
+
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL])
+    try:
+        steps.launch(run, progress=False)
+        table = sweeps(run, only="context", progress=False)["context"]
+        assert list(table["status"]) == ["done", "done"] and list(table["n_ok"]) == [1, 1]
+    finally:
+        server.stop(run.dir)

@@ -442,7 +442,7 @@ def test_loopback_metrics_bypass_a_proxy_from_the_environment(tmp_path: Path,
 # -- every OSError names its path -------------------------------------------------------------------------------
 
 def test_an_os_error_names_its_path_or_says_none_was_named() -> None:
-    from ninferkit.cli import os_error_words
+    from ninferkit.os_errors import os_error_words
 
     assert os_error_words(FileNotFoundError(2, "No such file or directory", "/x/tables/context.csv")) == \
         "No such file or directory: /x/tables/context.csv"

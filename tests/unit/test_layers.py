@@ -22,8 +22,8 @@ LAYERS = (
      "agent_tools", "traces", "host_evidence", "evidence_findings", "gpu"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
-     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "prometheus_text", "version",
-     "confidence"},
+     "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "os_errors", "prometheus_text",
+     "version", "confidence"},
 )
 """Top to bottom. engines/ itself, engines/kinds.py and engines/<kind>/options.py sit with the profile schema."""
 UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}

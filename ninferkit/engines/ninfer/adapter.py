@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ninferkit.bounded import LOG_FILE_BYTES, read_file
 from ninferkit.engines.api_dialect import llama_cpp_timings
 from ninferkit.engines.base import EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
@@ -175,7 +176,8 @@ class NInfer(EngineAdapter):
             if source == "request_log":
                 server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended
             else:
-                logged = logs.request_rows_of_log(path.read_text(errors="replace"))
+                text = read_file(path, LOG_FILE_BYTES, "reading the server log").decode(errors="replace")
+                logged = logs.request_rows_of_log(text)
                 server_rows = with_log_clock([row for row in logged if row.get("status")], rows)
         except (OSError, NinferkitError) as exc:
             return [{"server_note": f"{what} not read: {exc}"} for _ in rows]

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ninferkit.bounded import LOG_FILE_BYTES, read_file
 from ninferkit.errors import NinferkitError
 from ninferkit.records import RequestRow
 
@@ -32,7 +33,8 @@ def read_events(source: str | Path | Iterable[str]) -> list[dict[str, Any]]:
 
     Raises NinferkitError for a line that is not a NInfer request-log event (wrong file).
     """
-    lines = Path(source).read_text().splitlines() if isinstance(source, (str, Path)) else list(source)
+    lines = (read_file(Path(source), LOG_FILE_BYTES, "reading NInfer's request log").decode(errors="replace")
+             .splitlines() if isinstance(source, (str, Path)) else list(source))
     events = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
