@@ -498,6 +498,8 @@ class Manifest(RunFile):
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None
+    host: str | None = None
+    """The machine's hostname."""
     git: GitState = Field(default_factory=GitState)
     steps: dict[str, StepEntry] = {}
     planned_steps: list[str] | None = None

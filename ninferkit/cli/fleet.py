@@ -52,7 +52,10 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "task":
         host = StateDir(args.state_dir.resolve()).read_tasks()[args.index].host if args.index >= 0 else "?"
         return run_task(args.state_dir, args.index, say=line_printer(host))
-    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, flush=True)
+
     fleet = load_fleet(args.fleet, args.overrides)
     if args.action == "submit":
         tasks = follow.submit(fleet, say)

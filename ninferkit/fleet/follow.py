@@ -79,7 +79,8 @@ def status(fleet: LoadedFleet) -> list[dict[str, Any]]:
     return [summary(found.get(task.index), task) for task in tasks]
 
 
-def collect(fleet: LoadedFleet, say: Callable[[str], None] = print, timeout_s: float = 86_400.0) -> list[dict[str, Any]]:
+def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
+            timeout_s: float = 86_400.0) -> list[dict[str, Any]]:
     """Follow every task to its end, streaming each one's lines (they carry their host) and bringing the SSH
     hosts' run directories back; then each task's state."""
     state = StateDir(fleet.state_dir)
@@ -106,8 +107,7 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print, timeout_s: f
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
         found = slurm_statuses(state, waiting)
-        waiting = [task for task in waiting if (found.get(task.index) is None
-                                                or found[task.index].state in ("running", "pending"))]  # type: ignore[union-attr]
+        waiting = [task for task in waiting if _unfinished(found.get(task.index))]
         if waiting:
             time.sleep(POLL_S)
     for task in tasks:
@@ -118,8 +118,13 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print, timeout_s: f
         raise failure[0]
     shown = [summary(state.read_status(task.index), task) for task in tasks]
     if waiting:
-        raise slurm.SlurmError(f"tasks {', '.join(str(t.index) for t in waiting)} had not ended after {timeout_s:.0f} s")
+        late = ", ".join(str(task.index) for task in waiting)
+        raise slurm.SlurmError(f"tasks {late} had not ended after {timeout_s:.0f} s")
     return shown
+
+
+def _unfinished(status: TaskStatus | None) -> bool:
+    return status is None or status.state in ("running", "pending")
 
 
 def _relay(log: Path, offset: int, say: Callable[[str], None]) -> int:

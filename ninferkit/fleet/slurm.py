@@ -45,7 +45,7 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
     """The sbatch script of one array over `tasks` (one GRES request, one partition)."""
     first = tasks[0]
     lines = ["#!/bin/bash",
-             f"#SBATCH --job-name=ninferkit-{state.path.name}",
+             f"#SBATCH --job-name=ninferkit-{state.fleet_name()}",
              f"#SBATCH --array={','.join(str(task.index) for task in tasks)}",
              f"#SBATCH --time={max(task.time_limit_min for task in tasks)}",
              f"#SBATCH --output={state.path / 'logs' / 'task-%a.log'}",

@@ -24,7 +24,8 @@ from ninferkit.params.load import field_problems, parse_yaml, read_profile_text,
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GRES = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.-]+:[1-9][0-9]*$")
 """A GRES request by type, as sbatch's --gres takes it: gpu:v100:2."""
-STEPS = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
+Step = Literal["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
+STEPS: list[Step] = ["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
 
 
 class SshTarget(Section):
@@ -93,7 +94,7 @@ class FleetFile(Section):
     description: str = ""
     state_dir: str = Field(description="this machine's folder for the fleet's tasks, logs and collected runs "
                                        "(relative: to the current directory)")
-    steps: list[Literal["setup", "verify", "launch", "sweeps", "capacity", "writeup"]] = list(STEPS)
+    steps: list[Step] = Field(default_factory=lambda: list(STEPS))
     overrides: list[str] = Field(default_factory=list, description="-p overrides applied to every host's profile")
     seconds_per_cell: float = Field(600.0, gt=0, le=86_400, description="the time budget of one planned sweep "
                                                                         "cell, for the time limit")

@@ -123,6 +123,9 @@ class StateDir:
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"{self.tasks} is not a fleet's task table: {exc}") from None
 
+    def fleet_name(self) -> str:
+        return str(read_json(self.tasks).get("fleet"))
+
     def read_status(self, index: int) -> TaskStatus | None:
         path = self.status(index)
         if not path.exists():
@@ -154,7 +157,8 @@ def time_limit_min(host: Host, profile: LoadedProfile, fleet: LoadedFleet) -> in
         launches += 2 if profile.profile.sweeps.tasks.speculation_ab else 1
     elif "launch" in spec.steps:
         launches = 1
-    seconds = spec.setup_allowance_s + launches * profile.profile.serve.startup_timeout_s + cells * spec.seconds_per_cell
+    startup = launches * profile.profile.serve.startup_timeout_s
+    seconds = spec.setup_allowance_s + startup + cells * spec.seconds_per_cell
     return max(1, math.ceil(seconds / 60))
 
 
@@ -207,7 +211,7 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     if not 0 <= index < len(tasks):
         raise BadInput(f"{state.tasks} has tasks 0..{len(tasks) - 1}; there is no task {index}")
     task = tasks[index]
-    fleet_name = str(read_json(state.tasks).get("fleet"))
+    fleet_name = state.fleet_name()
     previous = state.read_status(index)
     run_dir = state.run_dir(task)
     if previous is not None and previous.state == "ok":
@@ -239,7 +243,8 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
         state.write_status(status.model_copy(update={"state": "failed", "ended": utc_now(), "reason": str(exc)}))
         say(f"{task.host}: task {index} failed before a step ran: {exc}")
         return 1
-    state.write_status(status.model_copy(update={"state": "ok", "ended": utc_now(), "run_dir": str(result.run.dir.path)}))
+    state.write_status(status.model_copy(update={"state": "ok", "ended": utc_now(),
+                                                 "run_dir": str(result.run.dir.path)}))
     say(f"{task.host}: task {index} ({task.profile_name}) finished: {result.run.dir.path}")
     return 0
 

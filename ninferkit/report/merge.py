@@ -156,7 +156,7 @@ def merge(paths: Sequence[Path], out: Path) -> Merged:
         for row in run.rows:
             groups[cell_key(run, row)].append((run, row))
     cells, apart = [], []
-    for key, members in groups.items():
+    for members in groups.values():
         owners = list(dict.fromkeys(run.host for run, _ in members))
         first_run, first = members[0]
         label = cell_label(first)

@@ -16,15 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import free_port
+
 GRES_FILES = ("/dev/null", "/dev/zero", "/dev/full")
 """Three stand-in devices behind the typed GRES gpu:fake: Slurm counts and hands them out by type as it would
 GPUs (TaskPlugin=task/none: nothing is fenced off, so any file that exists serves)."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def missing(*programs: str) -> list[str]:
@@ -168,8 +164,9 @@ def ssh_server(folder: Path) -> Iterator[SshServer]:
     ]))
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
     log = folder / "sshd.log"
-    process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                               stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    with log.open("wb") as output:
+        process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stdout=output,
+                                   stderr=subprocess.STDOUT)
     try:
         def listening() -> bool:
             with socket.socket() as probe:
