@@ -104,8 +104,9 @@ async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say
                 python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
                 log = str(folder / "logs" / f"task-{task.index}.log")
                 command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
-                line = (f"cd {shlex.quote(host.ssh.checkout)} && NINFERKIT_PROGRESS=lines setsid nohup "
-                        f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!")
+                # in ( ): the & takes only the task, whose output is its log, so the session closes at once
+                line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
+                        f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
                 done = await connection.run(line, check=False)
                 if done.exit_status != 0:
                     raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")

@@ -154,7 +154,8 @@ def time_limit_min(host: Host, profile: LoadedProfile, fleet: LoadedFleet) -> in
     if "sweeps" in spec.steps:
         cells = sum(1 for cell in build_plan(profile.profile, get_adapter(profile.profile.engine.kind),
                                              parse_only(None), explicit=False) if not cell.skip)
-        launches += 2 if profile.profile.sweeps.tasks.speculation_ab else 1
+        tasks = profile.profile.sweeps.tasks
+        launches += 2 if tasks.enabled and tasks.speculation_ab else 1
     elif "launch" in spec.steps:
         launches = 1
     startup = launches * profile.profile.serve.startup_timeout_s

@@ -101,6 +101,10 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     started = time.monotonic()
     submitted = ninferkit(env, "fleet", "submit", str(fleet))
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    submit_s = time.monotonic() - started
+    remote_status = tmp_path / "remote" / ".fleet-live-three" / "status" / "task-2.json"
+    assert not remote_status.exists() or json.loads(remote_status.read_text())["state"] == "running"  # submit
+    # returned while the SSH host's task runs in the background
     arrays = json.loads((state / "slurm.json").read_text())["arrays"]
     assert len(arrays) == 1 and arrays[0]["tasks"] == [0, 1] and arrays[0]["gres"] == "gpu:fake:1"
     script = Path(arrays[0]["script"]).read_text()
@@ -155,5 +159,6 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert {row["host"] for row in merged_rows} == {"slurm-a", "slurm-b", "ssh-c"}
     assert all(row["gpu"] and row["engine_build"] and row["profile_hash"] for row in merged_rows)
     assert "incomplete" not in (tmp_path / "merged-2" / "report" / "index.md").read_text()
-    print(f"\nfleet of 3 (2 Slurm + 1 SSH), one killed: first merged report {first_report_s:.0f} s, "
+    print(f"\nfleet of 3 (2 Slurm + 1 SSH), one killed: submit {submit_s:.1f} s, "
+          f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")
