@@ -13,7 +13,7 @@ from typing import Any
 from ninferkit.errors import NinferkitError
 from ninferkit.fleet import slurm, ssh
 from ninferkit.fleet.spec import LoadedFleet
-from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary
+from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines
 
 POLL_S = 2.0
 
@@ -134,11 +134,10 @@ def _relay(log: Path, offset: int, say: Callable[[str], None]) -> int:
     with log.open("rb") as handle:
         handle.seek(offset)
         data = handle.read()
-    whole = data[: data.rfind(b"\n") + 1]
-    for line in whole.decode(errors="replace").splitlines():
-        if line.strip():
-            say(line)
-    return offset + len(whole)
+    lines, used = whole_lines(data)
+    for line in lines:
+        say(line)
+    return offset + used
 
 
 def run_dirs(fleet: LoadedFleet) -> list[Path]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import BadInput, NinferkitError
-from ninferkit.fleet.tasks import StateDir, Task
+from ninferkit.fleet.tasks import StateDir, Task, pending
 from ninferkit.runs import read_json, utc_now, write_json_atomic
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -81,6 +81,9 @@ def submit(state: StateDir, tasks: Sequence[Task], workdir: Path) -> list[dict[s
         if done.returncode != 0:
             raise SlurmError(f"sbatch {script} failed (exit {done.returncode}): {done.stderr.strip() or done.stdout}")
         job_id = done.stdout.strip().split(";")[0]
+        for task in members:  # what a status said before (interrupted, failed) is no longer the task's state
+            words = f"submitted to Slurm as {job_id}_{task.index}"
+            state.write_status(pending(state.read_status(task.index), task, words))
         entry = {"job_id": job_id, "tasks": [task.index for task in members], "script": str(script),
                  "gres": members[0].gres, "partition": members[0].partition, "submitted": utc_now()}
         submitted.append(entry)

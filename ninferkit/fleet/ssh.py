@@ -28,7 +28,7 @@ from typing import Any
 
 from ninferkit.errors import NinferkitError
 from ninferkit.fleet.spec import Host, LoadedFleet
-from ninferkit.fleet.tasks import StateDir, Task, TaskStatus
+from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, pending, whole_lines
 
 ENDED = ("ok", "failed", "interrupted")
 RECONNECT_S = 2.0
@@ -75,6 +75,15 @@ async def _remote_status(sftp: Any, folder: PurePosixPath, index: int) -> TaskSt
         return None  # not written yet (an atomic write never shows half a file)
 
 
+async def _write_status(sftp: Any, folder: PurePosixPath, status: TaskStatus) -> None:
+    """Replace a task's status on the host whole (written beside it, then renamed over it)."""
+    path = folder / "status" / f"task-{status.index}.json"
+    partial = path.with_name(path.name + ".partial")
+    async with sftp.open(str(partial), "w") as handle:
+        await handle.write(json.dumps(status.model_dump(mode="json", exclude_none=True)))
+    await sftp.posix_rename(str(partial), str(path))
+
+
 async def _alive(connection: Any, pid: int | None) -> bool:
     if pid is None:
         return False
@@ -101,6 +110,7 @@ async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say
                 if status is not None and status.state == "running" and await _alive(connection, status.pid):
                     say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); following it")
                     continue
+                await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
                 python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
                 log = str(folder / "logs" / f"task-{task.index}.log")
                 command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
@@ -187,11 +197,10 @@ async def _relay(sftp: Any, log: PurePosixPath, offset: int, say: Callable[[str]
             data: bytes = await handle.read()
     except asyncssh.SFTPNoSuchFile:
         return offset
-    whole = data[: data.rfind(b"\n") + 1]
-    for line in whole.decode(errors="replace").splitlines():
-        if line.strip():
-            say(line)
-    return offset + len(whole)
+    lines, used = whole_lines(data)
+    for line in lines:
+        say(line)
+    return offset + used
 
 
 async def _bring_back(sftp: Any, state: StateDir, host: Host, task: Task, status: TaskStatus, died: bool,

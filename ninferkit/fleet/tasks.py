@@ -140,6 +140,12 @@ class StateDir:
         write_json_atomic(self.status(status.index), status.model_dump(mode="json", exclude_none=True))
 
 
+def pending(previous: TaskStatus | None, task: Task, reason: str) -> TaskStatus:
+    """A task's status once it is submitted again: pending, keeping its port (its run's server had it)."""
+    return TaskStatus(index=task.index, host=task.host, state="pending", port=previous.port if previous else None,
+                      reason=reason)
+
+
 def time_limit_min(host: Host, profile: LoadedProfile, fleet: LoadedFleet) -> int:
     """The host's own limit, else one estimated from the plan: the setup allowance, one startup timeout per
     launch the steps make (the speculation A/B's second server too) and the fleet's budget per planned cell."""
@@ -266,6 +272,13 @@ def _diagnosis(run_dir: Path, step: str) -> str | None:
     first = errors[0] if errors else None
     detail = f"; {first['code']}: {first['evidence']} (fix: {first['fix']})" if first else ""
     return f"{report['verdict']}{detail} [{log}]"
+
+
+def whole_lines(data: bytes) -> tuple[list[str], int]:
+    """A log's new bytes as its whole, non-blank lines and how many bytes they took (a part line waits for its
+    end): how `fleet collect` relays a task's log, read from a shared folder or over SFTP."""
+    whole = data[: data.rfind(b"\n") + 1]
+    return [line for line in whole.decode(errors="replace").splitlines() if line.strip()], len(whole)
 
 
 def line_printer(host: str) -> Callable[[str], None]:

@@ -81,13 +81,25 @@ def read_run(path: Path) -> MergedRun:
                for step in planned if step not in manifest.steps or manifest.steps[step].status != "ok"]
     rows = [row for row in counted_rows(run_dir, latest_outcomes(run_dir, manifest.profile_hash))
             if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
-    model = next((row.artifact_sha256 for row in rows if row.artifact_sha256), None)
+    model = next((row.artifact_sha256 for row in rows if row.artifact_sha256), None) or _model_of(run_dir)
     return MergedRun(path=run_dir.path, host=(task.host if task and task.host else manifest.host or path.name),
                      gpu=gpu, engine_build=f"{engine.get('kind', '?')} {build}{binary}",
                      profile_hash=manifest.profile_hash or "?", profile_name=manifest.profile_name or "?",
-                     model=(model or "unknown")[:12], missing=missing, rows=rows,
+                     model=model[:12] if len(model) == 64 else model, missing=missing, rows=rows,
                      max_kv_tokens=capacity.max_kv_tokens if capacity is not None else None,
                      tokens_per_joule=_tokens_per_joule(run_dir, rows))
+
+
+def _model_of(run_dir: RunDir) -> str:
+    """The model a run's rows do not name (a checkpoint folder has no one sha256): the artifact's hash, else the
+    hub repository and revision its profile pins, else 'unknown' (comparable with nothing)."""
+    artifact = run_dir.read_artifact()
+    if artifact is not None and artifact.sha256:
+        return artifact.sha256
+    pinned = run_dir.read_manifest().profile.get("artifact", {})
+    if pinned.get("repo") and pinned.get("revision"):
+        return f"{pinned['repo']}@{pinned['revision']}"
+    return f"unknown ({run_dir.path.name})"
 
 
 def _tokens_per_joule(run_dir: RunDir, rows: Sequence[RequestRow]) -> float | None:

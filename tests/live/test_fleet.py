@@ -103,7 +103,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     submit_s = time.monotonic() - started
     remote_status = tmp_path / "remote" / ".fleet-live-three" / "status" / "task-2.json"
-    assert not remote_status.exists() or json.loads(remote_status.read_text())["state"] == "running"  # submit
+    assert json.loads(remote_status.read_text())["state"] in ("pending", "running")  # submit
     # returned while the SSH host's task runs in the background
     arrays = json.loads((state / "slurm.json").read_text())["arrays"]
     assert len(arrays) == 1 and arrays[0]["tasks"] == [0, 1] and arrays[0]["gres"] == "gpu:fake:1"

@@ -51,10 +51,9 @@ def test_a_wrong_field_is_named_with_what_is_allowed(tmp_path: Path, host: dict[
     assert expected in str(caught.value)
 
 
-def test_an_ssh_host_needs_absolute_paths_and_unique_names(tmp_path: Path) -> None:
+def test_an_ssh_host_needs_an_absolute_run_root(tmp_path: Path) -> None:
     data = yaml.safe_load(FLEET.read_text())
     data["hosts"][2]["run_root"] = "runs"
-    data["hosts"][1]["name"] = "slurm-a"
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ProfileError) as caught:
@@ -97,4 +96,5 @@ def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
     script = batch_script(state, tasks[:2], REPO, python="/venv/bin/python")
     assert "#SBATCH --array=0,1\n" in script and "#SBATCH --gres=gpu:fake:1\n" in script
     assert "#SBATCH --time=21\n" in script and "#SBATCH --job-name=ninferkit-embedded-three\n" in script
-    assert script.rstrip().endswith(f'exec /venv/bin/python -m ninferkit fleet task {state.path} "$SLURM_ARRAY_TASK_ID"')
+    command = f'exec /venv/bin/python -m ninferkit fleet task {state.path} "$SLURM_ARRAY_TASK_ID"'
+    assert script.rstrip().endswith(command)
