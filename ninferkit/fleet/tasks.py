@@ -194,11 +194,15 @@ def plan_tasks(fleet: LoadedFleet, remote_root: Callable[[Host], str]) -> list[T
 
 
 def _port_for(previous: TaskStatus | None) -> int:
-    """The port the task had (its server's run directory records it), when still free; else a free one."""
+    """The port the task had, when still free; else a free one. The port is part of the profile (`serve.port`),
+    so keeping it keeps the run's profile hash, and a resume skips the cells that have a result; a new port
+    would make them all run again. Free means no one listens: a closed connection's TIME_WAIT does not count,
+    as it does not for the server (SO_REUSEADDR)."""
     from ninferkit.capacity.launches import free_port
 
     if previous is not None and previous.port is not None:
         with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", previous.port))
                 return previous.port
@@ -242,9 +246,11 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
         say(f"{task.host}: task {index} failed at step {exc.step}: {exc.reason}")
         return 1
     except KeyboardInterrupt as exc:
-        state.write_status(status.model_copy(update={"state": "interrupted", "ended": utc_now(),
+        steps = RunDir(run_dir).read_manifest().steps
+        step = next((name for name, entry in steps.items() if entry.status == "interrupted"), None)
+        state.write_status(status.model_copy(update={"state": "interrupted", "ended": utc_now(), "step": step,
                                                      "reason": f"interrupted ({exc or 'Ctrl-C'})"}))
-        say(f"{task.host}: task {index} interrupted; `fleet submit` again resumes it")
+        say(f"{task.host}: task {index} interrupted at step {step}; `fleet submit` again resumes it")
         return 130
     except NinferkitError as exc:
         state.write_status(status.model_copy(update={"state": "failed", "ended": utc_now(), "reason": str(exc)}))

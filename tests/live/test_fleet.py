@@ -126,8 +126,12 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     first_report_s = time.monotonic() - started
     assert collected.returncode == 1, collected.stdout + collected.stderr  # a task did not finish: said, not dropped
     assert "[ssh-c]" in collected.stdout and "[slurm-a]" in collected.stdout  # lines prefixed by their host
-    assert "task 1 slurm-b (local-cpu): interrupted" in collected.stdout or \
-           "task 1 slurm-b (local-cpu): failed" in collected.stdout, collected.stdout
+    assert "task 1 slurm-b (local-cpu): interrupted\n  step: sweeps\n" in collected.stdout, collected.stdout
+    status = ninferkit(env, "fleet", "status", str(fleet), "--json")
+    killed = json.loads(status.stdout)[1]
+    assert status.returncode == 0 and killed["host"] == "slurm-b", status.stdout + status.stderr
+    assert killed["state"] == "interrupted" and killed["step"] == "sweeps", killed
+    assert killed["reason"].startswith("interrupted (signal 15)") and killed["log"].endswith("task-1.log")
     merged = tmp_path / "merged-1"
     report = (merged / "report" / "index.md").read_text()
     assert "incomplete: sweeps" in report
