@@ -193,6 +193,24 @@ def plan_tasks(fleet: LoadedFleet, remote_root: Callable[[Host], str]) -> list[T
     return tasks
 
 
+def gres_missing(gres: str | None) -> str | None:
+    """Why this host lacks the GPUs `gres` asks for (gpu:v100:2: two GPUs whose NVML name holds "v100", case
+    aside), as NVML sees them; None when it has them or nothing was asked. An SSH host has no scheduler to
+    refuse it, so the task does, before anything runs."""
+    if gres is None:
+        return None
+    from ninferkit.gpu import gpu_facts
+
+    _, kind, count = gres.split(":")
+    facts = gpu_facts()
+    names = [str(gpu.get("name") or "") for gpu in facts.get("gpus", [])]
+    matching = [name for name in names if kind.lower() in name.lower()]
+    if len(matching) >= int(count):
+        return None
+    seen = ", ".join(names) if names else f"no GPU ({facts.get('reason') or 'NVML found none'})"
+    return f"the fleet asks for {gres} ({count} GPU(s) named like {kind!r}); this host has {seen}"
+
+
 def _port_for(previous: TaskStatus | None) -> int:
     """The port the task had, when still free; else a free one. The port is part of the profile (`serve.port`),
     so keeping it keeps the run's profile hash, and a resume skips the cells that have a result; a new port
@@ -228,6 +246,12 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     if previous is not None and previous.state == "ok":
         say(f"{task.host}: task {index} ({task.profile_name}) already finished: {run_dir}")
         return 0
+    missing = gres_missing(task.gres) if task.via == "ssh" else None  # Slurm hands out its GRES itself
+    if missing is not None:
+        state.write_status(TaskStatus(index=index, host=task.host, state="failed", node=socket.gethostname(),
+                                      started=utc_now(), ended=utc_now(), step="gres", reason=missing))
+        say(f"{task.host}: task {index} refused: {missing}")
+        return 1
     port = _port_for(previous)
     status = TaskStatus(index=index, host=task.host, state="running", node=socket.gethostname(), pid=os.getpid(),
                         port=port, started=utc_now(), run_dir=str(run_dir), log=str(state.log(index)))

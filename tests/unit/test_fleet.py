@@ -98,3 +98,13 @@ def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
     assert "#SBATCH --time=21\n" in script and "#SBATCH --job-name=ninferkit-embedded-three\n" in script
     command = f'exec /venv/bin/python -m ninferkit fleet task {state.path} "$SLURM_ARRAY_TASK_ID"'
     assert script.rstrip().endswith(command)
+
+
+def test_an_ssh_host_without_the_asked_gpus_is_refused_by_its_task() -> None:
+    """No scheduler hands an SSH host its GRES, so the task checks NVML itself: a kind of GPU no host has."""
+    from ninferkit.fleet.tasks import gres_missing
+
+    assert gres_missing(None) is None
+    reason = gres_missing("gpu:nosuchgpu:1")
+    assert reason is not None and reason.startswith("the fleet asks for gpu:nosuchgpu:1 (1 GPU(s) named like "
+                                                   "'nosuchgpu'); this host has ")
