@@ -166,3 +166,25 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     print(f"\nfleet of 3 (2 Slurm + 1 SSH), one killed: submit {submit_s:.1f} s, "
           f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")
+
+
+def test_a_failed_task_is_reported_with_its_step_diagnosis_and_log(tmp_path: Path, cluster: SlurmCluster,
+                                                                   llama_server: Path) -> None:
+    """A server that cannot become ready in 10 ms (the profile passes preflight: nothing there knows the time)
+    fails its launch step on the Slurm node; collect names the step, the server log's verdict and the log."""
+    env = {**os.environ, **cluster.env, "NINFERKIT_PROGRESS": "lines"}
+    fleet = {"name": "live-failing", "state_dir": str(tmp_path / "state"), "steps": ["setup", "verify", "launch"],
+             "overrides": ["serve.startup_timeout_s=0.01"], "hosts": [
+                 {"name": "slow", "via": "slurm", "gres": "gpu:fake:1", "profiles": ["params/local-cpu.yaml"],
+                  "run_root": "runs"}]}
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet))
+    assert ninferkit(env, "fleet", "submit", str(path)).returncode == 0
+    collected = ninferkit(env, "fleet", "collect", str(path))
+    assert collected.returncode == 1, collected.stdout + collected.stderr
+    status = json.loads((tmp_path / "state" / "status" / "task-0.json").read_text())
+    assert status["state"] == "failed" and status["step"] == "launch", status
+    assert status["notebook"].endswith("notebooks/02_launch.ipynb")
+    assert status["diagnosis"].endswith(f"[{tmp_path / 'state' / 'runs' / 'slow-local-cpu' / 'logs' / 'server.log'}]")
+    assert "task 0 slow (local-cpu): failed\n  step: launch\n  reason: " in collected.stdout
+    assert "  diagnosis: " in collected.stdout and "  log: " in collected.stdout
