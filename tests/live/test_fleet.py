@@ -114,6 +114,21 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
                            text=True).stdout
     assert "TresPerNode=gres:gpu:fake:1" in shown  # Slurm itself holds the typed request
 
+    # the follower's SSH connection drops (its process killed) while ssh-c sweeps: the task there goes on
+    follower = subprocess.Popen([sys.executable, "-m", "ninferkit", "fleet", "collect", str(fleet)], cwd=REPO,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    remote_log = tmp_path / "remote" / ".fleet-live-three" / "logs" / "task-2.log"
+    deadline = time.monotonic() + 600
+    while not (remote_log.exists() and "[4/4] sweeps    running" in remote_log.read_text()):
+        assert time.monotonic() < deadline and follower.poll() is None, "ssh-c did not reach its sweeps"
+        time.sleep(0.2)
+    follower.kill()
+    streamed = follower.communicate()[0]
+    assert "[ssh-c] [1/4] setup     running" in streamed  # it was streaming the host's lines
+    remote = json.loads(remote_status.read_text())
+    assert remote["state"] == "running"
+    os.kill(remote["pid"], 0)  # alive after the connection that was following it dropped
+
     # slurm-b dies mid-run: cancelled by Slurm once the first of its two cells has finished
     killed_cells = state / "runs" / "slurm-b-local-cpu" / "sweeps" / "cells.jsonl"
     deadline = time.monotonic() + 600
