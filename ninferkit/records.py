@@ -397,6 +397,17 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
 
 
+class FleetTaskRecord(RunFile):
+    """fleet-task.json: the fleet task that made this run (ninferkit/fleet/): the host it names, which every
+    merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet."""
+
+    fleet: str | None = None
+    host: str | None = None
+    task: int | None = None
+    via: str | None = None
+    gres: str | None = None
+
+
 class ImportedRecord(RunFile):
     """imported.json: a run directory `ninferkit import` made from a peer tool's file (interop/): the tool, its
     version, the file and its sha256, and the tool's own aggregates, each kept as the statistic it is (mean,
@@ -487,6 +498,8 @@ class Manifest(RunFile):
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None
+    host: str | None = None
+    """The machine's hostname."""
     git: GitState = Field(default_factory=GitState)
     steps: dict[str, StepEntry] = {}
     planned_steps: list[str] | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -164,10 +165,13 @@ class PrintedLines:
             self.echo(last)
 
 
-def _kernel_manager_class(environment: dict[str, str]) -> type:
+def _kernel_manager_class(environment: dict[str, str], sockets: Path) -> type:
     """Kernels over Unix-domain sockets: nothing of the kernel listens on TCP (where any local user
     could connect to it in plain text, which ipykernel warns about at every start); started with this
-    process's environment plus `environment` (how a step's kernel learns to show its progress as lines)."""
+    process's environment plus `environment` (how a step's kernel learns to show its progress as lines).
+    The sockets go in `sockets`, a folder of this step's own: jupyter_client's default is `kernel-ipc-<port>` in
+    the working directory (the notebooks folder), where runbooks side by side on one box (a fleet's tasks) pick
+    their random ports in the same folder and race for them."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -175,6 +179,10 @@ def _kernel_manager_class(environment: dict[str, str]) -> type:
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            return str(sockets / "kernel")
 
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]  # typed on the sync base
             kw["env"] = {**kw.get("env", os.environ), **environment}
@@ -193,10 +201,12 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
     parameters = {"profile": str(run.loaded.source.resolve()) if run.loaded.source else "",
                   "run_dir": str(run.dir.path), "overrides": list(run.loaded.overrides)}
     printed, errors = PrintedLines(echo), PrintedLines(echo)
+    sockets = tempfile.TemporaryDirectory(prefix="ninferkit-kernel-")  # short: a socket path holds 107 bytes
     try:
         pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(source.parent),
                             progress_bar=False, kernel_name="python3", stdout_file=printed, stderr_file=errors,
-                            kernel_manager_class=_kernel_manager_class({progress.MODE_VARIABLE: kernel_progress}))
+                            kernel_manager_class=_kernel_manager_class({progress.MODE_VARIABLE: kernel_progress},
+                                                                       Path(sockets.name)))
     except pm.PapermillExecutionError as exc:
         seconds = time.monotonic() - started
         reason = f"{exc.ename}: {exc.evalue}"
@@ -212,6 +222,7 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
     finally:
         printed.close()
         errors.close()
+        sockets.cleanup()
     seconds = time.monotonic() - started
     run.dir.record_step(step, status="ok", ended=utc_now(), seconds=round(seconds, 2))
     return StepResult(step, "ok", seconds, output)

@@ -39,6 +39,7 @@ from ninferkit.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
+    FleetTaskRecord,
     ImportedRecord,
     LlamaBenchRecord,
     Manifest,
@@ -388,6 +389,11 @@ class RunDir:
         return self.path / "imported.json"
 
     @property
+    def fleet_task(self) -> Path:
+        """The fleet task that made this run (`ninferkit fleet`), with the host name the fleet gave it."""
+        return self.path / "fleet-task.json"
+
+    @property
     def exports(self) -> Path:
         """Where `ninferkit export` writes by default: exports/<format's file or folder>."""
         return self.path / "exports"
@@ -435,6 +441,9 @@ class RunDir:
 
     def read_imported(self) -> ImportedRecord | None:
         return _read_record(self.imported, ImportedRecord)
+
+    def read_fleet_task(self) -> FleetTaskRecord | None:
+        return _read_record(self.fleet_task, FleetTaskRecord)
 
     def read_requests(self) -> list[RequestRow]:
         """requests.jsonl as written by the client (sweeps/truth.py lays the engine's own record over it)."""

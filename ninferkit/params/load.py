@@ -186,8 +186,14 @@ def validate_profile(data: Mapping[str, Any], where: str = "profile") -> Profile
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(error, data) for error in exc.errors()]
+        problems = field_problems(exc, data)
         raise ProfileError(f"{where} is not a valid profile:\n" + "\n".join(f"  - {p}" for p in problems)) from exc
+
+
+def field_problems(exc: ValidationError, data: Mapping[str, Any], root: type[BaseModel] = Profile) -> list[str]:
+    """One line per bad field of `data` validated as `root`: the key path, the value and what is allowed, with
+    the closest known key for a typo (a fleet file's errors read as a profile's)."""
+    return [_describe(error, data, root) for error in exc.errors()]
 
 
 def apply_override(data: dict[str, Any], item: str) -> None:
@@ -207,13 +213,13 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     node[parts[-1]] = value
 
 
-def _describe(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], data: Mapping[str, Any], root: type[BaseModel]) -> str:
     loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
     path = ".".join(str(part) for part in loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
-        kind = _engine_kind(data)
-        known = _known_fields(loc[:-1], kind)
+        kind = _engine_kind(data) if root is Profile else None
+        known = _known_fields(loc[:-1], kind, root)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'? " if close else ""
         if len(loc) == 2 and loc[0] == "serve" and kind is not None:
@@ -242,8 +248,8 @@ def _engine_kind(data: Mapping[str, Any]) -> str | None:
     return kind if kind in KINDS else None
 
 
-def _known_fields(loc: tuple[Any, ...], engine_kind: str | None) -> list[str]:
-    model: type[BaseModel] = Profile
+def _known_fields(loc: tuple[Any, ...], engine_kind: str | None, root: type[BaseModel]) -> list[str]:
+    model: type[BaseModel] = root
     for index, part in enumerate(loc):
         if isinstance(part, int):
             continue

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "ninferkit"
 LAYERS = (
-    {"steps", "runner", "cli", "lab", "__main__"},
+    {"steps", "runner", "cli", "lab", "__main__", "fleet"},
     {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
      "profile_change", "interop", "deploy"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",

@@ -1,0 +1,86 @@
+"""`ninferkit fleet submit|status|collect FLEET`: a lab's hosts, each running its profile through Slurm or SSH.
+
+`submit` checks the fleet file and every host's profile (nothing starts anywhere when one is refused), then
+submits the Slurm tasks as one sbatch job array and starts the SSH hosts' tasks in the background there; again,
+it resumes only what has no finished run. `status` says where each task stands; `collect` follows them all to
+their end (their lines prefixed by host), brings the SSH hosts' runs back and, with `-o OUT`, merges every run
+into one write-up. A failed task is listed with its step, reason, diagnosis and log, and the exit code is 1.
+`fleet task STATE_DIR INDEX` is what runs on a host (the batch script and the SSH command call it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ninferkit.cli._answer import add_quiet_arg
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "fleet", help="run each host's profile on that host (Slurm or SSH) and collect the runs")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, words in (("submit", "submit the fleet's tasks (again: only what has no finished run)"),
+                        ("status", "where each task stands"),
+                        ("collect", "follow every task to its end, bring the runs back, merge them (-o)")):
+        action = actions.add_parser(name, help=words)
+        action.add_argument("fleet", help="fleet file, e.g. params/fleets/embedded-three.yaml")
+        action.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                            help="override a field of every host's profile (repeatable)")
+        add_quiet_arg(action)
+        if name == "status":
+            action.add_argument("--json", action="store_true", help="print the tasks as JSON")
+        if name == "collect":
+            action.add_argument("-o", "--out", type=Path, help="merge every run into this folder")
+            action.add_argument("--timeout", type=float, default=86_400.0, metavar="S",
+                                help="give up following after S seconds (default a day)")
+    task = actions.add_parser("task", help="run one task on this host (what Slurm and SSH call)")
+    task.add_argument("state_dir", type=Path)
+    task.add_argument("index", type=int)
+    add_quiet_arg(task)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from ninferkit.fleet import follow
+    from ninferkit.fleet.spec import load_fleet
+    from ninferkit.fleet.tasks import StateDir, line_printer, run_task
+
+    if args.action == "task":
+        host = StateDir(args.state_dir.resolve()).read_tasks()[args.index].host if args.index >= 0 else "?"
+        return run_task(args.state_dir, args.index, say=line_printer(host))
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, flush=True)
+
+    fleet = load_fleet(args.fleet, args.overrides)
+    if args.action == "submit":
+        tasks = follow.submit(fleet, say)
+        say(f"{len(tasks)} task(s); state: {fleet.state_dir}; follow with `ninferkit fleet collect {args.fleet}`")
+        return 0
+    if args.action == "status":
+        shown = follow.status(fleet)
+        if args.json:
+            print(json.dumps(shown, indent=2))
+        else:
+            _print_tasks(shown)
+        return 1 if any(task["state"] == "failed" for task in shown) else 0
+    shown = follow.collect(fleet, say, args.timeout)
+    _print_tasks(shown)
+    if args.out is not None:
+        from ninferkit.report.merge import merge
+
+        merged = merge(follow.run_dirs(fleet), args.out)
+        print(f"merged report: {merged.folder / 'report' / 'index.md'}")
+    return 1 if any(task["state"] != "ok" for task in shown) else 0
+
+
+def _print_tasks(shown: list[dict[str, Any]]) -> None:
+    for task in shown:
+        print(f"task {task['task']} {task['host']} ({task['profile']}): {task['state']}")
+        for key in ("step", "reason", "diagnosis", "log", "notebook", "run_dir"):
+            if key in task and (task["state"] != "ok" or key == "run_dir"):
+                print(f"  {key}: {task[key]}", file=sys.stdout)

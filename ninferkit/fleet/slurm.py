@@ -1,0 +1,154 @@
+"""Slurm, for labs that have it: the fleet's Slurm tasks as one sbatch job array, followed through Slurm's own
+commands.
+
+The array's index is the task's index in tasks.json, so a resubmission names exactly the tasks without a
+finished run. Slurm gives every element of an array the same resources, so tasks that ask for different GRES
+(or partitions) go in one array per request: a lab whose hosts differ in GPU type gets one array per type.
+The time limit is the longest of the array's tasks' (tasks.time_limit_min: from the plan unless the host sets
+one). `squeue` says what is pending or running; what ended comes from `sacct`, or, on a cluster without an
+accounting database (sacct: "accounting storage is disabled"), from `scontrol show job` while the controller
+still holds the job (MinJobAge). A task Slurm says ended that never wrote its status died outside the runbook
+(killed, out of memory, its node lost): it is reported with Slurm's state, exit code and its log's last lines.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ninferkit.errors import BadInput, NinferkitError
+from ninferkit.fleet.tasks import StateDir, Task, pending
+from ninferkit.runs import read_json, utc_now, write_json_atomic
+
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE"}
+
+
+class SlurmError(NinferkitError):
+    """A Slurm command failed; the message names it and what it printed."""
+
+
+def _slurm(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    if shutil.which(argv[0]) is None:
+        raise SlurmError(f"{argv[0]} is not on PATH: this machine is no Slurm submit host (install slurm-client, "
+                         "or use via: ssh)")
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+
+
+def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: str = sys.executable) -> str:
+    """The sbatch script of one array over `tasks` (one GRES request, one partition)."""
+    first = tasks[0]
+    lines = ["#!/bin/bash",
+             f"#SBATCH --job-name=ninferkit-{state.fleet_name()}",
+             f"#SBATCH --array={','.join(str(task.index) for task in tasks)}",
+             f"#SBATCH --time={max(task.time_limit_min for task in tasks)}",
+             f"#SBATCH --output={state.path / 'logs' / 'task-%a.log'}",
+             "#SBATCH --open-mode=append",
+             f"#SBATCH --chdir={workdir}",
+             "#SBATCH --ntasks=1"]
+    if first.gres:
+        lines.append(f"#SBATCH --gres={first.gres}")
+    if first.partition:
+        lines.append(f"#SBATCH --partition={first.partition}")
+    command = [python, "-m", "ninferkit", "fleet", "task", str(state.path)]
+    lines += ["# one task of the fleet: its runbook, its status in status/task-$SLURM_ARRAY_TASK_ID.json",
+              "export NINFERKIT_PROGRESS=lines",
+              "exec " + " ".join(shlex.quote(part) for part in command) + ' "$SLURM_ARRAY_TASK_ID"', ""]
+    return "\n".join(lines)
+
+
+def submit(state: StateDir, tasks: Sequence[Task], workdir: Path) -> list[dict[str, Any]]:
+    """Submit the Slurm tasks that have no finished run, one array per (GRES, partition); the arrays submitted
+    (also appended to slurm.json)."""
+    waiting = [task for task in tasks if task.via == "slurm" and not _finished(state, task)]
+    groups: dict[tuple[str | None, str | None], list[Task]] = {}
+    for task in waiting:
+        groups.setdefault((task.gres, task.partition), []).append(task)
+    (state.path / "logs").mkdir(parents=True, exist_ok=True)
+    (state.path / "slurm").mkdir(parents=True, exist_ok=True)
+    known = _arrays(state)
+    submitted: list[dict[str, Any]] = []
+    for number, members in enumerate(groups.values(), len(known)):
+        script = state.path / "slurm" / f"array-{number}.sbatch"
+        script.write_text(batch_script(state, members, workdir))
+        done = _slurm(["sbatch", "--parsable", str(script)])
+        if done.returncode != 0:
+            raise SlurmError(f"sbatch {script} failed (exit {done.returncode}): {done.stderr.strip() or done.stdout}")
+        job_id = done.stdout.strip().split(";")[0]
+        for task in members:  # what a status said before (interrupted, failed) is no longer the task's state
+            words = f"submitted to Slurm as {job_id}_{task.index}"
+            state.write_status(pending(state.read_status(task.index), task, words))
+        entry = {"job_id": job_id, "tasks": [task.index for task in members], "script": str(script),
+                 "gres": members[0].gres, "partition": members[0].partition, "submitted": utc_now()}
+        submitted.append(entry)
+        known.append(entry)
+        write_json_atomic(state.slurm, {"arrays": known})
+    return submitted
+
+
+def _finished(state: StateDir, task: Task) -> bool:
+    status = state.read_status(task.index)
+    return status is not None and status.state == "ok"
+
+
+def _arrays(state: StateDir) -> list[dict[str, Any]]:
+    if not state.slurm.exists():
+        return []
+    data = read_json(state.slurm)
+    if not isinstance(data, dict) or not isinstance(data.get("arrays"), list):
+        raise BadInput(f"{state.slurm} is not a fleet's Slurm record (no 'arrays' list)")
+    return list(data["arrays"])
+
+
+def job_ids(state: StateDir) -> dict[int, str]:
+    """Each Slurm task's latest job id, `<array>_<task>`."""
+    latest: dict[int, str] = {}
+    for entry in _arrays(state):
+        for index in entry["tasks"]:
+            latest[int(index)] = f"{entry['job_id']}_{index}"
+    return latest
+
+
+def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
+    """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason"} by task index."""
+    ids = job_ids(state)
+    arrays = sorted({job.split("_")[0] for job in ids.values()})
+    if not arrays:
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    queued = _slurm(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r|%N"])
+    if queued.returncode == 0:
+        for line in queued.stdout.splitlines():
+            job, state_word, reason, node = (line.split("|") + ["", "", "", ""])[:4]
+            found[job.strip()] = {"state": state_word, "reason": reason, "node": node}
+    accounted = _slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "-o", "JobID,State,ExitCode,NodeList"])
+    if accounted.returncode == 0:
+        for line in accounted.stdout.splitlines():
+            job, state_word, code, node = (line.split("|") + ["", "", "", ""])[:4]
+            found.setdefault(job, {"state": state_word.split()[0] if state_word else "", "exit_code": code,
+                                   "node": node})
+    else:  # no accounting database: the controller's memory of jobs that ended
+        for array in arrays:
+            shown = _slurm(["scontrol", "show", "job", "-o", array])
+            for line in shown.stdout.splitlines() if shown.returncode == 0 else ():
+                fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+                job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
+                found.setdefault(job, {"state": fields.get("JobState", ""), "exit_code": fields.get("ExitCode", ""),
+                                       "node": fields.get("NodeList", ""), "reason": fields.get("Reason", "")})
+    return {index: found[job] for index, job in ids.items() if job in found}
+
+
+def log_tail(path: Path, lines: int = 8) -> str:
+    """The last lines of a task's log, for a task that died without saying why."""
+    if not path.exists():
+        return f"(no log at {path})"
+    with path.open("rb") as handle:
+        handle.seek(max(0, os.path.getsize(path) - 16_384))
+        text = handle.read().decode(errors="replace")
+    return "\n".join(text.splitlines()[-lines:])

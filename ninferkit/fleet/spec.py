@@ -1,0 +1,173 @@
+"""The fleet file: which hosts run which profiles, through what, with what GPU, and where their runs go.
+
+It is validated as a profile is (`params.load`): unknown keys refused with the closest known one, every bad
+field named with what is allowed, and then each host's profiles loaded with the fleet's overrides and put
+through their own preflight (`preflight.check`) for the fleet's steps, so a host whose plan cannot finish
+is refused before anything is submitted or started anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from ninferkit import preflight
+from ninferkit.errors import ProfileError
+from ninferkit.params import LoadedProfile, load_profile
+from ninferkit.params.base import Section
+from ninferkit.params.load import field_problems, parse_yaml, read_profile_text, refuse_control_text
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+GRES = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.-]+:[1-9][0-9]*$")
+"""A GRES request by type, as sbatch's --gres takes it: gpu:v100:2."""
+Step = Literal["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
+STEPS: list[Step] = ["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
+
+
+class SshTarget(Section):
+    """How to reach a host without a scheduler. The key is a file (never a password); the host key must be in
+    `known_hosts` (no trust on first use)."""
+
+    address: str = Field(min_length=1, max_length=253)
+    port: int = Field(22, ge=1, le=65535)
+    user: str = Field(min_length=1, max_length=64, pattern=r"^[a-z_][a-z0-9_.-]*$")
+    identity_file: str = Field(min_length=1, description="the private key's path on this machine")
+    known_hosts: str = Field(min_length=1, description="a known_hosts file holding the host's key")
+    checkout: str = Field(min_length=1, description="the ninferkit checkout on the host (absolute path)")
+    python: str = Field(".venv/bin/python", description="its Python, relative to the checkout or absolute")
+
+    @field_validator("checkout")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not PurePosixPath(value).is_absolute():
+            raise ValueError(f"the checkout must be an absolute path on the host, not {value!r}")
+        return value
+
+
+class Host(Section):
+    """One box (or Slurm partition) and what it runs."""
+
+    name: str = Field(description="names the host in every row, log line and run directory")
+    via: Literal["slurm", "ssh"]
+    profiles: list[str] = Field(min_length=1, description="profile files, relative to the fleet's checkout")
+    gres: str | None = Field(None, description="the GPUs it must have, by Slurm GRES type: gpu:v100:2")
+    partition: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    ssh: SshTarget | None = None
+    run_root: str = Field(min_length=1, description="where its run directories go (on the host; a relative "
+                                                    "path is under the fleet's state folder)")
+    time_limit_min: int | None = Field(None, ge=1, le=30 * 24 * 60,
+                                       description="overrides the limit estimated from the plan")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError(f"{value!r}: a host name is letters, digits, '_', '.', '-' (up to 63)")
+        return value
+
+    @field_validator("gres")
+    @classmethod
+    def _gres(cls, value: str | None) -> str | None:
+        if value is not None and not GRES.match(value):
+            raise ValueError(f"{value!r}: a GRES by type is NAME:TYPE:COUNT, e.g. gpu:v100:2")
+        return value
+
+    @model_validator(mode="after")
+    def _transport(self) -> Host:
+        if self.via == "ssh" and self.ssh is None:
+            raise ValueError(f"host {self.name} runs via ssh: give its ssh section (address, user, identity_file, "
+                             "known_hosts, checkout)")
+        if self.via == "ssh" and not PurePosixPath(self.run_root).is_absolute():
+            raise ValueError(f"host {self.name} runs via ssh: its run_root must be an absolute path on the host, "
+                             f"not {self.run_root!r}")
+        if self.via == "slurm" and self.ssh is not None:
+            raise ValueError(f"host {self.name} runs via slurm: an ssh section is for via: ssh")
+        return self
+
+
+class FleetFile(Section):
+    name: str
+    description: str = ""
+    state_dir: str = Field(description="this machine's folder for the fleet's tasks, logs and collected runs "
+                                       "(relative: to the current directory)")
+    steps: list[Step] = Field(default_factory=lambda: list(STEPS))
+    overrides: list[str] = Field(default_factory=list, description="-p overrides applied to every host's profile")
+    seconds_per_cell: float = Field(600.0, gt=0, le=86_400, description="the time budget of one planned sweep "
+                                                                        "cell, for the time limit")
+    setup_allowance_s: float = Field(1800.0, ge=0, le=86_400, description="setup and artifact (a first build "
+                                                                          "or download), for the time limit")
+    hosts: list[Host] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError(f"{value!r}: a fleet name is letters, digits, '_', '.', '-' (up to 63)")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_hosts(self) -> FleetFile:
+        names = [host.name for host in self.hosts]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"host names must be unique; written twice: {', '.join(twice)}")
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedFleet:
+    """A fleet file that validated, with each host's profiles loaded (overrides applied) and preflighted."""
+
+    spec: FleetFile
+    source: Path
+    profiles: dict[tuple[str, str], LoadedProfile]
+    """(host name, profile path as written) -> the loaded profile."""
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.spec.state_dir).resolve()
+
+
+def load_fleet(path: str | Path, overrides: list[str] | tuple[str, ...] = (), root: Path | None = None) -> LoadedFleet:
+    """Read and check a fleet file; ProfileError naming every bad field, or every host whose profile would
+    not pass its own preflight, before anything is written. Profile paths are relative to `root` (the
+    checkout: the current directory by default) and may not leave it."""
+    source = Path(path)
+    if not source.is_file():
+        raise ProfileError(f"fleet file {source} does not exist; fleet files live in params/fleets/*.yaml")
+    text = read_profile_text(source)
+    data = parse_yaml(text, str(source))
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: a fleet file is a YAML mapping with name, state_dir and hosts")
+    refuse_control_text(data, str(source))
+    try:
+        spec = FleetFile.model_validate(data)
+    except ValidationError as exc:
+        lines = field_problems(exc, data, FleetFile)
+        raise ProfileError(f"{source} is not a valid fleet file:\n" + "\n".join(f"  - {line}" for line in lines)) \
+            from None
+    base = (root or Path.cwd()).resolve()
+    every = [*spec.overrides, *overrides]
+    loaded: dict[tuple[str, str], LoadedProfile] = {}
+    refused: list[str] = []
+    for host in spec.hosts:
+        for written in host.profiles:
+            where = (base / written).resolve()
+            if not where.is_relative_to(base):
+                refused.append(f"host {host.name}: profile {written} is outside the checkout {base}")
+                continue
+            try:
+                profile = load_profile(where, every)
+                preflight.check(profile, spec.steps)
+            except ProfileError as exc:
+                refused.append(f"host {host.name}, profile {written}: {exc}")
+                continue
+            loaded[(host.name, written)] = profile
+    if refused:
+        raise ProfileError(f"{source}: nothing was submitted or started; {len(refused)} host profile(s) refused:\n"
+                           + "\n".join(f"  - {line}" for line in refused))
+    return LoadedFleet(spec, source.resolve(), loaded)

@@ -1,0 +1,110 @@
+"""The fleet file is checked as a profile is, before anything is written or submitted; the task table and the
+sbatch script say what the fleet asked (GRES by type, one array, a time limit from the plan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ninferkit.errors import ProfileError
+from ninferkit.fleet.slurm import batch_script
+from ninferkit.fleet.spec import load_fleet
+from ninferkit.fleet.tasks import StateDir, plan_tasks
+from tests.conftest import REPO
+
+FLEET = REPO / "params" / "fleets" / "embedded-three.yaml"
+
+
+def written(tmp_path: Path, change: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> Path:
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data.update(change or {})
+    if host is not None:
+        data["hosts"][0].update(host)
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_shipped_fleet_file_loads_with_every_profile_preflighted(tmp_path: Path) -> None:
+    fleet = load_fleet(written(tmp_path), root=REPO)
+    assert [host.name for host in fleet.spec.hosts] == ["slurm-a", "slurm-b", "ssh-c"]
+    assert set(fleet.profiles) == {(name, "params/local-cpu.yaml") for name in ("slurm-a", "slurm-b", "ssh-c")}
+    assert not (tmp_path / "state").exists()  # loading writes nothing
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    ({"gress": "gpu:v100:2"}, "hosts.0.gress: unknown field; did you mean 'gres'? allowed: "),
+    ({"gres": "v100"}, "'v100': a GRES by type is NAME:TYPE:COUNT, e.g. gpu:v100:2"),
+    ({"via": "kubernetes"}, "hosts.0.via = 'kubernetes': Input should be 'slurm' or 'ssh'"),
+    ({"via": "ssh"}, "host slurm-a runs via ssh: give its ssh section"),
+    ({"name": "b@d"}, "'b@d': a host name is letters, digits"),
+    ({"profiles": []}, "hosts.0.profiles = []: List should have at least 1 item"),
+])
+def test_a_wrong_field_is_named_with_what_is_allowed(tmp_path: Path, host: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(written(tmp_path, host=host), root=REPO)
+    assert "is not a valid fleet file" in str(caught.value)
+    assert expected in str(caught.value)
+
+
+def test_an_ssh_host_needs_an_absolute_run_root(tmp_path: Path) -> None:
+    data = yaml.safe_load(FLEET.read_text())
+    data["hosts"][2]["run_root"] = "runs"
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(path, root=REPO)
+    assert "its run_root must be an absolute path on the host, not 'runs'" in str(caught.value)
+
+
+def test_duplicate_host_names_are_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(FLEET.read_text())
+    data["hosts"][1]["name"] = "slurm-a"
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError, match="host names must be unique; written twice: slurm-a"):
+        load_fleet(path, root=REPO)
+
+
+def test_a_host_whose_profile_fails_its_preflight_refuses_the_fleet(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(written(tmp_path), ["sweeps.context.targets=[99999]"], root=REPO)
+    message = str(caught.value)
+    assert "nothing was submitted or started; 3 host profile(s) refused" in message
+    assert "host slurm-a, profile params/local-cpu.yaml" in message and "max_context" in message
+
+
+def test_a_profile_outside_the_checkout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="profile ../outside.yaml is outside the checkout"):
+        load_fleet(written(tmp_path, host={"profiles": ["../outside.yaml"]}), root=REPO)
+
+
+def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
+    fleet = load_fleet(written(tmp_path), root=REPO)
+    tasks = plan_tasks(fleet, lambda host: host.run_root)
+    assert [(task.index, task.host, task.via) for task in tasks] == [
+        (0, "slurm-a", "slurm"), (1, "slurm-b", "slurm"), (2, "ssh-c", "ssh")]
+    # the plan: setup allowance 900 s + one launch of 120 s + 2 context cells x 120 s = 1260 s = 21 min
+    assert {task.time_limit_min for task in tasks} == {21}
+    assert tasks[2].run_dir == "/srv/ninferkit-runs/ssh-c-local-cpu"
+    state = StateDir(fleet.state_dir)
+    assert (state.path / tasks[0].profile_file).read_text() == (REPO / "params" / "local-cpu.yaml").read_text()
+    script = batch_script(state, tasks[:2], REPO, python="/venv/bin/python")
+    assert "#SBATCH --array=0,1\n" in script and "#SBATCH --gres=gpu:fake:1\n" in script
+    assert "#SBATCH --time=21\n" in script and "#SBATCH --job-name=ninferkit-embedded-three\n" in script
+    command = f'exec /venv/bin/python -m ninferkit fleet task {state.path} "$SLURM_ARRAY_TASK_ID"'
+    assert script.rstrip().endswith(command)
+
+
+def test_an_ssh_host_without_the_asked_gpus_is_refused_by_its_task() -> None:
+    """No scheduler hands an SSH host its GRES, so the task checks NVML itself: a kind of GPU no host has."""
+    from ninferkit.fleet.tasks import gres_missing
+
+    assert gres_missing(None) is None
+    reason = gres_missing("gpu:nosuchgpu:1")
+    assert reason is not None and reason.startswith("the fleet asks for gpu:nosuchgpu:1 (1 GPU(s) named like "
+                                                   "'nosuchgpu'); this host has ")
