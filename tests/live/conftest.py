@@ -21,9 +21,14 @@ from tests.conftest import LOCAL_CPU, free_port
 
 
 @pytest.fixture(scope="session")
-def llama_server() -> Path:
-    """The embedded llama-server binary (the first call may build it: minutes on 2 cores)."""
-    return llama_server_binary(None, BuildSection())
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded llama-server binary (the first call may build it: minutes on 2 cores), and the embedded
+    default's model in the cache, fetched and checked by the verify step as a user's first run does: tests
+    launch without a verify step of their own, and on a fresh cache (a fresh clone's first `./scripts/test`)
+    the first of them used to find no model."""
+    binary = llama_server_binary(None, BuildSection())
+    steps.verify(open_run(LOCAL_CPU, tmp_path_factory.mktemp("embedded-model")), progress=False)
+    return binary
 
 
 @pytest.fixture(scope="session")
