@@ -96,6 +96,8 @@ class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
+    owned_by = "vllm"  # vLLM 0.26.0's /v1/models (tests/data/vllm-live/session2/http/models.json); Server: uvicorn
+    metric_prefix = "vllm:"
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
         rule("kv_cache_too_small_for_max_len",
