@@ -31,6 +31,7 @@ import psutil
 
 from ninferkit import bounded
 from ninferkit.engines import get_adapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
 from ninferkit.engines.launcher import Launcher
@@ -322,14 +323,16 @@ def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> lis
         checks.append(_check("health", lambda: _get_health(client, adapter.health_path)))
         models = _check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile))
         checks.append(models)
-        chat = {
-            "model": served_model_id(profile, models.detail.get("ids")),
-            "messages": [{"role": "user", "content": "Say hello."}],
-            "max_tokens": 8,
-            "temperature": 0,
-        }
-        checks.append(_check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat))))
+        model = served_model_id(profile, models.detail.get("ids"))
+        checks.append(chat_check(client, adapter, model))
     return checks
+
+
+def chat_check(client: httpx.Client, adapter: ApiDialect, model: str) -> Check:
+    """One short chat request with usage: does the server serve the model (the acceptance checks, `diagnose --url`)."""
+    chat = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8,
+            "temperature": 0}
+    return _check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat)))
 
 
 def passed_checks(record: dict[str, Any]) -> bool:

@@ -16,8 +16,8 @@ from tests.conftest import REPO
 PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__"},
-    {"preflight", "diagnose", "setup_step", "launch_step", "attach_step", "sweeps", "capacity", "report", "artifact",
-     "profile_change", "interop", "deploy"},
+    {"preflight", "diagnose", "setup_step", "launch_step", "attach_step", "diagnose_server", "sweeps", "capacity",
+     "report", "artifact", "profile_change", "interop", "deploy"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
      "agent_tools", "traces", "host_evidence", "evidence_findings", "gpu", "detect_engine"},
     {"engines"},
