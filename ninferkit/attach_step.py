@@ -48,9 +48,13 @@ def served_overrides(target: Target, answers: Answers, detection: Detection, ove
     """The profile overrides that make the run's profile the server's (before the user's own `-p`, which win)."""
     model = target.model or _one_model(answers)
     found = [f"engine.kind={detection.kind}", "artifact={served: true}", f"serve.model_id={json.dumps(model)}"]
-    context = get_adapter(detection.kind).reported_context(answers.models or {})
+    adapter = get_adapter(detection.kind)
+    context = adapter.reported_context(answers.models or {})
     if context is not None:
         found.append(f"serve.max_context={context}")
+    slots = (adapter.served_pool(answers.props, answers.metrics) or {}).get("max_concurrency")
+    if slots is not None:
+        found.append(f"serve.max_concurrency={slots}")
     if target.api_key_env is not None:
         found.append(f"serve.api_key_env={json.dumps(target.api_key_env)}")
     return [*found, *overrides]
@@ -69,7 +73,8 @@ def open_url_run(target: Target, profile: str | Path | None = None, run_dir: str
     """Open (or reopen) a run whose server is the one at `target.url`, checked and recorded as external."""
     url, answers, detection = reach(target)
     run = open_run(profile or URL_PROFILE, run_dir, served_overrides(target, answers, detection, overrides or []))
-    server.attach(run, url, detection.signs, detection.given, detection.version, target.log)
+    pool = get_adapter(detection.kind).served_pool(answers.props, answers.metrics)
+    server.attach(run, url, detection.signs, detection.given, detection.version, target.log, pool)
     run.dir.record_step("attach", status="ok", url=url, engine=detection.kind,
                         note="not started by ninferkit: no launch step, and no stop signals it")
     return run

@@ -31,6 +31,9 @@ def planned_path(profile: Profile) -> Path:
 def model_path(profile: Profile) -> Path:
     """The model file the server loads: generated on first use, or a pinned file already downloaded."""
     artifact = profile.artifact
+    if artifact.served:
+        raise ArtifactError("artifact.served: the model is a running server's (--url), so there is no model file to "
+                            "load or launch here")
     if artifact.generate is not None:
         return generate_model(artifact.generate, local_dir(profile))
     path = planned_path(profile)

@@ -240,6 +240,8 @@ class ServerRecord(RunFile):
     """The engine was named by `--engine`, not read from the server's answers."""
     engine_version: str | None = None
     """The build an external server reports of itself (llama-server's /props build_info), where it reports one."""
+    served_pool: dict[str, Any] | None = None
+    """The KV pool an external server reported when the run attached (`ApiDialect.served_pool`); None: not reported."""
 
 
 class DeployRecord(RunFile):

@@ -181,11 +181,12 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
 
 
 def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version: str | None,
-           log: Path | None = None) -> dict[str, Any]:
+           log: Path | None = None, pool: dict[str, Any] | None = None) -> dict[str, Any]:
     """Take a server someone else started as the run's server (`--url`): run the acceptance checks against it
     and write server.json marked external, with the answers that named its engine. Nothing is started, and
     `stop` never signals it. `log` is the server's own log, where the user has it: the sweeps then read the
-    engine's request record and the capacity step its ledger from it.
+    engine's request record and the capacity step its ledger from it. `pool` is the KV pool the server reports
+    of itself (the capacity step's observation where no log is given).
 
     Raises ServerError when an acceptance check fails (server.json says which, state failed).
     """
@@ -199,6 +200,7 @@ def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version
         "engine_signs": signs,
         "engine_given": given,
         "engine_version": version,
+        "served_pool": pool,
         "url": url,
         "log": str(log) if log is not None else None,
         "started": utc_now(),

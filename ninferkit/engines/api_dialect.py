@@ -50,6 +50,11 @@ class ApiDialect(EnginePart):
         """The engine build a running server reports of itself, where it reports one (None: not said)."""
         return None
 
+    def served_pool(self, props: Mapping[str, Any] | None, metrics: str | None) -> dict[str, Any] | None:
+        """The KV pool a running server reports of itself, in the ledger's names (kv_tokens, and where said
+        max_concurrency, max_context, kv_dtype, `source`: where it was read); None where it reports none."""
+        return None
+
     def served_apis(self, profile: Profile) -> frozenset[str]:
         """The request APIs this profile's engine build serves (`apis` unless the build says otherwise)."""
         return self.apis

@@ -22,10 +22,14 @@ from pathlib import Path
 import pytest
 
 from ninferkit import server
-from ninferkit.attach_step import Target, open_url_run, reach, served_overrides
+from ninferkit.attach_step import URL_PROFILE, Target, open_url_run, reach, served_overrides
+from ninferkit.capacity import capacity
+from ninferkit.capacity.step import served_observations
 from ninferkit.detect_engine import Answers, ask, checked_url, detect
 from ninferkit.diagnose_server import diagnose_server
-from ninferkit.errors import BadInput, ServerExited
+from ninferkit.engines import get_adapter
+from ninferkit.errors import BadInput, ProfileError, ServerExited
+from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from tests.conftest import REPO
 
@@ -239,4 +243,54 @@ def test_diagnose_url_of_a_recorded_server() -> None:
     assert not report["healthy"]  # the llama-server recording has no chat answer: the replay's 404
     assert report["verdict"].startswith("not serving: the chat request failed")
     assert report["load"] == {"llamacpp:requests_processing": 0.0, "llamacpp:requests_deferred": 0.0,
-                              "llamacpp:n_busy_slots_per_decode": 1.0}
+                              "llamacpp:n_busy_slots_per_decode": 0.0}  # recorded before any request
+
+
+def test_each_engine_reports_its_pool_in_its_own_words() -> None:
+    with replaying(vllm_answers()) as url:
+        vllm = ask(url, {})
+    with replaying(llama_answers()) as url:
+        llama = ask(url, {})
+    with replaying(ninfer_answers()) as url:
+        ninfer = ask(url, {})
+    # vLLM 0.26.0's cache_config_info: kv_cache_size_tokens="2515040" (157,190 blocks of 16), cache_dtype="auto"
+    assert get_adapter("vllm").served_pool(vllm.props, vllm.metrics) == {
+        "kv_tokens": 2_515_040, "source": "/metrics vllm:cache_config_info"}
+    # llama-server -c 4096 -np 2: /props total_slots 2, n_ctx 2048 per slot
+    assert get_adapter("llama_server").served_pool(llama.props, llama.metrics) == {
+        "kv_tokens": 4096, "max_concurrency": 2, "max_context": 2048,
+        "source": "/props total_slots x default_generation_settings.n_ctx"}
+    assert get_adapter("ninfer").served_pool(ninfer.props, ninfer.metrics) is None  # G1 reports none over HTTP
+
+
+def test_capacity_of_a_url_run_observes_the_reported_pool_and_launches_nothing(tmp_path: Path) -> None:
+    with replaying(vllm_answers()) as url:
+        run = open_url_run(Target(url), run_dir=tmp_path / "run")
+    record = capacity(run, say=lambda line: None)
+    [observation] = record.observations
+    assert observation.kv_tokens == 2_515_040 and observation.served is True and observation.runtime_bytes is None
+    assert observation.source == f"{url} /metrics vllm:cache_config_info"
+    assert record.free_after_weights_bytes is None  # a server says no memory over HTTP: unknown, not 0
+    assert not (run.dir.path / "capacity" / "launches").exists()
+    with replaying(vllm_answers()) as url:
+        run = open_url_run(Target(url), run_dir=tmp_path / "run2", overrides=["capacity.search=true"])
+    with pytest.raises(ProfileError, match="capacity.search launch servers, but this run's server .* was not "
+                                           "started by ninferkit"):
+        capacity(run, say=lambda line: None)
+
+
+def test_capacity_fit_url_keeps_the_log_s_books_and_not_a_second_copy_of_its_pool(tmp_path: Path) -> None:
+    """The log and the answers are one llama-server's (tests/data/llama-server-live/: -c 4096 -np 2): its /props
+    pool (4,096 tokens at 2 slots) is the log's books again, so one observation, the log's, with its bytes."""
+    log = DATA / "llama-server-live/server.log"
+    with replaying(llama_answers()) as url:
+        url, answers, detection = reach(Target(url))
+    profile = load_profile(URL_PROFILE, served_overrides(Target(url), answers, detection, [])).profile
+    pool = get_adapter("llama_server").served_pool(answers.props, answers.metrics)
+    [observation] = served_observations(profile, url, pool, [log], None)
+    assert observation.source == str(log) and observation.runtime is not None
+    assert observation.kv_tokens == 4096 and observation.available is not None
+    other = DATA / "llama_server_logs/c4096-np2-f16.log"  # another start (-c 8192): its pool is not this one's
+    assert [o.kv_tokens for o in served_observations(profile, url, pool, [other], None)] == [8192, 4096]
+    [alone] = served_observations(profile, url, pool, [], None)
+    assert alone.kv_tokens == 4096 and alone.setting.concurrency == 2 and alone.setting.context_per_slot == 2048

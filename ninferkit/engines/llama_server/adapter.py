@@ -278,6 +278,16 @@ class LlamaServer(EngineAdapter):
         build = (props or {}).get("build_info")
         return str(build) if build else None
 
+    def served_pool(self, props: Mapping[str, Any] | None, metrics: str | None) -> dict[str, Any] | None:
+        """/props: total_slots, and each slot's context (default_generation_settings.n_ctx); the pool is their
+        product, one KV stream per slot, as the launch's ledger reads it (kv_cells x kv_streams)."""
+        slots = (props or {}).get("total_slots")
+        context = ((props or {}).get("default_generation_settings") or {}).get("n_ctx")
+        if not isinstance(slots, int) or not isinstance(context, int):
+            return None
+        return {"kv_tokens": slots * context, "max_concurrency": slots, "max_context": context,
+                "source": "/props total_slots x default_generation_settings.n_ctx"}
+
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")
         return llama_cpp_timings(timings) if timings else {}
