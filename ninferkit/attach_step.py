@@ -8,6 +8,7 @@ external record (`server.attach`): nothing is launched, and nothing ever signals
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ninferkit.bounded import LOG_FILE_BYTES, regular_file
 from ninferkit.detect_engine import Answers, Detection, ask, checked_url, detect
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
+from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.runs import Run, open_run
 
 URL_PROFILE = Path(__file__).resolve().parent.parent / "params" / "url.yaml"
@@ -69,10 +71,14 @@ def _one_model(answers: Answers) -> str:
 
 
 def open_url_run(target: Target, profile: str | Path | None = None, run_dir: str | Path | None = None,
-                 overrides: list[str] | None = None) -> Run:
-    """Open (or reopen) a run whose server is the one at `target.url`, checked and recorded as external."""
+                 overrides: list[str] | None = None, check: Callable[[LoadedProfile], None] | None = None) -> Run:
+    """Open (or reopen) a run whose server is the one at `target.url`, checked and recorded as external.
+    `check` sees the run's profile before anything is written (the runner's preflight)."""
     url, answers, detection = reach(target)
-    run = open_run(profile or URL_PROFILE, run_dir, served_overrides(target, answers, detection, overrides or []))
+    loaded = load_profile(profile or URL_PROFILE, served_overrides(target, answers, detection, overrides or []))
+    if check is not None:
+        check(loaded)
+    run = open_run(loaded, run_dir)
     pool = get_adapter(detection.kind).served_pool(answers.props, answers.metrics)
     server.attach(run, url, detection.signs, detection.given, detection.version, target.log, pool)
     run.dir.record_step("attach", status="ok", url=url, engine=detection.kind,

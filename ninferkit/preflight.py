@@ -68,7 +68,10 @@ def planned_steps(run_dir: RunDir) -> list[str] | None:
 
 def _launch_problems(profile: Profile) -> list[str]:
     """What the launch step would refuse: the engine's check of every flag (the command it would run),
-    the API key's variable, and a KV pool that is not a whole number of the engine's pages."""
+    the API key's variable, and a KV pool that is not a whole number of the engine's pages. A served model's
+    (`--url`) server is someone else's: only the key's variable is checked."""
+    if profile.artifact.served:
+        return _raised(partial(server.api_key, profile))
     found = _raised(partial(server.planned_argv, profile))
     found += _raised(partial(server.api_key, profile))
     capacity = profile.serve.kv.capacity
@@ -100,6 +103,9 @@ def _capacity_problems(profile: Profile, launch: set[str]) -> list[str]:
     adapter = get_adapter(profile.engine.kind)
     rule = adapter.capacity_pool
     section = profile.capacity
+    if profile.artifact.served:  # a --url run: nothing is launched, so no grid point has a command to check
+        return [f"capacity.{name}: true launches servers, and a --url run's server is someone else's; allowed: "
+                "false" for name in ("fit_launches", "search") if getattr(section, name)]
     base = Setting.from_profile(profile)
     found: list[str] = []
     dtypes: list[str | None] = list(section.kv_dtypes) or [base.kv_dtype]
