@@ -113,3 +113,23 @@ def test_diagnose_url_of_a_live_server(hand_started: HandStarted) -> None:
     refused = ninferkit("diagnose", "--url", hand_started.url)  # no key: the server refuses /v1/models
     assert refused.returncode == 2 and "HTTP 401" in refused.stderr and "Traceback" not in refused.stderr
     assert hand_started.process.poll() is None
+
+
+def test_run_url_executes_the_notebooks_against_it(hand_started: HandStarted, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = ninferkit("run", "--url", hand_started.url, "--api-key-env", KEY_VAR, "--log", str(hand_started.log),
+                     "--run-dir", str(run_dir), "-p", "sweeps.context.targets=[256]", "-p",
+                     "sweeps.context.repetitions=1", "-p", "sweeps.concurrency.levels=[2]", "-p",
+                     "sweeps.concurrency.requests_per_client=1", "-p", "sweeps.prefix_reuse.repetitions=1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("[") and " ok " in line] == [
+        "sweeps", "capacity", "writeup"]
+    steps = json.loads((run_dir / "manifest.json").read_text())["steps"]
+    assert "launch" not in steps and "verify" not in steps and steps["attach"]["status"] == "ok"
+    assert sorted(path.name for path in (run_dir / "notebooks").iterdir()) == [
+        "03_sweeps.ipynb", "04_capacity_fit.ipynb", "05_writeup.ipynb"]
+    capacity = json.loads((run_dir / "capacity.json").read_text())
+    assert [o["kv_tokens"] for o in capacity["observations"]] == [4096]  # -c 4096: the log's books, once
+    assert not (run_dir / "capacity" / "launches").exists()
+    assert hand_started.process.poll() is None  # the runner's final stop signalled nothing
+    assert "(a server ninferkit did not start)" in (run_dir / "report" / "index.md").read_text().splitlines()[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server
+from ninferkit import preflight, server
 from ninferkit.attach_step import URL_PROFILE, Target, open_url_run, reach, served_overrides
 from ninferkit.capacity import capacity
 from ninferkit.capacity.step import served_observations
@@ -31,6 +31,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, ServerExited
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
+from ninferkit.runner import url_steps
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"
@@ -294,3 +295,18 @@ def test_capacity_fit_url_keeps_the_log_s_books_and_not_a_second_copy_of_its_poo
     assert [o.kv_tokens for o in served_observations(profile, url, pool, [other], None)] == [8192, 4096]
     [alone] = served_observations(profile, url, pool, [], None)
     assert alone.kv_tokens == 4096 and alone.setting.concurrency == 2 and alone.setting.context_per_slot == 2048
+
+
+def test_a_url_run_verifies_and_launches_nothing() -> None:
+    assert url_steps(None) == ["sweeps", "capacity", "writeup"]
+    assert url_steps(["setup", "sweeps"]) == ["setup", "sweeps"]
+    with pytest.raises(ProfileError, match="--steps verify,launch with --url: .* allowed: setup, sweeps"):
+        url_steps(["verify", "launch", "sweeps"])
+
+
+def test_the_preflight_of_a_served_profile_checks_no_command_and_refuses_launching_capacity() -> None:
+    base = ["engine.kind=vllm", "serve.model_id=smollm2-135m"]
+    assert preflight.problems(load_profile(URL_PROFILE, base).profile) == []
+    found = preflight.problems(load_profile(URL_PROFILE, [*base, "capacity.search=true"]).profile, ["capacity"])
+    assert found == ["capacity.search: true launches servers, and a --url run's server is someone else's; "
+                     "allowed: false"]
