@@ -8,6 +8,7 @@ external record (`server.attach`): nothing is launched, and nothing ever signals
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ def reach(target: Target) -> tuple[str, Answers, Detection]:
     url = checked_url(target.url)
     if target.log is not None:
         regular_file(target.log, LOG_FILE_BYTES, "reading the server's log (--log)")
+    if target.api_key_env is not None and not os.environ.get(target.api_key_env):
+        raise BadInput(f"--api-key-env names {target.api_key_env}, but it is not set; export "
+                       f"{target.api_key_env}=<key> first")
     headers = server.bearer(server.env_key(target.api_key_env, "--api-key-env"))
     answers = ask(url, headers)
     return url, answers, detect(answers, target.engine)

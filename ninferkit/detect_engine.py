@@ -89,8 +89,9 @@ def ask(url: str, headers: dict[str, str]) -> Answers:
                 continue
             _keep(answers, path, body.text())
     if answers.health_status is None and answers.models is None:
-        raise BadInput(f"{url} does not answer /health or /v1/models ({'; '.join(answers.notes.values())}); is the "
-                       "server running, and is that its address?")
+        said = "; ".join(dict.fromkeys(answers.notes.values()))
+        raise BadInput(f"{url} does not answer /health or /v1/models ({said}); is the server running, and is that "
+                       "its address?")
     return answers
 
 
@@ -125,7 +126,8 @@ def detect(answers: Answers, given: str | None = None) -> Detection:
     found = signs(answers)
     said = "; ".join(f"{kind}: {', '.join(phrases)}" for kind, phrases in found.items()) or "no engine's signs"
     if given is not None:
-        get_adapter(given)  # an engine ninferkit does not drive is refused with the list
+        if given not in KINDS:
+            raise BadInput(f"--engine {given!r} is not an engine ninferkit drives; allowed: {', '.join(KINDS)}")
         others = [kind for kind in found if kind != given]
         if others and given not in found:
             raise BadInput(f"--engine {given}, but {answers.url} answers as {', '.join(others)} ({said}); "

@@ -146,7 +146,7 @@ def test_an_engine_given_is_checked_against_the_answers() -> None:
     assert detect(answers, "vllm").given
     with pytest.raises(BadInput, match="--engine llama_server, but .* answers as vllm"):
         detect(answers, "llama_server")
-    with pytest.raises(BadInput, match="not an engine ninferkit drives"):
+    with pytest.raises(BadInput, match="--engine 'tgi' is not an engine ninferkit drives; allowed: llama_server"):
         detect(answers, "tgi")
 
 
@@ -188,7 +188,7 @@ def test_a_bad_url_is_refused(typed: str, says: str) -> None:
 
 def test_the_key_comes_only_from_the_variable_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NINFERKIT_TEST_URL_KEY", raising=False)
-    with pytest.raises(Exception, match="--api-key-env names NINFERKIT_TEST_URL_KEY, but it is not set"):
+    with pytest.raises(BadInput, match="--api-key-env names NINFERKIT_TEST_URL_KEY, but it is not set"):
         reach(Target("http://127.0.0.1:9", api_key_env="NINFERKIT_TEST_URL_KEY"))
 
 
