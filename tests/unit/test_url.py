@@ -32,6 +32,7 @@ from ninferkit.errors import BadInput, ProfileError, ServerExited
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.runner import url_steps
+from ninferkit.sweeps import sweeps
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"
@@ -310,3 +311,13 @@ def test_the_preflight_of_a_served_profile_checks_no_command_and_refuses_launchi
     found = preflight.problems(load_profile(URL_PROFILE, [*base, "capacity.search=true"]).profile, ["capacity"])
     assert found == ["capacity.search: true launches servers, and a --url run's server is someone else's; "
                      "allowed: false"]
+
+
+def test_a_url_run_refuses_the_speculation_ab_before_sending_anything(tmp_path: Path) -> None:
+    with replaying(vllm_answers()) as url:
+        run = open_url_run(Target(url), run_dir=tmp_path / "run", overrides=[
+            "sweeps.tasks.enabled=true", "sweeps.tasks.speculation_ab=true", "serve.spec.method=ngram",
+            "sweeps.tasks.depths=[512]"])
+        with pytest.raises(ProfileError, match="speculation_ab runs its cells on a second server"):
+            sweeps(run, only="tasks", progress=False)
+    assert not run.dir.requests.exists()
