@@ -46,6 +46,10 @@ def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str
     """Every reason the chosen steps (None: all) would fail on this profile alone, whatever the machine."""
     wanted = set(LAUNCHING) if steps is None else set(steps)
     found: list[str] = []
+    if profile.artifact.served and wanted & {"verify", "launch"}:
+        found.append("artifact.served: true: the model is a running server's, so there is nothing to verify or "
+                     "launch; measure that server with --url URL (ninferkit run --url URL runs sweeps, capacity "
+                     "and writeup)")
     launch = _launch_problems(profile)
     if wanted & set(LAUNCHING):
         found += launch

@@ -307,7 +307,9 @@ def test_a_url_run_verifies_and_launches_nothing() -> None:
 
 def test_the_preflight_of_a_served_profile_checks_no_command_and_refuses_launching_capacity() -> None:
     base = ["engine.kind=vllm", "serve.model_id=smollm2-135m"]
-    assert preflight.problems(load_profile(URL_PROFILE, base).profile) == []
+    assert preflight.problems(load_profile(URL_PROFILE, base).profile, ["sweeps", "capacity", "writeup"]) == []
+    assert "nothing to verify or launch; measure that server with --url URL" in preflight.problems(
+        load_profile(URL_PROFILE, base).profile, ["verify", "sweeps"])[0]
     found = preflight.problems(load_profile(URL_PROFILE, [*base, "capacity.search=true"]).profile, ["capacity"])
     assert found == ["capacity.search: true launches servers, and a --url run's server is someone else's; "
                      "allowed: false"]
