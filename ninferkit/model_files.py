@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ninferkit.cache import cache_dir
 from ninferkit.embedded import generate_model, model_file_name
-from ninferkit.errors import ArtifactError
+from ninferkit.errors import ArtifactError, ProfileError
 from ninferkit.params.profile import Profile, url_file_name
 
 
@@ -21,8 +21,11 @@ def local_dir(profile: Profile) -> Path:
 
 
 def planned_path(profile: Profile) -> Path:
-    """Where the model file is or will be, without creating it."""
+    """Where the model file is or will be, without creating it; ProfileError for a running server's model."""
     artifact = profile.artifact
+    if artifact.served:
+        raise ProfileError("artifact.served: true: the model is a running server's, so there is no model file here "
+                           "and nothing to launch; measure that server with --url (ninferkit sweep --url URL)")
     if artifact.generate is not None:
         return local_dir(profile) / model_file_name(artifact.generate)
     return local_dir(profile) / (artifact.filename or url_file_name(artifact.url or ""))

@@ -46,6 +46,10 @@ def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str
     """Every reason the chosen steps (None: all) would fail on this profile alone, whatever the machine."""
     wanted = set(LAUNCHING) if steps is None else set(steps)
     found: list[str] = []
+    if profile.artifact.served and wanted & {"verify", "launch"}:
+        found.append("artifact.served: true: the model is a running server's, so there is nothing to verify or "
+                     "launch; measure that server with --url URL (ninferkit run --url URL runs sweeps, capacity "
+                     "and writeup)")
     launch = _launch_problems(profile)
     if wanted & set(LAUNCHING):
         found += launch
@@ -68,7 +72,10 @@ def planned_steps(run_dir: RunDir) -> list[str] | None:
 
 def _launch_problems(profile: Profile) -> list[str]:
     """What the launch step would refuse: the engine's check of every flag (the command it would run),
-    the API key's variable, and a KV pool that is not a whole number of the engine's pages."""
+    the API key's variable, and a KV pool that is not a whole number of the engine's pages. A served model's
+    (`--url`) server is someone else's: only the key's variable is checked."""
+    if profile.artifact.served:
+        return _raised(partial(server.api_key, profile))
     found = _raised(partial(server.planned_argv, profile))
     found += _raised(partial(server.api_key, profile))
     capacity = profile.serve.kv.capacity
@@ -100,6 +107,9 @@ def _capacity_problems(profile: Profile, launch: set[str]) -> list[str]:
     adapter = get_adapter(profile.engine.kind)
     rule = adapter.capacity_pool
     section = profile.capacity
+    if profile.artifact.served:  # a --url run: nothing is launched, so no grid point has a command to check
+        return [f"capacity.{name}: true launches servers, and a --url run's server is someone else's; allowed: "
+                "false" for name in ("fit_launches", "search") if getattr(section, name)]
     base = Setting.from_profile(profile)
     found: list[str] = []
     dtypes: list[str | None] = list(section.kv_dtypes) or [base.kv_dtype]

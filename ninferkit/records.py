@@ -232,6 +232,16 @@ class ServerRecord(RunFile):
     binary: str | None = None
     binary_sha256: str | None = None
     error: str | None = None
+    external: bool = False
+    """ninferkit did not start this server (`--url`): there was no launch step, and no stop ever signals it."""
+    engine_signs: dict[str, list[str]] = {}
+    """An external server's answers that named its engine, per engine (`detect_engine`); empty when none did."""
+    engine_given: bool = False
+    """The engine was named by `--engine`, not read from the server's answers."""
+    engine_version: str | None = None
+    """The build an external server reports of itself (llama-server's /props build_info), where it reports one."""
+    served_pool: dict[str, Any] | None = None
+    """The KV pool an external server reported when the run attached (`ApiDialect.served_pool`); None: not reported."""
 
 
 class DeployRecord(RunFile):

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from ninferkit import preflight, progress, server
+from ninferkit.attach_step import Target, open_url_run
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.os_errors import named
 from ninferkit.params import load_profile
@@ -42,6 +43,11 @@ STEPS: dict[str, str] = {
     "capacity": "04_capacity_fit.ipynb",
     "writeup": "05_writeup.ipynb",
 }
+
+
+URL_STEPS = ("sweeps", "capacity", "writeup")
+"""A --url run's steps by default: the server is someone else's, so there is nothing to verify or launch, and
+the setup step would probe this machine, which need not be the server's."""
 
 
 @dataclass
@@ -85,25 +91,34 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_runbook(
-    profile: str | Path,
+    profile: str | Path | None,
     run_dir: str | Path | None = None,
     steps: Sequence[str] | None = None,
     overrides: Sequence[str] = (),
     notebooks_dir: Path = NOTEBOOKS_DIR,
     say: Callable[[str], None] = print,
+    url: Target | None = None,
 ) -> RunbookResult:
     """Execute the chosen steps in order; raise StepFailed at the first failing step.
 
     `say` gets the runner's lines (a step's start and end) and every line a step's cells print, as it
     comes, prefixed ``  <step> | ``. Raises ProfileError, leaving nothing behind, when the profile is
     invalid or the chosen steps cannot finish with it (ninferkit.preflight).
+    With `url`, the server is the one running there (`attach_step`): no verify or launch step, and the final
+    stop never signals it; `profile` may then be None (params/url.yaml).
     Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
     """
-    chosen = list(steps) if steps else list(STEPS)
-    # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
-    preflight.check(load_profile(profile, list(overrides)), chosen)
+    if url is not None:
+        chosen = url_steps(steps)
+        run = open_url_run(url, profile, run_dir, list(overrides), lambda loaded: preflight.check(loaded, chosen))
+    else:
+        if profile is None:
+            raise ProfileError("run needs a PROFILE, or --url URL for a server ninferkit did not start")
+        chosen = list(steps) if steps else list(STEPS)
+        # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
+        preflight.check(load_profile(profile, list(overrides)), chosen)
+        run = open_run(profile, run_dir, list(overrides))
     kernel_progress = "off" if progress.mode() == "off" else "lines"
-    run = open_run(profile, run_dir, list(overrides))
     preflight.record_plan(run.dir, chosen)  # the setup notebook checks the same steps
     result = RunbookResult(run)
     say(f"run directory: {run.dir.path}")
@@ -128,6 +143,18 @@ def run_runbook(
         for record in sorted(run.dir.path.glob("*/**/server.json")):  # the speculation A/B's, capacity launches'
             server.stop(RunDir(record.parent))
     return result
+
+
+def url_steps(steps: Sequence[str] | None) -> list[str]:
+    """The steps of a --url run: URL_STEPS by default; verify and launch refused (there is no model or server
+    of ninferkit's to check or start)."""
+    if not steps:
+        return list(URL_STEPS)
+    refused = [step for step in steps if step in ("verify", "launch")]
+    if refused:
+        raise ProfileError(f"--steps {','.join(refused)} with --url: the server is someone else's, so ninferkit "
+                           f"verifies and launches nothing; allowed: setup, {', '.join(URL_STEPS)}")
+    return list(steps)
 
 
 def _prefixed(say: Callable[[str], None], prefix: str) -> Callable[[str], None]:

@@ -32,6 +32,7 @@ import psutil
 
 from ninferkit import bounded
 from ninferkit.engines import get_adapter
+from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.docker import container_name, docker_argv
 from ninferkit.engines.launcher import Launcher
@@ -84,17 +85,25 @@ def base_url(profile: Profile) -> str:
 
 def api_key(profile: Profile) -> str | None:
     """The API key from the environment variable the profile names; never stored anywhere."""
-    name = profile.serve.api_key_env
+    return env_key(profile.serve.api_key_env, "serve.api_key_env")
+
+
+def env_key(name: str | None, named_by: str) -> str | None:
+    """The key held by environment variable `name` (None when no variable is named); `named_by` is where the
+    name came from (a profile field, `--api-key-env`), for the error when the variable is not set."""
     if name is None:
         return None
     value = remember_env(name)  # whatever this process stores is scrubbed of it
     if not value:
-        raise NinferkitError(f"serve.api_key_env names {name}, but it is not set; export {name}=<key> first")
+        raise NinferkitError(f"{named_by} names {name}, but it is not set; export {name}=<key> first")
     return value
 
 
 def auth_headers(profile: Profile) -> dict[str, str]:
-    key = api_key(profile)
+    return bearer(api_key(profile))
+
+
+def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -167,6 +176,48 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
         write_json_atomic(run.dir.server, record)
         stop(run.dir)
         raise
+    record["state"] = ServerState.READY.value
+    write_json_atomic(run.dir.server, record)
+    return record
+
+
+def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version: str | None,
+           log: Path | None = None, pool: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Take a server someone else started as the run's server (`--url`): run the acceptance checks against it
+    and write server.json marked external, with the answers that named its engine. Nothing is started, and
+    `stop` never signals it. `log` is the server's own log, where the user has it: the sweeps then read the
+    engine's request record and the capacity step its ledger from it. `pool` is the KV pool the server reports
+    of itself (the capacity step's observation where no log is given).
+
+    Raises ServerError when an acceptance check fails (server.json says which, state failed).
+    """
+    profile = run.profile
+    adapter = get_adapter(profile.engine.kind)
+    record: dict[str, Any] = {
+        "schema_version": ServerRecord.SCHEMA_VERSION,
+        "state": ServerState.STARTING.value,
+        "engine": profile.engine.kind,
+        "external": True,
+        "engine_signs": signs,
+        "engine_given": given,
+        "engine_version": version,
+        "served_pool": pool,
+        "url": url,
+        "log": str(log) if log is not None else None,
+        "started": utc_now(),
+        "profile_hash": run.profile_hash,
+    }
+    checks = acceptance_checks(profile, adapter, url)
+    record["checks"] = [asdict(check) for check in checks]
+    if log is not None:
+        text = bounded.read_file(log, bounded.LOG_FILE_BYTES, "reading the server's log").decode(errors="replace")
+        record["ledger"] = adapter.parse_ledger(text)
+    failed = [check.name for check in checks if not check.ok]
+    if failed:
+        record.update(state=ServerState.FAILED.value, error=f"acceptance checks failed: {', '.join(failed)}")
+        write_json_atomic(run.dir.server, record)
+        raise ServerError(f"{url}: acceptance checks failed: {', '.join(failed)} (see {run.dir.server})", url=url)
+    record["model_id"] = served_model_id(profile, checks[1].detail.get("ids"))
     record["state"] = ServerState.READY.value
     write_json_atomic(run.dir.server, record)
     return record
@@ -275,14 +326,16 @@ def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> lis
         checks.append(_check("health", lambda: _get_health(client, adapter.health_path)))
         models = _check("models", lambda: adapter.models_check(_get_json(client, "/v1/models"), profile))
         checks.append(models)
-        chat = {
-            "model": served_model_id(profile, models.detail.get("ids")),
-            "messages": [{"role": "user", "content": "Say hello."}],
-            "max_tokens": 8,
-            "temperature": 0,
-        }
-        checks.append(_check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat))))
+        model = served_model_id(profile, models.detail.get("ids"))
+        checks.append(chat_check(client, adapter, model))
     return checks
+
+
+def chat_check(client: httpx.Client, adapter: ApiDialect, model: str) -> Check:
+    """One short chat request with usage: does the server serve the model (the acceptance checks, `diagnose --url`)."""
+    chat = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8,
+            "temperature": 0}
+    return _check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat)))
 
 
 def passed_checks(record: dict[str, Any]) -> bool:
@@ -357,6 +410,9 @@ def read_record(run_dir: RunDir) -> dict[str, Any] | None:
     if not run_dir.server.exists():
         return None
     record = read_json(run_dir.server)
+    if isinstance(record, dict) and record.get("external") is True and isinstance(record.get("url"), str) \
+            and "state" in record:
+        return record  # nothing of it is signalled; its log is the user's own file, only ever read
     if not isinstance(record, dict) or not all(isinstance(record.get(key), int) and record[key] > 1
                                                 for key in ("pid", "pgid")) or "state" not in record:
         raise BadInput(f"{run_dir.server} is not a server record written by ninferkit launch (it needs a state, "
@@ -368,7 +424,7 @@ def read_record(run_dir: RunDir) -> dict[str, Any] | None:
 def stale_reason(record: dict[str, Any]) -> str | None:
     """Why signalling the record's process group could hit another program (None: it is still the
     server that was started, or nothing of it is left)."""
-    if record.get("state") == ServerState.STOPPED.value:
+    if record.get("state") == ServerState.STOPPED.value or record.get("external"):
         return None
     pgid = int(record["pgid"])
     recorded = record.get("process")
@@ -390,8 +446,8 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     group survives SIGKILL.
     """
     record = read_record(run_dir)
-    if record is None:
-        return False
+    if record is None or record.get("external"):
+        return False  # an external server is someone else's: never signalled
     pgid = int(record["pgid"])
     _reap(pgid)
     if record.get("state") == ServerState.STOPPED.value:
@@ -482,6 +538,8 @@ def ensure_running(run_dir: RunDir) -> dict[str, Any]:
     record = read_record(run_dir)
     if record is None:
         raise ServerError(f"no server.json in {run_dir.path}; run the launch step (02_launch) first")
+    if record.get("external"):
+        return _answering(record, run_dir)
     alive = stale_reason(record) is None and _group_alive(int(record["pgid"]))
     if record.get("state") != ServerState.READY.value or not alive:
         raise ServerExited(f"the server of this run is not running (state: {record.get('state')}); "
@@ -519,3 +577,21 @@ def _accepts(url: str) -> bool:
         return False
     except OSError:
         return True
+
+
+def _answering(record: dict[str, Any], run_dir: RunDir) -> dict[str, Any]:
+    """An external server's record while it answers its health path (it is someone else's: whether it runs is
+    asked of it, not of a process); ServerExited when it does not."""
+    url = str(record["url"])
+    adapter = get_adapter(str(record["engine"]))
+    if record.get("state") == ServerState.READY.value:
+        try:
+            with httpx.Client(timeout=10.0, trust_env=uses_proxy(url)) as client:
+                status, _ = bounded.get(client, url + adapter.health_path, deadline_s=10.0)
+            if status < 500:
+                return record
+        except httpx.TransportError:
+            pass
+    raise ServerExited(f"the server at {url} (not started by ninferkit) does not answer {adapter.health_path} "
+                       f"(state: {record.get('state')}); start it again, or check its address", url=url,
+                       log_path=Path(record["log"]) if record.get("log") else None)

@@ -214,5 +214,13 @@ def from_log_file(kind: str, path: Path, setting: Setting, rule: PoolRule) -> Ob
     return from_log(kind, read_log(path, "fitting the capacity formula"), setting, rule, str(path))
 
 
+def from_served(pool: Mapping[str, Any], setting: Setting, source: str, served: bool | None) -> Observation:
+    """A running server's own report of its pool (`ApiDialect.served_pool`: vLLM's /metrics, llama-server's
+    /props): the pool's size at the setting it reports, started, with no bytes (a server says none over HTTP),
+    so it bounds nothing in the fit until a log or typed terms give the memory beside it."""
+    return Observation(source, "ledger", setting_from_ledger(pool, setting), int(pool["kv_tokens"]), True,
+                       served=served, extra={"reported_by": pool.get("source")})
+
+
 def with_served(observation: Observation, served: bool) -> Observation:
     return replace(observation, served=served)

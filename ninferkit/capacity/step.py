@@ -26,7 +26,7 @@ from ninferkit.capacity.interval import Interval, intersect_all
 from ninferkit.capacity.known import KnownTerms, joined_family, known_terms, typed_family
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.limits import engine_limit_note, engine_max_pool
-from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
+from ninferkit.capacity.observations import Observation, Setting, from_log_file, from_served, with_served
 from ninferkit.capacity.search import SearchResult, budget_after_weights, search
 from ninferkit.capacity.table import cells_from
 from ninferkit.engines import get_adapter
@@ -35,7 +35,7 @@ from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
-from ninferkit.records import CapacityRecord
+from ninferkit.records import CapacityRecord, ServerRecord
 from ninferkit.runs import Run, read_json, utc_now, write_json_atomic
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
@@ -47,6 +47,8 @@ FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (wh
 
 
 def _model_file(profile: Profile) -> Path | None:
+    if profile.artifact.served:
+        return None  # the model is a running server's, on its machine
     model = planned_path(profile)
     return model if model.exists() else None
 
@@ -290,21 +292,27 @@ def _available_source(profile: Profile, result: CapacityFit, known: KnownTerms |
 def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> CapacityRecord:
     """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
     prints them, override the profile's; otherwise the profile's serve settings are assumed."""
+    return CapacityRecord.model_validate(_capacity_fields(profile, log_observations(profile, logs)))
+
+
+def log_observations(profile: Profile, logs: Sequence[str | Path]) -> list[Observation]:
+    """Each saved log's observation (none for a log with nothing to fit), at the setting it prints."""
     rule = get_adapter(profile.engine.kind).capacity_pool
     _check_concurrencies(profile, rule)
     base = Setting.from_profile(profile)
-    observations = []
-    for log in logs:
-        found = from_log_file(profile.engine.kind, Path(log), base, rule)
-        if found is not None:
-            observations.append(found)
-    return CapacityRecord.model_validate(_capacity_fields(profile, observations))
+    return [obs for log in logs if (obs := from_log_file(profile.engine.kind, Path(log), base, rule)) is not None]
 
 
 def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
-    """Gather, fit, (launch,) tabulate and write run_dir/capacity.json; returns its content."""
+    """Gather, fit, (launch,) tabulate and write run_dir/capacity.json; returns its content.
+
+    A `--url` run's server is someone else's: its observations are its log (where given) and the pool it
+    reported, and nothing is launched (capacity.fit_launches and capacity.search are refused)."""
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
+    record = run.dir.read_server()
+    if record is not None and record.external:
+        return _external_capacity(run, record)
     observations = recorded(run)
     own = _launch_step_observation(run, adapter.capacity_pool)
     if own is not None:
@@ -346,6 +354,40 @@ def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
     fields["profile_hash"] = run.profile_hash
     write_json_atomic(run.dir.capacity, fields)
     return CapacityRecord.model_validate(fields)
+
+
+def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
+    profile = run.profile
+    launching = [name for name in ("fit_launches", "search") if getattr(profile.capacity, name)]
+    if launching:
+        raise ProfileError(", ".join(f"capacity.{name}" for name in launching) + " launch servers, but this run's "
+                           f"server ({record.url}) was not started by ninferkit and none is started for it; set "
+                           "them false (-p capacity.fit_launches=false -p capacity.search=false)")
+    log = Path(record.log) if record.log else None
+    served = server.passed_checks(record.model_dump())
+    found = served_observations(profile, str(record.url), record.served_pool, [log] if log else [], served)
+    fields = _capacity_fields(profile, found)
+    fields["profile_hash"] = run.profile_hash
+    write_json_atomic(run.dir.capacity, fields)
+    return CapacityRecord.model_validate(fields)
+
+
+def served_observations(profile: Profile, url: str, pool: dict[str, Any] | None, logs: Sequence[Path],
+                        served: bool | None) -> list[Observation]:
+    """A running server's observations: each log's books (at the setting it prints) and, where it reports one
+    that no log already shows, its pool at the setting it reports (no bytes: only a log or typed terms give the
+    memory); `served` whether a real request was answered."""
+    found = log_observations(profile, logs)
+    if served is not None:
+        found = [with_served(obs, served) for obs in found]
+    if pool is not None and all(obs.kv_tokens != pool["kv_tokens"] for obs in found):
+        found.append(from_served(pool, Setting.from_profile(profile), f"{url} {pool.get('source')}", served))
+    return found
+
+
+def fit_server(profile: Profile, url: str, pool: dict[str, Any] | None, logs: Sequence[Path]) -> CapacityRecord:
+    """`capacity fit --url`: fit a running server's observations (nothing launched, no request sent)."""
+    return CapacityRecord.model_validate(_capacity_fields(profile, served_observations(profile, url, pool, logs, None)))
 
 
 def _all(run: Run, own: Observation | None) -> list[Observation]:

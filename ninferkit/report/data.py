@@ -42,7 +42,7 @@ from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, latest_outcomes, sweep_table, table_cells
 from ninferkit.sweeps.truth import rows_with_server_truth
 
-STEP_ORDER = ("setup", "verify", "launch", "sweeps", "capacity", "writeup")
+STEP_ORDER = ("setup", "verify", "attach", "launch", "sweeps", "capacity", "writeup")
 
 SETUP, VERIFY, LAUNCH, SWEEPS, CAPACITY = ("setup (00_setup)", "verify (01_artifact_verify)", "launch (02_launch)",
                                           "sweeps (03_sweeps)", "capacity (04_capacity_fit)")

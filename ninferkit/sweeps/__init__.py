@@ -61,6 +61,10 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     headers = server.auth_headers(profile)
     served_now = served(adapter, record["url"], headers)
     cells, baseline = _checked_plan(run, kinds, explicit, served_now)
+    if record.get("external") and any(map(is_spec_off, cells)):
+        raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
+                           f"this run's server ({record['url']}) is someone else's; allowed: false "
+                           "(-p sweeps.tasks.speculation_ab=false)")
     write_plan(run.dir, cells, run.profile_hash)
     outcomes = latest_outcomes(run.dir, run.profile_hash)
     pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]

@@ -148,6 +148,5 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert code == 2 and "cannot read" in err and "nothere.log" in err
     code, _, err = _run(capsys, ERRORS / "junk.log", "--profile", tmp_path / "nope.yaml")
     assert code == 2 and "does not exist" in err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["diagnose"])
-    assert exit_info.value.code == 2
+    code, _, err = _run(capsys)  # neither a log nor --url (a live server)
+    assert code == 2 and "diagnose needs a LOG, or --url URL" in err

@@ -16,10 +16,10 @@ from tests.conftest import REPO
 PACKAGE = REPO / "ninferkit"
 LAYERS = (
     {"steps", "runner", "cli", "lab", "__main__", "fleet"},
-    {"preflight", "diagnose", "setup_step", "launch_step", "sweeps", "capacity", "report", "artifact",
-     "profile_change", "interop", "deploy"},
+    {"preflight", "diagnose", "setup_step", "launch_step", "attach_step", "diagnose_server", "sweeps", "capacity",
+     "report", "artifact", "profile_change", "interop", "deploy"},
     {"server", "client", "workloads", "telemetry", "probe", "embedded", "pip_download", "latency", "model_files",
-     "agent_tools", "traces", "host_evidence", "evidence_findings", "gpu"},
+     "agent_tools", "traces", "host_evidence", "evidence_findings", "gpu", "detect_engine"},
     {"engines"},
     {"params", "runs", "records", "errors", "units", "registry", "transports", "progress", "finding", "redaction",
      "hashing", "cpu", "cache", "bounded", "plain_output", "notebook_errors", "os_errors", "prometheus_text",

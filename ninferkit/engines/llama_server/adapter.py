@@ -254,6 +254,9 @@ class LlamaServer(EngineAdapter):
         return {"ignore_eos": True}
 
     request_extensions_path = "/props"
+    owned_by = "llamacpp"  # llama-server b11434's /v1/models (tests/data/llama-server-live/)
+    metric_prefix = "llamacpp:"  # with --metrics, which the launch always passes
+    server_header = "llama.cpp"
 
     def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
         """`reasoning_effort` (read on chat: "none" turns thinking off, other values go to the chat template),
@@ -263,6 +266,27 @@ class LlamaServer(EngineAdapter):
         'previous_response_id'") and reads neither `cache_control` nor `prompt_cache_breakpoint`."""
         caps = str((served or {}).get("chat_template_caps") or "")  # printed as a Python dict
         return frozenset({"reasoning_effort", *(["tools"] if _SUPPORTS_TOOLS.search(caps) else [])})
+
+    def served_signs(self, models: Mapping[str, Any] | None, props: Mapping[str, Any] | None,
+                     metrics: str | None, server_header: str | None) -> list[str]:
+        signs = super().served_signs(models, props, metrics, server_header)
+        if props is not None and "build_info" in props and "total_slots" in props:
+            signs.append("/props has build_info and total_slots")
+        return signs
+
+    def served_version(self, props: Mapping[str, Any] | None) -> str | None:
+        build = (props or {}).get("build_info")
+        return str(build) if build else None
+
+    def served_pool(self, props: Mapping[str, Any] | None, metrics: str | None) -> dict[str, Any] | None:
+        """/props: total_slots, and each slot's context (default_generation_settings.n_ctx); the pool is their
+        product, one KV stream per slot, as the launch's ledger reads it (kv_cells x kv_streams)."""
+        slots = (props or {}).get("total_slots")
+        context = ((props or {}).get("default_generation_settings") or {}).get("n_ctx")
+        if not isinstance(slots, int) or not isinstance(context, int):
+            return None
+        return {"kv_tokens": slots * context, "max_concurrency": slots, "max_context": context,
+                "source": "/props total_slots x default_generation_settings.n_ctx"}
 
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         timings = response.get("timings")

@@ -50,6 +50,7 @@ class NInfer(EngineAdapter):
     kind = "ninfer"
     default_binary = "ninfer-serve"
     apis = frozenset({"chat", "messages", "responses"})
+    owned_by = "ninfer"  # G1's /v1/models (/work/shared/ninfer-live/g1-h200/http/http_probe.json); no /metrics
     capacity_pool = POOL
     diagnoses = DIAGNOSES
     request_error_codes = REQUEST_ERRORS

@@ -96,6 +96,8 @@ class VLLM(EngineAdapter):
     kind = "vllm"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
+    owned_by = "vllm"  # vLLM 0.26.0's /v1/models (tests/data/vllm-live/session2/http/models.json); Server: uvicorn
+    metric_prefix = "vllm:"
     capacity_pool = PoolRule(16, None, True, "auto")  # 16-token blocks shared by all sequences
     diagnoses = (
         rule("kv_cache_too_small_for_max_len",
@@ -267,6 +269,25 @@ class VLLM(EngineAdapter):
         if profile.serve.gpu_devices is not None and not profile.serve.docker:
             out["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, profile.serve.gpu_devices))
         return out
+
+    def served_pool(self, props: Mapping[str, Any] | None, metrics: str | None) -> dict[str, Any] | None:
+        """/metrics `vllm:cache_config_info`'s labels: kv_cache_size_tokens (0.26.0), else num_gpu_blocks x
+        block_size; the cache dtype where it is not `auto` (tests/data/vllm-live/session2/http/metrics_before.json)."""
+        if metrics is None:
+            return None
+        info = next((s.labels for s in samples(metrics) if s.name == "vllm:cache_config_info"), None)
+        if info is None:
+            return None
+        tokens = _int_label(info, "kv_cache_size_tokens")
+        blocks, block = _int_label(info, "num_gpu_blocks"), _int_label(info, "block_size")
+        if tokens is None and blocks is not None and block is not None:
+            tokens = blocks * block
+        if tokens is None:
+            return None
+        found: dict[str, Any] = {"kv_tokens": tokens, "source": "/metrics vllm:cache_config_info"}
+        if info.get("cache_dtype") not in (None, "auto"):
+            found["kv_dtype"] = info["cache_dtype"]
+        return found
 
     def reported_context(self, models_body: Mapping[str, Any]) -> int | None:
         data = models_body.get("data") or [{}]
@@ -538,3 +559,9 @@ def metrics_deltas(before: str, after: str) -> dict[str, Any]:
 
 
 Adapter = VLLM
+
+
+def _int_label(labels: Mapping[str, str], name: str) -> int | None:
+    """A label holding a whole number ("None" and other text: not given)."""
+    value = labels.get(name, "")
+    return int(value) if value.isdigit() else None
