@@ -1,7 +1,8 @@
 """What a NInfer log says went wrong: memory refusals as exact numbers, and every known failure with its fix.
 
 The field reports' error tables come first (seed 000 §1.7, seed 003), then the engine's own errors
-(IF §3), checked against the live capture (ninfer-live/g1-h200/startup-errors). Startup failures
+(IF §3), checked against the live capture (ninfer-live/g1-h200/startup-errors), and the TP2 forks' refusals
+from their own source (tests/data/ninfer-tp2/refusals.json names the repo, path and commit of each). Startup failures
 come before request errors: they end the process. Each fix names the profile field to change, and
 the numbers the log gives (a refusal's byte counts, the context limit of a rejected prompt).
 """
@@ -201,8 +202,8 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
           "({detail}): over direct P2P (when the driver offers it) and then through host-staged copies too, so the "
           "pair cannot move data correctly and the engine refuses to serve",
           _PAIR_CHECK + "; a translated IOMMU (/sys/bus/pci/devices/<bus id>/iommu_group/type reads DMA or DMA-FQ) "
-          "is where the fork saw V100s drop DMA writes (its source says so): boot with iommu=pt; the same refusal after that is "
-          "the driver (reinstall nvidia-driver-580-server) or the hardware of the pair"),
+          "is where the fork saw V100s drop DMA writes (its source says so): boot with iommu=pt; the same refusal "
+          "after that is the driver (reinstall nvidia-driver-580-server) or the hardware of the pair"),
     rule("tp_peer_startup_failed", r"peer transport startup: (?P<operation>[^:\n]+): (?P<error>cuda\w+): "
           r"(?P<text>[^\n]*)",
           "a CUDA call of the TP2 engine's startup check of its two GPUs failed ({operation}: {error}, {text})",
