@@ -27,7 +27,14 @@ from ninferkit.engines.ninfer import logs
 from ninferkit.engines.ninfer.auto_room import kv_auto_findings
 from ninferkit.engines.ninfer.builds import Build, detect_build, known_builds, lookup
 from ninferkit.engines.ninfer.describe import describe
-from ninferkit.engines.ninfer.diagnoses import CONTAINER_REFUSALS, DIAGNOSES, REQUEST_ERRORS, parse_refusal, pin_advice
+from ninferkit.engines.ninfer.diagnoses import (
+    CONTAINER_REFUSALS,
+    DIAGNOSES,
+    REQUEST_ERRORS,
+    parse_refusal,
+    pin_advice,
+    tensor_parallel_advice,
+)
 from ninferkit.engines.ninfer.docker import docker_files
 from ninferkit.engines.ninfer.flags import POOL, argv_flags, check, field_of, queue_trap
 from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
@@ -232,10 +239,11 @@ class NInfer(EngineAdapter):
         return logs.parse_request_done(line)
 
     def advise(self, code: str, fix: str, profile: Profile) -> str:
-        """A container refusal names the revision to pin from the profile (as `verify` does)."""
+        """A container refusal names the revision to pin from the profile (as `verify` does); a TP2 refusal the
+        profile's pair of GPUs."""
         if code in CONTAINER_REFUSALS:
             return pin_advice(profile, self.accepted_container_versions(profile)) or fix
-        return fix
+        return tensor_parallel_advice(code, fix, profile) or fix
 
     def describe_log(self, log_text: str, profile: Profile | None = None) -> dict[str, Any]:
         """The log's build is compared with the profile's where the table names one (engine.fork)."""

@@ -1,7 +1,8 @@
 """What a NInfer log says went wrong: memory refusals as exact numbers, and every known failure with its fix.
 
 The field reports' error tables come first (seed 000 §1.7, seed 003), then the engine's own errors
-(IF §3), checked against the live capture (ninfer-live/g1-h200/startup-errors). Startup failures
+(IF §3), checked against the live capture (ninfer-live/g1-h200/startup-errors), and the TP2 forks' refusals
+from their own source (tests/data/ninfer-tp2/refusals.json names the repo, path and commit of each). Startup failures
 come before request errors: they end the process. Each fix names the profile field to change, and
 the numbers the log gives (a refusal's byte counts, the context limit of a rejected prompt).
 """
@@ -125,6 +126,9 @@ _ARTIFACT_PIN = ("pin artifact.revision to the hub commit whose file has the con
                  "(artifact.container_revisions lists them per version) and run `ninferkit verify PROFILE`, "
                  "which reads the header before anything launches")
 
+_PAIR_CHECK = ("check the pair before the engine: `nvidia-smi topo -m` must show NV# between the two GPUs of "
+               "serve.gpu_devices (`ninferkit probe --profile PROFILE` checks the NVLink of each pair, finding "
+               "tensor_parallel_without_nvlink, and reads the kernel log for their Xid errors)")
 UNKNOWN_ARGUMENT = r"unknown argument: (?P<arg>\S+)"
 """A build refusing an option it does not have (live: startup-errors/unknown_flag.log)."""
 
@@ -192,6 +196,54 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
           "this build requires compute capability {cc}; the GPU is another architecture",
           "use the fork built for this GPU (engine.fork; sm_70 V100, sm_86 RTX 3090, sm_120 RTX 50xx) and set "
           "gpu.arch to it"),
+    # -- tensor parallel: the TP2 forks' own refusals (tests/data/ninfer-tp2/refusals.json) ------------
+    rule("tp_peer_copy_corrupt", r"peer transport startup: host-staged validation failed: (?P<detail>[^\n]*)",
+          "the TP2 engine's startup self-check copied a known pattern between its two GPUs and got other bytes back "
+          "({detail}): over direct P2P (when the driver offers it) and then through host-staged copies too, so the "
+          "pair cannot move data correctly and the engine refuses to serve",
+          _PAIR_CHECK + "; a translated IOMMU (/sys/bus/pci/devices/<bus id>/iommu_group/type reads DMA or DMA-FQ) "
+          "is where the fork saw V100s drop DMA writes (its source says so): boot with iommu=pt; the same refusal "
+          "after that is the driver (reinstall nvidia-driver-580-server) or the hardware of the pair"),
+    rule("tp_peer_startup_failed", r"peer transport startup: (?P<operation>[^:\n]+): (?P<error>cuda\w+): "
+          r"(?P<text>[^\n]*)",
+          "a CUDA call of the TP2 engine's startup check of its two GPUs failed ({operation}: {error}, {text})",
+          "both GPUs of serve.gpu_devices must be visible to the engine (CUDA_VISIBLE_DEVICES, or the container's "
+          "--gpus, names both), idle and healthy (`nvidia-smi`); " + _PAIR_CHECK),
+    rule("tp_devices_mismatch", r"(?P<what>--devices must list exactly --tp device ids|--devices must list 1 or 2 "
+          r"device ids|--tp 2 requires (?:an explicit --devices list|--devices A,B)|EngineOptions\.devices size "
+          r"must equal tp|ExecutionContext requires distinct device ids, got device \d+ twice)",
+          "the device list does not match the tensor-parallel width ({what}): the engine takes one GPU per rank, "
+          "--tp 2 --devices A,B with A and B two different GPUs",
+          "list exactly serve.tensor_parallel different GPU indices in serve.gpu_devices (seed 004: tensor_parallel: "
+          "2, gpu_devices: [0, 1], two GPUs joined by NVLink to each other), and leave --tp, --devices and --device "
+          "out of serve.extra_args: the profile writes them"),
+    rule("tp_primary_device_conflict", r"--device and --devices disagree on the (?:primary|rank 0) device",
+          "--device names another GPU than the first of --devices (rank 0, which admits and samples)",
+          "remove --device from serve.extra_args: at tensor parallel the first index of serve.gpu_devices is rank 0 "
+          "(ninferkit writes --device only without tensor parallel)"),
+    rule("tp_mixed_gpus", r"ExecutionContext requires all devices to share the same compute capability \(device "
+          r"(?P<first>\d+) is (?P<first_arch>sm_\d+), device (?P<second>\d+) is (?P<second_arch>sm_\d+)\)",
+          "the two GPUs are different architectures (GPU {first} is {first_arch}, GPU {second} is {second_arch}); "
+          "a TP2 engine splits one model over two GPUs of one compute capability",
+          "name two GPUs of the same model in serve.gpu_devices (`nvidia-smi --query-gpu=index,name,compute_cap "
+          "--format=csv` lists them), of the architecture the build is for (engine.build.cuda_arch)"),
+    rule("tp_unsupported", r"(?P<what>--tp 2 does not support the DFlash speculative backend|tensor-parallel "
+          r"execution supports ordinary, MTP and DFlash2 generation and causal scoring only \(no DFlash\))",
+          "this TP2 build has no tensor-parallel DFlash ({what})",
+          "set serve.spec.method to mtp (the fork's own advice: --tp 1, --spec mtp or --spec none), or "
+          "serve.tensor_parallel to 1"),
+    rule("tp_unsupported", r"(?P<what>--tp 2 does not support Vision in this build)",
+          "this TP2 build has no tensor-parallel Vision ({what})",
+          "set serve.vision to false, or serve.tensor_parallel to 1"),
+    rule("tp_unsupported", r"(?P<what>tensor-parallel DFlash2 requires the optimized proposal head)",
+          "{what}: the DFlash2 drafter runs whole on rank 0", "set serve.spec.lm_head_draft to true"),
+    rule("tp_unsupported", r"(?P<what>tensor-parallel attention supports only bf16 and int8 KV caches)",
+          "{what}: the KV dtype asked for has no tensor-parallel attention in this build",
+          "set serve.kv.dtype to int8 (seed 004's launcher default) or bf16"),
+    rule("tp_unsupported", r"(?P<what>tensor-parallel execution requires Host state slots and Host KV capacity of 0|"
+          r"--host-state-slots must be 0 with --tp 2|--host-kv-mib must be 0 with --tp 2)",
+          "{what}: rank 1's KV pages and states have no host tier, so a tensor-parallel server keeps none",
+          "remove --host-state-slots and --host-kv-mib from serve.extra_args (at --tp 2 both default to 0)"),
     # -- memory (IF §3.1, capacity-model.md §1.4): the numbers come from the refusal itself --------
     rule("insufficient_memory", r"(?:minimum Engine runtime reservation requires|automatic KV headroom"
           r"(?:/slack floor)? requires)",
@@ -308,3 +360,37 @@ def pin_advice(profile: Profile, accepted: frozenset[int] | None) -> str | None:
     return (f"pin artifact.revision to {revision[:12]} (container v{version}, artifact.container_revisions; this "
             "build reads v" + ", v".join(str(v) for v in sorted(accepted or ())) + "), then `ninferkit verify "
             "PROFILE`, which reads the header before anything launches")
+
+
+PAIR_CODES = frozenset({"tp_peer_copy_corrupt", "tp_peer_startup_failed"})
+DEVICE_LIST_CODES = frozenset({"tp_devices_mismatch", "tp_primary_device_conflict"})
+_DEVICE_FLAGS = ("--tp", "--devices", "--device")
+
+
+def tensor_parallel_advice(code: str, fix: str, profile: Profile) -> str | None:
+    """A TP2 refusal's fix with the profile's pair: the GPUs a self-check failure is about, and whether the profile's
+    serve.tensor_parallel and serve.gpu_devices agree (then the engine's flags came from serve.extra_args or from a
+    command line of its own). None for the other codes."""
+    serve = profile.serve
+    parallel, devices = serve.tensor_parallel_size(), serve.gpu_devices
+    if code in PAIR_CODES:
+        pair = (f"GPUs {' and '.join(map(str, devices))} (serve.gpu_devices)" if devices else
+                f"the first {parallel} GPUs (serve.gpu_devices is unset)")
+        return f"{fix}; this profile's pair is {pair}"
+    if code not in DEVICE_LIST_CODES:
+        return None
+    given = [arg for arg in serve.extra_args if arg in _DEVICE_FLAGS]
+    if devices is None and parallel == 1:
+        writes = "no device flag"
+    elif devices is not None and parallel == 1 and len(devices) == 1:
+        writes = f"--device {devices[0]}"
+    elif devices is not None and len(devices) == parallel and len(set(devices)) == parallel:
+        writes = f"--tp {parallel} --devices {','.join(map(str, devices))}"
+    else:
+        return (f"{fix}; this profile has serve.tensor_parallel {parallel} and serve.gpu_devices {devices}, which do "
+                "not agree")
+    where = (f"serve.extra_args adds {' '.join(given)}: remove it" if given else
+             "the engine was started with other flags than this profile's (`ninferkit launch PROFILE --dry-run` prints "
+             "the profile's command)")
+    return (f"the profile's serve.tensor_parallel {parallel} and serve.gpu_devices {devices} agree (ninferkit writes "
+            f"{writes} from them), so {where}")
