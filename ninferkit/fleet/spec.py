@@ -19,7 +19,7 @@ from ninferkit import preflight
 from ninferkit.errors import ProfileError
 from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.params.base import Section
-from ninferkit.params.load import field_problems, parse_yaml, read_profile_text, refuse_control_text
+from ninferkit.params.load import field_problems, read_yaml_mapping, refuse_control_text
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GRES = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.-]+:[1-9][0-9]*$")
@@ -137,12 +137,7 @@ def load_fleet(path: str | Path, overrides: list[str] | tuple[str, ...] = (), ro
     not pass its own preflight, before anything is written. Profile paths are relative to `root` (the
     checkout: the current directory by default) and may not leave it."""
     source = Path(path)
-    if not source.is_file():
-        raise ProfileError(f"fleet file {source} does not exist; fleet files live in params/fleets/*.yaml")
-    text = read_profile_text(source)
-    data = parse_yaml(text, str(source))
-    if not isinstance(data, dict):
-        raise ProfileError(f"{source}: a fleet file is a YAML mapping with name, state_dir and hosts")
+    _, data = read_yaml_mapping(source, "fleet file", "params/fleets/*.yaml", "name, state_dir and hosts")
     refuse_control_text(data, str(source))
     try:
         spec = FleetFile.model_validate(data)

@@ -55,18 +55,25 @@ def profile_hash(profile: Profile) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+def read_yaml_mapping(source: Path, kind: str, home: str, keys: str) -> tuple[str, dict[str, Any]]:
+    """The text and the mapping of a YAML file ninferkit reads as one of its own (a profile, a fleet file), with
+    the checks both need before their schema: ProfileError when it is missing, not text or not a mapping."""
+    if not source.is_file():
+        raise ProfileError(f"{kind} {source} does not exist; {kind}s live in {home}")
+    text = read_profile_text(source)
+    data = parse_yaml(text, str(source))
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: a {kind} is a YAML mapping with {keys}")
+    return text, data
+
+
 def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfile:
     """Read, override and validate a profile; raise ProfileError listing every bad field.
 
     Example: ``load_profile("params/local-cpu.yaml", ["serve.max_context=8192"])``.
     """
     source = Path(path)
-    if not source.is_file():
-        raise ProfileError(f"profile {source} does not exist; profiles live in params/*.yaml")
-    text = read_profile_text(source)
-    data = parse_yaml(text, str(source))
-    if not isinstance(data, dict):
-        raise ProfileError(f"{source}: a profile is a YAML mapping with at least name, engine, artifact")
+    text, data = read_yaml_mapping(source, "profile", "params/*.yaml", "at least name, engine, artifact")
     overrides = tuple(overrides)
     for item in overrides:
         apply_override(data, item)
