@@ -210,8 +210,7 @@ def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version
     checks = acceptance_checks(profile, adapter, url)
     record["checks"] = [asdict(check) for check in checks]
     if log is not None:
-        text = bounded.read_file(log, bounded.LOG_FILE_BYTES, "reading the server's log").decode(errors="replace")
-        record["ledger"] = adapter.parse_ledger(text)
+        record["ledger"] = adapter.parse_ledger(bounded.read_log(log, "reading the server's log for its ledger"))
     failed = [check.name for check in checks if not check.ok]
     if failed:
         record.update(state=ServerState.FAILED.value, error=f"acceptance checks failed: {', '.join(failed)}")

@@ -288,14 +288,16 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
 
 def _diagnosis(run_dir: Path, step: str) -> str | None:
     """The server log's verdict where the failing step had a server (launch, sweeps, capacity); None without a log."""
-    log = run_dir / "logs" / "server.log"
+    log = RunDir(run_dir).server_log
     if step not in ("launch", "sweeps", "capacity") or not log.exists():
         return None
+    from ninferkit.bounded import read_log
     from ninferkit.diagnose import diagnose
     from ninferkit.params import validate_profile
 
     try:
-        report = diagnose(log.read_text(errors="replace"), validate_profile(RunDir(run_dir).read_manifest().profile))
+        report = diagnose(read_log(log, "diagnosing the failed task's server log"),
+                          validate_profile(RunDir(run_dir).read_manifest().profile))
     except NinferkitError as exc:
         return f"the server log {log} could not be diagnosed: {exc}"
     errors = report.get("errors") or []
