@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name} stopped" if deployment.stop(profile) else f"{name} was not running")
         return 0
     if args.dry_run:
-        print(deployment.describe(*deployment.plan(profile)), end="")
+        print(deployment.describe(profile), end="")
         return 0
     record = deployment.deploy(loaded, folder=Path(args.dir) if args.dir else None, from_run=args.from_run,
                                boot_unit=not args.no_boot_unit)

@@ -55,11 +55,20 @@ def load_for_run(run: Run, from_capacity: bool = False) -> LoadedProfile:
     return load(run.loaded.source, run.loaded.overrides, run.dir.path if from_capacity else None)
 
 
-def describe(mode: Mode, planned: Plan) -> str:
-    """What a deployment would run and write, as `deploy --dry-run` prints it."""
+def describe(profile: Profile) -> str:
+    """What a deployment would run and write, as `deploy --dry-run` prints it: the command the deployment would
+    run, decided from the model file where it is here (llama.cpp's repacking on an AMX CPU reads its weight type),
+    and said so where it is not yet."""
+    mode, planned = plan(profile)
     head = (shlex.join(planned.argv) if mode.name == "docker"
             else f"# {mode.name} unit {planned.name}.service runs: {shlex.join(planned.argv)}")
-    return head + "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items()) + "\n"
+    text = head + "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items()) + "\n"
+    model = planned_path(profile)
+    if not model.exists():
+        text += (f"\n# {model.name} is not here yet (`ninferkit verify` puts it there, and deploy needs it): what the "
+                 "command reads from the model (llama.cpp's --no-repack on an AMX CPU, vLLM's KV bytes) is decided "
+                 "once it is\n")
+    return text
 
 
 def plan(profile: Profile, binary: Path | None = None) -> tuple[Mode, Plan]:

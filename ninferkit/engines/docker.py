@@ -92,7 +92,7 @@ def _container(profile: Profile, adapter: Launcher, model_path: Path,
     inner.update(host="0.0.0.0", port=inside, gpu_devices=renumbered)
     inner_profile = profile.model_copy(update={"serve": serve.model_copy(update=inner)})
     binary = profile.engine.binary or adapter.default_binary
-    engine_argv = adapter.argv(inner_profile, MODELS / model_path.name, Path(binary))
+    engine_argv = adapter.argv(inner_profile, model_path.absolute(), Path(binary), served_as=MODELS / model_path.name)
     hidden = adapter.redact(engine_argv, mask=_SECRET)
     if secret is None or hidden == engine_argv:
         return options, image, engine_argv, None

@@ -24,8 +24,12 @@ class Launcher(EnginePart):
         """The engine executable for a native launch (may build or locate it)."""
         raise NotImplementedError
 
-    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
-        """The exact command line, as a list; never a shell string."""
+    def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
+        """The exact command line, as a list; never a shell string.
+
+        `model_path` is the model on this machine, read for what the command line depends on (llama.cpp's weight
+        type, vLLM's config.json); `served_as` is the path the engine is given where it sees the model elsewhere
+        (the model folder mounted in a container), so a deployment decides as a launch does."""
         raise NotImplementedError
 
     def env(self, profile: Profile) -> dict[str, str]:

@@ -1,6 +1,9 @@
 """The AMX rule on the real embedded model (SmolLM2's Q4_1 file, fetched through pip): its weight type is read
-from the file, the setup finding says why, and the launch adds --no-repack on a CPU with AMX flags (passed in,
-never read from this machine). The rule itself and the crash diagnosis: tests/unit/test_llama_amx_repack.py."""
+from the file, the setup finding says why, and every start of llama-server adds --no-repack on a CPU with AMX
+flags. The CPU is a recorded one, never this machine's, so both paths run on every machine: the device machine's
+Xeon with AMX (tests/data/ninfer_live/g1-h200-2x120k/run/probe.json, its setup step's probe) and this project's
+2-core CI Xeon without (tests/data/run_dirs/embedded-spec-ab/probe.json). The rule itself and the crash
+diagnosis: tests/unit/test_llama_amx_repack.py."""
 
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ import pytest
 from ninferkit import probe, server
 from ninferkit.artifact import model_path, planned_path, verify
 from ninferkit.cpu import HostCPU, host_cpu
+from ninferkit.deploy import service
 from ninferkit.engines import get_adapter
-from ninferkit.engines.llama_server import adapter as llama_adapter
-from ninferkit.engines.llama_server.amx import file_type, repack_hazard
+from ninferkit.engines.llama_server import amx
+from ninferkit.engines.llama_server.amx import file_type, repack_argv, repack_hazard
 from ninferkit.params import load_profile
 from ninferkit.records import ProbeFacts
 from ninferkit.runs import open_run
@@ -52,15 +56,45 @@ def test_an_amx_cpu_with_q4_1_weights_is_the_hazard(smollm2: Path) -> None:
     assert repack_hazard(ninfer, smollm2, AMX) is None  # another engine: not llama.cpp's CPU backend
 
 
-@pytest.mark.parametrize(("flags", "expected"), [(AMX, True), (NO_AMX, False)])
-def test_the_launch_adds_no_repack_on_an_amx_cpu(smollm2: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 flags: frozenset[str], expected: bool) -> None:
-    # the one stand-in: this machine's CPU, replaced by one with (or without) AMX's flags
-    monkeypatch.setattr(llama_adapter, "host_cpu", lambda: HostCPU("stand-in", flags))
-    profile = load_profile(LOCAL_CPU).profile
-    argv = ADAPTER.argv(profile, smollm2, Path("llama-server"))
-    assert ("--no-repack" in argv) is expected
-    assert argv.count("--no-repack") <= 1
+RECORDED_CPUS = {"amx-xeon": DATA / "ninfer_live" / "g1-h200-2x120k" / "run" / "probe.json",
+                 "ci-xeon-no-amx": DATA / "run_dirs" / "embedded-spec-ab" / "probe.json"}
+
+
+def recorded_cpu(probe_json: Path) -> HostCPU:
+    """A CPU as a setup step recorded it: its model and the flags the repacking rule reads."""
+    cpu = ProbeFacts.model_validate(json.loads(probe_json.read_text())["facts"]).cpu
+    return HostCPU(cpu.model, frozenset([*(cpu.amx or ()), *(["avx512f"] if cpu.avx512f else [])]))
+
+
+def starts_of_llama_server(overrides: list[str] = []) -> dict[str, list[str]]:  # noqa: B006 (never mutated)
+    """Every way ninferkit starts llama-server, as the argv each would run: the launch (and with it the capacity
+    launches and a fleet task's, which run the launch's argv with their own pool), the speculation A/B's second
+    server, and a deployment in either mode (a container's engine argv sits after the image)."""
+    launch = load_profile(LOCAL_CPU, overrides).profile
+    spec_off = load_profile(LOCAL_CPU, [*overrides, "serve.spec={}"]).profile
+    docker = service.load(LOCAL_CPU, [*overrides, "serve.docker=true", "engine.docker_image=llama-cpu:test"]).profile
+    systemd = service.load(LOCAL_CPU, [*overrides, "deploy.mode=systemd"]).profile
+    return {"launch": server.planned_argv(launch), "speculation off": server.planned_argv(spec_off),
+            "capacity launch": server.planned_argv(load_profile(LOCAL_CPU, [*overrides, "serve.kv.capacity=2048"])
+                                                   .profile),
+            "deploy docker": service.plan(docker)[1].argv, "deploy systemd": service.plan(systemd)[1].argv}
+
+
+@pytest.mark.parametrize("cpu", sorted(RECORDED_CPUS))
+def test_every_start_takes_the_same_repacking_decision(smollm2: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       cpu: str) -> None:
+    recorded = recorded_cpu(RECORDED_CPUS[cpu])
+    # the one stand-in: this machine's CPU, replaced by a recorded one, where the decision reads it
+    monkeypatch.setattr(amx, "host_cpu", lambda: recorded)
+    expected = bool(recorded.flags & amx.AMX_FLAGS)
+    assert repack_argv(load_profile(LOCAL_CPU).profile, smollm2) == (["--no-repack"] if expected else [])
+    for start, argv in starts_of_llama_server().items():
+        assert argv.count("--no-repack") == (1 if expected else 0), start
+    docker = starts_of_llama_server()["deploy docker"]
+    assert docker[docker.index("llama-cpu:test") + 1:][:3] == ["llama-server", "-m",
+                                                               "/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
+    for start, argv in starts_of_llama_server(["serve.extra_args=[--repack]"]).items():
+        assert "--no-repack" not in argv and argv.count("--repack") == 1, start  # the profile decided
 
 
 def test_the_setup_finding_says_why(smollm2: Path) -> None:
@@ -83,6 +117,6 @@ def test_the_setup_finding_says_why(smollm2: Path) -> None:
 
 
 def test_the_embedded_default_dry_run_on_this_machine_follows_its_flags(smollm2: Path) -> None:
-    argv = server.planned_argv(load_profile(LOCAL_CPU).profile)
-    has_amx = bool(host_cpu().flags & {"amx_tile", "amx_int8", "amx_bf16"})
-    assert ("--no-repack" in argv) is has_amx
+    has_amx = bool(host_cpu().flags & amx.AMX_FLAGS)
+    for start, argv in starts_of_llama_server().items():
+        assert ("--no-repack" in argv) is has_amx, start

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ninferkit.engines.llama_server.amx import repack_argv
 from ninferkit.model_files import model_path
 from ninferkit.params import load_profile
 from tests.conftest import LOCAL_CPU, REPO, free_port
@@ -38,9 +39,13 @@ def hand_started(tmp_path_factory: pytest.TempPathFactory, llama_server: Path) -
     (folder / "key").write_text(KEY + "\n")
     port = free_port()
     log = folder / "server.log"
-    argv = [str(llama_server), "-m", str(model_path(load_profile(LOCAL_CPU).profile)), "--alias", "smol-by-hand",
+    profile = load_profile(LOCAL_CPU).profile
+    model = model_path(profile)
+    # A person on an AMX CPU adds --no-repack as ninferkit's setup finding tells them; the test takes the same
+    # decision from the one place every start of llama-server takes it, so it holds on any x86-64 CPU.
+    argv = [str(llama_server), "-m", str(model), "--alias", "smol-by-hand",
             "--host", "127.0.0.1", "--port", str(port), "-c", "4096", "-np", "2", "--metrics", "-t", "1",
-            "--api-key-file", str(folder / "key")]
+            "--api-key-file", str(folder / "key"), *repack_argv(profile, model)]
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

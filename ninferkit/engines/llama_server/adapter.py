@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.cpu import host_cpu
 from ninferkit.embedded import build_dir, llama_server_binary
 from ninferkit.engines.api_dialect import llama_cpp_timings
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
-from ninferkit.engines.llama_server.amx import NO_REPACK, repack_finding, repack_hazard
+from ninferkit.engines.llama_server.amx import repack_argv, repack_finding
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.kv_layout import (
     LLAMA_CPP_CACHE_TYPES,
@@ -179,13 +178,13 @@ class LlamaServer(EngineAdapter):
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.built)
 
-    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+    def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
         serve = serve_of(profile, Serve)
         if serve.kv.capacity == "auto":
             raise ProfileError("serve.kv.capacity = 'auto': llama-server has no automatic KV sizing; "
                                "allowed: a token count or null (max_context x max_concurrency)")
         pool = serve.kv.capacity or serve.max_context * serve.max_concurrency
-        argv = [str(binary), "-m", str(model_path), "--host", serve.host, "--port", str(serve.port)]
+        argv = [str(binary), "-m", str(served_as or model_path), "--host", serve.host, "--port", str(serve.port)]
         if serve.model_id is not None:
             argv += ["--alias", serve.model_id]
         argv += ["-c", str(pool), "-np", str(serve.max_concurrency), "--metrics", "-lv", LOG_VERBOSITY]
@@ -207,9 +206,7 @@ class LlamaServer(EngineAdapter):
         if profile.engine.built.backend == "cuda":
             argv += ["-ngl", "999"]
         argv += spec_argv(serve.spec, self._help(profile, binary), binary.name)
-        hazard = repack_hazard(profile, model_path, host_cpu().flags)
-        if hazard is not None and hazard.file_type is not None:
-            argv.append(NO_REPACK)  # the setup step's amx_weight_repacking finding says why
+        argv += repack_argv(profile, model_path)  # the setup step's amx_weight_repacking finding says why
         return argv + list(serve.extra_args)
 
     def _help(self, profile: Profile, binary: Path) -> BinaryHelp | None:

