@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ninferkit.cache import cache_dir
-from ninferkit.embedded import generate_model, model_file_name
+from ninferkit.engines.llama_server.embedded import generate_model, model_file_name
 from ninferkit.errors import ArtifactError, ProfileError
 from ninferkit.params.profile import Profile, url_file_name
 

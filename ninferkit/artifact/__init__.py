@@ -13,10 +13,10 @@ from ninferkit.artifact.compat import check_container_compatibility
 from ninferkit.artifact.container import ContainerInfo, read_container
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.source import ArtifactSource, UnpinnedArtifactWarning, check_pin, resolve_source
-from ninferkit.artifact.step import describe, verification_table, verify
 from ninferkit.artifact.verify import FileReport, verify_file
-from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.model_files import local_dir, model_path, planned_path
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
+from ninferkit.steps.verify import describe, verification_table, verify
 
 __all__ = [
     "ArtifactSource",

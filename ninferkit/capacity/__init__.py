@@ -12,7 +12,7 @@ The engine adapter gives b from the model (`kv_layout`, engines/<kind>/kv_layout
 from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
-from ninferkit.capacity.step import (
+from ninferkit.steps.capacity import (
     capacity,
     fit_logs,
     fit_observations,

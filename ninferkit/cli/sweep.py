@@ -29,9 +29,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.attach_step import open_url_run
     from ninferkit.errors import BadInput
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.attach import open_url_run
     from ninferkit.sweeps import plan, serving, sweeps
 
     say = say_for(args)

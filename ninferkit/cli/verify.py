@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.artifact import describe, verify
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
 
     if (args.profile is None) == (args.file is None):
         raise ProfileError("give either a PROFILE or --file PATH (not both, not neither)")

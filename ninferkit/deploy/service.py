@@ -30,9 +30,9 @@ from ninferkit.model_files import model_path, planned_path
 from ninferkit.params import load_profile
 from ninferkit.params.load import LoadedProfile
 from ninferkit.params.profile import Profile
-from ninferkit.records import AcceptanceCheck, DeployRecord
-from ninferkit.runs import Run, utc_now, write_record, write_text_atomic
-from ninferkit.server import acceptance_checks, api_key, auth_headers
+from ninferkit.rundir.records import AcceptanceCheck, DeployRecord
+from ninferkit.rundir.runs import Run, utc_now, write_record, write_text_atomic
+from ninferkit.server.process import acceptance_checks, api_key, auth_headers
 from ninferkit.transports import uses_proxy
 
 RECORD = "deploy.json"

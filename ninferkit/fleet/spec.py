@@ -15,11 +15,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ninferkit import preflight
 from ninferkit.errors import ProfileError
 from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.params.base import Section
 from ninferkit.params.load import field_problems, read_yaml_mapping, refuse_control_text
+from ninferkit.steps import preflight
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GRES = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.-]+:[1-9][0-9]*$")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ninferkit.interop.base import MS, Cell
-from ninferkit.latency import METRICS, peak_in_flight, requests_per_s, samples, wall_s
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import METRICS, peak_in_flight, requests_per_s, samples, wall_s
+from ninferkit.rundir.records import RequestRow
 
 STATS = ("mean", "median", "std", "p90", "p99")
 

@@ -9,10 +9,10 @@ from collections import defaultdict
 
 from ninferkit.interop.base import Cell
 from ninferkit.interop.stats import latency_blocks
-from ninferkit.records import RequestRow
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Bullets, Paragraph, Section, Table
 from ninferkit.report.fmt import number
+from ninferkit.rundir.records import RequestRow
 
 SHOWN_AGGREGATES = 60
 """At most this many of the tool's aggregates are tabled (a vLLM file has a set per cell); imported.json has all."""

@@ -23,13 +23,16 @@ from typing import Any
 
 import httpx
 
-from ninferkit import bounded, server
+from ninferkit import bounded
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
+from ninferkit.measure.telemetry import Telemetry
+from ninferkit.measure.workloads import Tokenizer
 from ninferkit.progress import Progress, track
-from ninferkit.records import CellEntry
-from ninferkit.runs import Run, RunDir
+from ninferkit.rundir.records import CellEntry
+from ninferkit.rundir.runs import Run, RunDir
+from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
@@ -37,9 +40,7 @@ from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
 from ninferkit.sweeps.truth import record_log_truth
-from ninferkit.telemetry import Telemetry
 from ninferkit.transports import uses_proxy
-from ninferkit.workloads import Tokenizer
 
 FINISHED = ("done", "skipped")
 

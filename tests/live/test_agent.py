@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.embedded import llama_cpp_source
-from ninferkit.runs import Run, open_run, read_jsonl
+from ninferkit import steps
+from ninferkit.engines.llama_server.embedded import llama_cpp_source
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
 from ninferkit.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ninferkit.artifact import verify
 from ninferkit.params import load_profile
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
 from tests.conftest import LOCAL_CPU
 
 

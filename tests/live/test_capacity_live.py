@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.artifact import model_path
 from ninferkit.capacity import capacity
 from ninferkit.capacity.interval import Interval
@@ -29,7 +29,8 @@ from ninferkit.capacity.observations import Observation
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server.kv_layout import gguf_metadata, llama_cpp_kv_layout
 from ninferkit.errors import ProfileError
-from ninferkit.runs import Run, open_run, read_json
+from ninferkit.rundir.runs import Run, open_run, read_json
+from ninferkit.server import process as server
 from tests.conftest import GENERATED_CPU, free_port
 
 BUDGET = 128 * 2**20

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from ninferkit.client import RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
-from ninferkit.runs import Run
+from ninferkit.measure.client import RequestSpec, StreamingClient
+from ninferkit.rundir.runs import Run
 
 ADAPTER = get_adapter("llama_server")
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]

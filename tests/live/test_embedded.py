@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from ninferkit.embedded import (
+from ninferkit.engines.llama_server.embedded import (
     LLAMA_CPP_BUILD_NUMBER,
     LLAMA_CPP_COMMIT,
     build_llama_cpp,

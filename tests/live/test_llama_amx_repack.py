@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import probe, server
 from ninferkit.artifact import model_path, planned_path, verify
-from ninferkit.cpu import HostCPU, host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server import adapter as llama_adapter
 from ninferkit.engines.llama_server.amx import file_type, repack_hazard
+from ninferkit.host.cpu import HostCPU, host_cpu
 from ninferkit.params import load_profile
-from ninferkit.records import ProbeFacts
-from ninferkit.runs import open_run
+from ninferkit.rundir.records import ProbeFacts
+from ninferkit.rundir.runs import open_run
+from ninferkit.server import process as server
+from ninferkit.steps import probe
 from tests.conftest import DATA, LOCAL_CPU, REPO
 
 GENERATED = DATA / "profiles" / "generated-cpu.yaml"

@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ninferkit.agent_tools import TOOLS, calculate, messages_tools, read_file, run_call, search_document
-from ninferkit.client import Reply, StreamedCall
 from ninferkit.engines import get_adapter
-from ninferkit.runs import open_run
+from ninferkit.measure.agent_tools import TOOLS, calculate, messages_tools, read_file, run_call, search_document
+from ninferkit.measure.client import Reply, StreamedCall
+from ninferkit.measure.workloads import document
+from ninferkit.rundir.runs import open_run
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.kinds.agent import _sent_back
 from ninferkit.sweeps.plan import build_plan
-from ninferkit.workloads import document
 from tests.conftest import LOCAL_CPU, REPO
 
 LIVE_G1 = ["engine.fork=ziworkslab/ninfer-3090-ubuntu", "engine.version=null"]

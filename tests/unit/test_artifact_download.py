@@ -24,7 +24,7 @@ from ninferkit.artifact import (
 )
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params import validate_profile
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
 from tests.ninfer_files import write_v1_v2, write_v3
 from tests.range_server import Faults, RangeServer
 

@@ -15,7 +15,7 @@ import yaml
 
 from ninferkit.artifact import sha256_file, verify
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.runs import Run, open_run
 from tests.range_server import RangeServer
 
 

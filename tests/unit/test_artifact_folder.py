@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from ninferkit.artifact import sha256_file, verify
-from ninferkit.artifact.step import describe
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
+from ninferkit.steps.verify import describe
 from tests.conftest import REPO
 from tests.range_server import Faults, RangeServer
 

@@ -21,7 +21,7 @@ from ninferkit.artifact import verify
 from ninferkit.artifact.package import packages_dir, wheel_file_prefix
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
 from tests.conftest import LOCAL_CPU
 
 MEMBER = "toy_model/weights.bin"

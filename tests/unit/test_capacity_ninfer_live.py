@@ -24,7 +24,7 @@ from ninferkit.capacity import capacity
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.report import write_report
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.runs import Run, open_run
 from tests.conftest import DATA
 
 LIVE = DATA / "ninfer_live"

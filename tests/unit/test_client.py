@@ -24,7 +24,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from ninferkit.client import (
+from ninferkit.engines import get_adapter
+from ninferkit.errors import RequestFailed
+from ninferkit.measure.client import (
     RESPONSES_MIN_OUTPUT_TOKENS,
     RequestResult,
     RequestSpec,
@@ -32,9 +34,7 @@ from ninferkit.client import (
     error_summary,
     request_body,
 )
-from ninferkit.engines import get_adapter
-from ninferkit.errors import RequestFailed
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from tests.conftest import DATA, free_port
 
 SSE = DATA / "sse"

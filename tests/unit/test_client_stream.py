@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 
 ADAPTER = get_adapter("llama_server")
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]

@@ -1,4 +1,4 @@
-"""The bootstrap interval of a median (ninferkit/confidence.py): its bounds where they can be worked out by
+"""The bootstrap interval of a median (ninferkit/measure/confidence.py): its bounds where they can be worked out by
 hand, its seed, and how often it covers the true median where the sample is large enough to ask."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ninferkit.confidence import FEW, LEVEL, difference_interval, median_interval
+from ninferkit.measure.confidence import FEW, LEVEL, difference_interval, median_interval
 
 
 def test_two_repeats_bound_the_interval_by_their_two_values() -> None:

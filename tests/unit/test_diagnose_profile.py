@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ninferkit.diagnose import diagnose
 from ninferkit.params import load_profile
+from ninferkit.server.diagnose import diagnose
 from tests.conftest import REPO
 from tests.seed_excerpts import CONTEXT_REJECTED, QUEUE_TIMEOUT, STARTUP_REFUSED
 

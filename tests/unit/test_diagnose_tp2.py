@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ninferkit.diagnose import diagnose
 from ninferkit.engines import get_adapter
 from ninferkit.params import load_profile
+from ninferkit.server.diagnose import diagnose
 from tests.conftest import REPO
 
 DATA = json.loads((REPO / "tests" / "data" / "ninfer-tp2" / "refusals.json").read_text())

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit import progress
-from ninferkit.embedded import (
+from ninferkit.engines.llama_server.embedded import (
     BUILD_RECORD,
     LLAMA_CPP_BUILD_NUMBER,
     LLAMA_CPP_COMMIT,
@@ -56,7 +56,7 @@ def test_a_wait_for_the_build_lock_names_the_process_that_holds_it(
     one says whose PID it waits for, and takes the lock, writing its own PID, once that process lets go."""
     monkeypatch.setenv(progress.MODE_VARIABLE, "lines")
     lock = tmp_path / ".build.lock"
-    code = ("import sys; from pathlib import Path; from ninferkit.embedded import _locked\n"
+    code = ("import sys; from pathlib import Path; from ninferkit.engines.llama_server.embedded import _locked\n"
             f"with _locked(Path({str(lock)!r}), 'llama.cpp build'):\n"
             "    print('held', flush=True); sys.stdin.readline()")
     holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -30,7 +30,7 @@ from ninferkit.engines.ninfer.request_log import (
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
-from ninferkit.server import docker_argv
+from ninferkit.server.process import docker_argv
 from tests.conftest import DATA
 
 NINFER_DATA = DATA / "ninfer"
@@ -806,7 +806,7 @@ def test_a_warmup_that_g1_logs_and_ignores_leaves_a_healthy_start() -> None:
     # The live healthy start (ninfer-live/g1-h200/startup-errors/healthy_kv_auto_c2.log) with the warmup
     # line G0/G1 print when the warmup request fails and they go on serving, rendered from IF §2.1's format
     # (`warmup failed (continuing): <what>`; the capture's warmup did not fail), put before `listening on`.
-    from ninferkit.diagnose import diagnose_log
+    from ninferkit.server.diagnose import diagnose_log
 
     lines = (LIVE / "startup-errors" / "healthy_kv_auto_c2.log").read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if "listening on" in line)

@@ -11,11 +11,11 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.capacity_rules import CapacityRules
-from ninferkit.engines.kinds import KINDS
 from ninferkit.engines.launcher import Launcher
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.engines.part import EnginePart
 from ninferkit.engines.setup_rules import SetupRules
+from ninferkit.params.kinds import KINDS
 from tests.conftest import REPO
 
 PARTS = (Launcher, LogReader, ApiDialect, CapacityRules, SetupRules)

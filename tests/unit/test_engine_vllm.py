@@ -251,7 +251,7 @@ def test_docker_files_pin_the_image() -> None:
 
 def test_the_reports_start_lines_read_as_a_healthy_start() -> None:
     # seed 001 §5.4 "启动成功的标志", verbatim as the report prints them (its post joined the lines).
-    from ninferkit.diagnose import diagnose_log
+    from ninferkit.server.diagnose import diagnose_log
 
     seed = (DATA / "seeds" / "001_14cad6f44f36910c.txt").read_text()
     quoted = next(line for line in seed.splitlines() if "Uvicorn running on" in line)

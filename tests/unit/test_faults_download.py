@@ -20,7 +20,7 @@ import yaml
 import ninferkit.artifact.fetch as fetch
 from ninferkit.artifact import download, sha256_file, verify
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
 from tests.range_server import Faults, RangeServer
 
 COMMIT = "dc370fb6295a" + "7" * 28

@@ -24,14 +24,14 @@ from ninferkit.capacity.interval import hull
 from ninferkit.capacity.launches import recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
-from ninferkit.capacity.step import fit_logs, fit_observations
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE
 from ninferkit.engines.llama_server.kv_layout import llama_cpp_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
-from ninferkit.runs import append_jsonl, open_run
+from ninferkit.rundir.runs import append_jsonl, open_run
+from ninferkit.steps.capacity import fit_logs, fit_observations
 from ninferkit.units import GIB, MIB
 from tests.conftest import DATA, REPO
 

@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
-from ninferkit import evidence_findings, host_evidence, probe
+from ninferkit.host import evidence as host_evidence
+from ninferkit.host import findings as evidence_findings
 from ninferkit.params import load_profile
-from ninferkit.records import ProbeFacts
+from ninferkit.rundir.records import ProbeFacts
+from ninferkit.steps import probe
 from tests.conftest import DATA, REPO
 from tests.seed_excerpts import OPEN_MODULE, OPEN_MODULE_ROW
 from tests.unit.test_probe import TP2, _codes, _ninfer, _no_driver_facts, _recorded

@@ -15,7 +15,7 @@ from ninferkit.cli import import_run as import_cli
 from ninferkit.cli import main
 from ninferkit.interop import get_format, metrics, names
 from ninferkit.report import compare_runs
-from ninferkit.runs import RunDir
+from ninferkit.rundir.runs import RunDir
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
@@ -140,7 +140,7 @@ def test_a_loads_shape_becomes_the_peers_strategy() -> None:
     a time, synchronous and rate inf."""
     from ninferkit.interop import guidellm, vllm_bench
     from ninferkit.interop.base import Cell, Source
-    from ninferkit.records import RequestRow
+    from ninferkit.rundir.records import RequestRow
 
     rows = [RequestRow.model_validate(example_rows()[0])]
     source = Source("run", "model", "llama_server", None, [])

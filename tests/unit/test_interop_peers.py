@@ -25,7 +25,7 @@ import pytest
 from ninferkit.cache import cache_dir
 from ninferkit.cli import main
 from ninferkit.report import compare_runs
-from ninferkit.runs import RunDir
+from ninferkit.rundir.runs import RunDir
 from tests.conftest import DATA
 
 PEERS_DATA = DATA / "peers"

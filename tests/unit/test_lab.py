@@ -19,8 +19,8 @@ import httpx
 import nbformat
 import papermill as pm
 
-from ninferkit.lab import TEMPLATES, prepare
-from ninferkit.runs import open_run, read_json
+from ninferkit.rundir.runs import open_run, read_json
+from ninferkit.steps.lab import TEMPLATES, prepare
 from tests.conftest import LOCAL_CPU, REPO, free_port
 
 

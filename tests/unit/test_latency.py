@@ -1,4 +1,4 @@
-"""Latency metrics as the peer tools define them (ninferkit/latency.py), the rate sweep's arrivals and its
+"""Latency metrics as the peer tools define them (ninferkit/measure/latency.py), the rate sweep's arrivals and its
 kept-up measure (sweeps/rate.py), and the rate sweep's profile section.
 
 The per-request rows come from tests/data/run_dirs/embedded-1 (a real `ninferkit run params/local-cpu.yaml`
@@ -16,10 +16,10 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
-from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, tpot_s
+from ninferkit.measure.latency import Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, tpot_s
 from ninferkit.params import load_profile
 from ninferkit.params.sweeps import MAX_COUNT
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rate import backlog_growth, kept_up, poisson_arrivals
 from tests.conftest import DATA, REPO

@@ -26,7 +26,7 @@ LAYERS = (
      "version", "confidence"},
 )
 """Top to bottom. engines/ itself, engines/kinds.py and engines/<kind>/options.py sit with the profile schema."""
-UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.embedded")}
+UPWARD = {("ninferkit.engines.llama_server.adapter", "ninferkit.engines.llama_server.embedded")}
 """The one import that runs up, and why: docs/architecture.md, "Layers"."""
 
 

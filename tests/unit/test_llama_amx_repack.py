@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import probe
-from ninferkit.cpu import HostCPU, host_cpu, read_cpuinfo
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server.amx import repack_hazard
+from ninferkit.host.cpu import HostCPU, host_cpu, read_cpuinfo
 from ninferkit.params import load_profile
+from ninferkit.steps import probe
 from tests.conftest import DATA, LOCAL_CPU
 
 AMX = frozenset({"fpu", "avx512f", "amx_bf16", "amx_int8", "amx_tile"})

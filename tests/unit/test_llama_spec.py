@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ninferkit import server
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server.help import read_help
 from ninferkit.params import load_profile
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU
 
 ADAPTER = get_adapter("llama_server")

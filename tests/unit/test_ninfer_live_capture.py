@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from ninferkit.diagnose import diagnose_log
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.logs import parse_ledger, parse_throughput, read_log, requests_from_lines
 from ninferkit.engines.ninfer.request_log import ledger_from_events, read_events
 from ninferkit.engines.ninfer.request_log import request_rows as log_request_rows
+from ninferkit.server.diagnose import diagnose_log
 from tests.conftest import DATA
 
 LIVE = DATA / "ninfer_live"

@@ -21,8 +21,8 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.request_log import join_client_rows, read_events, request_rows
 from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
-from ninferkit.records import RequestRow
-from ninferkit.runs import RunDir, append_jsonl, read_jsonl
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import RunDir, append_jsonl, read_jsonl
 from ninferkit.sweeps.truth import decode_gap_summary, decode_gaps, rows_with_server_truth
 from tests.conftest import DATA
 

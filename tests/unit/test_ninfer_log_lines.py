@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ninferkit.diagnose import diagnose_log
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.logs import parse_throughput, read_line, read_log, requests_from_lines
+from ninferkit.server.diagnose import diagnose_log
 
 ADAPTER = get_adapter("ninfer")
 G3 = "2026-10-01 12:00:00.123  INFO  "  # IF §2.4 prefix

@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from ninferkit.diagnose import diagnose_log, every_diagnosis, throughput_summary
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.logs import parse_ledger, parse_throughput, read_log
 from ninferkit.engines.ninfer.numbers import duration_s
+from ninferkit.server.diagnose import diagnose_log, every_diagnosis, throughput_summary
 from tests import seed_excerpts as seeds
 from tests.seed_excerpts import SEEDS, Excerpt
 

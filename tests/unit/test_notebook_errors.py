@@ -13,8 +13,8 @@ import papermill as pm
 import pytest
 
 from ninferkit.errors import ProfileError
-from ninferkit.notebook_errors import FULL_TRACEBACK_HINT, short_traceback
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS
+from ninferkit.steps.notebook_errors import FULL_TRACEBACK_HINT, short_traceback
+from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS
 from tests.conftest import LOCAL_CPU
 
 BAD_OVERRIDE = "serve.max_concurency=2"

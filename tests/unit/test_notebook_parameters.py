@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ninferkit.errors import ProfileError
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS
 from ninferkit.steps import notebook_run
+from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS
 from tests.conftest import LOCAL_CPU, REPO
 
 

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import preflight, steps
+from ninferkit import steps
 from ninferkit.artifact import sha256_file
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import load_profile
-from ninferkit.runner import run_runbook
-from ninferkit.runs import open_run, read_json
+from ninferkit.rundir.runs import open_run, read_json
+from ninferkit.steps import preflight
+from ninferkit.steps.runner import run_runbook
 from tests.conftest import LOCAL_CPU, REPO
 from tests.ninfer_files import write_v1_v2
 from tests.range_server import RangeServer

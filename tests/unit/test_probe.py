@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from ninferkit import probe
 from ninferkit.engines.ninfer.auto_room import AUTO_ESTIMATE_SLACK, auto_room
 from ninferkit.errors import ProfileError
 from ninferkit.params import Profile, load_profile
-from ninferkit.records import ProbeFacts, ProbeRecord
+from ninferkit.rundir.records import ProbeFacts, ProbeRecord
+from ninferkit.steps import probe
 from tests.conftest import DATA, REPO
 
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"

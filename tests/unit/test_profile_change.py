@@ -13,10 +13,10 @@ import papermill as pm
 import pytest
 
 from ninferkit.errors import ProfileError
-from ninferkit.notebook_errors import FULL_TRACEBACK_HINT
 from ninferkit.report import section
-from ninferkit.runs import RunDir, read_json
+from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.steps import notebook_run, profile_table
+from ninferkit.steps.notebook_errors import FULL_TRACEBACK_HINT
 from tests.conftest import LOCAL_CPU, REPO
 from tests.unit.test_report import RUN_A, copy_run
 

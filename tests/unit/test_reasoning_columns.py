@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ninferkit.client import RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
+from ninferkit.measure.client import RequestSpec, StreamingClient
 from ninferkit.report import write_report
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.tables import build_tables, save_tables

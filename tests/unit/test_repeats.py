@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from ninferkit.cli import main as cli_main
-from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError
+from ninferkit.measure.client import RequestResult
 from ninferkit.params import load_profile
 from ninferkit.report import compare_runs, write_report
 from ninferkit.report.compare import regressions
-from ninferkit.runs import Run, open_run, read_jsonl
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps.cell import first_repeat_id
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
 from ninferkit.sweeps.plan import build_plan

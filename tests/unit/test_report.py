@@ -17,13 +17,13 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
-from ninferkit.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
 from ninferkit.report import headline, load_run, renderers, write_report
 from ninferkit.report.caveats import caveats
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.recipe import launch_flags
-from ninferkit.runs import RunDir
+from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
+from ninferkit.rundir.runs import RunDir
 from ninferkit.sweeps.tables import save_tables
 from tests.conftest import DATA, REPO
 
@@ -260,7 +260,7 @@ def test_ninfer_launch_flags_map_to_profile_keys_and_their_comments() -> None:
     # The real argv the ninfer adapter builds for a seed profile (as `ninferkit launch --dry-run` prints
     # it; the revision override only fills the one pin the reference does not print).
     from ninferkit.params import load_profile
-    from ninferkit.server import planned_argv
+    from ninferkit.server.process import planned_argv
 
     source = REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml"
     loaded = load_profile(source, ["artifact.revision=" + "ab" * 20])
@@ -282,7 +282,7 @@ def test_ninfer_flags_whose_names_differ_from_their_fields_come_from_the_flag_ta
     import warnings
 
     from ninferkit.params import load_profile
-    from ninferkit.server import planned_argv
+    from ninferkit.server.process import planned_argv
 
     source = REPO / "params" / "ninfer-2xv100-sxm2-tp2.yaml"
     loaded = load_profile(source)

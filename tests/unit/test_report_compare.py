@@ -14,11 +14,11 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
-from ninferkit.records import Manifest, ProbeRecord, RequestRow
 from ninferkit.report import compare_runs
 from ninferkit.report.caveats import comparison_caveats
 from ninferkit.report.data import RunData
-from ninferkit.runs import RunDir
+from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow
+from ninferkit.rundir.runs import RunDir
 from tests.unit.test_report import RUN_A, RUN_B, RUNS, copy_run, counted_rows
 
 METRICS = ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s")

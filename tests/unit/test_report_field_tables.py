@@ -18,7 +18,7 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.compare import compare_runs
-from ninferkit.runs import RunDir, read_json
+from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA, REPO

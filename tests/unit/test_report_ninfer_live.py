@@ -18,7 +18,7 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.fmt import number
-from ninferkit.runs import RunDir, read_json
+from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
 from tests.unit.test_report import markdown_table

@@ -13,7 +13,7 @@ import pytest
 
 from ninferkit import progress
 from ninferkit.errors import StepFailed
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS, PrintedLines, run_runbook
+from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS, PrintedLines, run_runbook
 from tests.conftest import LOCAL_CPU, REPO, free_port
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.errors import ProfileError
-from ninferkit.runs import append_jsonl, open_run, read_jsonl, write_json_atomic
+from ninferkit.rundir.runs import append_jsonl, open_run, read_jsonl, write_json_atomic
 from tests.conftest import REPO
 
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"

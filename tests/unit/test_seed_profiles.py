@@ -26,7 +26,7 @@ from ninferkit.cli import main
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, load_profile
-from ninferkit.server import command, planned_argv
+from ninferkit.server.process import command, planned_argv
 from tests.conftest import REPO
 
 PARAMS = REPO / "params"
@@ -479,7 +479,7 @@ def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch:
     from ninferkit.artifact import verify
     from ninferkit.artifact.verify import sha256_file
     from ninferkit.errors import ArtifactError
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
     from tests.ninfer_files import write_v1_v2
 
     monkeypatch.setenv("NINFERKIT_CACHE", str(tmp_path / "cache"))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from ninferkit import server
+from ninferkit.server import process as server
 
 LISTENER = """
 import socket, subprocess, sys

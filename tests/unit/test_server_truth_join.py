@@ -24,13 +24,13 @@ import httpx
 import pandas as pd
 import pytest
 
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.ninfer.request_log import read_events, request_rows
 from ninferkit.engines.vllm.adapter import metrics_deltas
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.report.data import load_run
-from ninferkit.runs import Run, open_run, read_jsonl
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import CellOutcome, Recorder, SweepContext, _append_outcome, base_row
 from ninferkit.sweeps.kinds import get_kind

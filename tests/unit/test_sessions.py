@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
-from ninferkit.runs import RunDir, open_run
+from ninferkit.measure.client import RequestResult
+from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.kinds.sessions import _turn_request, think_times, turn_view
 from ninferkit.sweeps.plan import build_plan

@@ -16,12 +16,12 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
+from ninferkit.measure.workloads import TASK_NAMES, load_task
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.report.speculation import task_speculation
-from ninferkit.runs import read_jsonl
+from ninferkit.rundir.runs import read_jsonl
 from ninferkit.sweeps.plan import build_plan
-from ninferkit.workloads import TASK_NAMES, load_task
 from tests.conftest import DATA, LOCAL_CPU
 
 ADAPTER = get_adapter("llama_server")

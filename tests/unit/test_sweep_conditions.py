@@ -17,10 +17,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.logs import parse_throughput
-from ninferkit.runs import RunDir, open_run, read_jsonl
+from ninferkit.measure.client import RequestResult
+from ninferkit.measure.telemetry import engine_rates
+from ninferkit.rundir.runs import RunDir, open_run, read_jsonl
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import (
     AccessRefused,
@@ -35,7 +36,6 @@ from ninferkit.sweeps.kinds import get_kind
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import MaxErrors
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, sweep_table
-from ninferkit.telemetry import engine_rates
 from tests import seed_excerpts as seeds
 from tests.conftest import DATA, REPO
 

@@ -20,16 +20,17 @@ from typing import Any
 import pytest
 from pydantic import Field, create_model
 
-from ninferkit import preflight
-from ninferkit.client import RequestResult
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
+from ninferkit.measure.client import RequestResult
+from ninferkit.measure.workloads import exact_prompt, user_messages
 from ninferkit.params.base import Section
 from ninferkit.params.sweeps import Api, SweepsSection
 from ninferkit.registry import Registry
 from ninferkit.report import write_report
 from ninferkit.report.data import load_run
-from ninferkit.runs import Run, open_run, read_jsonl
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.steps import preflight
 from ninferkit.sweeps import kinds
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome, request_spec
@@ -38,7 +39,6 @@ from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.plan import build_plan, parse_only
 from ninferkit.sweeps.tables import build_tables, save_tables
-from ninferkit.workloads import exact_prompt, user_messages
 from tests.conftest import DATA, REPO
 
 RECORDED = DATA / "run_dirs" / "embedded-1"

@@ -18,9 +18,9 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
-from ninferkit.records import TelemetrySample
-from ninferkit.runs import read_jsonl
-from ninferkit.telemetry import Telemetry, parse_prometheus, throttle_names, window_summary
+from ninferkit.measure.telemetry import Telemetry, parse_prometheus, throttle_names, window_summary
+from ninferkit.rundir.records import TelemetrySample
+from ninferkit.rundir.runs import read_jsonl
 from tests.conftest import DATA
 
 G1_LINE = ("[2025-09-01 12:00:05.002] [info] ninfer-serve: throughput interval=5.002s prefill=0.0tok/s "

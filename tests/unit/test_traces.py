@@ -15,9 +15,7 @@ import pytest
 from ninferkit.cli import main as cli_main
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
-from ninferkit.runs import RunDir, open_run
-from ninferkit.sweeps.plan import build_plan
-from ninferkit.traces import (
+from ninferkit.measure.traces import (
     SHIPPED_BLOCK_TOKENS,
     from_requests,
     generate,
@@ -25,6 +23,8 @@ from ninferkit.traces import (
     shipped_trace,
     trace_lines,
 )
+from ninferkit.rundir.runs import RunDir, open_run
+from ninferkit.sweeps.plan import build_plan
 from tests.conftest import DATA, LOCAL_CPU
 
 SESSIONS = RunDir(DATA / "run_dirs" / "embedded-sessions")

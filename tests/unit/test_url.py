@@ -21,17 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import preflight, server
-from ninferkit.attach_step import URL_PROFILE, Target, open_url_run, reach, served_overrides
 from ninferkit.capacity import capacity
-from ninferkit.capacity.step import served_observations
-from ninferkit.detect_engine import Answers, ask, checked_url, detect
-from ninferkit.diagnose_server import diagnose_server
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, ServerExited
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
-from ninferkit.runner import url_steps
+from ninferkit.server import process as server
+from ninferkit.server.detect import Answers, ask, checked_url, detect
+from ninferkit.server.diagnose_url import diagnose_server
+from ninferkit.steps import preflight
+from ninferkit.steps.attach import URL_PROFILE, Target, open_url_run, reach, served_overrides
+from ninferkit.steps.capacity import served_observations
+from ninferkit.steps.runner import url_steps
 from ninferkit.sweeps import sweeps
 from tests.conftest import REPO
 

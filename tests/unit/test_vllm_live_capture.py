@@ -14,13 +14,13 @@ import pytest
 
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
-from ninferkit.capacity.step import fit_observations
 from ninferkit.cli import main
 from ninferkit.engines import get_adapter
 from ninferkit.engines.vllm.adapter import check_against_vllm
 from ninferkit.engines.vllm.facts import recorded_facts
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import load_profile, validate_profile
+from ninferkit.steps.capacity import fit_observations
 
 LIVE = Path(__file__).parent.parent / "data" / "vllm-live"
 ADAPTER = get_adapter("vllm")

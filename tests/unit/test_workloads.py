@@ -9,8 +9,7 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError, RequestFailed
-from ninferkit.runs import Run
-from ninferkit.workloads import (
+from ninferkit.measure.workloads import (
     TASK_NAMES,
     Tokenizer,
     document,
@@ -18,6 +17,7 @@ from ninferkit.workloads import (
     load_task,
     new_salt,
 )
+from ninferkit.rundir.runs import Run
 from tests.conftest import free_port
 
 ADAPTER = get_adapter("llama_server")

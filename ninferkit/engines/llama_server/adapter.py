@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.cpu import host_cpu
-from ninferkit.embedded import build_dir, llama_server_binary
 from ninferkit.engines.api_dialect import llama_cpp_timings
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.llama_server.amx import NO_REPACK, repack_finding, repack_hazard
+from ninferkit.engines.llama_server.embedded import build_dir, llama_server_binary
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.kv_layout import (
     LLAMA_CPP_CACHE_TYPES,
@@ -36,8 +35,9 @@ from ninferkit.engines.log_reader import field_pattern, integer, mib, rule, text
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.finding import Finding
+from ninferkit.host.cpu import host_cpu
 from ninferkit.params.profile import Profile
-from ninferkit.records import ProbeFacts
+from ninferkit.rundir.records import ProbeFacts
 from ninferkit.units import MIB
 
 LOG_VERBOSITY = "4"

@@ -5,10 +5,10 @@ The first step stops a run that cannot succeed before anything is downloaded or 
 
 from __future__ import annotations
 
-from ninferkit import preflight, probe
 from ninferkit.errors import NinferkitError
-from ninferkit.records import ProbeRecord
-from ninferkit.runs import Run, write_record
+from ninferkit.rundir.records import ProbeRecord
+from ninferkit.rundir.runs import Run, write_record
+from ninferkit.steps import preflight, probe
 
 
 def setup(run: Run) -> ProbeRecord:

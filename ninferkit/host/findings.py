@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 from ninferkit.finding import Finding
-from ninferkit.host_evidence import OPEN_PACKAGE
+from ninferkit.host.evidence import OPEN_PACKAGE
 from ninferkit.params.profile import Profile
-from ninferkit.records import DriverPackages, GpuInfo, ProbeFacts
+from ninferkit.rundir.records import DriverPackages, GpuInfo, ProbeFacts
 
 OPEN_MODULE_REFUSAL = re.compile(r"not supported by open nvidia\.ko|does not include the required GPU System "
                                  r"Processor|GPU System Processor \(GSP\)", re.IGNORECASE)

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninferkit import server
 from ninferkit.bounded import LOG_FILE_BYTES, regular_file
-from ninferkit.detect_engine import Answers, Detection, ask, checked_url, detect
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
 from ninferkit.params import LoadedProfile, load_profile
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.runs import Run, open_run
+from ninferkit.server import process as server
+from ninferkit.server.detect import Answers, Detection, ask, checked_url, detect
 
 URL_PROFILE = Path(__file__).resolve().parent.parent / "params" / "url.yaml"
 """The profile of a `--url` run when none is given: small sweeps, no launch, no artifact."""

@@ -44,14 +44,14 @@ from ninferkit.errors import (
     ServerExited,
     ServerStartError,
 )
-from ninferkit.hashing import sha256_file
 from ninferkit.model_files import model_path, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.plain_output import child_env
 from ninferkit.progress import track
-from ninferkit.records import ServerRecord
 from ninferkit.redaction import remember_env, scrub
-from ninferkit.runs import Run, RunDir, open_for_write, read_json, utc_now, write_json_atomic, write_text_atomic
+from ninferkit.rundir.hashing import sha256_file
+from ninferkit.rundir.records import ServerRecord
+from ninferkit.rundir.runs import Run, RunDir, open_for_write, read_json, utc_now, write_json_atomic, write_text_atomic
 from ninferkit.transports import proxy_note, uses_proxy
 
 STOP_GRACE_S = 10.0

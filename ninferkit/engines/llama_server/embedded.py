@@ -29,7 +29,7 @@ import numpy as np
 from ninferkit import progress
 from ninferkit.cache import cache_dir
 from ninferkit.errors import NinferkitError, ToolMissing
-from ninferkit.gpu import gpu_facts
+from ninferkit.host.gpu import gpu_facts
 from ninferkit.params.profile import BuildSection, GeneratedModel
 from ninferkit.pip_download import pip_download
 from ninferkit.plain_output import child_env

@@ -18,8 +18,8 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, apply_override, load_profile, validate_profile
-from ninferkit.records import Manifest, ProfileChange
-from ninferkit.runs import RunDir, utc_now
+from ninferkit.rundir.records import Manifest, ProfileChange
+from ninferkit.rundir.runs import RunDir, utc_now
 
 MAX_VALUE_CHARS = 80
 

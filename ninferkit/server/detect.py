@@ -18,8 +18,8 @@ import httpx
 
 from ninferkit import bounded
 from ninferkit.engines import get_adapter
-from ninferkit.engines.kinds import KINDS
 from ninferkit.errors import BadInput
+from ninferkit.params.kinds import KINDS
 from ninferkit.transports import uses_proxy
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
 from ninferkit.errors import BadInput, ProfileError
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 BLOCK_TOKENS = 512
@@ -170,7 +170,7 @@ def generate(requests: int = 12, sessions: int = 3, seed: int = 0, rate_rps: flo
     """A small seeded trace: `sessions` conversations whose requests arrive on Poisson gaps at `rate_rps`,
     each request repeating its session's earlier full blocks and adding one or two (so later requests share
     prefixes block by block, as Mooncake's do; the last block is partial, and its own), with 8 to 32 output
-    tokens. `python -m ninferkit.traces > ninferkit/data/traces/small.jsonl` writes the shipped one."""
+    tokens. `python -m ninferkit.measure.traces > ninferkit/data/traces/small.jsonl` writes the shipped one."""
     draw = random.Random(seed)
     now, next_id = 0.0, 0
     prompts: dict[int, tuple[int, ...]] = {}

@@ -35,7 +35,8 @@ from pydantic import ValidationError
 
 from ninferkit.errors import BadInput, DiskFull, RunDirBusy
 from ninferkit.params import LoadedProfile, Profile, load_profile
-from ninferkit.records import (
+from ninferkit.redaction import remember_env, scrub, scrub_data
+from ninferkit.rundir.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
@@ -50,7 +51,6 @@ from ninferkit.records import (
     ServerRecord,
     TelemetrySample,
 )
-from ninferkit.redaction import remember_env, scrub, scrub_data
 from ninferkit.version import __version__
 
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
@@ -552,7 +552,7 @@ def open_run(
 
     Validation comes first, so a bad profile leaves nothing behind. Reopening a run directory
     keeps its step history: that is how a rerun resumes. A LoadedProfile is taken as it is (a notebook
-    reopening its run with the profile the manifest records: ninferkit.profile_change).
+    reopening its run with the profile the manifest records: ninferkit.rundir.profile_change).
     """
     loaded = profile if isinstance(profile, LoadedProfile) else load_profile(profile, overrides)
     remember_env(loaded.profile.serve.api_key_env)  # whatever this run stores is scrubbed of the key

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ninferkit.records import Number, RequestRow
+from ninferkit.rundir.records import Number, RequestRow
 
 METRICS = ("ttft_client_s", "tpot_client_s", "itl_client_s", "e2e_client_s")
 PERCENTILES = (50, 90, 99)

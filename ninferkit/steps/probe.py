@@ -20,14 +20,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit import evidence_findings, host_evidence
-from ninferkit.cpu import host_cpu
 from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
-from ninferkit.gpu import gpu_facts
+from ninferkit.host import evidence as host_evidence
+from ninferkit.host import findings as evidence_findings
+from ninferkit.host.cpu import host_cpu
+from ninferkit.host.gpu import gpu_facts
 from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
-from ninferkit.records import GpuInfo, ProbeFacts, ProbeRecord, RecordedFinding
+from ninferkit.rundir.records import GpuInfo, ProbeFacts, ProbeRecord, RecordedFinding
 from ninferkit.units import GIB
 
 

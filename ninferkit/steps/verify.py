@@ -21,15 +21,15 @@ from ninferkit.artifact.folder import fetch_folder, verify_folder
 from ninferkit.artifact.package import fetch_package_file
 from ninferkit.artifact.source import ArtifactSource, check_pin, resolve_source
 from ninferkit.artifact.verify import verify_file
-from ninferkit.embedded import generate_model
 from ninferkit.engines import get_adapter
+from ninferkit.engines.llama_server.embedded import generate_model
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.hashing import Sha256Result
 from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
-from ninferkit.records import ArtifactRecord
 from ninferkit.redaction import remember_env
-from ninferkit.runs import Run, utc_now, write_json_atomic
+from ninferkit.rundir.hashing import Sha256Result
+from ninferkit.rundir.records import ArtifactRecord
+from ninferkit.rundir.runs import Run, utc_now, write_json_atomic
 
 
 def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:

@@ -17,8 +17,8 @@ from typing import Any
 from ninferkit.engines import get_adapter
 from ninferkit.engines.log_reader import DiagnosisRule, LogReader
 from ninferkit.errors import Diagnosis
+from ninferkit.measure.telemetry import engine_rates
 from ninferkit.params.profile import Profile
-from ninferkit.telemetry import engine_rates
 from ninferkit.units import GIB, MIB
 
 

@@ -18,7 +18,7 @@ reference/peer-benchmark-tools.md section 0):
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
   is the end of prefill, so it is not a decode step. `tpot_client_s` is its inverse (time per output
   token, vLLM's TPOT), and `itl_client_s` lists the gaps between the events that carried text (vLLM's
-  ITL): every such event is stamped, at the read that brought it. ninferkit.latency names both as the
+  ITL): every such event is stamped, at the read that brought it. ninferkit.measure.latency names both as the
   peer tools do.
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
@@ -56,8 +56,8 @@ import httpx
 from ninferkit import bounded
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
-from ninferkit.records import RequestRow, request_row_refusals
 from ninferkit.redaction import remember, scrub
+from ninferkit.rundir.records import RequestRow, request_row_refusals
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
 Api = Literal["chat", "messages", "responses"]

@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
-from ninferkit import server
-from ninferkit.attach_step import Target, reach
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
-from ninferkit.prometheus_text import sample_key, samples
+from ninferkit.measure.prometheus_text import sample_key, samples
+from ninferkit.server import process as server
+from ninferkit.steps.attach import Target, reach
 from ninferkit.transports import uses_proxy
 
 LOAD_WORDS = ("running", "waiting", "processing", "deferred", "usage", "swapped", "busy")

@@ -18,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit import server
 from ninferkit.artifact import planned_path
 from ninferkit.capacity.answer import BOTH, LOGGED, TYPED, Basis, answer
 from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
@@ -35,8 +34,9 @@ from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
-from ninferkit.records import CapacityRecord, ServerRecord
-from ninferkit.runs import Run, read_json, utc_now, write_json_atomic
+from ninferkit.rundir.records import CapacityRecord, ServerRecord
+from ninferkit.rundir.runs import Run, read_json, utc_now, write_json_atomic
+from ninferkit.server import process as server
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
            "b the bytes per pool token (the KV cache's, and any compute buffer that grows with the pool) and "

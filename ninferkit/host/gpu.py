@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ninferkit import host_evidence
+from ninferkit.host import evidence as host_evidence
 
 
 def gpu_facts() -> dict[str, Any]:

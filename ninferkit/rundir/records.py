@@ -4,7 +4,7 @@ A record names the fields the runbook reads and keeps every other field its file
 so a run directory written by an older or newer ninferkit still loads and loses nothing: a field this
 version does not name is read back as it was written. Fields default to what an older file lacked.
 requests.jsonl's row is a record too (`RequestRow`), strict: a number field holding text is a damaged row.
-Steps write their files as plain JSON (`ninferkit.runs`, atomic and scrubbed) and return the record of
+Steps write their files as plain JSON (`ninferkit.rundir.runs`, atomic and scrubbed) and return the record of
 what they wrote; `RunDir`'s readers return the same records.
 """
 
@@ -504,7 +504,7 @@ class Manifest(RunFile):
     """The comment written beside each profile value (key path -> text); None in manifests older than that."""
     profile_history: list[dict[str, Any]] = []
     profile_changes: list[ProfileChange] = []
-    """Which step changed which profile fields, in order (see ninferkit.profile_change)."""
+    """Which step changed which profile fields, in order (see ninferkit.rundir.profile_change)."""
     packages: dict[str, str | None] = {}
     python: str | None = None
     platform: str | None = None
@@ -525,7 +525,7 @@ class RunRow(RunFile):
     """A line of a JSONL run file (requests.jsonl, telemetry.jsonl, sweeps/cells.jsonl).
 
     Strict: a number field holding text or a bool is a damaged line, refused where it is read (naming the
-    file, line and field, `ninferkit.runs.read_rows`), not deep in a table. Fields the record does not name
+    file, line and field, `ninferkit.rundir.runs.read_rows`), not deep in a table. Fields the record does not name
     are kept (an engine's extras, a newer ninferkit's), so a line reads back as it was written.
     """
 
@@ -563,7 +563,7 @@ class RequestRow(RunRow):
     """A line of requests.jsonl: one request as the sweep recorded it.
 
     The run's fields (what makes a result reproducible), the sweep's (which cell, attempt and repetition),
-    the client's (ninferkit.client.RequestResult: monotonic times, usage, derived latencies) and the
+    the client's (ninferkit.measure.client.RequestResult: monotonic times, usage, derived latencies) and the
     server's own per-request timings (the fields ending in `_server`; None where the engine reports none).
     server_truth.jsonl lays the engine's own record over a row (sweeps/truth.py) with the `server_*` ids.
     Engine extras are kept. Strict (RunRow): a count is an int, a time an int or a float, never text or a bool.
@@ -632,7 +632,7 @@ class RequestRow(RunRow):
     t_first_byte: Number = None
     t_first_token: Number = None
     t_first_answer_token: Number = None
-    """The first event carrying answer text or a tool call, not reasoning (ninferkit.client)."""
+    """The first event carrying answer text or a tool call, not reasoning (ninferkit.measure.client)."""
     t_last_token: Number = None
     t_done: Number = None
     prompt_tokens: int | None = None
@@ -756,7 +756,7 @@ RequestRow.SERVER_FIELDS = tuple(name for name in RequestRow.LOG_FIELDS
 
 class TelemetrySample(RunRow):
     """A line of telemetry.jsonl: one sample on the requests' monotonic clock (`t_mono`), of one `source`:
-    `nvml` (one GPU's power, clocks and throttling, ninferkit/telemetry.py), `engine_log` (one periodic
+    `nvml` (one GPU's power, clocks and throttling, ninferkit/measure/telemetry.py), `engine_log` (one periodic
     throughput line of the engine, its numbers named by the adapter's parse_throughput: the named ones
     below, and whatever else that engine prints, kept as extra fields) or `metrics` (the engine's /metrics series that
     changed since the previous `metrics` row, in `values`; the first row holds them all)."""

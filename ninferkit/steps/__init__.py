@@ -16,19 +16,20 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import pandas as pd
 
-from ninferkit import launch_step, setup_step
 from ninferkit import sweeps as sweeps_step
-from ninferkit.artifact import step as artifact_step
-from ninferkit.capacity import step as capacity_step
 from ninferkit.errors import ProfileError
-from ninferkit.notebook_errors import show_short_errors
 from ninferkit.os_errors import os_errors_named
-from ninferkit.profile_change import change_lines, checked_profile, record_change
-from ninferkit.records import ProbeRecord, ServerRecord
 from ninferkit.report import build
 from ninferkit.report.document import Table
 from ninferkit.report.notebook_view import Shown
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.profile_change import change_lines, checked_profile, record_change
+from ninferkit.rundir.records import ProbeRecord, ServerRecord
+from ninferkit.rundir.runs import Run, open_run
+from ninferkit.steps import capacity as capacity_step
+from ninferkit.steps import launch as launch_step
+from ninferkit.steps import setup as setup_step
+from ninferkit.steps import verify as artifact_step
+from ninferkit.steps.notebook_errors import show_short_errors
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 """The checkout the notebooks belong to: where their relative parameters point."""
@@ -69,13 +70,13 @@ def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()
     may be one string (`papermill … -p overrides serve.port=8090`, the form a papermill user tries
     first) or a list (`-y '{"overrides": ["serve.port=8090", "sweeps.seed=1"]}'`).
 
-    One run has one profile (ninferkit.profile_change): an empty `profile` is the run's own, from its manifest,
+    One run has one profile (ninferkit.rundir.profile_change): an empty `profile` is the run's own, from its manifest,
     and parameters that would change the profile the run recorded are refused, naming each field with the
     run's value and the new one, unless `allow_profile_change`; then the manifest records that this step
     changed them.
 
     Every notebook calls it first, so it also makes the kernel show ninferkit's own errors as their message
-    with the fix (ninferkit.notebook_errors), this call's own refusal of a bad parameter included.
+    with the fix (ninferkit.steps.notebook_errors), this call's own refusal of a bad parameter included.
     """
     show_short_errors()
     where = _in_repository(run_dir)

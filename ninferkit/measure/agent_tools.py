@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ninferkit.client import StreamedCall
-from ninferkit.workloads import document
+from ninferkit.measure.client import StreamedCall
+from ninferkit.measure.workloads import document
 
 READ_CHARS = 2000
 PASSAGE_CHARS = 400

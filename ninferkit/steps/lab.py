@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from ninferkit.runs import Run
+from ninferkit.rundir.runs import Run
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "notebooks"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ninferkit import server
-from ninferkit.records import ServerRecord
-from ninferkit.runs import Run
+from ninferkit.rundir.records import ServerRecord
+from ninferkit.rundir.runs import Run
+from ninferkit.server import process as server
 
 
 def launch(run: Run, *, progress: bool = True) -> ServerRecord:

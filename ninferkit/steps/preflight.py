@@ -18,13 +18,13 @@ import warnings
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
-from ninferkit import server
 from ninferkit.capacity.launches import overrides_for
 from ninferkit.capacity.observations import Setting
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
-from ninferkit.runs import RunDir
+from ninferkit.rundir.runs import RunDir
+from ninferkit.server import process as server
 from ninferkit.sweeps.kinds import names
 from ninferkit.sweeps.plan import build_plan
 

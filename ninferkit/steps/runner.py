@@ -1,7 +1,7 @@
 """The headless runner: the notebooks in order under papermill, each step's printed lines as they come.
 
 A run whose chosen steps cannot finish with its profile is refused before anything is written
-(ninferkit.preflight). A failing step stops the run with an error that names the step and the
+(ninferkit.steps.preflight). A failing step stops the run with an error that names the step and the
 diagnosis (the setup step fails on a finding of severity error the profile does not waive); the
 server is stopped in every case (Ctrl-C and SIGTERM included); the executed notebooks and every file
 written so far stay in the run directory.
@@ -26,13 +26,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ninferkit import preflight, progress, server
-from ninferkit.attach_step import Target, open_url_run
+from ninferkit import progress
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.os_errors import named
 from ninferkit.params import load_profile
 from ninferkit.plain_output import plain
-from ninferkit.runs import Run, RunDir, open_run, utc_now
+from ninferkit.rundir.runs import Run, RunDir, open_run, utc_now
+from ninferkit.server import process as server
+from ninferkit.steps import preflight
+from ninferkit.steps.attach import Target, open_url_run
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 STEPS: dict[str, str] = {
@@ -103,7 +105,7 @@ def run_runbook(
 
     `say` gets the runner's lines (a step's start and end) and every line a step's cells print, as it
     comes, prefixed ``  <step> | ``. Raises ProfileError, leaving nothing behind, when the profile is
-    invalid or the chosen steps cannot finish with it (ninferkit.preflight).
+    invalid or the chosen steps cannot finish with it (ninferkit.steps.preflight).
     With `url`, the server is the one running there (`attach_step`): no verify or launch step, and the final
     stop never signals it; `profile` may then be None (params/url.yaml).
     Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
