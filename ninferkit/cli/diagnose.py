@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _live(args: argparse.Namespace) -> dict[str, Any]:
     from ninferkit.server.diagnose_url import diagnose_server
-    from ninferkit.steps.attach import Target
+    from ninferkit.server.target import Target
 
     return diagnose_server(Target(args.url, args.api_key_env, args.model, args.engine))
 

@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.errors import BadInput
     from ninferkit.rundir.runs import open_run
     from ninferkit.steps.attach import open_url_run
-    from ninferkit.sweeps import plan, serving, sweeps
+    from ninferkit.steps.sweeps import plan, serving, sweeps
 
     say = say_for(args)
     target = url_target(args)

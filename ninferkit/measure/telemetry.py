@@ -33,7 +33,7 @@ import pynvml
 from ninferkit import bounded
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import BadInput, NinferkitError
-from ninferkit.measure.prometheus_text import sample_key, samples
+from ninferkit.prometheus_text import sample_key, samples
 from ninferkit.rundir.records import TelemetrySample
 from ninferkit.rundir.runs import append_jsonl
 from ninferkit.transports import uses_proxy

@@ -14,9 +14,9 @@ import httpx
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
-from ninferkit.measure.prometheus_text import sample_key, samples
+from ninferkit.prometheus_text import sample_key, samples
 from ninferkit.server import process as server
-from ninferkit.steps.attach import Target, reach
+from ninferkit.server.target import Target, reach
 from ninferkit.transports import uses_proxy
 
 LOAD_WORDS = ("running", "waiting", "processing", "deferred", "usage", "swapped", "busy")

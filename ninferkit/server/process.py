@@ -31,6 +31,7 @@ import httpx
 import psutil
 
 from ninferkit import bounded
+from ninferkit.artifact.paths import model_path, planned_path
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.engines.base import EngineAdapter
@@ -44,7 +45,6 @@ from ninferkit.errors import (
     ServerExited,
     ServerStartError,
 )
-from ninferkit.model_files import model_path, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.plain_output import child_env
 from ninferkit.progress import track

@@ -8,46 +8,20 @@ external record (`server.attach`): nothing is launched, and nothing ever signals
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from ninferkit.bounded import LOG_FILE_BYTES, regular_file
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
 from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.rundir.runs import Run, open_run
 from ninferkit.server import process as server
-from ninferkit.server.detect import Answers, Detection, ask, checked_url, detect
+from ninferkit.server.detect import Answers, Detection
+from ninferkit.server.target import Target, reach
+from ninferkit.steps.catalog import Step
 
-URL_PROFILE = Path(__file__).resolve().parent.parent / "params" / "url.yaml"
+URL_PROFILE = Path(__file__).resolve().parents[2] / "params" / "url.yaml"
 """The profile of a `--url` run when none is given: small sweeps, no launch, no artifact."""
-
-
-@dataclass
-class Target:
-    """The server a `--url` command talks to, as the user named it."""
-
-    url: str
-    api_key_env: str | None = None
-    model: str | None = None
-    engine: str | None = None
-    log: Path | None = None
-
-
-def reach(target: Target) -> tuple[str, Answers, Detection]:
-    """The checked URL, what the server answered and its engine; BadInput before anything is written when the
-    URL, the key's variable, the log or the engine is wrong."""
-    url = checked_url(target.url)
-    if target.log is not None:
-        regular_file(target.log, LOG_FILE_BYTES, "reading the server's log (--log)")
-    if target.api_key_env is not None and not os.environ.get(target.api_key_env):
-        raise BadInput(f"--api-key-env names {target.api_key_env}, but it is not set; export "
-                       f"{target.api_key_env}=<key> first")
-    headers = server.bearer(server.env_key(target.api_key_env, "--api-key-env"))
-    answers = ask(url, headers)
-    return url, answers, detect(answers, target.engine)
 
 
 def served_overrides(target: Target, answers: Answers, detection: Detection, overrides: list[str]) -> list[str]:
@@ -88,3 +62,7 @@ def open_url_run(target: Target, profile: str | Path | None = None, run_dir: str
     run.dir.record_step("attach", status="ok", url=url, engine=detection.kind,
                         note="not started by ninferkit: no launch step, and no stop signals it")
     return run
+
+
+STEP = Step("attach", None, "server.json", open_url_run)
+"""No notebook runs it: `--url` opens the run with it, in the launch step's place."""

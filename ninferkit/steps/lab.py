@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from ninferkit.rundir.runs import Run
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "notebooks"
+TEMPLATES = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def prepare(run: Run, templates: Path = TEMPLATES) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import Run
 from ninferkit.server import process as server
+from ninferkit.steps.catalog import Step
 
 
 def launch(run: Run, *, progress: bool = True) -> ServerRecord:
@@ -14,3 +15,6 @@ def launch(run: Run, *, progress: bool = True) -> ServerRecord:
     what happened either way.
     """
     return ServerRecord.model_validate(server.start(run, progress=progress))
+
+
+STEP = Step("launch", "02_launch.ipynb", "server.json", launch)

@@ -20,13 +20,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from ninferkit.artifact.paths import local_dir, planned_path
 from ninferkit.engines import get_adapter
 from ninferkit.finding import Finding, Severity
 from ninferkit.host import evidence as host_evidence
 from ninferkit.host import findings as evidence_findings
 from ninferkit.host.cpu import host_cpu
 from ninferkit.host.gpu import gpu_facts
-from ninferkit.model_files import local_dir, planned_path
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.records import GpuInfo, ProbeFacts, ProbeRecord, RecordedFinding
 from ninferkit.units import GIB

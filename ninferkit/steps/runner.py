@@ -19,7 +19,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,23 +33,32 @@ from ninferkit.params import load_profile
 from ninferkit.plain_output import plain
 from ninferkit.rundir.runs import Run, RunDir, open_run, utc_now
 from ninferkit.server import process as server
-from ninferkit.steps import preflight
-from ninferkit.steps.attach import Target, open_url_run
+from ninferkit.server.target import Target
+from ninferkit.steps import catalog, preflight
+from ninferkit.steps.attach import open_url_run
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-STEPS: dict[str, str] = {
-    "setup": "00_setup.ipynb",
-    "verify": "01_artifact_verify.ipynb",
-    "launch": "02_launch.ipynb",
-    "sweeps": "03_sweeps.ipynb",
-    "capacity": "04_capacity_fit.ipynb",
-    "writeup": "05_writeup.ipynb",
-}
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+class _RunbookNotebooks(Mapping[str, str]):
+    """The steps `ninferkit run` runs, in order, each with its notebook: the catalog's (ninferkit.steps.catalog),
+    asked on each use, since the catalog loads this module among the steps' while it gathers them."""
+
+    def _found(self) -> dict[str, str]:
+        return {step.name: step.notebook for step in catalog.steps() if step.notebook and step.runbook}
+
+    def __getitem__(self, step: str) -> str:
+        return self._found()[step]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
 
 
-URL_STEPS = ("sweeps", "capacity", "writeup")
-"""A --url run's steps by default: the server is someone else's, so there is nothing to verify or launch, and
-the setup step would probe this machine, which need not be the server's."""
+STEPS: Mapping[str, str] = _RunbookNotebooks()
+"""A --url run's steps by default are those the catalog marks `url` (sweeps, capacity, writeup): the server is
+someone else's, so there is nothing to verify or launch, and the setup step would probe this machine, which need
+not be the server's."""
 
 
 @dataclass
@@ -148,14 +157,14 @@ def run_runbook(
 
 
 def url_steps(steps: Sequence[str] | None) -> list[str]:
-    """The steps of a --url run: URL_STEPS by default; verify and launch refused (there is no model or server
-    of ninferkit's to check or start)."""
+    """The steps of a --url run: the catalog's url steps by default; verify and launch refused (there is no
+    model or server of ninferkit's to check or start)."""
     if not steps:
-        return list(URL_STEPS)
+        return catalog.url_steps()
     refused = [step for step in steps if step in ("verify", "launch")]
     if refused:
         raise ProfileError(f"--steps {','.join(refused)} with --url: the server is someone else's, so ninferkit "
-                           f"verifies and launches nothing; allowed: setup, {', '.join(URL_STEPS)}")
+                           f"verifies and launches nothing; allowed: setup, {', '.join(catalog.url_steps())}")
     return list(steps)
 
 

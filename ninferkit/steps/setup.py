@@ -9,6 +9,7 @@ from ninferkit.errors import NinferkitError
 from ninferkit.rundir.records import ProbeRecord
 from ninferkit.rundir.runs import Run, write_record
 from ninferkit.steps import preflight, probe
+from ninferkit.steps.catalog import Step
 
 
 def setup(run: Run) -> ProbeRecord:
@@ -30,3 +31,6 @@ def setup(run: Run) -> ProbeRecord:
                              + "\n".join(f"  - {f.code}: {f.message}. Fix: {f.fix}" for f in stopping)
                              + "\nTo go on regardless, list the code in the profile's gpu.waive.")
     return record
+
+
+STEP = Step("setup", "00_setup.ipynb", "probe.json", setup)

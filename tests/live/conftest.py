@@ -17,7 +17,7 @@ from ninferkit.errors import ServerExited
 from ninferkit.params.profile import BuildSection
 from ninferkit.rundir.runs import Run, open_run, read_json
 from ninferkit.server import process as server
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

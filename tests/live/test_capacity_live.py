@@ -22,7 +22,6 @@ import pytest
 
 from ninferkit import steps
 from ninferkit.artifact import model_path
-from ninferkit.capacity import capacity
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation
@@ -31,6 +30,7 @@ from ninferkit.engines.llama_server.kv_layout import gguf_metadata, llama_cpp_kv
 from ninferkit.errors import ProfileError
 from ninferkit.rundir.runs import Run, open_run, read_json
 from ninferkit.server import process as server
+from ninferkit.steps.capacity import capacity
 from tests.conftest import GENERATED_CPU, free_port
 
 BUDGET = 128 * 2**20

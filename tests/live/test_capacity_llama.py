@@ -7,8 +7,8 @@ fitted formula's prediction for it.
 
 from __future__ import annotations
 
+from ninferkit.capacity.gather import fit_logs
 from ninferkit.params import load_profile
-from ninferkit.steps.capacity import fit_logs
 from tests.conftest import DATA, GENERATED_CPU
 
 LOGS = sorted((DATA / "llama_server_logs").glob("*.log"))

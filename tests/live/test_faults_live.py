@@ -198,7 +198,7 @@ def _through(run: Run, proxy: FaultProxy) -> None:
 def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(small_run: Run) -> None:
     from ninferkit.errors import SweepFailed
     from ninferkit.report import write_report
-    from ninferkit.sweeps import sweeps
+    from ninferkit.steps.sweeps import sweeps
 
     port = int(json.loads(small_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
     with FaultProxy(port) as proxy:
@@ -217,7 +217,7 @@ def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(s
 def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) -> None:
     from ninferkit.errors import DiskFull
     from ninferkit.rundir.runs import read_jsonl
-    from ninferkit.sweeps import sweeps
+    from ninferkit.steps.sweeps import sweeps
 
     small_run.dir.requests.symlink_to("/dev/full")  # the kernel answers every write with ENOSPC
     with pytest.raises(DiskFull, match="requests.jsonl: No space left on device"):
@@ -243,7 +243,7 @@ def test_a_server_killed_mid_request_fails_that_cell_and_the_rerun_completes(tmp
     blamed on the next cell."""
     from ninferkit import steps
     from ninferkit.rundir.runs import open_run
-    from ninferkit.sweeps import sweeps
+    from ninferkit.steps.sweeps import sweeps
     from tests.conftest import LOCAL_CPU, free_port
     from tests.live.conftest import sweep_with_the_server_killed
 
@@ -277,7 +277,7 @@ def test_a_whole_run_with_a_proxy_in_the_environment_never_sends_loopback_to_it(
     out its startup timeout)."""
     from ninferkit import steps
     from ninferkit.rundir.runs import open_run
-    from ninferkit.sweeps import sweeps
+    from ninferkit.steps.sweeps import sweeps
     from tests.conftest import LOCAL_CPU, free_port
 
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.artifact import model_path, planned_path, verify
+from ninferkit.artifact import model_path, planned_path
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server import adapter as llama_adapter
 from ninferkit.engines.llama_server.amx import file_type, repack_hazard
@@ -19,6 +19,7 @@ from ninferkit.rundir.records import ProbeFacts
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
 from ninferkit.steps import probe
+from ninferkit.steps.verify import verify
 from tests.conftest import DATA, LOCAL_CPU, REPO
 
 GENERATED = DATA / "profiles" / "generated-cpu.yaml"

@@ -4,9 +4,9 @@ checks: tests/unit/test_llama_ledger_amx.py)."""
 
 from __future__ import annotations
 
+from ninferkit.capacity.gather import fit_logs
 from ninferkit.params import load_profile
 from ninferkit.rundir.records import CapacityRecord
-from ninferkit.steps.capacity import fit_logs
 from tests.conftest import DATA, GENERATED_CPU
 
 AMX = sorted((DATA / "llama_server_cpu_amx").glob("c*-np*.log"))  # the generated model's (the README's table)

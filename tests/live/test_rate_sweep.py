@@ -15,7 +15,7 @@ from ninferkit.report import write_report
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.server import process as server
-from ninferkit.sweeps import plan, sweeps
+from ninferkit.steps.sweeps import plan, sweeps
 from ninferkit.sweeps.rate import poisson_arrivals
 from tests.conftest import LOCAL_CPU, free_port
 

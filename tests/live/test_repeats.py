@@ -15,7 +15,7 @@ from ninferkit.report import compare_runs
 from ninferkit.report.compare import METRICS
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.server import process as server
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 from tests.live.conftest import sweep_with_the_server_killed
 

@@ -13,7 +13,7 @@ import pytest
 from ninferkit import steps
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.server import process as server
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from ninferkit.sweeps.kinds.sessions import SessionsCell, think_times, turn_view
 from tests.conftest import LOCAL_CPU, free_port
 

@@ -22,7 +22,7 @@ from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.server import process as server
 from ninferkit.server.process import _group_alive
 from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS, run_runbook
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

@@ -19,7 +19,7 @@ from ninferkit.engines.llama_server.embedded import llama_cpp_source
 from ninferkit.errors import ProfileError, SweepFailed
 from ninferkit.rundir.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.server import process as server
-from ninferkit.sweeps import plan, sweeps
+from ninferkit.steps.sweeps import plan, sweeps
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
 from tests.conftest import LOCAL_CPU, REPO, free_port

@@ -15,7 +15,7 @@ from ninferkit.cli import main as cli_main
 from ninferkit.measure.traces import SHIPPED_BLOCK_TOKENS, read_trace, shipped_trace
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.server import process as server
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

@@ -20,11 +20,11 @@ from ninferkit.artifact import (
     download,
     resolve_source,
     sha256_file,
-    verify,
 )
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.params import validate_profile
 from ninferkit.rundir.runs import open_run
+from ninferkit.steps.verify import verify
 from tests.ninfer_files import write_v1_v2, write_v3
 from tests.range_server import Faults, RangeServer
 

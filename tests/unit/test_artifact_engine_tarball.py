@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.artifact import sha256_file, verify
+from ninferkit.artifact import sha256_file
 from ninferkit.errors import ArtifactError, ChecksumMismatch
 from ninferkit.rundir.runs import Run, open_run
+from ninferkit.steps.verify import verify
 from tests.range_server import RangeServer
 
 

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.artifact import sha256_file, verify
+from ninferkit.artifact import sha256_file
+from ninferkit.artifact.describe import describe
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
-from ninferkit.steps.verify import describe
+from ninferkit.steps.verify import verify
 from tests.conftest import REPO
 from tests.range_server import Faults, RangeServer
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.artifact import verify
 from ninferkit.artifact.package import packages_dir, wheel_file_prefix
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
+from ninferkit.steps.verify import verify
 from tests.conftest import LOCAL_CPU
 
 MEMBER = "toy_model/weights.bin"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity import Setting, fit, from_log
+from ninferkit.capacity.gather import fit_logs
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server.kv_layout import llama_cpp_kv_layout
 from ninferkit.params import load_profile
-from ninferkit.steps.capacity import fit_logs
 from tests.conftest import DATA, GENERATED_CPU
 
 LOGS = sorted((DATA / "llama_server_logs").glob("*.log"))

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ninferkit.capacity import capacity
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.report import write_report
 from ninferkit.rundir.runs import Run, open_run
+from ninferkit.steps.capacity import capacity
 from tests.conftest import DATA
 
 LIVE = DATA / "ninfer_live"

@@ -253,7 +253,7 @@ def test_a_tokenizer_answer_that_never_ends_is_cut_into_a_clear_error() -> None:
 
 
 def test_a_props_answer_that_never_ends_is_not_read() -> None:
-    from ninferkit.sweeps import served
+    from ninferkit.steps.sweeps import served
 
     with Misbehaving(endless(200, "application/json")) as bad:
         assert served(ADAPTER, bad.url, {}) is None

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.capacity.fit import CapacityFit, fit
+from ninferkit.capacity.gather import fit_logs, fit_observations
 from ninferkit.capacity.interval import hull
 from ninferkit.capacity.launches import recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
@@ -31,7 +32,6 @@ from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.rundir.runs import append_jsonl, open_run
-from ninferkit.steps.capacity import fit_logs, fit_observations
 from ninferkit.units import GIB, MIB
 from tests.conftest import DATA, REPO
 

@@ -476,10 +476,10 @@ def test_3090_key_never_on_a_command_line(tmp_path: Path, monkeypatch: pytest.Mo
 def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report's tarball pin is checked, not only printed: a tarball in the cache's engines/ folder
     whose bytes differ from the report's fails the step, saying which sha256 was expected and found."""
-    from ninferkit.artifact import verify
     from ninferkit.artifact.verify import sha256_file
     from ninferkit.errors import ArtifactError
     from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.verify import verify
     from tests.ninfer_files import write_v1_v2
 
     monkeypatch.setenv("NINFERKIT_CACHE", str(tmp_path / "cache"))

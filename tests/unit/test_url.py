@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.capacity import capacity
+from ninferkit.capacity.gather import served_observations
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, ServerExited
 from ninferkit.params import load_profile
@@ -29,11 +29,12 @@ from ninferkit.report import write_report
 from ninferkit.server import process as server
 from ninferkit.server.detect import Answers, ask, checked_url, detect
 from ninferkit.server.diagnose_url import diagnose_server
+from ninferkit.server.target import Target, reach
 from ninferkit.steps import preflight
-from ninferkit.steps.attach import URL_PROFILE, Target, open_url_run, reach, served_overrides
-from ninferkit.steps.capacity import served_observations
+from ninferkit.steps.attach import URL_PROFILE, open_url_run, served_overrides
+from ninferkit.steps.capacity import capacity
 from ninferkit.steps.runner import url_steps
-from ninferkit.sweeps import sweeps
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"

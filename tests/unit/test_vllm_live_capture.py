@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ninferkit.capacity.gather import fit_observations
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
 from ninferkit.capacity.search import search
 from ninferkit.cli import main
@@ -20,7 +21,6 @@ from ninferkit.engines.vllm.adapter import check_against_vllm
 from ninferkit.engines.vllm.facts import recorded_facts
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import load_profile, validate_profile
-from ninferkit.steps.capacity import fit_observations
 
 LIVE = Path(__file__).parent.parent / "data" / "vllm-live"
 ADAPTER = get_adapter("vllm")

@@ -28,8 +28,8 @@ from ninferkit.engines.vllm.facts import VllmFacts, installed_facts, recorded_fa
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
 from ninferkit.errors import BadInput, ProfileError, ToolMissing
-from ninferkit.measure.prometheus_text import samples
 from ninferkit.params.profile import Profile
+from ninferkit.prometheus_text import samples
 from ninferkit.units import GIB, MIB
 
 WEIGHT_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
