@@ -1,6 +1,6 @@
 """One profile per run: a notebook's parameters checked against the profile the run's manifest records.
 
-The six notebooks of a run each have a parameters cell. Editing one of them (a port, a sweep's size) changed
+The seven notebooks of a run each have a parameters cell. Editing one of them (a port, a sweep's size) changed
 the run's profile for the steps after it without a word, so the write-up's numbers came from two profiles
 with only a caveat to say so. A notebook now opens its run through `checked_profile`: empty parameters mean
 the run's own profile, and a value that differs from it is refused, naming each field with the run's value
