@@ -27,9 +27,9 @@ import numpy as np
 
 from ninferkit.bounded import INPUT_FILE_BYTES, not_a_regular_file, read_text_file
 from ninferkit.errors import BadInput
-from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
+from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
 from ninferkit.interop.stats import last_token_s, throughput
-from ninferkit.measure.latency import gaps, tpot_s
+from ninferkit.measure.latency import MS, gaps, tpot_s
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import write_text_atomic
 

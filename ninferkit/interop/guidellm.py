@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from ninferkit.errors import BadInput
-from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, number, seconds
+from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, load_json, number, seconds
+from ninferkit.measure.latency import MS
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import write_text_atomic
 

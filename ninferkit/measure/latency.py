@@ -174,3 +174,42 @@ def goodput(sent: Sequence[RequestRow], targets: Targets) -> dict[str, float | N
     good = sum(1 for row in sent if targets.met(row))
     wall = wall_s(sent)
     return {"goodput_rps": good / wall if wall else None, "good_fraction": good / len(sent)}
+
+
+MS = 1000.0
+"""Seconds to milliseconds: every peer writes latencies in ms, ninferkit's rows in s."""
+
+
+@dataclass(frozen=True)
+class PeerDistribution:
+    """One metric over a cell as the peers print it (interop, an imported run's write-up): in ms, with the mean,
+    min and max beside the percentiles; all None where the cell has no sample."""
+
+    n: int
+    mean: float | None = None
+    median: float | None = None
+    std: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def value(self, stat: str) -> float | None:
+        found: float | None = getattr(self, stat)
+        return found
+
+
+def block_ms(values_s: Sequence[float]) -> PeerDistribution:
+    """Samples in seconds summarised in milliseconds."""
+    if not values_s:
+        return PeerDistribution(0)
+    data = np.asarray(values_s, dtype=float) * MS
+    p90, p99 = (float(v) for v in np.percentile(data, (90, 99)))
+    return PeerDistribution(len(values_s), float(data.mean()), float(np.median(data)), float(data.std()), p90, p99,
+                 float(data.min()), float(data.max()))
+
+
+def latency_blocks(rows: Sequence[RequestRow]) -> dict[str, PeerDistribution]:
+    """ttft, tpot, itl and e2e (latency.METRICS) of the finished rows, in ms."""
+    ok = [row for row in rows if row.status == "ok"]
+    return {metric: block_ms(samples(ok, metric)) for metric in METRICS}
