@@ -97,7 +97,7 @@ def test_an_unreadable_kernel_log_says_why() -> None:
     restricted = Path("/proc/sys/kernel/dmesg_restrict")
     if os.geteuid() != 0 or shutil.which("runuser") is None or restricted.read_text() != "1\n":
         pytest.skip("needs root, runuser and kernel.dmesg_restrict=1 to read the kernel log as a user who may not")
-    module = str(REPO / "ninferkit" / "host_evidence.py")
+    module = str(REPO / "ninferkit" / "host" / "evidence.py")
     code = (f"import importlib.util as u, json; s = u.spec_from_file_location('he', {module!r}); "
             "m = u.module_from_spec(s); s.loader.exec_module(m); print(json.dumps(m.kernel_log()))")
     python = shutil.which("python3", path="/usr/bin") or sys.executable
