@@ -9,7 +9,7 @@ and each answer is a real launch that served a request.
 The memory books must not depend on the CPU: on a CPU with AMX, llama.cpp loads the weights into an
 `AMX` model buffer beside the file mapping (`AMX model buffer size = 80.19 MiB` and `CPU_Mapped model
 buffer size = 80.20 MiB`), where a machine without AMX prints only the `CPU_Mapped` line; both must book
-80.20 MiB of weights against the 128 MiB budget (tests/unit/test_llama_ledger_amx.py replays both on recorded
+80.20 MiB of weights against the 128 MiB budget (tests/unit/engines/test_llama_ledger_amx.py replays both on recorded
 logs). This file passed on an AMX CPU (the device machine's Xeon, 16 cores) after that fix.
 """
 

@@ -1,5 +1,5 @@
 """The streaming client against the live embedded server: each of the three APIs pins its output and reports
-the server's usage (the recorded streams and the bodies real servers refused: tests/unit/test_client.py)."""
+the server's usage (the recorded streams and the bodies real servers refused: tests/unit/measure/test_client.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The llama.cpp build names itself: the built llama-server reports the pinned build number (the build's pipe,
-progress and lock without building: tests/unit/test_embedded.py)."""
+progress and lock without building: tests/unit/engines/test_embedded.py)."""
 
 from __future__ import annotations
 

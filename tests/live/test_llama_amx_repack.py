@@ -1,6 +1,6 @@
 """The AMX rule on the real embedded model (SmolLM2's Q4_1 file, fetched through pip): its weight type is read
 from the file, the setup finding says why, and the launch adds --no-repack on a CPU with AMX flags (passed in,
-never read from this machine). The rule itself and the crash diagnosis: tests/unit/test_llama_amx_repack.py."""
+never read from this machine). The rule itself and the crash diagnosis: tests/unit/engines/test_llama_amx_repack.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The capacity fit over the AMX CPU's startup logs agrees with the fit over a CPU without AMX, for the
 generated model (its shape needs the llama.cpp vocabulary, so it is built here; the logs and the ledger
-checks: tests/unit/test_llama_ledger_amx.py)."""
+checks: tests/unit/engines/test_llama_ledger_amx.py)."""
 
 from __future__ import annotations
 

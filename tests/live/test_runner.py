@@ -1,5 +1,5 @@
 """The headless runner against the live embedded server: steps run headless, a failing or killed step stops
-the server it started (the runner's own logic: tests/unit/test_runner.py)."""
+the server it started (the runner's own logic: tests/unit/steps/test_runner.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ninferkit.errors import StepFailed
 from ninferkit.server.process import _group_alive
 from ninferkit.steps.runner import STEPS, run_runbook
 from tests.conftest import LOCAL_CPU, REPO, free_port
-from tests.unit.test_runner import notebooks_with
+from tests.unit.steps.test_runner import notebooks_with
 
 
 def _server_pgid(run_dir: Path) -> int:

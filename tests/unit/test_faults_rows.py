@@ -286,7 +286,7 @@ def test_a_log_over_the_cap_is_read_at_its_start_and_end(tmp_path: Path) -> None
 
 NINFER_THROUGHPUT = (b"[2026-08-20 10:05:00.000] [info] ninfer-serve: throughput interval=5.002s prefill=0.0tok/s "
                      b"decode=71.2tok/s running=1 prefilling=0 decode_ready=1 waiting=0 avg_decode_batch=1.00")
-"""NInfer's throughput line as its interface spec gives it (IF §2.2; tests/unit/test_engine_ninfer.py)."""
+"""NInfer's throughput line as its interface spec gives it (IF §2.2; tests/unit/engines/test_engine_ninfer.py)."""
 
 
 def test_a_log_line_that_never_ends_is_skipped_by_the_tail_not_buffered(tmp_path: Path) -> None:
@@ -437,7 +437,7 @@ def test_a_line_break_in_an_argument_cannot_add_a_directive_to_a_systemd_unit(tm
     """A profile's text may hold a newline inside a value (text is text: here the public model id); in ExecStart
     a raw one ended the line, and what followed was a directive of its own (a command run before the server)."""
     from ninferkit.deploy import service
-    from tests.unit.test_deploy import V100
+    from tests.unit.deploy.test_deploy import V100
 
     profile = service.load(V100, ["deploy.mode=systemd", "engine.binary=/usr/bin/true", "serve.docker=false",
                                   'serve.model_id="a\\nExecStartPre=/usr/bin/id"']).profile

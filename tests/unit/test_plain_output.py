@@ -15,7 +15,7 @@ from ninferkit import progress
 from ninferkit.plain_output import child_env, plain
 from ninferkit.steps.runner import run_runbook
 from tests.conftest import LOCAL_CPU
-from tests.unit.test_runner import _stand_in_setup
+from tests.unit.steps.test_runner import _stand_in_setup
 
 ESC = "\x1b"
 

@@ -19,7 +19,7 @@ from ninferkit.report.caveats import comparison_caveats
 from ninferkit.report.data import RunData
 from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow
 from ninferkit.rundir.runs import RunDir
-from tests.unit.test_report import RUN_A, RUN_B, RUNS, copy_run, counted_rows
+from tests.unit.report.test_report import RUN_A, RUN_B, RUNS, copy_run, counted_rows
 
 METRICS = ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s")
 

@@ -11,7 +11,7 @@ import pytest
 
 from ninferkit.errors import NinferkitError
 from ninferkit.report import frame_table, section, sweep_table, write_report
-from tests.unit.test_report import RUN_A, copy_run
+from tests.unit.report.test_report import RUN_A, copy_run
 
 
 def test_a_sweep_table_is_the_write_ups_not_the_whole_frame(tmp_path: Path) -> None:

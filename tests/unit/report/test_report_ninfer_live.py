@@ -21,7 +21,7 @@ from ninferkit.report.fmt import number
 from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
-from tests.unit.test_report import markdown_table
+from tests.unit.report.test_report import markdown_table
 
 LIVE = DATA / "ninfer_live"
 GIB = 2**30

@@ -19,7 +19,7 @@ from ninferkit.deploy import mode_of, service
 from ninferkit.deploy.systemd import exec_line
 from ninferkit.errors import BadInput, NinferkitError
 from tests.conftest import DATA, LOCAL_CPU, REPO
-from tests.unit.test_seed_profiles import (
+from tests.unit.params.test_seed_profiles import (
     KEY,
     RTX3090,
     SEED_000_S1_5_RUN_SH,

@@ -18,7 +18,7 @@ from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.steps import notebook_run, profile_table
 from ninferkit.steps.notebook_errors import FULL_TRACEBACK_HINT
 from tests.conftest import LOCAL_CPU, REPO
-from tests.unit.test_report import RUN_A, copy_run
+from tests.unit.report.test_report import RUN_A, copy_run
 
 
 def _started(tmp_path: Path) -> Path:

@@ -23,7 +23,7 @@ import pytest
 
 from ninferkit.report import write_report
 from tests.conftest import REPO
-from tests.unit.test_report import RUN_A, copy_run
+from tests.unit.report.test_report import RUN_A, copy_run
 
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
 

@@ -1,7 +1,8 @@
 """pip's download shown as bytes of a total: a real pip fetches a wheel over loopback HTTP.
 
-The wheel is built here (tests/unit/test_artifact_package.py's builder) and served by tests/range_server.py; pip
-finds it through a local links page (PIP_NO_INDEX + PIP_FIND_LINKS, as a lab points pip at a mirror).
+The wheel is built here (tests/unit/artifact/test_artifact_package.py's builder) and served by
+tests/range_server.py; pip finds it through a local links page (PIP_NO_INDEX + PIP_FIND_LINKS, as a lab points
+pip at a mirror).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from ninferkit import progress
 from ninferkit.pip_download import pip_download
 from tests.range_server import RangeServer
-from tests.unit.test_artifact_package import build_wheel
+from tests.unit.artifact.test_artifact_package import build_wheel
 
 PAYLOAD = bytes(range(256)) * 4096 * 8  # 8 MiB
 

@@ -30,7 +30,7 @@ from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, ba
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.tables import build_tables, save_tables
 from tests.conftest import DATA, LOCAL_CPU
-from tests.unit.test_report import RUN_A, RUN_B, RUNS
+from tests.unit.report.test_report import RUN_A, RUN_B, RUNS
 
 TWO_CELLS = ["sweeps.context.targets=[256, 512]"]
 
@@ -182,7 +182,7 @@ def test_fail_on_regression_exits_1_with_a_line_naming_metric_cell_values_and_pe
 
 
 def test_fail_on_regression_without_repeats_is_refused_before_anything_is_written(tmp_path: Path) -> None:
-    from tests.unit.test_report import copy_run
+    from tests.unit.report.test_report import copy_run
 
     first, second = copy_run(RUN_A, tmp_path), copy_run(RUN_B, tmp_path)
     with pytest.raises(BadInput, match="sweeps.repeats"):

@@ -20,7 +20,7 @@ from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, ba
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.tables import build_tables, save_tables
 from tests.conftest import LOCAL_CPU
-from tests.unit.test_client import HAIKU, replay
+from tests.unit.measure.test_client import HAIKU, replay
 
 
 def test_the_tables_and_the_write_up_carry_the_first_answer_token_and_the_reasoning_events(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from ninferkit.engines.vllm.facts import recorded_facts
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import load_profile, validate_profile
 
-LIVE = Path(__file__).parent.parent / "data" / "vllm-live"
+LIVE = Path(__file__).parents[2] / "data" / "vllm-live"
 ADAPTER = get_adapter("vllm")
 FACTS = recorded_facts("0.26.0")
 
@@ -113,7 +113,7 @@ def test_a_method_or_version_it_lacks_is_refused() -> None:
 
 def test_diagnose_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     log = LIVE / "session1" / "startup-errors" / "unknown_argument_swap_space.log"
-    code = main(["diagnose", str(log), "--profile", str(Path(__file__).parents[2] / "params" / "h200-vllm.yaml")])
+    code = main(["diagnose", str(log), "--profile", str(Path(__file__).parents[3] / "params" / "h200-vllm.yaml")])
     out = capsys.readouterr().out
     assert code == 1 and "--swap-space" in out
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import papermill as pm
 
-from tests.unit.test_report import REPO, RUN_A, copy_run
+from tests.unit.report.test_report import REPO, RUN_A, copy_run
 
 NOTEBOOK = REPO / "notebooks" / "05_writeup.ipynb"
 

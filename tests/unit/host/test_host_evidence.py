@@ -2,7 +2,7 @@
 far end; each finding carries seed 000 §1.7's fix in its order.
 
 Kernel-log text is only what the field reports quote (tests/seed_excerpts.py, with seed and section): the GSP
-refusal of the open module on Volta. The box around it is tests/unit/test_probe.py's (the recorded H200 probe
+refusal of the open module on Volta. The box around it is tests/unit/steps/test_probe.py's (the recorded H200 probe
 with seed 000's V100 and a card no driver drives). Package listings are this machine's real dpkg-query output
 where a parser is tested; the kernel log unreadable is this machine's dmesg as an unprivileged user.
 """
@@ -27,7 +27,7 @@ from ninferkit.rundir.records import ProbeFacts
 from ninferkit.steps import probe
 from tests.conftest import DATA, REPO
 from tests.seed_excerpts import OPEN_MODULE, OPEN_MODULE_ROW
-from tests.unit.test_probe import TP2, _codes, _ninfer, _no_driver_facts, _recorded
+from tests.unit.steps.test_probe import TP2, _codes, _ninfer, _no_driver_facts, _recorded
 
 V100 = REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml"
 REPORT_ORDER = ('1. sudo apt purge "nvidia-*-open"; 2. sudo apt-get install -y "linux-headers-$(uname -r)" '
@@ -61,7 +61,7 @@ def test_open_driver_packages_on_volta_are_named_even_with_no_module_loaded() ->
 
 
 def test_the_loaded_open_module_on_volta_gets_the_reports_order_too() -> None:
-    from tests.unit.test_probe import _volta_facts
+    from tests.unit.steps.test_probe import _volta_facts
 
     found = _codes(_volta_facts(), load_profile(V100).profile)
     assert found["open_module_on_volta"].fix.startswith(REPORT_ORDER)
