@@ -95,7 +95,7 @@ class KernelModule(RecordPart):
 
 
 class KernelLog(RecordPart):
-    """The kernel log's NVIDIA lines (host_evidence.kernel_log); source None: unreadable, `reason` says why."""
+    """The kernel log's NVIDIA lines (host/evidence.py: kernel_log); source None: unreadable, `reason` says why."""
 
     source: str | None = None
     reason: str | None = None
@@ -108,7 +108,7 @@ class DriverPackage(RecordPart):
 
 
 class DriverPackages(RecordPart):
-    """The NVIDIA packages the package manager holds (host_evidence.driver_packages)."""
+    """The NVIDIA packages the package manager holds (host/evidence.py: driver_packages)."""
 
     manager: str | None = None
     packages: list[DriverPackage] = []
@@ -235,7 +235,7 @@ class ServerRecord(RunFile):
     external: bool = False
     """ninferkit did not start this server (`--url`): there was no launch step, and no stop ever signals it."""
     engine_signs: dict[str, list[str]] = {}
-    """An external server's answers that named its engine, per engine (`detect_engine`); empty when none did."""
+    """An external server's answers that named its engine, per engine (`server/detect.py`); empty when none did."""
     engine_given: bool = False
     """The engine was named by `--engine`, not read from the server's answers."""
     engine_version: str | None = None

@@ -115,7 +115,7 @@ def run_runbook(
     `say` gets the runner's lines (a step's start and end) and every line a step's cells print, as it
     comes, prefixed ``  <step> | ``. Raises ProfileError, leaving nothing behind, when the profile is
     invalid or the chosen steps cannot finish with it (ninferkit.steps.preflight).
-    With `url`, the server is the one running there (`attach_step`): no verify or launch step, and the final
+    With `url`, the server is the one running there (`steps/attach.py`): no verify or launch step, and the final
     stop never signals it; `profile` may then be None (params/url.yaml).
     Example: ``run_runbook("params/local-cpu.yaml", steps=["setup", "launch"])``.
     """
