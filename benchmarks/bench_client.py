@@ -52,12 +52,13 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ninferkit import server, steps  # noqa: E402
-from ninferkit.client import RequestSpec, StreamingClient, request_body  # noqa: E402
+from ninferkit import steps  # noqa: E402
 from ninferkit.engines import get_adapter  # noqa: E402
-from ninferkit.runs import open_run  # noqa: E402
-from ninferkit.telemetry import parse_prometheus  # noqa: E402
-from ninferkit.workloads import Tokenizer, exact_prompt, user_messages  # noqa: E402
+from ninferkit.measure.client import RequestSpec, StreamingClient, request_body  # noqa: E402
+from ninferkit.measure.telemetry import parse_prometheus  # noqa: E402
+from ninferkit.measure.workloads import Tokenizer, exact_prompt, user_messages  # noqa: E402
+from ninferkit.rundir.runs import open_run  # noqa: E402
+from ninferkit.server import process as server  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 ADAPTER = get_adapter("llama_server")

@@ -31,10 +31,10 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.artifact import model_path
-from ninferkit.embedded import build_llama_cpp
+from ninferkit.engines.llama_server.embedded import build_llama_cpp
 from ninferkit.params.profile import Profile
-from ninferkit.records import BenchComparison, LlamaBenchRecord
-from ninferkit.runs import RunDir, read_json, utc_now, write_record
+from ninferkit.rundir.records import BenchComparison, LlamaBenchRecord
+from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_record
 
 
 def llama_bench(binary: Path, model: Path, args: list[str], offload: bool) -> list[dict[str, Any]]:

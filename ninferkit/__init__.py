@@ -25,20 +25,23 @@ from ninferkit.errors import (
 from ninferkit.version import __version__
 
 if TYPE_CHECKING:
-    from ninferkit import artifact, capacity, deploy, probe, report, steps, sweeps
+    from ninferkit import artifact, capacity, deploy, report, steps, sweeps
     from ninferkit.params import Profile, load_profile
-    from ninferkit.runner import run_runbook
-    from ninferkit.runs import Run, RunDir, open_run
+    from ninferkit.rundir.runs import Run, RunDir, open_run
+    from ninferkit.steps import probe
+    from ninferkit.steps.runner import run_runbook
 
 
-_SUBMODULES = ("artifact", "capacity", "deploy", "probe", "report", "steps", "sweeps")
-_NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.runner",
-          "Run": "ninferkit.runs", "RunDir": "ninferkit.runs", "open_run": "ninferkit.runs"}
+_SUBMODULES = {"artifact": "ninferkit.artifact", "capacity": "ninferkit.capacity", "deploy": "ninferkit.deploy",
+               "probe": "ninferkit.steps.probe", "report": "ninferkit.report", "steps": "ninferkit.steps",
+               "sweeps": "ninferkit.sweeps"}
+_NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.steps.runner",
+          "Run": "ninferkit.rundir.runs", "RunDir": "ninferkit.rundir.runs", "open_run": "ninferkit.rundir.runs"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
-        return importlib.import_module(f"ninferkit.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     if name in _NAMES:
         return getattr(importlib.import_module(_NAMES[name]), name)
     raise AttributeError(f"module 'ninferkit' has no attribute {name!r}")

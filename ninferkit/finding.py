@@ -1,6 +1,6 @@
 """A setup finding: a fact about the machine or the profile that decides whether a run can succeed.
 
-The setup step's probe (ninferkit/probe.py) and each engine adapter (`EngineAdapter.setup_findings`)
+The setup step's probe (ninferkit/steps/probe.py) and each engine adapter (`EngineAdapter.setup_findings`)
 make them; probe.json records them; one of severity error stops the run unless `gpu.waive` names its code.
 """
 
@@ -16,7 +16,7 @@ FindingCode = Literal[
     "kv_auto_no_room", "amx_weight_repacking", "open_module_refused", "open_driver_packages_on_volta",
     "kernel_log_unreadable",
 ]
-"""The codes of the setup step's findings (ninferkit/probe.py), which `gpu.waive` may name."""
+"""The codes of the setup step's findings (ninferkit/steps/probe.py), which `gpu.waive` may name."""
 
 Severity = Literal["info", "warning", "error"]
 

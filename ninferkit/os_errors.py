@@ -2,7 +2,7 @@
 
 On the H200 the sweeps step failed after writing every table with a bare `[Errno 2] No such file or directory`:
 no file name, no traceback kept, "fix: —" in the post (issue 29). An OSError is the operating system's answer
-to one call; the call's frame says what ninferkit was doing. So every step (steps.py) and every command
+to one call; the call's frame says what ninferkit was doing. So every step (steps/notebook.py) and every command
 (cli/) turns an OSError into FileProblem: the step or command, the ninferkit function that met it (file and
 line), the OS's words with the path it named (or that it named none), a fix by errno, and where the
 traceback went (the run's logs/ninferkit-errors.log, else a temporary file). A FileProblem is a

@@ -67,7 +67,8 @@ PREFILL_STARVES_DECODE = Excerpt(
 CONTEXT_BODY = Excerpt(SEED_000, "§2.5", 'HTTP 400 {"error":{"code":"context_length_exceeded",\n'
                                          '  "message":"prepared prompt exceeds Engine max_context 131072", ...}}')
 # seed 000 §2.5: the memory formula the report fitted to its refusals, and its capacity table (tab-separated
-# as in the report: figure, groupwise-int, nvfp4); tests/unit/test_capacity_known.py holds ninferkit to each figure
+# as in the report: figure, groupwise-int, nvfp4); tests/unit/capacity/test_capacity_known.py holds ninferkit to
+# each figure
 CAPACITY_FORMULA = Excerpt(SEED_000, "§2.5", "运行时占用 = 2.75 GiB（固定：state 槽 + workspace + CUDA graph） + "
                                              "KV 池容量 × 35,904 B\n"
                                              "权重后可用显存：nvfp4 11.70 GiB / groupwise-int 14.75 GiB")

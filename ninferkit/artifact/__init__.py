@@ -6,17 +6,17 @@
     verify     size, sha256 and header checks of any file, as rows of expected vs actual
     container  the `.ninfer` header (v1/v2/v3) and v3 continuation parts
     compat     container version vs what the engine build reads, with the revision to pin
-    step       the 01_artifact_verify step: all of the above, written to artifact.json
+    describe   an artifact record for people (the 01_artifact_verify step, ninferkit/steps/verify.py, writes it)
 """
 
 from ninferkit.artifact.compat import check_container_compatibility
 from ninferkit.artifact.container import ContainerInfo, read_container
+from ninferkit.artifact.describe import describe, verification_table
 from ninferkit.artifact.fetch import DownloadResult, download
+from ninferkit.artifact.paths import local_dir, model_path, planned_path
 from ninferkit.artifact.source import ArtifactSource, UnpinnedArtifactWarning, check_pin, resolve_source
-from ninferkit.artifact.step import describe, verification_table, verify
 from ninferkit.artifact.verify import FileReport, verify_file
-from ninferkit.hashing import Sha256Result, sha256_file
-from ninferkit.model_files import local_dir, model_path, planned_path
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
 
 __all__ = [
     "ArtifactSource",
@@ -37,5 +37,4 @@ __all__ = [
     "sha256_file",
     "verification_table",
     "verify_file",
-    "verify",
 ]

@@ -19,8 +19,8 @@ from ninferkit.artifact.verify import FileReport
 from ninferkit.cache import cache_dir
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ArtifactError
-from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import Profile
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
 
 
 def engines_dir() -> Path:

@@ -38,8 +38,8 @@ import httpcore
 import httpx
 
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.hashing import Sha256Result, hash_file_into
 from ninferkit.progress import Progress, track
+from ninferkit.rundir.hashing import Sha256Result, hash_file_into
 from ninferkit.transports import BackendTransport
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")

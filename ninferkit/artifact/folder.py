@@ -16,8 +16,8 @@ from pathlib import Path
 from ninferkit.artifact.fetch import DownloadResult, download
 from ninferkit.artifact.source import ArtifactSource
 from ninferkit.artifact.verify import FileReport
-from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import FilePin
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
 
 
 def fetch_folder(source: ArtifactSource, folder: Path, pins: Mapping[str, FilePin], headers: dict[str, str],

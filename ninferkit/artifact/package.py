@@ -22,9 +22,9 @@ from typing import Any
 
 from ninferkit.cache import cache_dir
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.hashing import Sha256Result, sha256_file
 from ninferkit.params.profile import ArtifactSection
 from ninferkit.pip_download import pip_download
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
 
 COPY_BLOCK_BYTES = 8 * 1024 * 1024
 

@@ -15,7 +15,7 @@ from typing import Any
 from ninferkit.artifact.compat import check_container_compatibility
 from ninferkit.artifact.container import ContainerInfo, all_problems, read_container
 from ninferkit.bounded import not_a_regular_file
-from ninferkit.hashing import Sha256Result, sha256_file
+from ninferkit.rundir.hashing import Sha256Result, sha256_file
 
 
 @dataclass(frozen=True)

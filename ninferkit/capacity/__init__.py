@@ -6,14 +6,12 @@
 The engine adapter gives b from the model (`kv_layout`, engines/<kind>/kv_layout.py) and its pool rule
 (engines/pool.py); `observations` turns ledgers and refusals into intervals,
 `fit` finds every (F, b) consistent with them, `table` answers "C x S: fits or short by X GiB",
-`search` finds the largest pool with few launches, `step` ties them into 04_capacity_fit.
+`search` finds the largest pool with few launches, `gather` makes the record of them (the
+04_capacity_fit step, ninferkit/steps/capacity.py, launches and writes it).
 """
 
 from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
-from ninferkit.capacity.interval import Interval
-from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
-from ninferkit.capacity.step import (
-    capacity,
+from ninferkit.capacity.gather import (
     fit_logs,
     fit_observations,
     observations_frame,
@@ -22,6 +20,8 @@ from ninferkit.capacity.step import (
     table_frame,
     terms_frame,
 )
+from ninferkit.capacity.interval import Interval
+from ninferkit.capacity.observations import Observation, Setting, from_ledger, from_log, from_refusal
 
 __all__ = [
     "CapacityFit",
@@ -30,7 +30,6 @@ __all__ = [
     "Observation",
     "Priors",
     "Setting",
-    "capacity",
     "fit",
     "fit_logs",
     "fit_observations",

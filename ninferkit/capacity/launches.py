@@ -14,14 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit import server
 from ninferkit.bounded import read_log
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.observations import Observation, Setting, from_log, from_log_file, with_served
 from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ServerError
-from ninferkit.runs import Run, append_jsonl, open_run, read_jsonl
+from ninferkit.rundir.runs import Run, append_jsonl, open_run, read_jsonl
+from ninferkit.server import process as server
 
 Launcher = Callable[[Setting], Observation | None]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ninferkit.records import Bounds, CapacityAnswer, DecisionRow
+from ninferkit.rundir.records import Bounds, CapacityAnswer, DecisionRow
 from ninferkit.units import GIB
 
 SUMMARY_COLUMNS = ("figure", "value")

@@ -47,7 +47,7 @@ def version_line() -> str:
     """'ninferkit 0.1.0 (git 176ae66)': the package version and the checkout's commit, as results record them."""
     from pathlib import Path
 
-    from ninferkit.runs import git_state
+    from ninferkit.rundir.runs import git_state
     from ninferkit.version import __version__
 
     state = git_state(Path(__file__).resolve().parent.parent.parent)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ninferkit.attach_step import Target
+    from ninferkit.server.target import Target
 
 
 def add_profile_args(parser: argparse.ArgumentParser, optional: bool = False) -> None:
@@ -39,8 +39,8 @@ def add_url_args(parser: argparse.ArgumentParser, log_help: str) -> None:
 
 def url_target(args: argparse.Namespace) -> Target | None:
     """The --url server the arguments name (None without --url); the other --url options alone are refused."""
-    from ninferkit.attach_step import Target
     from ninferkit.errors import BadInput
+    from ninferkit.server.target import Target
 
     if args.url is None:
         given = [f"--{name.replace('_', '-')}" for name in ("api_key_env", "model", "engine", "log")

@@ -17,8 +17,8 @@ from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 
 if TYPE_CHECKING:
-    from ninferkit.attach_step import Target
-    from ninferkit.records import CapacityRecord
+    from ninferkit.rundir.records import CapacityRecord
+    from ninferkit.server.target import Target
 
 DEFAULT_PROFILE = "params/local-cpu.yaml"
 JSON_KEYS = ("bytes_per_token", "fixed_bytes", "fixed_bytes_at", "free_after_weights_bytes", "first_use_bytes",
@@ -65,9 +65,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.bounded import LOG_FILE_BYTES, regular_file
-    from ninferkit.capacity import capacity, fit_logs
+    from ninferkit.capacity import fit_logs
     from ninferkit.params import load_profile
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.capacity import capacity
 
     if args.capacity_command == "fit":
         from ninferkit.errors import BadInput
@@ -100,11 +101,12 @@ def main(args: argparse.Namespace) -> int:
 
 def _fit_server(args: argparse.Namespace, target: Target, flags: list[str]) -> CapacityRecord:
     """The fit of a running server someone else started: what it reports of its pool, and its logs."""
-    from ninferkit.attach_step import URL_PROFILE, reach, served_overrides
     from ninferkit.bounded import LOG_FILE_BYTES, regular_file
-    from ninferkit.capacity.step import fit_server
+    from ninferkit.capacity.gather import fit_server
     from ninferkit.engines import get_adapter
     from ninferkit.params import load_profile
+    from ninferkit.server.target import reach
+    from ninferkit.steps.attach import URL_PROFILE, served_overrides
 
     logs = [regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit") for log in args.logs]
     url, answers, detection = reach(target)

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.report import compare_runs
     from ninferkit.report.compare import regressions
     from ninferkit.report.fmt import number
-    from ninferkit.runs import RunDir
+    from ninferkit.rundir.runs import RunDir
 
     comparison = compare_runs(args.run_dirs)
     gate = regressions(comparison, args.fail_on_regression) if args.fail_on_regression is not None else None

@@ -33,9 +33,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.bounded import LOG_FILE_BYTES, read_file
-    from ninferkit.diagnose import diagnose, summary_text
     from ninferkit.errors import BadInput
     from ninferkit.params import load_profile
+    from ninferkit.server.diagnose import diagnose, summary_text
 
     if not args.logs and args.url is None:
         raise BadInput("diagnose needs a LOG, or --url URL for a live server")
@@ -44,8 +44,8 @@ def main(args: argparse.Namespace) -> int:
              for log in args.logs}
     live = _live(args) if args.url is not None else None
     if live is not None and profile is None:
-        from ninferkit.diagnose import diagnose_log
         from ninferkit.engines import get_adapter
+        from ninferkit.server.diagnose import diagnose_log
 
         adapter = get_adapter(live["engine"])
         reports = [{"log": log, **diagnose_log(text, adapter)} for log, text in texts.items()]
@@ -60,13 +60,13 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _live(args: argparse.Namespace) -> dict[str, Any]:
-    from ninferkit.attach_step import Target
-    from ninferkit.diagnose_server import diagnose_server
+    from ninferkit.server.diagnose_url import diagnose_server
+    from ninferkit.server.target import Target
 
     return diagnose_server(Target(args.url, args.api_key_env, args.model, args.engine))
 
 
 def _server_text(report: dict[str, Any]) -> str:
-    from ninferkit.diagnose_server import server_text
+    from ninferkit.server.diagnose_url import server_text
 
     return server_text(report)

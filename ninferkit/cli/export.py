@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.errors import BadInput
     from ninferkit.interop import get_format
     from ninferkit.interop.source import run_source
-    from ninferkit.runs import RunDir
+    from ninferkit.rundir.runs import RunDir
 
     if args.format not in FORMATS:
         raise BadInput(f"--format {args.format}: allowed: {', '.join(FORMATS)}")

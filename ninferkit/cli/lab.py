@@ -19,8 +19,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit import lab
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps import lab
 
     run = open_run(args.profile, args.run_dir, args.overrides)
     folder = lab.prepare(run)

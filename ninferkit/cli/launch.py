@@ -22,10 +22,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.engines import get_adapter
-    from ninferkit.launch_step import launch
     from ninferkit.params import load_profile
-    from ninferkit.runs import open_run
-    from ninferkit.server import planned_argv
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.server.process import planned_argv
+    from ninferkit.steps.launch import launch
 
     if args.dry_run:
         profile = load_profile(args.profile, args.overrides).profile

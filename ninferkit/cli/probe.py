@@ -21,9 +21,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit import probe
     from ninferkit.errors import BadInput, NinferkitError
     from ninferkit.params import load_profile
+    from ninferkit.steps import probe
 
     profile = load_profile(args.profile).profile if args.profile else None
     if args.apply:

@@ -25,7 +25,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.runner import parse_steps, run_runbook
+    from ninferkit.steps.runner import parse_steps, run_runbook
 
     try:
         result = run_runbook(args.profile, args.run_dir, parse_steps(args.steps) if args.steps else None,

@@ -15,8 +15,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.runs import RunDir
-    from ninferkit.server import read_record, stale_reason, stop
+    from ninferkit.rundir.runs import RunDir
+    from ninferkit.server.process import read_record, stale_reason, stop
 
     run_dir = RunDir(Path(args.run_dir).resolve())
     record = read_record(run_dir)  # BadInput (exit 2) for a server.json a launch did not write

@@ -29,10 +29,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.attach_step import open_url_run
     from ninferkit.errors import BadInput
-    from ninferkit.runs import open_run
-    from ninferkit.sweeps import plan, serving, sweeps
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.attach import open_url_run
+    from ninferkit.steps.sweeps import plan, serving, sweeps
 
     say = say_for(args)
     target = url_target(args)

@@ -21,8 +21,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ninferkit.errors import BadInput
-    from ninferkit.runs import RunDir
-    from ninferkit.traces import BLOCK_TOKENS, from_requests, trace_lines
+    from ninferkit.measure.traces import BLOCK_TOKENS, from_requests, trace_lines
+    from ninferkit.rundir.runs import RunDir
 
     run_dir = RunDir(Path(args.run_dir).resolve())
     if not run_dir.requests.is_file():

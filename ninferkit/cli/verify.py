@@ -47,8 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.artifact import describe, verify
-    from ninferkit.runs import open_run
+    from ninferkit.artifact import describe
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.verify import verify
 
     if (args.profile is None) == (args.file is None):
         raise ProfileError("give either a PROFILE or --file PATH (not both, not neither)")

@@ -13,8 +13,8 @@ from pathlib import Path
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput
 from ninferkit.params.profile import Profile
-from ninferkit.records import CapacitySearch
-from ninferkit.runs import RunDir
+from ninferkit.rundir.records import CapacitySearch
+from ninferkit.rundir.runs import RunDir
 
 
 def capacity_overrides(run_dir: Path, profile: Profile) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from ninferkit import bounded
+from ninferkit.artifact.paths import model_path, planned_path
 from ninferkit.deploy import Mode, Plan, ServiceState, mode_of, publish_host, service_name
 from ninferkit.deploy.actions import Host
 from ninferkit.deploy.from_run import capacity_overrides
@@ -26,13 +27,12 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import NinferkitError, ReadinessTimeout, ServerError
-from ninferkit.model_files import model_path, planned_path
 from ninferkit.params import load_profile
 from ninferkit.params.load import LoadedProfile
 from ninferkit.params.profile import Profile
-from ninferkit.records import AcceptanceCheck, DeployRecord
-from ninferkit.runs import Run, utc_now, write_record, write_text_atomic
-from ninferkit.server import acceptance_checks, api_key, auth_headers
+from ninferkit.rundir.records import AcceptanceCheck, DeployRecord
+from ninferkit.rundir.runs import Run, utc_now, write_record, write_text_atomic
+from ninferkit.server.process import acceptance_checks, api_key, auth_headers
 from ninferkit.transports import uses_proxy
 
 RECORD = "deploy.json"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ninferkit.engines.kinds import engine_module
+from ninferkit.params.kinds import engine_module
 
 if TYPE_CHECKING:
     from ninferkit.engines.base import EngineAdapter

@@ -34,7 +34,7 @@ class ApiDialect(EnginePart):
     def served_signs(self, models: Mapping[str, Any] | None, props: Mapping[str, Any] | None,
                      metrics: str | None, server_header: str | None) -> list[str]:
         """What in a running server's answers says it is this engine, each sign as a short phrase
-        (`ninferkit.detect_engine` asks every engine; an empty list: nothing here says so)."""
+        (`ninferkit.server.detect` asks every engine; an empty list: nothing here says so)."""
         signs = []
         owners = {str(model.get("owned_by")) for model in (models or {}).get("data") or [] if isinstance(model, dict)}
         if self.owned_by is not None and self.owned_by in owners:

@@ -1,6 +1,6 @@
 """How an engine is started: its binary, command line, environment, Docker files, readiness, secrets.
 
-The launch step (ninferkit/server.py) and `engines/docker.py` need this part of an engine; the write-up's
+The launch step (ninferkit/server/process.py) and `engines/docker.py` need this part of an engine; the write-up's
 recipe asks it which profile field a flag came from, the command line read backwards.
 """
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.fleet.tasks import StateDir, Task, pending
-from ninferkit.runs import read_json, utc_now, write_json_atomic
+from ninferkit.rundir.runs import read_json, utc_now, write_json_atomic
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE"}

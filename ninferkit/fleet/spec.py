@@ -15,17 +15,16 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ninferkit import preflight
 from ninferkit.errors import ProfileError
 from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.params.base import Section
 from ninferkit.params.load import field_problems, read_yaml_mapping, refuse_control_text
+from ninferkit.steps import preflight
+from ninferkit.steps.catalog import runbook_steps
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GRES = re.compile(r"^[a-z][a-z0-9_]*:[A-Za-z0-9_.-]+:[1-9][0-9]*$")
 """A GRES request by type, as sbatch's --gres takes it: gpu:v100:2."""
-Step = Literal["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
-STEPS: list[Step] = ["setup", "verify", "launch", "sweeps", "capacity", "writeup"]
 
 
 class SshTarget(Section):
@@ -94,7 +93,8 @@ class FleetFile(Section):
     description: str = ""
     state_dir: str = Field(description="this machine's folder for the fleet's tasks, logs and collected runs "
                                        "(relative: to the current directory)")
-    steps: list[Step] = Field(default_factory=lambda: list(STEPS))
+    steps: list[str] = Field(default_factory=runbook_steps, description="the runbook's steps each host runs "
+                                                                    "(default: all that `ninferkit run` runs)")
     overrides: list[str] = Field(default_factory=list, description="-p overrides applied to every host's profile")
     seconds_per_cell: float = Field(600.0, gt=0, le=86_400, description="the time budget of one planned sweep "
                                                                         "cell, for the time limit")
@@ -107,6 +107,15 @@ class FleetFile(Section):
     def _name(cls, value: str) -> str:
         if not NAME.match(value):
             raise ValueError(f"{value!r}: a fleet name is letters, digits, '_', '.', '-' (up to 63)")
+        return value
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, value: list[str]) -> list[str]:
+        allowed = runbook_steps()
+        unknown = [step for step in value if step not in allowed]
+        if unknown:
+            raise ValueError(f"unknown step(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
         return value
 
     @model_validator(mode="after")

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from ninferkit.errors import BadInput, NinferkitError, StepFailed
 from ninferkit.fleet.spec import Host, LoadedFleet
 from ninferkit.params import LoadedProfile
-from ninferkit.records import FleetTaskRecord
-from ninferkit.runs import RunDir, read_json, utc_now, write_json_atomic
+from ninferkit.rundir.records import FleetTaskRecord
+from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_json_atomic
 
 TASKS_FILE = "tasks.json"
 TaskState = Literal["pending", "running", "ok", "failed", "interrupted"]
@@ -199,7 +199,7 @@ def gres_missing(gres: str | None) -> str | None:
     refuse it, so the task does, before anything runs."""
     if gres is None:
         return None
-    from ninferkit.gpu import gpu_facts
+    from ninferkit.host.gpu import gpu_facts
 
     _, kind, count = gres.split(":")
     facts = gpu_facts()
@@ -233,7 +233,7 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     """Run task `index` of the state folder on this host: 0 when its run is whole (now or before), 1 when a
     step failed (the status names the step, the reason, the diagnosis and the log), 130 when interrupted
     (Slurm's scancel and a time limit send SIGTERM, which the runner turns into an interrupt)."""
-    from ninferkit.runner import run_runbook
+    from ninferkit.steps.runner import run_runbook
 
     state = StateDir(state_path.resolve())
     tasks = state.read_tasks()
@@ -292,8 +292,8 @@ def _diagnosis(run_dir: Path, step: str) -> str | None:
     if step not in ("launch", "sweeps", "capacity") or not log.exists():
         return None
     from ninferkit.bounded import read_log
-    from ninferkit.diagnose import diagnose
     from ninferkit.params import validate_profile
+    from ninferkit.server.diagnose import diagnose
 
     try:
         report = diagnose(read_log(log, "diagnosing the failed task's server log"),

@@ -27,11 +27,11 @@ import numpy as np
 
 from ninferkit.bounded import INPUT_FILE_BYTES, not_a_regular_file, read_text_file
 from ninferkit.errors import BadInput
-from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
+from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
 from ninferkit.interop.stats import last_token_s, throughput
-from ninferkit.latency import gaps, tpot_s
-from ninferkit.records import RequestRow
-from ninferkit.runs import write_text_atomic
+from ninferkit.measure.latency import MS, gaps, tpot_s
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import write_text_atomic
 
 RECORDS = "profile_export.jsonl"
 AGGREGATE = "profile_export_aiperf.json"

@@ -18,10 +18,8 @@ from typing import Any
 
 from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
 from ninferkit.errors import BadInput
-from ninferkit.records import RequestRow
-
-MS = 1000.0
-"""Seconds to milliseconds: every peer writes latencies in ms, ninferkit's rows in s."""
+from ninferkit.measure.latency import MS
+from ninferkit.rundir.records import RequestRow
 
 
 @dataclass(frozen=True)

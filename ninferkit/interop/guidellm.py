@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from ninferkit.errors import BadInput
-from ninferkit.interop.base import MS, Aggregate, Cell, Format, Imported, Source, load_json, number, seconds
-from ninferkit.records import RequestRow
-from ninferkit.runs import write_text_atomic
+from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, load_json, number, seconds
+from ninferkit.measure.latency import MS
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import write_text_atomic
 
 STATUSES = ("successful", "errored", "incomplete")
 OURS = {"time_to_first_token_ms": "ttft_client_s", "inter_token_latency_ms": "tpot_client_s",

@@ -16,9 +16,9 @@ from typing import Any
 
 from ninferkit.interop.base import Format, Source, ms
 from ninferkit.interop.stats import last_token_s
-from ninferkit.latency import gaps, number, tpot_s
-from ninferkit.records import RequestRow
-from ninferkit.runs import write_text_atomic
+from ninferkit.measure.latency import gaps, number, tpot_s
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import write_text_atomic
 
 COLUMNS = ("run_id", "sweep", "cell_id", "cell", "repetition", "request_uid", "api", "status", "error",
            "prompt_tokens", "cached_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "itl_mean_ms", "itl_max_ms",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Cell, Source
-from ninferkit.records import RequestRow
 from ninferkit.report.data import load_run
+from ninferkit.rundir.records import RequestRow
 
 
 def run_source(path: Path) -> Source:

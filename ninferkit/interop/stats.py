@@ -7,50 +7,22 @@ and latency.py) and the population standard deviation, only in ms and with the m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from ninferkit.interop.base import MS, Cell
-from ninferkit.latency import METRICS, peak_in_flight, requests_per_s, samples, wall_s
-from ninferkit.records import RequestRow
+from ninferkit.interop.base import Cell
+from ninferkit.measure.latency import (
+    PeerDistribution,
+    block_ms,
+    latency_blocks,
+    peak_in_flight,
+    requests_per_s,
+    wall_s,
+)
+from ninferkit.rundir.records import RequestRow
 
 STATS = ("mean", "median", "std", "p90", "p99")
 
-
-@dataclass(frozen=True)
-class Block:
-    """One metric over a cell, in ms; all None where the cell has no sample."""
-
-    n: int
-    mean: float | None = None
-    median: float | None = None
-    std: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    min: float | None = None
-    max: float | None = None
-
-    def value(self, stat: str) -> float | None:
-        found: float | None = getattr(self, stat)
-        return found
-
-
-def block_ms(values_s: Sequence[float]) -> Block:
-    """Samples in seconds summarised in milliseconds."""
-    if not values_s:
-        return Block(0)
-    data = np.asarray(values_s, dtype=float) * MS
-    p90, p99 = (float(v) for v in np.percentile(data, (90, 99)))
-    return Block(len(values_s), float(data.mean()), float(np.median(data)), float(data.std()), p90, p99,
-                 float(data.min()), float(data.max()))
-
-
-def latency_blocks(rows: Sequence[RequestRow]) -> dict[str, Block]:
-    """ttft, tpot, itl and e2e (latency.METRICS) of the finished rows, in ms."""
-    ok = [row for row in rows if row.status == "ok"]
-    return {metric: block_ms(samples(ok, metric)) for metric in METRICS}
+__all__ = ["STATS", "PeerDistribution", "Throughput", "block_ms", "last_token_s", "latency_blocks", "throughput"]
 
 
 def last_token_s(row: RequestRow) -> float | None:

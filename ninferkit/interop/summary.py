@@ -11,8 +11,8 @@ from typing import Any
 from ninferkit.interop.base import Cell, Format, Source
 from ninferkit.interop.requests_csv import table_text
 from ninferkit.interop.stats import STATS, latency_blocks, throughput
-from ninferkit.latency import METRICS
-from ninferkit.runs import write_text_atomic
+from ninferkit.measure.latency import METRICS
+from ninferkit.rundir.runs import write_text_atomic
 
 SHORT = {"ttft_client_s": "ttft", "tpot_client_s": "tpot", "itl_client_s": "itl", "e2e_client_s": "e2e"}
 COLUMNS = ("run_id", "sweep", "cell_id", "cell", "requests", "failed", "duration_s", "requests_per_s",

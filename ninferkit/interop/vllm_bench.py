@@ -23,9 +23,9 @@ from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, number
 from ninferkit.interop.stats import block_ms, last_token_s, throughput
-from ninferkit.latency import samples, tpot_s
+from ninferkit.measure.latency import samples, tpot_s
 from ninferkit.report.headline import params_label
-from ninferkit.runs import write_text_atomic
+from ninferkit.rundir.runs import write_text_atomic
 
 BACKENDS = {"chat": "openai-chat", "completions": "openai"}
 """vLLM's --backend for each of ninferkit's APIs it has."""

@@ -14,10 +14,10 @@ import uuid
 from pathlib import Path
 
 from ninferkit.errors import BadInput
-from ninferkit.hashing import sha256_file
 from ninferkit.interop.base import Imported, cell_id
-from ninferkit.records import ImportedRecord, Manifest, request_row_refusals
-from ninferkit.runs import RunDir, append_jsonl, utc_now, write_json_atomic, write_record
+from ninferkit.rundir.hashing import sha256_file
+from ninferkit.rundir.records import ImportedRecord, Manifest, request_row_refusals
+from ninferkit.rundir.runs import RunDir, append_jsonl, utc_now, write_json_atomic, write_record
 
 SWEEP = "imported"
 

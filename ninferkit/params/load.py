@@ -24,8 +24,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 
-from ninferkit.engines.kinds import KINDS, serve_section
 from ninferkit.errors import ProfileError
+from ninferkit.params.kinds import KINDS, serve_section
 from ninferkit.params.profile import Profile
 
 MAX_PROFILE_BYTES = 1024 * 1024

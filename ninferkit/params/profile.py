@@ -20,12 +20,12 @@ from pydantic import (
     model_validator,
 )
 
-from ninferkit.engines.kinds import has_build, serve_section
 from ninferkit.errors import ProfileError
 from ninferkit.finding import FindingCode
 from ninferkit.params.base import Section
 from ninferkit.params.capacity import CapacitySection
 from ninferkit.params.deploy import DeploySection
+from ninferkit.params.kinds import has_build, serve_section
 from ninferkit.params.report import ReportSection
 from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection

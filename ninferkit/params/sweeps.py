@@ -83,7 +83,7 @@ class ConcurrencySweep(Section):
 
 class LatencyTargets(Section):
     """What a request must meet to count toward goodput (vLLM's `--goodput`, DistServe); null: no target.
-    ninferkit/latency.py defines each metric, with the names other tools give it."""
+    ninferkit/measure/latency.py defines each metric, with the names other tools give it."""
 
     ttft_s: float | None = Field(None, gt=0, le=86_400, description="client time to first token, seconds")
     tpot_s: float | None = Field(None, gt=0, le=86_400, description="time per output token after the first, "
@@ -154,7 +154,7 @@ class SessionsSweep(Section):
 
 class AgentSweep(Section):
     """An agent loop that loops: the model's own tool calls are parsed, run against small local tools
-    (ninferkit/agent_tools.py) and their results sent back, until it answers or reaches the round-trip limit."""
+    (ninferkit/measure/agent_tools.py) and their results sent back, until it answers or reaches the round-trip limit."""
 
     enabled: bool = Field(False, description="off by default: run it with --only agent, or set true")
     apis: list[ToolApi] = Field(default_factory=lambda: list(get_args(ToolApi)),
@@ -167,7 +167,7 @@ class AgentSweep(Section):
 
 
 class TraceSweep(Section):
-    """Replay a Mooncake-style trace open loop (ninferkit/traces.py): each request sent at its timestamp
+    """Replay a Mooncake-style trace open loop (ninferkit/measure/traces.py): each request sent at its timestamp
     divided by `speed`, its prompt built block by block from its hash_ids so shared ids share a prefix."""
 
     enabled: bool = Field(False, description="off by default: run it with --only trace, or set true")

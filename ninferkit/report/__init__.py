@@ -4,7 +4,7 @@
     >>> report.write_report("runs/20261130-110000-local-cpu").markdown   # doctest: +SKIP
 """
 
-from ninferkit.report.build import Report, build_document, write_report, writeup
+from ninferkit.report.build import Report, build_document, write_report
 from ninferkit.report.compare import Comparison, compare_runs
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.headline import HeadlineRow, headline, headline_table
@@ -13,4 +13,4 @@ from ninferkit.report.render import get_renderer, register_renderer, renderers
 
 __all__ = ["Comparison", "HeadlineRow", "Report", "RunData", "Shown", "build_document", "compare_runs", "frame_table",
            "get_renderer", "headline", "headline_table", "load_run", "register_renderer", "renderers", "section",
-           "sweep_table", "write_report", "writeup"]
+           "sweep_table", "write_report"]

@@ -20,11 +20,10 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.engines import get_adapter
-from ninferkit.engines.kinds import KINDS, has_build
 from ninferkit.errors import NinferkitError
-from ninferkit.evidence_findings import environment_rows
-from ninferkit.latency import recorded_itl
-from ninferkit.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, ServerRecord, StepEntry
+from ninferkit.host.findings import environment_rows
+from ninferkit.measure.latency import recorded_itl
+from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
@@ -39,7 +38,8 @@ from ninferkit.report.paths import note as paths_note
 from ninferkit.report.recipe import launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
 from ninferkit.report.views import detail_view, latency_view, sweep_view, what_fits
-from ninferkit.runs import Run, utc_now
+from ninferkit.rundir.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, ServerRecord, StepEntry
+from ninferkit.rundir.runs import utc_now
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.version import __version__
 
@@ -68,11 +68,6 @@ class Report:
             return f"![{match[1]}](data:image/png;base64,{data})"
 
         return re.sub(r"!\[([^\]]*)\]\((figures/[^)]+\.png)\)", embed, self.markdown.read_text())
-
-
-def writeup(run: Run, *, formats: list[str] | None = None) -> Report:
-    """The write-up step (05_writeup): the run's report/ from its raw files, as `write_report` writes it."""
-    return write_report(run.dir.path, formats)
 
 
 def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Report:

@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ninferkit.engines import get_adapter
-from ninferkit.latency import wait_before_prefill_s
-from ninferkit.profile_change import change_lines
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import wait_before_prefill_s
+from ninferkit.measure.telemetry import THROTTLING
 from ninferkit.report.conditions import gpu_conditions
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import cell_label
+from ninferkit.rundir.profile_change import change_lines
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.rate import kept_up
-from ninferkit.telemetry import THROTTLING
 
 WAIT_ALONE_S = 0.25
 """A lone request's wait before prefill above this (and above its own prompt time) is worth a caveat."""

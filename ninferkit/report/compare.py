@@ -7,7 +7,7 @@ either run is reported as "within spread", never as a speed-up.
 
 Where both runs ran a cell more than once (`sweeps.repeats`), each repeat is one value (the median of its
 requests), the medians compared are the medians of those, and the comparison adds the seeded bootstrap
-interval of the difference (ninferkit/confidence.py) and whether it leaves out zero (`outside_interval`):
+interval of the difference (ninferkit/measure/confidence.py) and whether it leaves out zero (`outside_interval`):
 a difference outside it is one the repeats did not produce by chance at that level. `regressions` are the
 metrics that got worse by more than a percentage and outside the interval: what `--fail-on-regression` gates.
 """
@@ -25,16 +25,16 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.confidence import Interval, difference_interval
 from ninferkit.errors import BadInput, NinferkitError
-from ninferkit.records import RequestRow
+from ninferkit.measure.confidence import Interval, difference_interval
 from ninferkit.report.caveats import cell_acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
-from ninferkit.runs import utc_now, write_text_atomic
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import utc_now, write_text_atomic
 from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better

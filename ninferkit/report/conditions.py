@@ -11,8 +11,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from ninferkit.records import TelemetrySample
 from ninferkit.report.data import RunData
+from ninferkit.rundir.records import TelemetrySample
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import pandas as pd
 from ninferkit.bounded import read_log, regular_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
-from ninferkit.engines.kinds import KINDS
 from ninferkit.errors import BadInput, NinferkitError, ProfileError
-from ninferkit.latency import Targets
+from ninferkit.measure.latency import Targets
+from ninferkit.params.kinds import KINDS
 from ninferkit.params.report import ReportSection
-from ninferkit.records import (
+from ninferkit.rundir.records import (
     ArtifactRecord,
     CapacityRecord,
     CellEntry,
@@ -36,7 +36,7 @@ from ninferkit.records import (
     StepEntry,
     TelemetrySample,
 )
-from ninferkit.runs import RunDir
+from ninferkit.rundir.runs import RunDir
 from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, latest_outcomes, sweep_table, table_cells

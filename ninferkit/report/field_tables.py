@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.records import RequestRow, TelemetrySample
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Paragraph, Section, Table
 from ninferkit.report.fmt import number
+from ninferkit.rundir.records import RequestRow, TelemetrySample
 
 NONE = "—"
 

@@ -19,13 +19,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ninferkit.records import RequestRow
 from ninferkit.report.caveats import acceptance
 from ninferkit.report.conditions import load_window
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Figure
 from ninferkit.report.headline import concurrency_groups
-from ninferkit.runs import write_bytes_atomic
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import write_bytes_atomic
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import Targets, distribution, goodput, wall_s
-from ninferkit.records import CapacityRecord, RequestRow
+from ninferkit.measure.latency import Targets, distribution, goodput, wall_s
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.memory import kv_pool
+from ninferkit.rundir.records import CapacityRecord, RequestRow
 from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.rate import kept_up
 from ninferkit.units import GIB

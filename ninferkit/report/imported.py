@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from ninferkit.interop.base import Cell
-from ninferkit.interop.stats import latency_blocks
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import latency_blocks
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Bullets, Paragraph, Section, Table
 from ninferkit.report.fmt import number
+from ninferkit.rundir.records import RequestRow
 
 SHOWN_AGGREGATES = 60
 """At most this many of the tool's aggregates are tabled (a vLLM file has a set per cell); imported.json has all."""
@@ -37,8 +36,7 @@ def sections(run: RunData) -> list[Section]:
         by_load[json.dumps(row.cell, sort_keys=True)].append(row)
     lines = []
     for load, rows in sorted(by_load.items()):
-        cell = Cell("imported", str(rows[0].cell_id), json.loads(load), rows)
-        for metric, block in latency_blocks(cell.rows).items():
+        for metric, block in latency_blocks(rows).items():
             if block.n:
                 lines.append((load, SHORT[metric], str(block.n), number(block.mean), number(block.median),
                               number(block.p90), number(block.p99)))

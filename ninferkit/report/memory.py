@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ninferkit.capacity.summary import SUMMARY_COLUMNS, TABLE_COLUMNS, summary_rows, table_rows
-from ninferkit.engines.kinds import KINDS, has_build
 from ninferkit.errors import NinferkitError
+from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.params.profile import Profile
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Bullets, Paragraph, Table

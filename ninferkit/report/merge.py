@@ -24,11 +24,11 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import BadInput
-from ninferkit.latency import distribution, samples
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import distribution, samples
 from ninferkit.report.document import Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.render import render_html, render_markdown
-from ninferkit.runs import RunDir, utc_now, write_text_atomic
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import RunDir, utc_now, write_text_atomic
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes
 
 LATENCIES = ("ttft_client_s", "tpot_client_s", "e2e_client_s")

@@ -11,7 +11,7 @@ tables on the page instead of cutting them off.
 Text in a write-up comes from profiles, servers and logs, so both renderers escape it: the only
 markup a block's text carries is `code` spans; everything else is shown as written, never read as
 HTML, a link, an image, a heading or a list (a newline inside a paragraph or a cell is a space).
-Both write atomically through ninferkit.runs, scrubbed of the run's API key.
+Both write atomically through ninferkit.rundir.runs, scrubbed of the run's API key.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ninferkit.errors import NinferkitError
 from ninferkit.redaction import remember_env
 from ninferkit.registry import Registry
 from ninferkit.report.document import Block, Bullets, Code, Document, Figure, Paragraph, Table
-from ninferkit.runs import RunDir, write_text_atomic
+from ninferkit.rundir.runs import RunDir, write_text_atomic
 
 Renderer = Callable[[Document, Path], Path]
 _RENDERERS: Registry[Renderer] = Registry("report.formats names renderer", NinferkitError)

@@ -101,7 +101,7 @@ def not_measured(tasks: pd.DataFrame) -> str | None:
 
 
 def _character(task: str) -> str:
-    from ninferkit.workloads import load_task
+    from ninferkit.measure.workloads import load_task
 
     try:
         return load_task(task).character

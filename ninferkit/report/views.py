@@ -5,7 +5,7 @@ one cell per quantity (a median with its range in brackets; for a cell run sever
 median of its repeats with its confidence interval in square brackets), moves a column that holds the same value in
 every row into the caption ("in every cell: api chat"), leaves out a column with no value, and lists what a
 failed or skipped cell and the plan's notes say below the table instead of in it. The latency tables are
-recomputed from the request rows (TTFT, TPOT, ITL and end-to-end latency as ninferkit/latency.py defines
+recomputed from the request rows (TTFT, TPOT, ITL and end-to-end latency as ninferkit/measure/latency.py defines
 them, with requests per second).
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.capacity.summary import dtype_words
-from ninferkit.latency import distribution, recorded_itl, requests_per_s, samples
-from ninferkit.records import DecisionRow, RequestRow
+from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
+from ninferkit.rundir.records import DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.kinds.columns import Shape, ViewColumn

@@ -20,9 +20,9 @@ from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ninferkit.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
+from ninferkit.measure.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.params.profile import Profile
 from ninferkit.params.sweeps import Api
 

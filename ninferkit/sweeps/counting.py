@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
-from ninferkit.records import CellEntry, RequestRow
+from ninferkit.rundir.records import CellEntry, RequestRow
 
 
 @dataclass(frozen=True)

@@ -26,19 +26,19 @@ from typing import Any
 
 import httpx
 
-from ninferkit import server
 from ninferkit.bounded import read_log
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient, error_summary
+from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
-from ninferkit.records import RequestRow
-from ninferkit.runs import Run, append_jsonl, utc_now
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import Run, append_jsonl, utc_now
+from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.rules import CellTally, StopRule
 from ninferkit.sweeps.truth import MeteredClient, record_log_truth
-from ninferkit.workloads import Tokenizer
 
 ACCESS_REFUSED = (401, 403)
 

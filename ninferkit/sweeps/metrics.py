@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.latency import wait_before_prefill_s, wall_s
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import wait_before_prefill_s, wall_s
+from ninferkit.rundir.records import RequestRow
 
 
 def numbers(frame: pd.DataFrame, name: str) -> pd.Series:

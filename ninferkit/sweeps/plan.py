@@ -21,7 +21,7 @@ from typing import Any
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
-from ninferkit.runs import RunDir, utc_now, write_json_atomic
+from ninferkit.rundir.runs import RunDir, utc_now, write_json_atomic
 from ninferkit.sweeps.cell import Cell, Planner, repeated
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.kinds import names

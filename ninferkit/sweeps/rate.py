@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ninferkit.latency import number
-from ninferkit.records import RequestRow
+from ninferkit.measure.latency import number
+from ninferkit.rundir.records import RequestRow
 
 KEPT_UP_GROWTH = 0.1
 """Above this backlog growth (the server served less than 1 / 1.1, about 91%, of the offered rate) it did not

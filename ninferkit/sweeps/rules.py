@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ninferkit.client import error_summary
+from ninferkit.measure.client import error_summary
 
 
 @dataclass

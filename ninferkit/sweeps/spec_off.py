@@ -16,10 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ninferkit import server
 from ninferkit.capacity.launches import free_port
 from ninferkit.errors import ServerError
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.runs import Run, open_run
+from ninferkit.server import process as server
 from ninferkit.sweeps.cell import SPEC_OFF, Cell
 from ninferkit.sweeps.execute import SweepContext, base_row
 

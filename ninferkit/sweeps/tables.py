@@ -2,7 +2,7 @@
 
 Each table has one row per cell: the cell's parameters, then each metric as median with min and
 max over the repetitions (warm-up excluded), the latency distributions (p50, p90, p99 and standard
-deviation of TTFT, TPOT, ITL and end-to-end latency, as ninferkit/latency.py defines them) and the
+deviation of TTFT, TPOT, ITL and end-to-end latency, as ninferkit/measure/latency.py defines them) and the
 requests finished per second, then the cell's status (with the reason, the diagnosis of
 a failure and the plan's notes on what was sent differently from what was asked), the
 `reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
@@ -19,7 +19,7 @@ built, so new targets need no rerun), the most requests in flight at once, how l
 
 A cell run more than once (`sweeps.repeats`) is one row over all its repeats: the columns pool their
 requests, except the headline metrics (REPEATED), whose `_median` is then the median of the repeats' medians,
-with `_ci_low`/`_ci_high` its seeded bootstrap interval (ninferkit/confidence.py), `repeats` how many repeats
+with `_ci_low`/`_ci_high` its seeded bootstrap interval (ninferkit/measure/confidence.py), `repeats` how many repeats
 the ledger has and `ci_method` the method and level in words. A row of one repeat has none of these columns.
 """
 
@@ -33,17 +33,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ninferkit.confidence import median_interval
-from ninferkit.latency import METRICS, Targets, distribution, requests_per_s, samples
-from ninferkit.records import CellEntry, RequestRow, TelemetrySample
-from ninferkit.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
+from ninferkit.measure.confidence import median_interval
+from ninferkit.measure.latency import METRICS, Targets, distribution, requests_per_s, samples
+from ninferkit.measure.telemetry import LOG_POLL_S, engine_rates, window_summary
+from ninferkit.rundir.records import CellEntry, RequestRow, TelemetrySample
+from ninferkit.rundir.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
 from ninferkit.sweeps.truth import decode_gap_summary, rows_with_server_truth
-from ninferkit.telemetry import LOG_POLL_S, engine_rates, window_summary
 
 NO_TARGETS = Targets()
 SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")

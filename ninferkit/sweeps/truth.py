@@ -36,11 +36,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import RequestFailed
-from ninferkit.records import RequestRow, TelemetrySample
-from ninferkit.runs import Run, RunDir, append_jsonl, damaged_line, read_jsonl_numbered, utc_now
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.rundir.records import RequestRow, TelemetrySample
+from ninferkit.rundir.runs import Run, RunDir, append_jsonl, damaged_line, read_jsonl_numbered, utc_now
 
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it

@@ -26,7 +26,7 @@ start)
   cat "$work/model-files.txt"
   step "llama.cpp CUDA build (nice 19, in the background): $work/build.log"
   setsid nohup nice -n 19 python3 -c 'from ninferkit.params.load import load_profile
-from ninferkit.embedded import build_llama_cpp
+from ninferkit.engines.llama_server.embedded import build_llama_cpp
 print(build_llama_cpp(load_profile("params/h200-llamacpp-smollm2.yaml").profile.engine.build))' \
     > "$work/build.log" 2>&1 < /dev/null &
   step "vLLM runbook (in the background): $work/vllm-run.log"

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.embedded import llama_server_binary
+from ninferkit import steps
+from ninferkit.engines.llama_server.embedded import llama_server_binary
 from ninferkit.errors import ServerExited
 from ninferkit.params.profile import BuildSection
-from ninferkit.runs import Run, open_run, read_json
-from ninferkit.sweeps import sweeps
+from ninferkit.rundir.runs import Run, open_run, read_json
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

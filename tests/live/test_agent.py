@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.embedded import llama_cpp_source
-from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import sweeps
+from ninferkit import steps
+from ninferkit.engines.llama_server.embedded import llama_cpp_source
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 SMALL = ["sweeps.agent.sessions=2", "sweeps.agent.max_round_trips=3", "sweeps.agent.output_tokens=48"]

@@ -10,12 +10,13 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
-from ninferkit.artifact import model_path, sha256_file, verify
+from ninferkit.artifact import model_path, sha256_file
 from ninferkit.cli import main
 from ninferkit.errors import ArtifactError
 from ninferkit.params import load_profile
-from ninferkit.runner import NOTEBOOKS_DIR
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
+from ninferkit.steps.runner import NOTEBOOKS_DIR
+from ninferkit.steps.verify import verify
 from tests.conftest import GENERATED_CPU, LOCAL_CPU
 
 

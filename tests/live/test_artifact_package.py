@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ninferkit.artifact import verify
 from ninferkit.params import load_profile
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
+from ninferkit.steps.verify import verify
 from tests.conftest import LOCAL_CPU
 
 

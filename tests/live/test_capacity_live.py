@@ -9,7 +9,7 @@ and each answer is a real launch that served a request.
 The memory books must not depend on the CPU: on a CPU with AMX, llama.cpp loads the weights into an
 `AMX` model buffer beside the file mapping (`AMX model buffer size = 80.19 MiB` and `CPU_Mapped model
 buffer size = 80.20 MiB`), where a machine without AMX prints only the `CPU_Mapped` line; both must book
-80.20 MiB of weights against the 128 MiB budget (tests/unit/test_llama_ledger_amx.py replays both on recorded
+80.20 MiB of weights against the 128 MiB budget (tests/unit/engines/test_llama_ledger_amx.py replays both on recorded
 logs). This file passed on an AMX CPU (the device machine's Xeon, 16 cores) after that fix.
 """
 
@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.artifact import model_path
-from ninferkit.capacity import capacity
 from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation
 from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server.kv_layout import gguf_metadata, llama_cpp_kv_layout
 from ninferkit.errors import ProfileError
-from ninferkit.runs import Run, open_run, read_json
+from ninferkit.rundir.runs import Run, open_run, read_json
+from ninferkit.server import process as server
+from ninferkit.steps.capacity import capacity
 from tests.conftest import GENERATED_CPU, free_port
 
 BUDGET = 128 * 2**20

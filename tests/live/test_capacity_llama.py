@@ -7,7 +7,7 @@ fitted formula's prediction for it.
 
 from __future__ import annotations
 
-from ninferkit.capacity.step import fit_logs
+from ninferkit.capacity.gather import fit_logs
 from ninferkit.params import load_profile
 from tests.conftest import DATA, GENERATED_CPU
 

@@ -1,5 +1,5 @@
 """The streaming client against the live embedded server: each of the three APIs pins its output and reports
-the server's usage (the recorded streams and the bodies real servers refused: tests/unit/test_client.py)."""
+the server's usage (the recorded streams and the bodies real servers refused: tests/unit/measure/test_client.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from ninferkit.client import RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
-from ninferkit.runs import Run
+from ninferkit.measure.client import RequestSpec, StreamingClient
+from ninferkit.rundir.runs import Run
 
 ADAPTER = get_adapter("llama_server")
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]

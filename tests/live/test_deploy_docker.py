@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit.artifact.step import verify
 from ninferkit.cli import main
 from ninferkit.deploy import mode_of, service
 from ninferkit.engines import get_adapter
-from ninferkit.runs import open_run
-from ninferkit.server import acceptance_checks
+from ninferkit.rundir.runs import open_run
+from ninferkit.server.process import acceptance_checks
+from ninferkit.steps.verify import verify
 from tests.conftest import LOCAL_CPU, free_port
 
 IMAGE = "ninferkit-test/llama-server:11434"

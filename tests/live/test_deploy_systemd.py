@@ -1,6 +1,7 @@
 """`ninferkit deploy` in systemd mode: the unit for the embedded llama-server, as deploy writes it, accepted by
-systemd-analyze verify (which checks its keys and that ExecStart's program exists and is executable). This machine
-has no systemd as its init, so the unit is verified, not started (tests/unit/test_deploy.py checks the refusal)."""
+systemd-analyze verify (which checks its keys and that ExecStart's program exists and is executable). This
+machine has no systemd as its init, so the unit is verified, not started (tests/unit/deploy/test_deploy.py checks
+the refusal)."""
 
 from __future__ import annotations
 

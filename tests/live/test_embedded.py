@@ -1,11 +1,11 @@
 """The llama.cpp build names itself: the built llama-server reports the pinned build number (the build's pipe,
-progress and lock without building: tests/unit/test_embedded.py)."""
+progress and lock without building: tests/unit/engines/test_embedded.py)."""
 
 from __future__ import annotations
 
 import subprocess
 
-from ninferkit.embedded import (
+from ninferkit.engines.llama_server.embedded import (
     LLAMA_CPP_BUILD_NUMBER,
     LLAMA_CPP_COMMIT,
     build_llama_cpp,

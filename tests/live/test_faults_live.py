@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ninferkit import server
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
 from ninferkit.errors import RequestFailed
-from ninferkit.runs import Run
-from ninferkit.workloads import Tokenizer
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.measure.workloads import Tokenizer
+from ninferkit.rundir.runs import Run
+from ninferkit.server import process as server
 from tests.fault_proxy import Fault, FaultProxy
 
 ADAPTER = get_adapter("llama_server")
@@ -79,7 +79,7 @@ def test_a_key_echoed_url_encoded_or_json_escaped_is_stored_without_it(proxy: Fa
     scrubber matched the raw value only)."""
     from urllib.parse import quote
 
-    from ninferkit.runs import append_jsonl
+    from ninferkit.rundir.runs import append_jsonl
 
     key = 'sk-fault/proxy+"key"=5521'
     page = f'{{"error": {{"message": "bad key {json.dumps(key)[1:-1]} at /v1?key={quote(key, safe="")}"}}}}'
@@ -101,8 +101,8 @@ def test_a_key_echoed_url_encoded_or_json_escaped_is_stored_without_it(proxy: Fa
 ], ids=["finish-reason-object", "negative-rate", "1e30-tokens"])
 def test_an_odd_field_in_the_servers_own_stream_is_an_errored_row_its_reader_reads(
         proxy: FaultProxy, tmp_path: Path, rewrite: object, said: str) -> None:
-    from ninferkit.records import RequestRow
-    from ninferkit.runs import append_jsonl, read_rows
+    from ninferkit.rundir.records import RequestRow
+    from ninferkit.rundir.runs import append_jsonl, read_rows
 
     proxy.queue(Fault("rewrite", rewrite=rewrite))  # type: ignore[arg-type]
     (result,) = _send(proxy, HELLO)
@@ -156,7 +156,7 @@ def test_launch_never_calls_another_server_ready(live_run: Run, tmp_path: Path, 
     is not the process this launch started; ours fails to bind and is diagnosed as a port clash."""
     from ninferkit import steps
     from ninferkit.errors import ServerStartError
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
     from tests.conftest import LOCAL_CPU
 
     port = int(json.loads(live_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
@@ -177,7 +177,7 @@ SMALL = ["sweeps.context.targets=[64, 96]", "sweeps.context.output_tokens=4", "s
 @pytest.fixture()
 def small_run(tmp_path: Path, llama_server: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
     from ninferkit import steps
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
     from tests.conftest import LOCAL_CPU, free_port
 
     monkeypatch.setenv("NINFERKIT_FAULT_KEY", KEY)
@@ -198,7 +198,7 @@ def _through(run: Run, proxy: FaultProxy) -> None:
 def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(small_run: Run) -> None:
     from ninferkit.errors import SweepFailed
     from ninferkit.report import write_report
-    from ninferkit.sweeps import sweeps
+    from ninferkit.steps.sweeps import sweeps
 
     port = int(json.loads(small_run.dir.server.read_text())["url"].rsplit(":", 1)[1])
     with FaultProxy(port) as proxy:
@@ -216,8 +216,8 @@ def test_a_sweep_against_error_pages_that_echo_the_key_fails_and_stores_no_key(s
 
 def test_a_full_disk_mid_sweep_is_clear_and_the_rerun_completes(small_run: Run) -> None:
     from ninferkit.errors import DiskFull
-    from ninferkit.runs import read_jsonl
-    from ninferkit.sweeps import sweeps
+    from ninferkit.rundir.runs import read_jsonl
+    from ninferkit.steps.sweeps import sweeps
 
     small_run.dir.requests.symlink_to("/dev/full")  # the kernel answers every write with ENOSPC
     with pytest.raises(DiskFull, match="requests.jsonl: No space left on device"):
@@ -242,8 +242,8 @@ def test_a_server_killed_mid_request_fails_that_cell_and_the_rerun_completes(tmp
     and counts each request once. Before issue 29 the cell was recorded `done` with 1 of 2 and the death was
     blamed on the next cell."""
     from ninferkit import steps
-    from ninferkit.runs import open_run
-    from ninferkit.sweeps import sweeps
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.sweeps import sweeps
     from tests.conftest import LOCAL_CPU, free_port
     from tests.live.conftest import sweep_with_the_server_killed
 
@@ -276,8 +276,8 @@ def test_a_whole_run_with_a_proxy_in_the_environment_never_sends_loopback_to_it(
     and every request go to the engine on loopback, so the sweep completes (before issue 29 the launch waited
     out its startup timeout)."""
     from ninferkit import steps
-    from ninferkit.runs import open_run
-    from ninferkit.sweeps import sweeps
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.sweeps import sweeps
     from tests.conftest import LOCAL_CPU, free_port
 
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):

@@ -3,7 +3,7 @@ from the file, the setup finding says why, and every start of llama-server adds 
 flags. The CPU is a recorded one, never this machine's, so both paths run on every machine: the device machine's
 Xeon with AMX (tests/data/ninfer_live/g1-h200-2x120k/run/probe.json, its setup step's probe) and this project's
 2-core CI Xeon without (tests/data/run_dirs/embedded-spec-ab/probe.json). The rule itself and the crash
-diagnosis: tests/unit/test_llama_amx_repack.py."""
+diagnosis: tests/unit/engines/test_llama_amx_repack.py."""
 
 from __future__ import annotations
 
@@ -12,22 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import probe, server
-from ninferkit.artifact import model_path, planned_path, verify
-from ninferkit.cpu import HostCPU, host_cpu
+from ninferkit.artifact import model_path, planned_path
 from ninferkit.deploy import service
-from ninferkit.engines import get_adapter
 from ninferkit.engines.llama_server import amx
 from ninferkit.engines.llama_server.amx import file_type, repack_argv, repack_hazard
+from ninferkit.host.cpu import HostCPU, host_cpu
 from ninferkit.params import load_profile
-from ninferkit.records import ProbeFacts
-from ninferkit.runs import open_run
+from ninferkit.rundir.records import ProbeFacts
+from ninferkit.rundir.runs import open_run
+from ninferkit.server import process as server
+from ninferkit.steps import probe
+from ninferkit.steps.verify import verify
 from tests.conftest import DATA, LOCAL_CPU, REPO
 
 GENERATED = DATA / "profiles" / "generated-cpu.yaml"
 AMX = frozenset({"fpu", "avx512f", "amx_bf16", "amx_int8", "amx_tile"})
 NO_AMX = frozenset({"fpu", "avx512f", "avx2"})
-ADAPTER = get_adapter("llama_server")
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,12 @@
 """The capacity fit over the AMX CPU's startup logs agrees with the fit over a CPU without AMX, for the
 generated model (its shape needs the llama.cpp vocabulary, so it is built here; the logs and the ledger
-checks: tests/unit/test_llama_ledger_amx.py)."""
+checks: tests/unit/engines/test_llama_ledger_amx.py)."""
 
 from __future__ import annotations
 
-from ninferkit.capacity.step import fit_logs
+from ninferkit.capacity.gather import fit_logs
 from ninferkit.params import load_profile
-from ninferkit.records import CapacityRecord
+from ninferkit.rundir.records import CapacityRecord
 from tests.conftest import DATA, GENERATED_CPU
 
 AMX = sorted((DATA / "llama_server_cpu_amx").glob("c*-np*.log"))  # the generated model's (the README's table)

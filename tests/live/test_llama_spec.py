@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server
 from ninferkit.engines.llama_server.help import binary_help
 from ninferkit.errors import ProfileError
 from ninferkit.params import load_profile
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU
 
 

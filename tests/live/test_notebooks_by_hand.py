@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS
-from ninferkit.runs import RunDir
-from ninferkit.server import stop
+from ninferkit.rundir.runs import RunDir
+from ninferkit.server.process import stop
+from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS
 from tests.conftest import LOCAL_CPU, REPO, free_port
 from tests.live.test_sweeps import SMALL
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.latency import Targets, distribution, goodput, samples
-from ninferkit.records import RequestRow
+from ninferkit import steps
+from ninferkit.measure.latency import Targets, distribution, goodput, samples
 from ninferkit.report import write_report
-from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import plan, sweeps
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import plan, sweeps
 from ninferkit.sweeps.rate import poisson_arrivals
 from tests.conftest import LOCAL_CPU, free_port
 

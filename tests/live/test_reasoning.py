@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
-from ninferkit.embedded import llama_cpp_source
+from ninferkit import steps
 from ninferkit.engines import get_adapter
-from ninferkit.runs import Run, open_run
+from ninferkit.engines.llama_server.embedded import llama_cpp_source
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.rundir.runs import Run, open_run
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU, free_port
 
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.cli import main as cli_main
 from ninferkit.report import compare_runs
 from ninferkit.report.compare import METRICS
-from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import sweeps
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 from tests.live.conftest import sweep_with_the_server_killed
 

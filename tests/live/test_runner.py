@@ -1,5 +1,5 @@
 """The headless runner against the live embedded server: steps run headless, a failing or killed step stops
-the server it started (the runner's own logic: tests/unit/test_runner.py)."""
+the server it started (the runner's own logic: tests/unit/steps/test_runner.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import nbformat
 import pytest
 
 from ninferkit.errors import StepFailed
-from ninferkit.runner import STEPS, run_runbook
-from ninferkit.server import _group_alive
+from ninferkit.server.process import _group_alive
+from ninferkit.steps.runner import STEPS, run_runbook
 from tests.conftest import LOCAL_CPU, REPO, free_port
-from tests.unit.test_runner import notebooks_with
+from tests.unit.steps.test_runner import notebooks_with
 
 
 def _server_pgid(run_dir: Path) -> int:
@@ -65,7 +65,7 @@ def test_sigterm_mid_step_stops_the_server(tmp_path: Path, llama_server: Path) -
     blocking = "import threading\nthreading.Event().wait()"
     folder = notebooks_with(tmp_path, blocking)
     run_dir = tmp_path / "run"
-    code = (f"from ninferkit.runner import run_runbook; from pathlib import Path; "
+    code = (f"from ninferkit.steps.runner import run_runbook; from pathlib import Path; "
             f"run_runbook({str(LOCAL_CPU)!r}, {str(run_dir)!r}, ['setup', 'launch', 'sweeps'], "
             f"['serve.port={free_port()}'], notebooks_dir=Path({str(folder)!r}))")
     runner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.errors import ServerStartError
-from ninferkit.runs import Run, open_run
+from ninferkit.rundir.runs import Run, open_run
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU, free_port
 
 

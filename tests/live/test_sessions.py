@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ninferkit import server, steps
-from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import sweeps
+from ninferkit import steps
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import sweeps
 from ninferkit.sweeps.kinds.sessions import SessionsCell, think_times, turn_view
 from tests.conftest import LOCAL_CPU, free_port
 

@@ -16,12 +16,13 @@ import nbformat
 import pandas as pd
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.errors import StepFailed
-from ninferkit.runner import NOTEBOOKS_DIR, STEPS, run_runbook
-from ninferkit.runs import RunDir, open_run
-from ninferkit.server import _group_alive
-from ninferkit.sweeps import sweeps
+from ninferkit.rundir.runs import RunDir, open_run
+from ninferkit.server import process as server
+from ninferkit.server.process import _group_alive
+from ninferkit.steps.runner import NOTEBOOKS_DIR, STEPS, run_runbook
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

@@ -12,13 +12,14 @@ import pandas as pd
 import papermill as pm
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.cli import main as cli_main
-from ninferkit.embedded import llama_cpp_source
 from ninferkit.engines.base import EngineAdapter
+from ninferkit.engines.llama_server.embedded import llama_cpp_source
 from ninferkit.errors import ProfileError, SweepFailed
-from ninferkit.runs import Run, open_run, read_json, read_jsonl
-from ninferkit.sweeps import plan, sweeps
+from ninferkit.rundir.runs import Run, open_run, read_json, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import plan, sweeps
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors
 from tests.conftest import LOCAL_CPU, REPO, free_port

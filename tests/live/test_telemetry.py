@@ -16,8 +16,8 @@ import pynvml
 import pytest
 
 from ninferkit.engines import get_adapter
-from ninferkit.runs import Run, read_jsonl
-from ninferkit.telemetry import Telemetry
+from ninferkit.measure.telemetry import Telemetry
+from ninferkit.rundir.runs import Run, read_jsonl
 
 
 def nvml_present() -> bool:
@@ -32,7 +32,7 @@ def nvml_present() -> bool:
 def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     out = tmp_path / "telemetry.jsonl"
     url = f"http://127.0.0.1:{live_run.profile.serve.port}"
-    with caplog.at_level(logging.WARNING, logger="ninferkit.telemetry"):
+    with caplog.at_level(logging.WARNING, logger="ninferkit.measure.telemetry"):
         with Telemetry(out, get_adapter("llama_server"), None, url, hz=10) as telemetry:
             started = time.monotonic()
             time.sleep(1.6)  # the samplers' own pace: 1 s for /metrics, 0.1 s for NVML

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server, steps
+from ninferkit import steps
 from ninferkit.cli import main as cli_main
-from ninferkit.runs import Run, open_run, read_jsonl
-from ninferkit.sweeps import sweeps
-from ninferkit.traces import SHIPPED_BLOCK_TOKENS, read_trace, shipped_trace
+from ninferkit.measure.traces import SHIPPED_BLOCK_TOKENS, read_trace, shipped_trace
+from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.server import process as server
+from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ninferkit.artifact.paths import model_path
 from ninferkit.engines.llama_server.amx import repack_argv
-from ninferkit.model_files import model_path
 from ninferkit.params import load_profile
 from tests.conftest import LOCAL_CPU, REPO, free_port
 

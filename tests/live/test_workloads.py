@@ -8,8 +8,7 @@ import httpx
 import pytest
 
 from ninferkit.engines import get_adapter
-from ninferkit.runs import Run
-from ninferkit.workloads import (
+from ninferkit.measure.workloads import (
     Tokenizer,
     exact_prompt,
     exact_text,
@@ -17,6 +16,7 @@ from ninferkit.workloads import (
     task_prompt,
     user_messages,
 )
+from ninferkit.rundir.runs import Run
 
 ADAPTER = get_adapter("llama_server")
 

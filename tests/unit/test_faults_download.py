@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 import ninferkit.artifact.fetch as fetch
-from ninferkit.artifact import download, sha256_file, verify
+from ninferkit.artifact import download, sha256_file
 from ninferkit.errors import ArtifactError, ChecksumMismatch
-from ninferkit.runs import open_run
+from ninferkit.rundir.runs import open_run
+from ninferkit.steps.verify import verify
 from tests.range_server import Faults, RangeServer
 
 COMMIT = "dc370fb6295a" + "7" * 28

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ninferkit import server
 from ninferkit.errors import BadInput, DiskFull, RunDirBusy, ServerExited
 from ninferkit.report import write_report
-from ninferkit.runs import RunDir, append_jsonl, open_run, read_jsonl
+from ninferkit.rundir.runs import RunDir, append_jsonl, open_run, read_jsonl
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU, REPO
 
 
@@ -40,7 +40,7 @@ def _limit_file_size(limit: int) -> None:
 # -- JSONL: torn lines, damaged lines, a full disk ----------------------------------------------------
 
 ROW = {"status": "ok", "text": "x" * 300}
-WRITER = ("import sys; from pathlib import Path; from ninferkit.runs import append_jsonl\n"
+WRITER = ("import sys; from pathlib import Path; from ninferkit.rundir.runs import append_jsonl\n"
           "for n in range(100): append_jsonl(Path(sys.argv[1]), {'n': n, 'status': 'ok', 'text': 'x' * 300})")
 
 
@@ -162,7 +162,7 @@ def test_a_full_disk_while_writing_the_report_is_clear_and_the_rerun_completes(t
 
 # -- one run per run directory -------------------------------------------------------------------------
 
-HOLDER = ("import sys, time; from ninferkit.runs import open_run\n"
+HOLDER = ("import sys, time; from ninferkit.rundir.runs import open_run\n"
           "open_run(sys.argv[1], sys.argv[2]); print('held', flush=True); time.sleep(120)")
 
 

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from ninferkit import server
-from ninferkit.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, RequestFailed
-from ninferkit.records import RequestRow
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.redaction import REDACTED, remember, scrub, scrub_data
-from ninferkit.runs import RunDir, append_jsonl, open_for_write, open_run, read_rows, write_text_atomic
+from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.runs import RunDir, append_jsonl, open_for_write, open_run, read_rows, write_text_atomic
+from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU, REPO
 
 ADAPTER = get_adapter("llama_server")
@@ -203,7 +203,7 @@ def test_a_metrics_body_that_never_ends_is_not_read() -> None:
 
 
 def test_telemetry_stops_scraping_an_endless_metrics_body(tmp_path: Path) -> None:
-    from ninferkit.telemetry import Telemetry
+    from ninferkit.measure.telemetry import Telemetry
 
     with Misbehaving(endless(200)) as bad:
         telemetry = Telemetry(tmp_path / "telemetry.jsonl", ADAPTER, None, bad.url)
@@ -418,7 +418,7 @@ def test_a_duplicated_key_inside_a_section_is_refused() -> None:
 def test_loopback_metrics_bypass_a_proxy_from_the_environment(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """http_proxy names a proxy that is not there: the engine on loopback is scraped all the same."""
-    from ninferkit.telemetry import Telemetry
+    from ninferkit.measure.telemetry import Telemetry
     from ninferkit.transports import proxy_note
 
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.report import write_report
-from ninferkit.runs import append_jsonl, open_run
+from ninferkit.rundir.runs import append_jsonl, open_run
 from tests.conftest import LOCAL_CPU
 
 mistune = pytest.importorskip("mistune")

@@ -27,7 +27,7 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, RequestFailed
-from ninferkit.runs import RunDir, append_jsonl
+from ninferkit.rundir.runs import RunDir, append_jsonl
 from tests.conftest import DATA, LOCAL_CPU, REPO
 from tests.unit.test_faults_hostile import Misbehaving, _head, endless
 
@@ -243,7 +243,7 @@ def test_links_planted_at_a_table_a_figure_or_the_error_log_are_replaced_never_w
 # -- reads that would not end -----------------------------------------------------------------------------------
 
 def test_a_tokenizer_answer_that_never_ends_is_cut_into_a_clear_error() -> None:
-    from ninferkit.workloads import Tokenizer
+    from ninferkit.measure.workloads import Tokenizer
 
     with Misbehaving(endless(200, "application/json")) as bad, Tokenizer(bad.url, ADAPTER) as tokenizer:
         started = time.monotonic()
@@ -253,7 +253,7 @@ def test_a_tokenizer_answer_that_never_ends_is_cut_into_a_clear_error() -> None:
 
 
 def test_a_props_answer_that_never_ends_is_not_read() -> None:
-    from ninferkit.sweeps import served
+    from ninferkit.steps.sweeps import served
 
     with Misbehaving(endless(200, "application/json")) as bad:
         assert served(ADAPTER, bad.url, {}) is None
@@ -286,12 +286,12 @@ def test_a_log_over_the_cap_is_read_at_its_start_and_end(tmp_path: Path) -> None
 
 NINFER_THROUGHPUT = (b"[2026-08-20 10:05:00.000] [info] ninfer-serve: throughput interval=5.002s prefill=0.0tok/s "
                      b"decode=71.2tok/s running=1 prefilling=0 decode_ready=1 waiting=0 avg_decode_batch=1.00")
-"""NInfer's throughput line as its interface spec gives it (IF §2.2; tests/unit/test_engine_ninfer.py)."""
+"""NInfer's throughput line as its interface spec gives it (IF §2.2; tests/unit/engines/test_engine_ninfer.py)."""
 
 
 def test_a_log_line_that_never_ends_is_skipped_by_the_tail_not_buffered(tmp_path: Path) -> None:
     from ninferkit.bounded import LOG_LINE_BYTES
-    from ninferkit.telemetry import Telemetry
+    from ninferkit.measure.telemetry import Telemetry
 
     log = tmp_path / "server.log"
     log.write_bytes(b"")
@@ -310,7 +310,7 @@ def test_a_log_line_that_never_ends_is_skipped_by_the_tail_not_buffered(tmp_path
 
 
 def test_a_fifo_as_the_tailed_log_is_not_opened(tmp_path: Path) -> None:
-    from ninferkit.telemetry import Telemetry
+    from ninferkit.measure.telemetry import Telemetry
 
     log = tmp_path / "server.log"
     os.mkfifo(log)
@@ -323,7 +323,7 @@ def test_a_fifo_as_the_tailed_log_is_not_opened(tmp_path: Path) -> None:
 # -- a lab's environment ----------------------------------------------------------------------------------------
 
 def test_the_tokenizer_on_loopback_bypasses_a_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ninferkit.workloads import Tokenizer
+    from ninferkit.measure.workloads import Tokenizer
 
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
@@ -347,8 +347,8 @@ def test_a_host_that_is_no_host_is_one_clear_error(field: str, value: str) -> No
 
 
 def test_a_host_name_or_an_ipv6_address_is_reached_by_its_url() -> None:
-    from ninferkit import server
     from ninferkit.params import load_profile
+    from ninferkit.server import process as server
 
     assert server.base_url(load_profile(LOCAL_CPU, ["serve.host=::1"]).profile) == "http://[::1]:8088"
     assert server.base_url(load_profile(LOCAL_CPU, ["serve.host=gpu-box.lab"]).profile) == "http://gpu-box.lab:8088"
@@ -362,7 +362,7 @@ def test_a_step_that_meets_an_os_error_names_the_path_the_step_and_the_fix(tmp_p
     (a NinferkitError), the runner records it for the post, the traceback stays in logs/."""
     from ninferkit import steps
     from ninferkit.os_errors import FileProblem
-    from ninferkit.runs import open_run
+    from ninferkit.rundir.runs import open_run
 
     path = _copy(tmp_path)
     manifest = json.loads((path / "manifest.json").read_text())
@@ -411,7 +411,7 @@ def test_an_os_error_in_a_notebook_is_its_message_and_the_post_carries_its_fix(t
     manifest records it with its fix, and the post's "Errors met" shows that fix (it said "—")."""
     from ninferkit.errors import StepFailed
     from ninferkit.report import write_report
-    from ninferkit.runner import run_runbook
+    from ninferkit.steps.runner import run_runbook
 
     path = _copy(tmp_path)
     shutil.rmtree(path / "report", ignore_errors=True)
@@ -437,7 +437,7 @@ def test_a_line_break_in_an_argument_cannot_add_a_directive_to_a_systemd_unit(tm
     """A profile's text may hold a newline inside a value (text is text: here the public model id); in ExecStart
     a raw one ended the line, and what followed was a directive of its own (a command run before the server)."""
     from ninferkit.deploy import service
-    from tests.unit.test_deploy import V100
+    from tests.unit.deploy.test_deploy import V100
 
     profile = service.load(V100, ["deploy.mode=systemd", "engine.binary=/usr/bin/true", "serve.docker=false",
                                   'serve.model_id="a\\nExecStartPre=/usr/bin/id"']).profile
@@ -467,7 +467,7 @@ def test_a_file_handed_to_import_that_never_ends_is_refused(tmp_path: Path, tool
 
 
 def test_a_trace_that_never_ends_is_refused(tmp_path: Path) -> None:
-    from ninferkit.traces import read_trace
+    from ninferkit.measure.traces import read_trace
 
     fifo = tmp_path / "trace.jsonl"
     os.mkfifo(fifo)

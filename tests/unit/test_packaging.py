@@ -120,7 +120,7 @@ def test_the_command_line_starts_without_the_heavy_libraries() -> None:
 
 def test_the_help_lists_what_the_commands_accept() -> None:
     from ninferkit.cli import build_parser
-    from ninferkit.runner import STEPS
+    from ninferkit.steps.runner import STEPS
     from ninferkit.sweeps.plan import sweep_names
 
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]

@@ -13,9 +13,9 @@ import pytest
 
 from ninferkit import progress
 from ninferkit.plain_output import child_env, plain
-from ninferkit.runner import run_runbook
+from ninferkit.steps.runner import run_runbook
 from tests.conftest import LOCAL_CPU
-from tests.unit.test_runner import _stand_in_setup
+from tests.unit.steps.test_runner import _stand_in_setup
 
 ESC = "\x1b"
 
@@ -35,7 +35,7 @@ def test_a_cmake_build_in_a_kernel_reaches_the_log_without_escape_codes(tmp_path
     source = (
         "import os, subprocess\n"
         "import ninferkit.progress as p\n"
-        "from ninferkit.embedded import _run_logged\n"
+        "from ninferkit.engines.llama_server.embedded import _run_logged\n"
         "p.LINE_INTERVAL_S = 0.05\n"
         "print('kernel forces colour:', os.environ.get('CLICOLOR_FORCE'), os.environ.get('FORCE_COLOR'))\n"
         "echoed = subprocess.run(['cmake', '-E', 'cmake_echo_color', '--red', 'x'], capture_output=True).stdout\n"

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ninferkit.embedded import build_dir, llama_server_binary
 from ninferkit.engines.api_dialect import llama_cpp_timings
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.llama_server.amx import repack_argv, repack_finding
+from ninferkit.engines.llama_server.embedded import build_dir, llama_server_binary
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.kv_layout import (
     LLAMA_CPP_CACHE_TYPES,
@@ -36,7 +36,7 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
-from ninferkit.records import ProbeFacts
+from ninferkit.rundir.records import ProbeFacts
 from ninferkit.units import MIB
 
 LOG_VERBOSITY = "4"

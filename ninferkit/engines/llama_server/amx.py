@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninferkit.cpu import host_cpu
 from ninferkit.engines.llama_server.kv_layout import gguf_metadata
 from ninferkit.engines.llama_server.options import Serve
 from ninferkit.finding import Finding
+from ninferkit.host.cpu import host_cpu
 from ninferkit.params.profile import Profile
 
 AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})

@@ -50,7 +50,7 @@ from ninferkit.engines.ninfer.request_log import SERVER_FIELDS as LOG_FIELDS
 from ninferkit.errors import NinferkitError, ProfileError, ToolMissing
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
-from ninferkit.records import ProbeFacts
+from ninferkit.rundir.records import ProbeFacts
 
 
 class NInfer(EngineAdapter):

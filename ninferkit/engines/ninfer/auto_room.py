@@ -15,7 +15,7 @@ from ninferkit.engines.ninfer.kv_layout import ninfer_kv_layout
 from ninferkit.errors import ProfileError
 from ninferkit.finding import Finding
 from ninferkit.params.profile import Profile
-from ninferkit.records import GpuInfo
+from ninferkit.rundir.records import GpuInfo
 from ninferkit.units import GIB
 
 AUTO_ESTIMATE_SLACK = GIB // 2

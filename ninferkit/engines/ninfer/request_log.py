@@ -21,7 +21,7 @@ from typing import Any
 
 from ninferkit.bounded import LOG_FILE_BYTES, read_file
 from ninferkit.errors import NinferkitError
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 
 ARTIFACT_TYPE = "ninfer_serve_request_log"
 KNOWN_SCHEMAS = (2, 8, 9, 19, 21)

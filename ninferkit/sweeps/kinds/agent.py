@@ -1,5 +1,5 @@
 """The agent loop: the model's own tool calls (Chat `tool_calls`, Anthropic `tool_use`) are parsed, run
-against the small local tools of ninferkit/agent_tools.py, and their results sent back, until the model
+against the small local tools of ninferkit/measure/agent_tools.py, and their results sent back, until the model
 answers without a call or the session reaches `max_round_trips`. One cell per API.
 
 Each row is one round trip (`session_index`, `agent_step`, `tool_calls`, `tool_calls_unparsed`, `tool_s`,
@@ -20,18 +20,18 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.agent_tools import TOOLS, ToolRun, messages_tools, run_call
-from ninferkit.client import RequestSpec, StreamedCall, StreamingClient
-from ninferkit.latency import Targets
+from ninferkit.measure.agent_tools import TOOLS, ToolRun, messages_tools, run_call
+from ninferkit.measure.client import RequestSpec, StreamedCall, StreamingClient
+from ninferkit.measure.latency import Targets
+from ninferkit.measure.workloads import new_salt
 from ninferkit.params.sweeps import AgentSweep
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import TOOLS_NOTE, Cell, CellParams, Label, Planner
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import numbers
-from ninferkit.workloads import new_salt
 
 SYSTEM = ("You are the operations assistant of the Harrowgate Valley Water Board. The board's operations record "
           "is the file record.md; use the tools to read it, search it and do arithmetic. Call a tool whenever a "

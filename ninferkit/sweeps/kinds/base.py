@@ -21,8 +21,8 @@ from ninferkit.sweeps.kinds.columns import ViewColumn
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ninferkit.latency import Targets
-    from ninferkit.records import RequestRow, TelemetrySample
+    from ninferkit.measure.latency import Targets
+    from ninferkit.rundir.records import RequestRow, TelemetrySample
     from ninferkit.sweeps.execute import Recorder, SweepContext
 
 

@@ -10,16 +10,16 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.latency import Targets
+from ninferkit.measure.latency import Targets
+from ninferkit.measure.workloads import exact_prompt, user_messages
 from ninferkit.params.sweeps import ConcurrencySweep
-from ninferkit.records import RequestRow, TelemetrySample
+from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import aggregate, cell_span
-from ninferkit.workloads import exact_prompt, user_messages
 
 
 @dataclass(frozen=True, kw_only=True)

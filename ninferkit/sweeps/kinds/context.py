@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ninferkit.measure.workloads import exact_prompt, user_messages
 from ninferkit.params.sweeps import ContextSweep
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
-from ninferkit.workloads import exact_prompt, user_messages
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,17 +13,17 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.client import RequestSpec, StreamingClient
-from ninferkit.latency import Targets
+from ninferkit.measure.client import RequestSpec, StreamingClient
+from ninferkit.measure.latency import Targets
+from ninferkit.measure.workloads import exact_prompt, exact_text, new_salt, user_messages
 from ninferkit.params.sweeps import ALL_SCENARIOS, Api, PrefixReuseSweep
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import hit_tokens, numbers
-from ninferkit.workloads import exact_prompt, exact_text, new_salt, user_messages
 
 APPENDED_SENTENCE = " The board will publish its next record in the spring."
 SCENARIO_APIS: dict[str, Api] = {"anthropic_cache_control": "messages", "responses_previous_response_id": "responses"}

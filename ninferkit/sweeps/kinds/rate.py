@@ -17,9 +17,10 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.latency import Targets, distribution, goodput, peak_in_flight, samples
+from ninferkit.measure.latency import Targets, distribution, goodput, peak_in_flight, samples
+from ninferkit.measure.workloads import exact_prompt, user_messages
 from ninferkit.params.sweeps import MAX_COUNT, RateSweep
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
@@ -27,7 +28,6 @@ from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import aggregate
 from ninferkit.sweeps.rate import kept_up, poisson_arrivals
-from ninferkit.workloads import exact_prompt, user_messages
 
 
 @dataclass(frozen=True, kw_only=True)

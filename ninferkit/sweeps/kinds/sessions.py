@@ -25,17 +25,17 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.client import RequestResult, StreamingClient
-from ninferkit.latency import Targets
+from ninferkit.measure.client import RequestResult, StreamingClient
+from ninferkit.measure.latency import Targets
+from ninferkit.measure.workloads import exact_prompt
 from ninferkit.params.sweeps import SessionsSweep
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import numbers
-from ninferkit.workloads import exact_prompt
 
 QUESTIONS = (
     "Which figures in this record matter most to the board, and why?",

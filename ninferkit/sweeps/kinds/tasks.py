@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from ninferkit.errors import ProfileError
+from ninferkit.measure.workloads import TASK_NAMES, load_task, task_request
 from ninferkit.params.sweeps import TasksSweep
 from ninferkit.sweeps.cell import SPEC_OFF, Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
@@ -25,7 +26,6 @@ from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.metrics import sent_values
-from ninferkit.workloads import TASK_NAMES, load_task, task_request
 
 INSTRUCTION_TOKENS = 200
 """What a task's instruction adds to its document, at most."""

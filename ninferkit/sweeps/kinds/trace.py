@@ -1,4 +1,4 @@
-"""Trace replay: a Mooncake-style trace (ninferkit/traces.py) sent open loop, each request at its timestamp
+"""Trace replay: a Mooncake-style trace (ninferkit/measure/traces.py) sent open loop, each request at its timestamp
 divided by `speed`, whether or not earlier ones have ended, so a lab replays yesterday's load
 (`ninferkit trace RUN_DIR`) on today's build. The trace is read and checked whole when the plan is made:
 a bad trace is one clear error before anything is sent.
@@ -24,9 +24,18 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.latency import Targets
+from ninferkit.measure.latency import Targets
+from ninferkit.measure.traces import (
+    BLOCK_TOKENS,
+    SHIPPED,
+    SHIPPED_BLOCK_TOKENS,
+    TraceRequest,
+    read_trace,
+    shipped_trace,
+)
+from ninferkit.measure.workloads import Tokenizer, exact_text, new_salt, user_messages
 from ninferkit.params.sweeps import TraceSweep
-from ninferkit.records import RequestRow
+from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, gather_or_cancel, request_spec
 from ninferkit.sweeps.kinds import columns
@@ -34,8 +43,6 @@ from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.kinds.rate import KIND as RATE
 from ninferkit.sweeps.metrics import numbers
-from ninferkit.traces import BLOCK_TOKENS, SHIPPED, SHIPPED_BLOCK_TOKENS, TraceRequest, read_trace, shipped_trace
-from ninferkit.workloads import Tokenizer, exact_text, new_salt, user_messages
 
 SHIPPED_NAME = f"shipped:{SHIPPED}"
 """The `trace` parameter of a cell replaying the trace ninferkit ships."""

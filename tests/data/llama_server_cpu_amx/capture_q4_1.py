@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ninferkit.embedded import build_llama_cpp, generate_model
+from ninferkit.engines.llama_server.embedded import build_llama_cpp, generate_model
 from ninferkit.params.profile import BuildSection, GeneratedModel
 
 out = Path(os.environ["OUT"])

@@ -1,0 +1,68 @@
+"""A JupyterLab session on a run's own copy of the notebooks, so notebooks/ stays the runbook's template.
+
+JupyterLab autosaves what it opens. Opened on notebooks/ it saved outputs and edited parameters over
+the repository's notebooks (and the next headless run executed the edited copies); so a session
+works on copies in run_dir/lab/, with the profile, run directory and overrides filled in once. The
+server listens on 127.0.0.1 only, with JupyterLab's token on (anyone on the host who can reach the
+port would otherwise run code as this user); as root it needs --allow-root, which it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from ninferkit.rundir.runs import Run
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def prepare(run: Run, templates: Path = TEMPLATES) -> Path:
+    """run_dir/lab/ with a copy of every notebook whose parameters cell names this run; returns the folder.
+
+    A notebook already there is kept as the session left it (its outputs and edits are the user's), so
+    reopening a run's lab resumes it; delete run_dir/lab/ to start from the templates again.
+    """
+    lab = run.dir.lab
+    lab.mkdir(parents=True, exist_ok=True)
+    profile = str(run.loaded.source.resolve()) if run.loaded.source else ""
+    for template in sorted(templates.glob("*.ipynb")):
+        copy = lab / template.name
+        if copy.exists():
+            continue
+        notebook = json.loads(template.read_text())
+        for cell in notebook["cells"]:
+            if "parameters" in cell.get("metadata", {}).get("tags", []):
+                cell["source"] = _parameters(profile, str(run.dir.path), list(run.loaded.overrides))
+        copy.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return lab
+
+
+def _parameters(profile: str, run_dir: str, overrides: list[str]) -> list[str]:
+    lines = [f"profile: str = {json.dumps(profile)}  # filled in by `ninferkit lab`",
+             f"run_dir: str = {json.dumps(run_dir)}  # every notebook of this session writes here",
+             f"overrides: list = {json.dumps(overrides)}  # profile fields changed for this run",
+             "allow_profile_change: bool = False  # True: profile or overrides may change this run's profile from "
+             "this step on (the manifest records the change)"]
+    return [line + "\n" for line in lines[:-1]] + [lines[-1]]
+
+
+def command(lab: Path, port: int | None = None, open_browser: bool = True) -> list[str]:
+    """The JupyterLab argv: loopback only, the token JupyterLab makes (never disabled), root allowed."""
+    argv = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={lab}", "--ServerApp.ip=127.0.0.1"]
+    if port is not None:
+        argv.append(f"--ServerApp.port={port}")
+    if not open_browser or not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        argv.append("--no-browser")
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    return argv
+
+
+def start(lab: Path, port: int | None = None, open_browser: bool = True) -> NoReturn:
+    """Replace this process with JupyterLab, which prints the URL with its token."""
+    argv = command(lab, port, open_browser)
+    os.execv(argv[0], argv)

@@ -1,0 +1,163 @@
+"""The whole plan of a run, checked when it starts: before anything is downloaded or launched.
+
+A profile can be valid field by field and still describe a run that cannot finish: a sweep cell whose
+prompt and output exceed the served context, a capacity grid point the engine refuses, a KV pool that
+is not a whole number of the engine's pages, an API key that is not exported. Each of these used to
+fail in its own step, after the artifact was downloaded (21 GB for the V100 report) and the server had
+loaded it. Here every step that will run is asked through the functions that step itself calls (the
+sweep plan, the engine's command line with its checks, the capacity launcher's overrides), and each
+problem becomes one line that names the profile field.
+
+The steps a run will execute are recorded in its manifest by `ninferkit run`, so the setup notebook,
+which checks the plan again, checks the same steps; run on its own, it checks them all.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Collection, Sequence
+from functools import partial
+
+from ninferkit.capacity.launches import overrides_for
+from ninferkit.capacity.observations import Setting
+from ninferkit.engines import get_adapter
+from ninferkit.errors import NinferkitError, ProfileError
+from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
+from ninferkit.rundir.runs import RunDir
+from ninferkit.server import process as server
+from ninferkit.sweeps.kinds import names
+from ninferkit.sweeps.plan import build_plan
+
+LAUNCHING = ("launch", "sweeps", "capacity")
+"""The steps that start the server (the sweeps launch one when the run has none)."""
+"""The manifest key that holds the steps `ninferkit run` was asked for."""
+
+
+def check(loaded: LoadedProfile, steps: Collection[str] | None = None) -> None:
+    """Raise ProfileError, one line per problem, when the steps (None: all) cannot finish with this profile."""
+    found = problems(loaded.profile, steps)
+    if found:
+        raise ProfileError(f"profile {loaded.profile.name} describes a run that cannot finish; nothing was "
+                           f"downloaded or launched ({len(found)} problem(s)):\n"
+                           + "\n".join(f"  - {problem}" for problem in found))
+
+
+def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str]:
+    """Every reason the chosen steps (None: all) would fail on this profile alone, whatever the machine."""
+    wanted = set(LAUNCHING) if steps is None else set(steps)
+    found: list[str] = []
+    if profile.artifact.served and wanted & {"verify", "launch"}:
+        found.append("artifact.served: true: the model is a running server's, so there is nothing to verify or "
+                     "launch; measure that server with --url URL (ninferkit run --url URL runs sweeps, capacity "
+                     "and writeup)")
+    launch = _launch_problems(profile)
+    if wanted & set(LAUNCHING):
+        found += launch
+    if "sweeps" in wanted:
+        found += _sweep_problems(profile)
+    if "capacity" in wanted:
+        found += _capacity_problems(profile, set(launch))
+    return list(dict.fromkeys(found))  # a problem every check meets (an unknown build) is listed once
+
+
+def record_plan(run_dir: RunDir, steps: Sequence[str]) -> None:
+    """Write the steps this run will execute into its manifest (the setup notebook checks those)."""
+    run_dir.update_manifest(planned_steps=list(steps))
+
+
+def planned_steps(run_dir: RunDir) -> list[str] | None:
+    """The steps `ninferkit run` recorded for this run; None when none did (a notebook run by hand)."""
+    return run_dir.read_manifest().planned_steps
+
+
+def _launch_problems(profile: Profile) -> list[str]:
+    """What the launch step would refuse: the engine's check of every flag (the command it would run),
+    the API key's variable, and a KV pool that is not a whole number of the engine's pages. A served model's
+    (`--url`) server is someone else's: only the key's variable is checked."""
+    if profile.artifact.served:
+        return _raised(partial(server.api_key, profile))
+    found = _raised(partial(server.planned_argv, profile))
+    found += _raised(partial(server.api_key, profile))
+    capacity = profile.serve.kv.capacity
+    page = get_adapter(profile.engine.kind).capacity_pool.page_tokens
+    already = any(line.startswith("serve.kv.capacity") for line in found)
+    if isinstance(capacity, int) and capacity % page and not already:
+        below = capacity - capacity % page
+        found.append(f"serve.kv.capacity = {capacity}: not a whole number of {page}-token pages, so the engine "
+                     f"would serve {below + page} tokens and the run would record a pool it did not get; "
+                     f"allowed: a multiple of {page}, e.g. {below} or {below + page}")
+    return found
+
+
+def _sweep_problems(profile: Profile) -> list[str]:
+    """Each enabled sweep's cells, planned as the sweep step plans them (prompt + output within
+    serve.max_context). The A/B pairing needs its baseline run, which the sweep step checks."""
+    adapter = get_adapter(profile.engine.kind)
+    found: list[str] = []
+    for kind in names():
+        found += _raised(partial(build_plan, profile, adapter, [kind], explicit=False))
+    return found
+
+
+def _capacity_problems(profile: Profile, launch: set[str]) -> list[str]:
+    """Every point of the capacity grid as the engine would get it: the table's cells at the engine's
+    own pool (or, with capacity.fit_launches, the profile's pool, which those launches keep), and each
+    search's setting at its smallest legal pool; plus each KV dtype's byte layout. A problem the launch
+    setting has too (`launch`) is listed once, for it."""
+    adapter = get_adapter(profile.engine.kind)
+    rule = adapter.capacity_pool
+    section = profile.capacity
+    if profile.artifact.served:  # a --url run: nothing is launched, so no grid point has a command to check
+        return [f"capacity.{name}: true launches servers, and a --url run's server is someone else's; allowed: "
+                "false" for name in ("fit_launches", "search") if getattr(section, name)]
+    base = Setting.from_profile(profile)
+    found: list[str] = []
+    dtypes: list[str | None] = list(section.kv_dtypes) or [base.kv_dtype]
+    for dtype in dtypes:
+        try:
+            adapter.kv_layout(profile, None, dtype or rule.default_kv_dtype)
+        except ProfileError as exc:
+            found.append(f"capacity.kv_dtypes: {dtype!r}: {exc}")
+        for slots in section.concurrencies:
+            for context in section.contexts:
+                own_pool = [] if section.fit_launches else ["serve.kv.capacity=null"]
+                found += _at(profile, Setting(slots, context, dtype), own_pool, launch,
+                             f"capacity grid point {slots} slot(s) x {context} tokens, kv {dtype} "
+                             "(capacity.concurrencies x capacity.contexts x capacity.kv_dtypes)")
+            if section.search:
+                context = section.search_context or base.context_per_slot
+                pool = rule.requested_pool(slots, context, None)
+                found += _at(profile, Setting(slots, context, dtype, pool if rule.shared_pool else None), [],
+                             launch, f"capacity.search at {slots} slot(s) x {context} tokens, kv {dtype}")
+    return found
+
+
+def _at(profile: Profile, setting: Setting, extra: list[str], launch: set[str], where: str) -> list[str]:
+    """The launch problems of the profile as a capacity launch at `setting` changes it."""
+    data = profile.model_dump(mode="json")
+    try:
+        for item in [*overrides_for(setting), *extra]:
+            apply_override(data, item)
+        variant = validate_profile(data, where=where)
+    except ProfileError as exc:
+        return [f"{where}: {line}" for line in _lines(exc)]
+    return [f"{where}: {line}" for line in _raised(partial(server.planned_argv, variant)) if line not in launch]
+
+
+def _raised(check: Callable[[], object]) -> list[str]:
+    """The problems a check raises, one per line; [] when it passes. A legal setting's warning (the
+    queue-timeout trap) is the launch's to give, not a reason to stop."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check()
+    except NinferkitError as exc:
+        return _lines(exc)
+    return []
+
+
+def _lines(exc: NinferkitError) -> list[str]:
+    """An error's problems: the '  - ' lines of a message that lists several, else the message."""
+    text = str(exc)
+    listed = [line.strip().removeprefix("- ") for line in text.splitlines() if line.startswith("  - ")]
+    return listed or [text]

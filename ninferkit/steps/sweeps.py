@@ -1,0 +1,203 @@
+"""Sweeps: the measurements of 03_sweeps, resumable, with the server's own accounting beside the client's.
+
+`sweeps(run)` finds the run's server, writes the plan, runs every cell that has no result yet
+(with telemetry sampling in the background), and returns the tables it saved under
+`run_dir/tables/` (SweepTables). Rerunning it continues where it stopped, and runs failed cells again. A server
+that dies mid-sweep fails its cell with the diagnosis from the server log, and the step raises
+ServerExited after saving the tables of what finished; cells that measured nothing make it raise
+SweepFailed (after saving the tables), and so does a server that refuses the requests' credentials,
+at the first refusal. Task cells planned with `speculation: off` (sweeps.tasks.speculation_ab) run against a
+second server of the profile with speculation off, started for them and stopped after (spec_off.py).
+
+    tables = sweeps(run, only="context,prefix_reuse")
+    tables["context"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ninferkit import bounded
+from ninferkit.engines import get_adapter
+from ninferkit.engines.api_dialect import ApiDialect
+from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
+from ninferkit.measure.telemetry import Telemetry
+from ninferkit.measure.workloads import Tokenizer
+from ninferkit.progress import Progress, track
+from ninferkit.rundir.records import CellEntry
+from ninferkit.rundir.runs import Run, RunDir
+from ninferkit.server import process as server
+from ninferkit.steps.catalog import Step
+from ninferkit.sweeps.cell import Cell
+from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
+from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
+from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
+from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
+from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
+from ninferkit.sweeps.truth import record_log_truth
+from ninferkit.transports import uses_proxy
+
+FINISHED = ("done", "skipped")
+
+
+def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool = True) -> SweepTables:
+    """Run the sweeps of the profile (or only the named kinds) against the run's server.
+
+    `only`: "context,tasks" or a list; None runs every enabled kind. Returns the tables it saved.
+    Raises ProfileError (bad sizes or names, before anything is sent), ServerError when no server
+    is running, ServerExited when it dies mid-sweep (finished cells and their rows are kept),
+    SweepFailed when cells measured nothing or the server refused the credentials (tables saved).
+    """
+    kinds = parse_only(only)
+    profile = run.profile
+    adapter = get_adapter(profile.engine.kind)
+    explicit = only is not None
+    _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
+    record = server.ensure_running(run.dir)
+    headers = server.auth_headers(profile)
+    served_now = served(adapter, record["url"], headers)
+    cells, baseline = _checked_plan(run, kinds, explicit, served_now)
+    if record.get("external") and any(map(is_spec_off, cells)):
+        raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
+                           f"this run's server ({record['url']}) is someone else's; allowed: false "
+                           "(-p sweeps.tasks.speculation_ab=false)")
+    write_plan(run.dir, cells, run.profile_hash)
+    outcomes = latest_outcomes(run.dir, run.profile_hash)
+    pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]
+    log_path = Path(record["log"]) if record.get("log") else None
+    rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
+    telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
+                          hz=profile.sweeps.telemetry_hz)
+    with Tokenizer(record["url"], adapter, headers) as tokenizer:
+        ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
+                           rules, base_row(run, adapter, record),
+                           profile.sweeps.request_timeout_s, log_path)
+        earlier = len(cells) - len(pending)
+        resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
+        try:
+            with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
+                if any(map(is_spec_off, pending)):
+                    shown.note("starting the second server of the speculation A/B (speculation off)")
+                with spec_off_context(ctx, any(map(is_spec_off, pending))) as spec_off:
+                    _run_cells({False: ctx, True: spec_off or ctx}, pending,
+                               telemetry if profile.sweeps.telemetry else None, shown)
+        except (ServerExited, SweepFailed):
+            record_log_truth(run, adapter)
+            save_tables(run.dir, build_tables(run, kinds))
+            raise
+    record_log_truth(run, adapter)  # the engine has logged every request by now
+    tables = build_tables(run, kinds)
+    if baseline is not None:
+        tables[AB] = ab_table(baseline, run.dir)
+    save_tables(run.dir, tables)
+    done = latest_outcomes(run.dir, run.profile_hash)
+    failed = [cell for cell in cells if _status(done, cell) == "failed"]
+    run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
+                        telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+    if failed:
+        raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
+                          "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
+    return SweepTables(tables)
+
+
+def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
+    """The cell's status in the ledger's last entry for it; None for a cell never run."""
+    entry = outcomes.get(cell.cell_id)
+    return entry.status if entry else None
+
+
+def served(adapter: ApiDialect, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    """What the running server says at the adapter's `request_extensions_path` (None when it has none or
+    does not answer: the adapter then reads what the profile alone says)."""
+    path = adapter.request_extensions_path
+    if path is None:
+        return None
+    try:
+        with httpx.Client(headers=headers, timeout=30.0, trust_env=uses_proxy(url)) as client:
+            status, answer = bounded.get(client, url + path, deadline_s=30.0)
+        body = json.loads(answer.data) if status == 200 and answer.cut is None else None
+    except (httpx.HTTPError, ValueError, RecursionError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def plan(run: Run, only: str | Iterable[str] | None = None) -> list[Cell[Any]]:
+    """The cells `sweeps` would run, checked against the profile; sends nothing, writes nothing.
+    A skip that depends on what the running server says (llama-server's /props: does its model's chat
+    template render tools?) is decided when the sweep runs; here the profile alone decides.
+
+    Raises ProfileError for an unknown kind, a size over the served context, or an A/B without
+    its baseline run.
+    """
+    return _checked_plan(run, parse_only(only), explicit=only is not None)[0]
+
+
+def _checked_plan(run: Run, kinds: list[str], explicit: bool,
+                  served: dict[str, Any] | None = None) -> tuple[list[Cell[Any]], RunDir | None]:
+    cells = build_plan(run.profile, get_adapter(run.profile.engine.kind), kinds, explicit=explicit, served=served)
+    return cells, _ab_baseline(run, kinds, explicit)
+
+
+def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telemetry: Telemetry | None,
+               shown: Progress) -> None:
+    """Each cell against its server: contexts[True] for the speculation-off side of the A/B. The progress
+    names the cell at hand and counts its requests as they end (a cell of long prompts on a CPU takes minutes)."""
+    if telemetry is not None:
+        telemetry.start()
+    try:
+        for index, cell in enumerate(cells, 1):
+            label = f"cell {index}/{len(cells)} {cell.label}"
+            shown.note(label)
+
+            def requests_done(tally: CellTally, label: str = label) -> None:
+                shown.note(f"{label}, requests done: {tally.sent}")
+
+            outcome = run_cell(contexts[is_spec_off(cell)], cell, requests_done)
+            if outcome.status == "failed":
+                shown.event(f"cell {cell.label} failed: {outcome.reason}")
+            shown.update()
+    finally:
+        if telemetry is not None:
+            telemetry.stop()
+
+
+def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
+    section = run.profile.sweeps.ab
+    if AB not in kinds or not (section.enabled or explicit):
+        return None
+    if not section.baseline_run_dir:
+        raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
+                           "profile's sweep (run the same plan there first)")
+    path = Path(section.baseline_run_dir).expanduser().resolve()
+    if not RunDir(path).requests.exists():
+        raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
+                           "run the sweeps against the other profile into that directory first")
+    return RunDir(path)
+
+
+@contextmanager
+def serving(run: Run, progress: bool = True) -> Iterator[bool]:
+    """The run's server for the duration of the block: the running one, or one launched here and
+    stopped at the end (also on failure). Yields whether it launched one."""
+    try:
+        server.ensure_running(run.dir)
+    except ServerError:
+        server.start(run, progress=progress)
+        try:
+            yield True
+        finally:
+            server.stop(run.dir)
+    else:
+        yield False
+
+
+__all__ = ["SweepTables", "ab_table", "build_tables", "plan", "serving", "sweep_names", "sweeps"]
+
+
+STEP = Step("sweeps", "03_sweeps.ipynb", "tables/", sweeps, url=True)

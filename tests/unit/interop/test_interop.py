@@ -1,0 +1,155 @@
+"""ninferkit export / import (ninferkit/interop/): the formats, the metric table, and the run directory an import
+makes. The run exported is the published H200 example (docs/examples/h200-llamacpp, a real run); every expected
+figure is computed here from its requests.jsonl with numpy, not by the code under test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ninferkit.cli import export as export_cli
+from ninferkit.cli import import_run as import_cli
+from ninferkit.cli import main
+from ninferkit.interop import get_format, metrics, names
+from ninferkit.report import compare_runs
+from ninferkit.rundir.runs import RunDir
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
+
+
+def example_rows() -> list[dict]:
+    return [json.loads(line) for line in (EXAMPLE / "requests.jsonl").read_text().splitlines() if line.strip()]
+
+
+def measured(cell_id: str) -> list[dict]:
+    return [row for row in example_rows() if row["cell_id"] == cell_id and row["status"] == "ok"
+            and not row.get("warmup") and row.get("prefix_role") != "seed"]
+
+
+def test_the_command_line_names_every_format_the_registry_has() -> None:
+    assert set(export_cli.FORMATS) == set(names(exports=True))
+    assert set(import_cli.FORMATS) == set(names(imports=True))
+
+
+def test_docs_show_the_mapping_table_the_code_converts_by() -> None:
+    assert metrics.markdown() in (REPO / "docs" / "interop.md").read_text()
+
+
+def test_vllm_bench_export_has_one_result_per_cell_with_vllms_statistics(tmp_path: Path) -> None:
+    out = tmp_path / "vllm.json"
+    assert main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(out)]) == 0
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    cells = {row["cell_id"] for row in example_rows() if not row.get("warmup") and row.get("prefix_role") != "seed"}
+    assert {r["ninferkit_cell_id"] for r in results} == cells
+    first = results[0]
+    rows = measured(first["ninferkit_cell_id"])
+    ttft_ms = np.asarray([row["ttft_client_s"] for row in rows]) * 1000
+    assert first["completed"] == len(rows)
+    assert first["mean_ttft_ms"] == pytest.approx(ttft_ms.mean())
+    assert first["median_ttft_ms"] == pytest.approx(np.median(ttft_ms))
+    assert first["p99_ttft_ms"] == pytest.approx(np.percentile(ttft_ms, 99))
+    tpot_ms = [(r["t_last_token"] - r["t_first_token"]) / (r["completion_tokens"] - 1) * 1000 for r in rows]
+    assert first["mean_tpot_ms"] == pytest.approx(np.mean(tpot_ms))
+    for key in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "errors"):
+        assert len(first[key]) == first["num_prompts"], key
+    assert first["latencies"][0] == pytest.approx(rows[0]["t_last_token"] - rows[0]["t_send"])
+    assert "generated_texts" not in first  # ninferkit keeps no text: left out, never written empty
+
+
+def test_a_vllm_bench_file_imports_as_a_run_compare_reads(tmp_path: Path) -> None:
+    exported = tmp_path / "vllm.json"
+    main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(exported)])
+    assert main(["import", str(exported), "--format", "vllm-bench", "-o", str(tmp_path / "a")]) == 0
+    run = RunDir(tmp_path / "a")
+    rows = run.read_requests()
+    assert len(rows) == sum(len(json.loads(line)["ttfts"]) for line in exported.read_text().splitlines())
+    source = sorted(row["ttft_client_s"] for row in example_rows() if row["status"] == "ok"
+                    and not row.get("warmup") and row.get("prefix_role") != "seed")
+    assert sorted(row.ttft_client_s for row in rows if row.ttft_client_s is not None) == pytest.approx(source)
+    record = run.read_imported()
+    assert record is not None and record.tool == "vllm-bench" and record.per_request
+    assert any(a["theirs"] == "mean_ttft_ms" and a["stat"] == "mean" for a in record.aggregates)
+    assert run.read_manifest().model_extra["imported_from"]["tool"] == "vllm-bench"
+    main(["import", str(exported), "--format", "vllm-bench", "-o", str(tmp_path / "b")])
+    table = compare_runs([tmp_path / "a", tmp_path / "b"]).table
+    assert set(table["metric"]) == {"ttft_client_s"} and (table["delta"] == 0).all()
+
+
+def test_a_vllm_result_saved_without_detail_keeps_only_its_aggregates(tmp_path: Path) -> None:
+    exported = tmp_path / "vllm.json"
+    main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(exported)])
+    result = json.loads(exported.read_text().splitlines()[0])
+    for key in ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors"):
+        result.pop(key, None)  # what serve.py deletes when --save-detailed is not given
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(result))
+    imported = get_format("vllm-bench").read(plain)  # type: ignore[misc]
+    assert imported.rows == []
+    assert {a.theirs for a in imported.aggregates} >= {"mean_ttft_ms", "p99_tpot_ms", "request_throughput"}
+    assert "no per-request lists" in imported.notes[0]
+
+
+def test_csv_has_milliseconds_and_leaves_a_missing_figure_empty(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    assert main(["export", str(EXAMPLE), "--format", "csv", "-o", str(out)]) == 0
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    rows = {row["request_uid"]: row for row in example_rows()}
+    first = frame.iloc[0]
+    assert first["ttft_ms"] == pytest.approx(rows[first["request_uid"]]["ttft_client_s"] * 1000)
+    assert frame["itl_mean_ms"].isna().all()  # this run predates per-event gaps: empty, not 0
+
+
+def test_summary_gives_each_cells_mean_in_milliseconds(tmp_path: Path) -> None:
+    out = tmp_path / "s.csv"
+    assert main(["export", str(EXAMPLE), "--format", "summary", "-o", str(out)]) == 0
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    first = frame.iloc[0]
+    ttft_ms = np.asarray([row["ttft_client_s"] for row in measured(first["cell_id"])]) * 1000
+    assert first["ttft_mean_ms"] == pytest.approx(ttft_ms.mean())
+    assert first["ttft_median_ms"] == pytest.approx(np.median(ttft_ms))
+
+
+def test_bad_input_is_one_message_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(EXAMPLE), "--format", "parquet"]) == 2
+    assert "allowed: vllm-bench, aiperf, guidellm, csv, summary" in capsys.readouterr().err
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    assert main(["import", str(junk), "--format", "vllm-bench", "-o", str(tmp_path / "out")]) == 2
+    assert "not a vllm bench serve result" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("")
+    exported = tmp_path / "vllm.json"
+    main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(exported)])
+    assert main(["import", str(exported), "--format", "vllm-bench", "-o", str(taken)]) == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+
+
+def test_a_loads_shape_becomes_the_peers_strategy() -> None:
+    """A concurrency cell is GuideLLM's concurrent strategy and vLLM's max_concurrency; a rate cell (seeded
+    Poisson arrivals) GuideLLM's poisson strategy and vLLM's request_rate; any other cell, sent one request at
+    a time, synchronous and rate inf."""
+    from ninferkit.interop import guidellm, vllm_bench
+    from ninferkit.interop.base import Cell, Source
+    from ninferkit.rundir.records import RequestRow
+
+    rows = [RequestRow.model_validate(example_rows()[0])]
+    source = Source("run", "model", "llama_server", None, [])
+    concurrency = Cell("concurrency", "a", {"concurrency": 4}, rows)
+    rate = Cell("rate", "b", {"rate_rps": 2.5, "arrival_seed": 7}, rows)
+    context = Cell("context", "c", {"target_prompt_tokens": 1024}, rows)
+    assert guidellm.strategy(concurrency)["streams"] == 4
+    assert guidellm.strategy(rate) == {"type_": "poisson", "rate": 2.5, "random_seed": 7}
+    assert guidellm.strategy(context)["type_"] == "synchronous"
+    assert vllm_bench.result(source, concurrency)["max_concurrency"] == 4
+    assert vllm_bench.result(source, rate)["request_rate"] == 2.5
+    assert vllm_bench.result(source, context)["request_rate"] == "inf"

@@ -1,0 +1,138 @@
+"""The client's own read path (asyncio sockets under httpx, SSE split by hand) against a real HTTP
+server on loopback that chooses where the bytes break: events torn across reads and chunks,
+several events in one read, a stall past the read timeout, a connection closed mid-chunk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import pytest
+
+from ninferkit.engines import get_adapter
+from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+
+ADAPTER = get_adapter("llama_server")
+HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+
+
+def sse(event: dict[str, object] | str) -> bytes:
+    return b"data: " + (event if isinstance(event, str) else json.dumps(event)).encode() + b"\n\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+ROLE = sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]})
+TOKEN = sse({"choices": [{"index": 0, "delta": {"content": " light"}, "finish_reason": None}]})
+FINAL = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "id": "chatcmpl-1",
+             "usage": {"prompt_tokens": 12, "completion_tokens": 3},
+             "timings": {"prompt_n": 12, "prompt_ms": 5.0, "predicted_n": 3, "predicted_ms": 9.0,
+                         "predicted_per_second": 333.3}})
+
+
+@asynccontextmanager
+async def serving(writes: Sequence[tuple[float, bytes]], close: bool = True,
+                  written: list[float] | None = None) -> AsyncIterator[str]:
+    """A loopback server answering each request with `writes`: (seconds to wait, bytes) in turn,
+    each write flushed on its own (and its time.monotonic() appended to `written`), then closing the
+    connection (or holding it open until the client closes it)."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            await reader.readexactly(length)
+            for delay, data in writes:
+                await asyncio.sleep(delay)
+                writer.write(data)
+                await writer.drain()
+                if written is not None:
+                    written.append(time.monotonic())
+            if not close:
+                await reader.read()
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with server:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def send(writes: Sequence[tuple[float, bytes]], close: bool = True, timeout_s: float = 10.0,
+               written: list[float] | None = None) -> RequestResult:
+    async with serving(writes, close, written) as url, \
+            StreamingClient(url, ADAPTER, "embedded", timeout_s=timeout_s) as client:
+        return await client.send(RequestSpec("chat", HAIKU, 3))
+
+
+def test_an_event_torn_across_reads_is_stamped_when_it_is_whole() -> None:
+    """The first token's event arrives in two pieces 0.2 s apart, and its chunk's size line in a third:
+    the token is stamped on the read that completes it; the last write carries two tokens, the
+    usage and [DONE] in one read."""
+    first = chunk(TOKEN)
+    result = asyncio.run(send([
+        (0, HEAD), (0, chunk(ROLE)), (0.05, first[:3]), (0.05, first[3:40]), (0.2, first[40:]),
+        (0.05, chunk(TOKEN) + chunk(TOKEN + FINAL) + chunk(sse("[DONE]")) + b"0\r\n\r\n"),
+    ]))
+    assert result.status == "ok", result.error
+    assert result.completion_tokens == 3 and result.prompt_tokens == 12 and result.finish_reason == "length"
+    assert result.server["decode_tokens_server"] == 3 and result.response_id == "chatcmpl-1"
+    assert result.t_first_byte is not None and result.t_first_token is not None and result.t_last_token is not None
+    assert result.t_first_token - result.t_first_byte >= 0.25  # not stamped on the torn first piece
+    assert result.t_last_token - result.t_first_token >= 0.04  # the last two tokens came 0.05 s later
+
+
+def test_events_in_one_chunk_and_a_chunk_per_half_event() -> None:
+    """Chunk boundaries that do not follow event boundaries (HTTP framing and SSE framing are independent)."""
+    body = ROLE + TOKEN + TOKEN + TOKEN + FINAL + sse("[DONE]")
+    pieces = [body[i:i + 97] for i in range(0, len(body), 97)]
+    result = asyncio.run(send([(0, HEAD), *((0.01, chunk(piece)) for piece in pieces), (0, b"0\r\n\r\n")]))
+    assert result.status == "ok", result.error
+    assert result.completion_tokens == 3 and result.finish_reason == "length"
+    assert result.t_first_token is not None and result.t_last_token is not None
+    assert result.t_last_token > result.t_first_token
+
+
+def test_a_stall_past_the_read_timeout_is_an_errored_row() -> None:
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE))], close=False, timeout_s=0.3))
+    assert result.status == "errored" and "ReadTimeout" in (result.error or "")
+    assert result.t_done is not None and 0.25 < result.t_done - result.t_send < 3
+
+
+def test_a_connection_closed_mid_chunk_is_an_errored_row() -> None:
+    """Through the socket layer, EOF inside a chunk is httpcore's "incomplete chunked read"."""
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0.01, chunk(TOKEN)[:30])]))
+    assert result.status == "errored" and "incomplete chunked read" in (result.error or "")
+    assert result.completion_tokens is None and result.t_first_token is None
+
+
+def test_every_text_event_is_stamped_and_tpot_counts_the_servers_tokens() -> None:
+    """Speculative decoding sends several tokens in one event: three text events 0.3 s apart carry the 9
+    tokens the final usage counts. ITL is the gap per event; TPOT spreads their time over the 8 tokens
+    after the first, from usage, never from counting events. Each event is stamped when it arrived: after
+    the server wrote it and before the server wrote the next (a busy machine may delay a read, but not by
+    the 0.3 s between writes)."""
+    many = sse({"choices": [{"index": 0, "delta": {"content": " light house keeper"}, "finish_reason": None}]})
+    final = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "id": "chatcmpl-2",
+                 "usage": {"prompt_tokens": 12, "completion_tokens": 9}})
+    written: list[float] = []
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0, chunk(many)), (0.3, chunk(many)),
+                               (0.3, chunk(many + final + sse("[DONE]")) + b"0\r\n\r\n")], written=written))
+    assert result.status == "ok", result.error
+    row = result.row()
+    assert row["text_events"] == 3 and row["completion_tokens"] == 9
+    gaps = row["itl_client_s"]
+    sent = written[2:]  # the three writes that carried text
+    stamps = result.text_event_times
+    assert len(gaps) == 2 and all(sent[i] <= stamps[i] for i in range(3))
+    assert stamps[0] < sent[1] and stamps[1] < sent[2]  # stamped as each arrived, not when the stream ended
+    assert row["tpot_client_s"] == pytest.approx(sum(gaps) / 8, abs=2e-6)  # gaps are kept to the microsecond
+    assert row["tpot_client_s"] == pytest.approx(1 / row["decode_tok_s_client"])
+    assert sum(gaps) / len(gaps) == pytest.approx(4 * row["tpot_client_s"], rel=1e-4)  # 4 tokens per gap

@@ -1,0 +1,600 @@
+"""The seed profiles in params/ reproduce the field reports' deployments, flag by flag.
+
+Each report's command is copied verbatim below with its seed file and section (shared/seeds/), run
+through a real bash with the report's own variable defaults (`docker` and the engine are shell
+functions or stubs that print their argv), and compared with ninferkit's dry-run command
+(`planned_argv`, the command a launch runs and records). The engine's flags must all agree. Where
+ninferkit runs Docker differently on purpose, each difference is listed with its reason, and the
+test fails on any other. Where a report prints no command line (seed 004) its flags are quoted from
+its prose, and every flag it does not print says where it comes from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ninferkit.artifact.source import check_pin, resolve_source
+from ninferkit.cli import main
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
+from ninferkit.params.load import LoadedProfile, load_profile
+from ninferkit.server.process import command, planned_argv
+from tests.conftest import REPO
+
+PARAMS = REPO / "params"
+V100 = PARAMS / "ninfer-v100-pcie-nvfp4.yaml"
+RTX3090 = PARAMS / "ninfer-rtx3090-groupwise.yaml"
+TP2 = PARAMS / "ninfer-2xv100-sxm2-tp2.yaml"
+VLLM = PARAMS / "vllm-v100-baseline.yaml"
+SEEDS = (V100, RTX3090, TP2, VLLM)
+DATA_MAPS = ("artifact.container_revisions", "artifact.files", "serve.docker_env", "engine.build.binary_sha256")
+"""Settings whose keys are data (versions, file names, variable names): one comment on the key's line covers them."""
+
+# -- the reports' commands, verbatim -----------------------------------------------------------
+
+SEED_000_S3_VARIABLES = """\
+MODEL_DIR=${MODEL_DIR:-/srv/models}
+PORT=${PORT:-18080}; CTX=${CTX:-131072}; KV_CAP=${KV_CAP:-262144}
+CONC=${CONC:-2};   POWER_LIMIT=${POWER_LIMIT:-200}
+IMG=ninfer-v100:0.1.0
+"""
+SEED_000_S3_RUN = """\
+docker run -d --name ninfer --restart unless-stopped --gpus all --ipc=host \\
+  -e NVIDIA_VISIBLE_DEVICES=all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility \\
+  -p "${PORT}":8080 -v "$MODEL_DIR":/models:ro "$IMG" \\
+  ninfer-serve /models/qwen3_8_27b_nvfp4.ninfer \\
+    --host 0.0.0.0 --port 8080 \\
+    --max-context "$CTX" --kv-capacity "$KV_CAP" --max-concurrency "$CONC" \\
+    --kv-dtype int8 --prefill-chunk 2048 --pending-timeout-ms 600000 \\
+    --spec mtp --draft-tokens 3 --lm-head-draft --preserve-thinking --cors
+"""
+SEED_000_S1_5_RUN_SH = """\
+NAME=ninfer
+IMG=ninfer-v100:0.1.0
+MODEL_DIR=${MODEL_DIR:-/srv/models}
+MODEL=${MODEL:-qwen3_8_27b_nvfp4.ninfer}
+PORT=${PORT:-18080}
+CTX=${CTX:-131072}          # 单请求逻辑上下文上限
+KV_CAP=${KV_CAP:-262144}    # ★ 共享 KV 池，必须显式给 = 2 × CTX
+CONC=${CONC:-2}             # 并发路数
+PREFILL=${PREFILL:-2048}    # V100 推荐
+PENDING_MS=${PENDING_MS:-600000}   # ★ 默认 30s 会把并发长请求挤成 503
+API_KEY=${API_KEY:-}        # 留空 = 不鉴权
+
+ARGS=(--host 0.0.0.0 --port 8080
+      --max-context "$CTX" --kv-capacity "$KV_CAP" --max-concurrency "$CONC"
+      --kv-dtype int8 --prefill-chunk "$PREFILL" --pending-timeout-ms "$PENDING_MS"
+      --spec mtp --draft-tokens 3 --lm-head-draft
+      --preserve-thinking --cors)
+[ -n "$API_KEY" ] && ARGS+=(--api-key "$API_KEY")
+
+    docker run -d --name "$NAME" --restart unless-stopped \\
+      --gpus all --ipc=host \\
+      -e NVIDIA_VISIBLE_DEVICES=all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility \\
+      -p "${PORT}":8080 -v "$MODEL_DIR":/models:ro \\
+      "$IMG" ninfer-serve "/models/$MODEL" "${ARGS[@]}"
+"""
+SEED_003_S1_3_RUN = """\
+docker run -d --name ninfer --gpus '"device=0"' --ipc=host -p 18020:18020 \\
+  -v $PWD/models:/models:ro ninfer-3090:0.6.1 \\
+  /models/qwen3_8_27b.ninfer \\
+  --host 0.0.0.0 --port 18020 --model-id qwen3.8-27b --api-key "$KEY" \\
+  --max-context 184320 --kv-capacity 184320 \\
+  --max-concurrency 2 --max-pending-requests 16 --pending-timeout-ms 900000 \\
+  --prefill-chunk 1024 --kv-dtype rk8v4 --spec mtp --draft-tokens 3 --lm-head-draft
+"""
+SEED_003_ENTRYPOINT = ["ninfer-serve"]  # seed 003 §一.2, its Dockerfile: ENTRYPOINT ["ninfer-serve"]
+# seed 001 §5.2, verbatim: the seed text lost the line break after each trailing backslash ("\ --model"),
+# which `restore_breaks` puts back.
+SEED_001_S5_2 = ("python -m vllm.entrypoints.openai.api_server \\ --model /path/to/qwen3.8-27b-nvfp4 \\ "
+                 "--gpu-memory-utilization 0.92 \\ --max-model-len 8192 \\ --swap-space 32 \\ --dtype float16 \\ "
+                 "--trust-remote-code \\ --host 0.0.0.0 \\ --port 8000")
+# seed 004 prints its flags in prose; the fragments, verbatim, by section:
+SEED_004_FRAGMENTS = {
+    "§一 (in the default launch)": "--vision --spec mtp --draft-tokens 3 --lm-head-draft",
+    "§三 (NInfer defaults to)": "--tp 2 --devices 0,1",
+    "§六.5 (Vision needs both)": "--vision --vision-max-tokens 2048",
+    "§六.6 (recommended NVFP4 concurrency)": "--max-context 155648 --kv-capacity 155648 --max-concurrency 2",
+    "§六.6 ('端口 8080')": "--port 8080",
+}
+# What seed 004 does not print: the fork's launcher defaults it runs with (tools/v100/ninfer-v100-duo.sh;
+# plus1998/NInfer-V100-Duo README @ 19bf15b: "The launcher defaults to TP2 on GPUs 0/1, INT8 KV, CUDA
+# Graph, MTP3 with the optimized proposal head, one active request, and `127.0.0.1:8080`").
+SEED_004_LAUNCHER_DEFAULTS = {"--kv-dtype": "int8", "--host": "127.0.0.1"}
+
+# -- the only Docker-level differences, each with its reason ---------------------------------------
+
+FOREGROUND = "ninferkit runs the container in the foreground so it captures the log and can stop it"
+OWN_NAME = "ninferkit's own container name, so a stop never ends a container the report's script started"
+LOOPBACK = "published on serve.host, loopback, not every interface (security rule)"
+V100_DOCKER_DIFFERENCES = [
+    ("-d", None, FOREGROUND),
+    ("--restart unless-stopped", None, FOREGROUND + "; nothing restarts it behind the runbook"),
+    (None, "--rm", FOREGROUND + "; the stopped container is removed"),
+    ("--name ninfer", "--name ninferkit-ninfer-v100-pcie-nvfp4-18080", OWN_NAME),
+    ("-p 18080:8080", "-p 127.0.0.1:18080:8080", LOOPBACK),
+]
+RTX3090_DOCKER_DIFFERENCES = [
+    ("-d", None, FOREGROUND),
+    (None, "--rm", FOREGROUND + "; the stopped container is removed"),
+    ("--name ninfer", "--name ninferkit-ninfer-rtx3090-groupwise-18020", OWN_NAME),
+    ("-p 18020:18020", "-p 127.0.0.1:18020:18020", LOOPBACK),
+    (None, "-e NINFER_API_KEY", "the key enters the container by name; the report's host shell put its value on the "
+                                "docker command line"),
+]
+
+KEY = "sk-test-0d1f"  # a made-up key: the point is where it appears
+
+
+def load(path: Path, overrides: tuple[str, ...] | list[str] = ()) -> LoadedProfile:
+    return load_profile(path, overrides)
+
+
+# -- helpers: run the reports' shell, read docker and engine argv ------------------------------------
+
+def bash_argvs(script: str, cwd: Path, env: dict[str, str] | None = None) -> list[list[str]]:
+    """The argv of each `docker` / `python` command the script runs, expanded by a real bash."""
+    printer = "printf '%s\\0' \"$FUNCNAME\" \"$@\"; printf '\\n\\0'"
+    prelude = f"docker() {{ {printer}; }}\npython() {{ {printer}; }}\n"
+    result = subprocess.run(["bash", "-c", prelude + script], cwd=cwd, capture_output=True, check=True,
+                            env={"PATH": os.environ["PATH"], **(env or {})})
+    fields = result.stdout.decode().split("\0")
+    argvs, current = [], []
+    for field in fields[:-1]:
+        if field == "\n":
+            argvs.append(current)
+            current = []
+        else:
+            current.append(field)
+    return argvs
+
+
+def split_docker(argv: list[str]) -> tuple[list[str], str, list[str]]:
+    """(`docker run` options as 'OPT VALUE' strings, image, what follows the image)."""
+    assert argv[:2] == ["docker", "run"], argv
+    with_value = {"--name", "--gpus", "-p", "-v", "-e", "--restart", "--entrypoint"}
+    index, options = 2, []
+    while argv[index].startswith("-"):
+        option = argv[index]
+        if option in with_value:
+            options.append(f"{option} {argv[index + 1]}")
+            index += 2
+        else:
+            assert option in ("-d", "--rm") or "=" in option, f"an option this test does not know: {option}"
+            options.append(option)
+            index += 1
+    return options, argv[index], argv[index + 1:]
+
+
+def engine_argv(entrypoint: list[str], after_image: list[str], tmp_path: Path) -> list[str]:
+    """What the engine process receives. An `sh -c` entrypoint runs for real, with the key in its
+    environment and a stub ninfer-serve on PATH that prints its argv."""
+    if entrypoint != ["sh"]:
+        return entrypoint + after_image
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    stub = stubs / "ninfer-serve"
+    stub.write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n")
+    stub.chmod(0o755)
+    result = subprocess.run(["sh", *after_image], capture_output=True, check=True,
+                            env={"PATH": f"{stubs}:{os.environ['PATH']}", "NINFER_API_KEY": KEY})
+    return ["ninfer-serve", *result.stdout.decode().split("\0")[:-1]]
+
+
+def docker_side(argv: list[str], tmp_path: Path) -> tuple[list[str], str, list[str]]:
+    """(options other than --entrypoint, image, engine argv) of ninferkit's docker command."""
+    options, image, after = split_docker(argv)
+    entrypoint = [o.split(" ", 1)[1] for o in options if o.startswith("--entrypoint ")]
+    return [o for o in options if not o.startswith("--entrypoint ")], image, engine_argv(entrypoint, after, tmp_path)
+
+
+def flags(argv: list[str]) -> dict[str, str | None]:
+    """--flag value pairs of an engine argv (a flag followed by another flag, or last, is a switch)."""
+    out: dict[str, str | None] = {}
+    for index, arg in enumerate(argv):
+        if arg.startswith("--"):
+            nxt = argv[index + 1] if index + 1 < len(argv) else None
+            out[arg] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+def differing_flags(report: dict[str, str | None], ours: dict[str, str | None]) -> dict[str, tuple[Any, Any]]:
+    missing = object()
+    return {flag: (report.get(flag, "absent"), ours.get(flag, "absent")) for flag in sorted(set(report) | set(ours))
+            if report.get(flag, missing) != ours.get(flag, missing)}
+
+
+def option_differences(report: list[str], ours: list[str]) -> list[tuple[str | None, str | None]]:
+    """Options only the report has, and only ours has; a changed value pairs up by option name."""
+    only_report = list((Counter(report) - Counter(ours)).elements())
+    only_ours = list((Counter(ours) - Counter(report)).elements())
+    pairs: list[tuple[str | None, str | None]] = []
+    for theirs in only_report:
+        same = [o for o in only_ours if o.split(" ", 1)[0] == theirs.split(" ", 1)[0]]
+        if same and " " in theirs:
+            only_ours.remove(same[0])
+            pairs.append((theirs, same[0]))
+        else:
+            pairs.append((theirs, None))
+    return pairs + [(None, o) for o in only_ours]
+
+
+def restore_breaks(text: str) -> str:
+    return text.replace(" \\ ", " \\\n  ")
+
+
+# -- every setting says why ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
+def test_every_setting_says_why(path: Path) -> None:
+    loaded = load(path)
+    data = yaml.safe_load(path.read_text())
+
+    def leaves(node: Any, prefix: str) -> list[str]:
+        key = prefix.rstrip(".")
+        if isinstance(node, dict) and node and key not in DATA_MAPS:
+            return [leaf for name, child in node.items() for leaf in leaves(child, f"{prefix}{name}.")]
+        return [key]
+
+    needs_reason = [key for section in ("serve", "artifact", "sweeps", "capacity") if section in data
+                    for key in leaves(data[section], f"{section}.") if key != "artifact.local_dir" or path == VLLM]
+    needs_reason += [key for key in leaves(data["engine"], "engine.") if key not in ("engine.kind",
+                                                                                    "engine.build.backend")]
+    missing = [key for key in needs_reason if key not in loaded.comments]
+    assert not missing, f"{path.name}: settings without a reason comment: {missing}"
+    for key in needs_reason:
+        if key.startswith(("artifact.", "engine.")) and _value(data, key) is None:
+            assert "seed" in loaded.comments[key] or "no " in loaded.comments[key], f"{key} is null without saying why"
+
+
+def _value(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+# -- seed 000: V100, Docker -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("script", [SEED_000_S3_VARIABLES + SEED_000_S3_RUN, SEED_000_S1_5_RUN_SH],
+                         ids=["seed000-s3-deploy-script", "seed000-s1.5-run.sh"])
+def test_v100_docker_command_is_the_reports(script: str, tmp_path: Path) -> None:
+    [report] = bash_argvs(script, tmp_path)
+    report_options, report_image, after = split_docker(report)
+    ours_options, ours_image, ours_engine = docker_side(planned_argv(load(V100).profile), tmp_path)
+    assert ours_image == report_image == "ninfer-v100:0.1.0"
+    assert ours_engine[:2] == after[:2] == ["ninfer-serve", "/models/qwen3_8_27b_nvfp4.ninfer"]
+    assert differing_flags(flags(after), flags(ours_engine)) == {}
+    assert len(flags(ours_engine)) == 13
+    allowed = [(theirs, ours) for theirs, ours, _ in V100_DOCKER_DIFFERENCES]
+    assert sorted(option_differences(report_options, ours_options), key=str) == sorted(allowed, key=str)
+
+
+def test_v100_dry_run_cli_prints_the_command_and_the_reports_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch", str(V100), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("docker run --rm --name ninferkit-ninfer-v100-pcie-nvfp4-18080 --gpus all")
+    for name in ("Dockerfile", "nvidia-powerlimit.sh", "nvidia-powerlimit.service"):
+        assert f"# ---- run_dir/docker/{name} ----" in out
+
+
+# seed 000 §1.3, the Dockerfile, verbatim
+SEED_000_DOCKERFILE = """\
+FROM nvidia/cuda:12.8.0-runtime-ubuntu24.04
+
+ARG DEBIAN_FRONTEND=noninteractive
+
+# base 镜像只带 NVIDIA 源、没有 Ubuntu 归档，先换源再装运行库
+RUN rm -f /etc/apt/sources.list.d/ubuntu.sources 2>/dev/null; \\
+    printf '%s\\n' \\
+      'Types: deb' \\
+      'URIs: https://mirrors.tuna.tsinghua.edu.cn/ubuntu' \\
+      'Suites: noble noble-updates noble-backports' \\
+      'Components: main universe restricted multiverse' \\
+      'Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg' \\
+      '' \\
+      'Types: deb' \\
+      'URIs: https://mirrors.tuna.tsinghua.edu.cn/ubuntu' \\
+      'Suites: noble-security' \\
+      'Components: main universe restricted multiverse' \\
+      'Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg' \\
+      > /etc/apt/sources.list.d/ubuntu.sources \\
+    && apt-get update -qq \\
+    && apt-get install -y --no-install-recommends \\
+        ca-certificates libavcodec60 libavformat60 libavutil58 \\
+        libswscale7 libswresample4 libcurl4t64 \\
+    && rm -rf /var/lib/apt/lists/*
+
+COPY ninfer ninfer-serve /usr/local/bin/
+RUN chmod +x /usr/local/bin/ninfer /usr/local/bin/ninfer-serve
+
+WORKDIR /workspace
+EXPOSE 8080
+CMD ["ninfer-serve", "--help"]
+"""
+# seed 003 §一.2, the Dockerfile, verbatim
+SEED_003_DOCKERFILE = """\
+FROM nvidia/cuda:12.8.0-runtime-ubuntu24.04
+# GeForce 卡不能用 forward-compat 的新 libcuda，不删会在启动时报 cudaErrorCompatNotSupportedOnDevice
+RUN rm -rf /usr/local/cuda-12.8/compat /usr/local/cuda/compat
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \\
+    && rm -rf /var/lib/apt/lists/*
+COPY ninfer /usr/local/bin/ninfer
+COPY ninfer-serve /usr/local/bin/ninfer-serve
+ENTRYPOINT ["ninfer-serve"]
+"""
+SEED_000_DOCKERFILE_DIFFERENCES: list[tuple[Any, ...]] = []
+"""None: the image keeps the report's CMD, so its run.sh (`IMAGE ninfer-serve MODEL FLAGS`) runs the engine once
+(issue 25: with an ENTRYPOINT it passed `ninfer-serve` twice); seed 003's profile keeps its ENTRYPOINT."""
+ONE_DOCKERFILE = "one generated Dockerfile for both reports, in seed 000's form"
+SEED_003_DOCKERFILE_DIFFERENCES = [
+    ("RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl && rm -rf "
+     "/var/lib/apt/lists/*", "RUN apt-get update -qq && apt-get install -y --no-install-recommends ca-certificates "
+     "curl && rm -rf /var/lib/apt/lists/*", ONE_DOCKERFILE + " (-qq: quieter apt output)"),
+    ("COPY ninfer /usr/local/bin/ninfer", "COPY ninfer ninfer-serve /usr/local/bin/", ONE_DOCKERFILE),
+    ("COPY ninfer-serve /usr/local/bin/ninfer-serve", None, ONE_DOCKERFILE + ": the same two files, one COPY"),
+    (None, "ARG DEBIAN_FRONTEND=noninteractive", ONE_DOCKERFILE + ": apt asks no questions"),
+    (None, "RUN chmod +x /usr/local/bin/ninfer /usr/local/bin/ninfer-serve", ONE_DOCKERFILE),
+    (None, "WORKDIR /workspace", ONE_DOCKERFILE),
+    (None, "EXPOSE 18020", ONE_DOCKERFILE + ": documents the engine's port"),
+]
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """Instructions with continuation lines joined, comments and blank lines dropped, spaces collapsed."""
+    joined = dockerfile.replace("\\\n", " ")
+    return [" ".join(line.split()) for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def dockerfile_differences(report: str, ours: str) -> list[tuple[str | None, str | None]]:
+    theirs, mine = instructions(report), instructions(ours)
+    only_theirs = [line for line in theirs if line not in mine]
+    only_mine = [line for line in mine if line not in theirs]
+    pairs: list[tuple[str | None, str | None]] = []
+    for line in only_theirs:
+        same = [m for m in only_mine if m.split(" ", 1)[0] == line.split(" ", 1)[0]]
+        if same:
+            only_mine.remove(same[0])
+        pairs.append((line, same[0] if same else None))
+    return pairs + [(None, m) for m in only_mine]
+
+
+@pytest.mark.parametrize(("path", "report", "allowed"), [
+    (V100, SEED_000_DOCKERFILE, SEED_000_DOCKERFILE_DIFFERENCES),
+    (RTX3090, SEED_003_DOCKERFILE, SEED_003_DOCKERFILE_DIFFERENCES),
+], ids=["seed000-s1.3", "seed003-s1.2"])
+def test_dockerfile_is_the_reports(path: Path, report: str, allowed: list[tuple[Any, ...]]) -> None:
+    ours = get_adapter("ninfer").docker_files(load(path).profile)["Dockerfile"]
+    expected = [(theirs, mine) for theirs, mine, _ in allowed]
+    assert sorted(dockerfile_differences(report, ours), key=str) == sorted(expected, key=str)
+
+
+def test_apt_mirror_is_a_setting(tmp_path: Path) -> None:
+    mirror = "http://mirror.example.invalid/ubuntu"
+    profile = load_profile(V100, [f"engine.image.apt_mirror={mirror}"]).profile
+    dockerfile = get_adapter("ninfer").docker_files(profile)["Dockerfile"]
+    assert dockerfile.count(f"'URIs: {mirror}'") == 2 and "tuna" not in dockerfile
+    plain = load_profile(V100, ["engine.image.apt_mirror=null"]).profile
+    apt = [line for line in instructions(get_adapter("ninfer").docker_files(plain)["Dockerfile"]) if "apt-get" in line]
+    assert apt == ["RUN apt-get update -qq && apt-get install -y --no-install-recommends ca-certificates libavcodec60 "
+                   "libavformat60 libavutil58 libswscale7 libswresample4 libcurl4t64 && rm -rf /var/lib/apt/lists/*"]
+
+
+# seed 000 §3, verbatim: the boot-time script and unit
+SEED_000_POWER_SCRIPT = """\
+#!/bin/bash
+for _ in $(seq 1 60); do nvidia-smi -L >/dev/null 2>&1 && break; sleep 5; done
+nvidia-smi -pm 1 >/dev/null 2>&1 || true
+nvidia-smi -pl "${1:-200}"
+"""
+SEED_000_POWER_UNIT = """\
+# /etc/systemd/system/nvidia-powerlimit.service
+[Unit]
+Description=Lock V100 power limit
+After=systemd-modules-load.service
+Before=docker.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/bin/nvidia-powerlimit.sh 200
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _code_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and (not line.startswith("#") or line.startswith("#!"))]
+
+
+def test_power_limit_files_are_the_reports() -> None:
+    files = get_adapter("ninfer").docker_files(load(V100).profile)
+    assert _code_lines(files["nvidia-powerlimit.sh"]) == _code_lines(SEED_000_POWER_SCRIPT)
+    ours, theirs = _code_lines(files["nvidia-powerlimit.service"]), _code_lines(SEED_000_POWER_UNIT)
+    # the only difference: the unit's description names the profile
+    assert [a for a, b in zip(theirs, ours, strict=True) if a != b] == ["Description=Lock V100 power limit"]
+
+
+def test_power_limit_script_waits_for_the_driver(tmp_path: Path) -> None:
+    """The generated script, run by bash with stand-ins for nvidia-smi (no driver here) and sleep
+    (no waiting): `-L` fails twice, as while the module loads, then the limit is set once."""
+    script = tmp_path / "nvidia-powerlimit.sh"
+    script.write_text(get_adapter("ninfer").docker_files(load(RTX3090).profile)["nvidia-powerlimit.sh"])
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f'#!/bin/sh\necho "nvidia-smi $*" >> {calls}\n'
+                                        f'[ "$1" = -L ] && [ $(grep -c -- " -L" {calls}) -le 2 ] && exit 9\nexit 0\n')
+    (bin_dir / "sleep").write_text(f'#!/bin/sh\necho "sleep $*" >> {calls}\n')
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    subprocess.run(["bash", str(script), "300"], check=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert calls.read_text().splitlines() == [
+        "nvidia-smi -L", "sleep 5", "nvidia-smi -L", "sleep 5", "nvidia-smi -L", "nvidia-smi -pm 1",
+        "nvidia-smi -i 0 -pl 300"]
+
+
+# -- seed 003: RTX 3090, Docker, an API key ---------------------------------------------------------
+
+def test_3090_docker_command_is_the_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the report mounts $PWD/models; the profile's local_dir is `models`
+    monkeypatch.setenv("NINFER_API_KEY", KEY)
+    [report] = bash_argvs(SEED_003_S1_3_RUN, tmp_path, {"KEY": KEY})
+    report_options, report_image, after = split_docker(report)
+    report_engine = SEED_003_ENTRYPOINT + after
+    ours_options, ours_image, ours_engine = docker_side(planned_argv(load(RTX3090).profile), tmp_path)
+    assert ours_image == report_image == "ninfer-3090:0.6.1"
+    assert ours_engine[:2] == report_engine[:2] == ["ninfer-serve", "/models/qwen3_8_27b.ninfer"]
+    assert differing_flags(flags(report_engine), flags(ours_engine)) == {}
+    assert flags(ours_engine)["--api-key"] == KEY and len(flags(ours_engine)) == 14
+    allowed = [(theirs, ours) for theirs, ours, _ in RTX3090_DOCKER_DIFFERENCES]
+    assert sorted(option_differences(report_options, ours_options), key=str) == sorted(allowed, key=str)
+
+
+def test_3090_key_never_on_a_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the command ninferkit starts (what `ps` and `docker inspect` show) nor the one it records
+    holds the key; the container's shell expands the variable into the engine's argv."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NINFER_API_KEY", KEY)
+    profile = load(RTX3090).profile
+    adapter = get_adapter("ninfer")
+    started = command(profile, adapter, tmp_path / "models" / "qwen3_8_27b.ninfer", None)
+    recorded = planned_argv(profile)
+    assert started == recorded
+    assert not any(KEY in arg for arg in started)
+    assert started[started.index("--entrypoint") + 1] == "sh" and started[-2] == "-c"
+    assert started[-1].startswith("exec ninfer-serve ") and started[-1].endswith(' --api-key "$NINFER_API_KEY"')
+    assert "-e NINFER_API_KEY" in split_docker(started)[0]  # by name: docker copies the value from its environment
+
+
+def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's tarball pin is checked, not only printed: a tarball in the cache's engines/ folder
+    whose bytes differ from the report's fails the step, saying which sha256 was expected and found."""
+    from ninferkit.artifact.verify import sha256_file
+    from ninferkit.errors import ArtifactError
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.verify import verify
+    from tests.ninfer_files import write_v1_v2
+
+    monkeypatch.setenv("NINFERKIT_CACHE", str(tmp_path / "cache"))
+    tarball = tmp_path / "cache" / "engines" / "ninfer-rtx3090-linux-x64-0.6.1-rtx3090.tar.gz"
+    tarball.parent.mkdir(parents=True)
+    tarball.write_bytes(b"not the release")
+    models = tmp_path / "models"
+    models.mkdir()
+    write_v1_v2(models / "qwen3_8_27b.ninfer", 2)  # a small stand-in: its own size and sha256 mismatch too
+    run = open_run(RTX3090, tmp_path / "run", [f"artifact.local_dir={models}"])
+    with pytest.raises(ArtifactError) as failed:
+        verify(run, progress=False)
+    actual = sha256_file(tarball).hexdigest
+    expected = load(RTX3090).profile.engine.build.tarball_sha256
+    assert f"engine tarball sha256: expected {expected}, actual {actual}" in str(failed.value)
+    saved = json.loads(run.dir.artifact.read_text())
+    assert saved["engine_tarball"]["path"] == str(tarball) and saved["engine_tarball"]["ok"] is False
+
+
+# -- seed 004: TP2, flags from prose ---------------------------------------------------------------
+
+def test_tp2_flags_are_the_reports_and_the_launchers() -> None:
+    # The report sets no --pending-timeout-ms: the runbook warns that its second long request can expire.
+    with pytest.warns(UserWarning, match="pending_timeout_ms is 30000 ms with max_concurrency 2"):
+        argv = planned_argv(load(TP2).profile)
+    assert argv[0] == "ninfer-serve" and argv[1].endswith("/qwen3_8_27b_nvfp4.ninfer")
+    printed: dict[str, str | None] = {}
+    for fragment in SEED_004_FRAGMENTS.values():
+        for flag, value in flags(fragment.split()).items():
+            assert printed.get(flag, value) == value, f"the report gives {flag} two values"
+            printed[flag] = value
+    expected = {**printed, **SEED_004_LAUNCHER_DEFAULTS}
+    assert set(printed).isdisjoint(SEED_004_LAUNCHER_DEFAULTS)
+    assert differing_flags(expected, flags(argv)) == {}
+
+
+# -- seed 001: vLLM ---------------------------------------------------------------------------------
+
+VLLM_DIFFERENCES = {
+    "--model": ("/path/to/qwen3.8-27b-nvfp4", "/models/qwen3.8-27b-nvfp4",
+                "§5.2's /path/to is a placeholder; §5.3 and §6 name /models/qwen3.8-27b-nvfp4"),
+    "--host": ("0.0.0.0", "127.0.0.1", "loopback per the security rule, as the report itself advises (§3.3, §10.2)"),
+    "--swap-space": ("32", "absent",
+                     "removed from vLLM's arguments in 0.18; vLLM 0.26.0 refuses it (tests/data/vllm-live)"),
+}
+
+
+def test_vllm_command_is_the_reports(tmp_path: Path) -> None:
+    """The report's command as vLLM 0.26.0 takes it, on a GPU that vLLM runs on (the V100 is refused below)."""
+    [report] = bash_argvs(restore_breaks(SEED_001_S5_2), tmp_path)
+    ours = planned_argv(load(VLLM, ["gpu.arch=sm_90"]).profile)
+    assert report[:3] == ours[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    allowed = {flag: (theirs, mine) for flag, (theirs, mine, _) in VLLM_DIFFERENCES.items()}
+    assert differing_flags(flags(report), flags(ours)) == allowed
+    assert len(flags(ours)) == 7
+
+
+def test_vllm_report_on_a_v100_is_refused_before_anything_runs() -> None:
+    """vLLM 0.26.0 (what the report's unpinned install gives today) runs on a CUDA 13 torch with no sm_70 kernels:
+    the plan fails at the command line, naming the field, the version and where the facts came from."""
+    with pytest.raises(ProfileError) as refused:
+        planned_argv(load(VLLM).profile)
+    message = str(refused.value)
+    assert "gpu.arch = 'sm_70'" in message and "vLLM 0.26.0" in message and "versions/0.26.0.json" in message
+    assert "sm_75" in message
+    removed = r"serve.swap_space_gib: vLLM 0.26.0 .* has no option --swap-space \(removed"
+    with pytest.raises(ProfileError, match=removed):
+        planned_argv(load(VLLM, ["gpu.arch=sm_90", "serve.swap_space_gib=32"]).profile)
+
+
+# -- pins -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("path", "repo", "revision", "size", "sha256"), [
+    (V100, "neroued/Qwen3.8-27B-nvfp4-NInfer", "204e3d92c30d9d05f3300d2f52e443ad1edf6ddf", 21492695040,
+     "bb3360522a06e136e0367f5703414d26272b7285c8a6ab6194135c17dbd81b32"),  # seed 000 §1.4
+    (RTX3090, "neroued/Qwen3.8-27B-NInfer", "18dfc887423fa5aabf3cb56fac41490e462b3fab", 18210531328,
+     "eec39564993d6e9c7d5e383382a760f093465c9d163ec9a1bd6b80199514bf3e"),  # seed 003 §一.1
+    (TP2, "neroued/Qwen3.8-27B-nvfp4-NInfer", "204e3d92c30d9d05f3300d2f52e443ad1edf6ddf", 21492695040,
+     "bb3360522a06e136e0367f5703414d26272b7285c8a6ab6194135c17dbd81b32"),  # seed 004's repo, seed 000's pin
+], ids=lambda v: v.stem if isinstance(v, Path) else "")
+def test_artifact_pins_are_the_reports(path: Path, repo: str, revision: str, size: int, sha256: str) -> None:
+    artifact = load(path).profile.artifact
+    assert (artifact.repo, artifact.revision, artifact.size_bytes, artifact.sha256) == (repo, revision, size, sha256)
+    source = resolve_source(artifact, {})
+    assert check_pin(source, artifact.allow_branch) == []  # a commit: the verify step downloads it
+    assert source.url.endswith(f"/{repo}/resolve/{revision}/{artifact.filename}")
+    profile = load(path).profile
+    assert artifact.container_version in get_adapter("ninfer").accepted_container_versions(profile)
+    assert artifact.container_revisions[artifact.container_version] == revision
+
+
+def test_v100_url_is_the_reports() -> None:
+    artifact = load(V100).profile.artifact
+    assert resolve_source(artifact, {}).url == (  # seed 000 §1.4 and §3 (ART_URL), verbatim
+        "https://hf-mirror.com/neroued/Qwen3.8-27B-nvfp4-NInfer/resolve/204e3d92c30d9d05f3300d2f52e443ad1edf6ddf/"
+        "qwen3_8_27b_nvfp4.ninfer")
+
+
+@pytest.mark.parametrize(("path", "fork", "pins"), [
+    (V100, "hamawang/ninfer-v100-20260916", {"commit": "f17d37fc98b78cc025a1037e8adb1f4fb83813fb", "binary_sha256": {
+        "/opt/ninfer-v100/build-v100/apps/ninfer": "371fd8de37e73df12b1f61144e43b210a12f9c0ef4acc193f5ae3f11f4294658",
+        "/opt/ninfer-v100/build-v100/apps/ninfer-serve":
+            "6671447e3cbbf07565dff9417462d01bcf8aa1093aa5c9f83fb6a9a0ce79ac10"}}),  # seed 000 §0, §1.2
+    (RTX3090, "Don-Chad/ninfer-3090", {  # seed 003 §一.2
+        "tarball": "ninfer-rtx3090-linux-x64-0.6.1-rtx3090.tar.gz",
+        "tarball_sha256": "eb6a6e5b4b318dcf5a8173ccdae8d98acbe730606a50d87eaf120353962965b5"}),
+], ids=["v100", "3090"])
+def test_engine_pins_are_the_reports(path: Path, fork: str, pins: dict[str, Any]) -> None:
+    engine = load(path).profile.engine
+    assert engine.fork == fork
+    assert {name: getattr(engine.build, name) for name in pins} == pins
+
+
+def test_vllm_checkpoint_is_a_local_folder_with_no_invented_source() -> None:
+    profile = load(VLLM).profile
+    artifact = profile.artifact
+    assert (artifact.repo, artifact.revision, artifact.url, artifact.files) == (None, None, None, {})
+    assert profile.engine.version == "0.26.0" and profile.serve.trust_remote_code  # what its unpinned install gives

@@ -1,0 +1,98 @@
+"""A/B comparison of two real runs: cells paired by their parameters, deltas with run-to-run spread.
+
+Data: tests/data/run_dirs/embedded-1 and embedded-2 (see its README): the same profile run twice.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ninferkit.cli import main as cli_main
+from ninferkit.errors import NinferkitError
+from ninferkit.report import compare_runs
+from ninferkit.report.caveats import comparison_caveats
+from ninferkit.report.data import RunData
+from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow
+from ninferkit.rundir.runs import RunDir
+from tests.unit.report.test_report import RUN_A, RUN_B, RUNS, copy_run, counted_rows
+
+METRICS = ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s")
+
+
+def measured(run: Path) -> list[dict]:
+    return [r for r in counted_rows(run) if r["status"] == "ok" and not r["warmup"] and r.get("prefix_role") != "seed"]
+
+
+def per_repetition(rows: list[dict], cell_id: str, metric: str) -> dict[int, float]:
+    found: dict[int, list[float]] = {}
+    for r in rows:
+        if r["cell_id"] == cell_id and r.get(metric) is not None:
+            found.setdefault(r["repetition"], []).append(r[metric])
+    return {rep: statistics.median(values) for rep, values in found.items()}
+
+
+def test_compare_pairs_every_cell_and_reports_deltas() -> None:
+    comparison = compare_runs([RUNS / RUN_A, RUNS / RUN_B])
+    table = comparison.table
+    rows_a, rows_b = measured(RUNS / RUN_A), measured(RUNS / RUN_B)
+    run_id_a = json.loads((RUNS / RUN_A / "manifest.json").read_text())["run_id"]
+    assert comparison.run_ids[0] == run_id_a
+    # same profile, same plan: every measured cell of one run is paired with the other's
+    assert {r["cell_id"] for r in rows_a} == {r["cell_id"] for r in rows_b}
+    assert comparison.unpaired == []
+    expected = {(cell, metric) for cell in {r["cell_id"] for r in rows_a} for metric in METRICS
+                if per_repetition(rows_a, cell, metric) and per_repetition(rows_b, cell, metric)}
+    assert set(zip(table["cell_id"], table["metric"], strict=True)) == expected
+    for row in table.itertuples():
+        a = per_repetition(rows_a, row.cell_id, row.metric)
+        b = per_repetition(rows_b, row.cell_id, row.metric)
+        assert row.median_a == pytest.approx(statistics.median(a.values()))
+        assert row.median_b == pytest.approx(statistics.median(b.values()))
+        assert row.delta == pytest.approx(row.median_b - row.median_a)
+        assert row.pairs == len(set(a) & set(b))
+        assert row.paired_delta == pytest.approx(statistics.median([b[k] - a[k] for k in set(a) & set(b)]))
+        if len(a) > 1:
+            assert row.spread_a_pct == pytest.approx(100 * statistics.stdev(a.values()) / statistics.mean(a.values()))
+        spreads = [spread for spread in (row.spread_a_pct, row.spread_b_pct) if pd.notna(spread)]
+        if spreads:
+            assert (row.verdict == "within spread") == (abs(row.delta_pct) <= max(spreads))
+        else:
+            assert row.verdict == "spread unknown (one repetition)"
+
+
+def test_compare_cli_prints_the_table_and_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = copy_run(RUN_A, tmp_path), copy_run(RUN_B, tmp_path)
+    assert cli_main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "decode_tok_s_server" in out and "prefix_reuse" in out
+    run_id_a = json.loads((a / "manifest.json").read_text())["run_id"]
+    folder = b / "report" / f"compare-vs-{run_id_a}"
+    assert (folder / "index.md").exists() and (folder / "index.html").exists()
+    assert len((folder / "table.csv").read_text().splitlines()) == len(compare_runs([a, b]).table) + 1
+
+
+def test_compare_refuses_runs_without_requests(tmp_path: Path) -> None:
+    with pytest.raises(NinferkitError, match="no measured request"):
+        compare_runs([RUNS / RUN_A, copy_run("launch-only", tmp_path)])
+    with pytest.raises(NinferkitError, match="at least two"):
+        compare_runs([RUNS / RUN_A])
+
+
+def test_decode_delta_at_different_acceptance_is_flagged() -> None:
+    # Artifact A/B from the field reports (reference/field-reports.md, section 2.6): the coding task
+    # ran at 89 % acceptance on both sides (58.6 vs 90.9 tok/s): comparable. The 26 % row is the
+    # fiction task's acceptance from the same report, set against the 89 % coding row: not comparable.
+    def run(run_id: str, coding: tuple[float, int], fiction: tuple[float, int]) -> RunData:
+        rows = [RequestRow(sweep="tasks", cell={"task": task}, status="ok", warmup=False, repetition=0,
+                           decode_tok_s_server=tok_s, drafted_tokens_server=100, accepted_tokens_server=acc)
+                for task, (tok_s, acc) in (("coding", coding), ("fiction", fiction))]
+        return RunData(RunDir(Path(run_id)), manifest=Manifest(run_id=run_id), requests=rows,
+                       probe=ProbeRecord(facts={"gpu": {"available": True}}))
+
+    notes = comparison_caveats([run("a", (58.6, 89), (44.9, 26)), run("b", (90.9, 89), (44.9, 89))])
+    assert notes == ["tasks / task=fiction: acceptance 26% in a vs 89% in b; its decode delta is not comparable."]

@@ -1,0 +1,155 @@
+"""Every table of field report 000 (§0–§2.7) held by its columns against the post ninferkit writes.
+
+Data: the recorded live NInfer run tests/data/ninfer_live/g1-h200-v100flags/ (a copy of
+shared/ninfer-live/g1-h200-v100flags: its README.md), with its tables rebuilt by the sweeps step's own table
+code, and the published H200 example docs/examples/h200-llamacpp/ (llama-server), each copied to tmp_path
+and written there. Report 000's tables are in tests/data/seeds/000_77605b501239fca0.txt; below, each is
+named by its section with the columns it has, as the post's header that holds the same number (or the
+line that says which plan would fill it where the run has no data for it).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ninferkit.report import write_report
+from ninferkit.report.compare import compare_runs
+from ninferkit.rundir.runs import RunDir, read_json
+from ninferkit.sweeps.kinds import kinds
+from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
+from tests.conftest import DATA, REPO
+
+LIVE = DATA / "ninfer_live" / "g1-h200-v100flags"
+EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
+SEED_000 = DATA / "seeds" / "000_77605b501239fca0.txt"
+
+# Report 000's tables: section -> (the report's own header words, the post's headers that hold those numbers,
+# or the line the post writes instead where the run has no data for the table).
+REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
+    "0": (("项", "值"), ("fact", "value"), None),
+    "2.1": (("目标上下文", "prompt token", "prefill tok/s", "TTFT", "decode tok/s", "MTP 接受率"),
+            ("prompt tokens", "prompt tokens (measured)", "prefill, tok/s (server)",
+             "TTFT, s (server: prompt time, without queueing)", "decode, tok/s (server)",
+             "acceptance (server): accepted / drafted"), None),
+    "2.3": (("任务", "输出 token", "decode / MTP"), ("task", "output tokens", "decode tok/s (server) / acceptance"),
+            None),
+    "2.4a": (("路", "prompt token", "TTFT（服务端）", "其中排队", "prefill tok/s", "输出", "wall"),
+             ("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
+              "output tokens", "wall, s (client)"),
+             "No concurrency cell with two or more clients"),
+    "2.4b": (("batch", "聚合 decode tok/s", "相对 batch=1"),
+             ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "No batching table:"),
+    "2.4c": (("服务端并发", "客户端路数", "单路端到端", "聚合端到端", "加速比"),
+             ("server slots", "client lanes", "per lane, tok/s (client)", "aggregate, tok/s (client)", "speed-up"),
+             None),
+    "2.5": (("groupwise-int", "nvfp4"), ("KV dtype", "slots", "largest pool, tokens"), None),
+    "2.6": (("场景", "prompt token", "命中前缀 token", "TTFT"),
+            ("scenario", "prompt tokens", "hit tokens", "cached share", "TTFT, s (client)"), None),
+    "2.7": (("项", "值"), ("power median, W", "power max, W", "SM clock median, MHz", "SM clock max, MHz",
+                          "idle: temperature, °C / power median, W"), None),
+}
+
+
+SPECULATIVE = "acceptance (server): accepted / drafted"
+"""Shown where the run decoded speculatively (the live run: MTP); the example's llama-server drafts nothing."""
+
+
+def tables_of(text: str) -> list[tuple[str, list[str]]]:
+    """(caption, header) of every pipe table of a Markdown write-up; a header value moved into the caption
+    ("in every cell: acceptance (server) …") counts as a column."""
+    found = []
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("|") and index + 1 < len(lines) and lines[index + 1].startswith("|---"):
+            caption = next((lines[j] for j in range(index - 1, max(index - 4, -1), -1) if lines[j].startswith("*")), "")
+            found.append((caption, [cell.strip() for cell in line.strip("|").split("|")]))
+    return found
+
+
+def has_columns(text: str, columns: tuple[str, ...]) -> bool:
+    for caption, header in tables_of(text):
+        shown = set(header) | {column for column in columns if f" {column} " in caption or f"{column}:" in caption}
+        if all(any(column == h or h.endswith(column) for h in shown) for column in columns):
+            return True
+    return False
+
+
+def live_post(tmp_path: Path) -> str:
+    run_dir = tmp_path / "live"
+    shutil.copytree(LIVE, run_dir)
+    folder = RunDir(run_dir)
+    manifest = read_json(folder.manifest)
+    outcomes = latest_outcomes(folder, manifest["profile_hash"])
+    rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
+    save_tables(folder, {kind.name: sweep_table(kind.name, rows, outcomes, telemetry, "mtp") for kind in kinds()})
+    return write_report(run_dir).markdown.read_text()
+
+
+def example_post(tmp_path: Path) -> str:
+    run_dir = tmp_path / "example"
+    shutil.copytree(EXAMPLE, run_dir, ignore=shutil.ignore_patterns("report"))
+    return write_report(run_dir).markdown.read_text()
+
+
+@pytest.fixture(scope="module")
+def posts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    where = tmp_path_factory.mktemp("posts")
+    return {"live": live_post(where), "example": example_post(where)}
+
+
+def test_the_report_has_the_tables_named_here() -> None:
+    seed = SEED_000.read_text()
+    for section, (words, _, _) in REPORT_000.items():
+        assert all(word in seed for word in words), section
+    assert "2.2 nvfp4 vs groupwise-int" in seed and "（d）服务端日志里的两个并发现象（原文）" in seed
+
+
+@pytest.mark.parametrize("post", ["live", "example"])
+@pytest.mark.parametrize("section", REPORT_000)
+def test_each_table_of_report_000_has_its_columns_in_the_post(posts: dict[str, str], post: str, section: str) -> None:
+    _, columns, instead = REPORT_000[section]
+    text = posts[post]
+    if post == "example":
+        columns = tuple(column for column in columns if column != SPECULATIVE)
+    assert has_columns(text, columns) or (instead is not None and instead in text), (section, post)
+
+
+def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
+    text = posts["live"]
+    # §2.1: the engine's prompt time (69.0 s at 126,976 tokens, the client saw 69.1), the counts beside 0%
+    assert "| 126,976 | 126,976 | 1 | 1,840 | 69.0 | 33.7 |" in text and "0% (0 / 87)" in text
+    # §2.4(a): the second-admitted lane queued 51.4 s behind the first one's prefill (engine TTFT - prompt time)
+    assert re.search(r"\| L1 \(client 1\) \| 100,000 \| 50\.6 \| 0\.048 \| 1,980 \| 32 \| 79\.0 \| ok \|", text)
+    assert re.search(r"\| L2 \(client 0\) \| 100,000 \| 102 \| 51\.4 \| 1,980 \| 32 \| 103 \| ok \|", text)
+    # a stalled stream is shown with the client's rate beside the engine's
+    assert "| 35.0; client 18.0 |" in text and "decode 1.09 tok/s at the client, 35.02 tok/s by the engine" in text
+    # §2.6: the engine's hit count where the chat usage has none; the Messages usage's 0 is named beside it
+    assert "| identical_resend | chat | 1 | 16,384 | 16,378 (engine) | 100% |" in text
+    assert "16,378 (engine (usage: 0))" in text
+    # §2.4(d): the engine's own lines, as printed
+    assert "throughput interval=5.000s prefill=819.2tok/s decode=0.0tok/s running=1 prefilling=1 decode_ready=0 " \
+           "waiting=1" in text
+    # §2.7: idle beside load
+    assert "37.0 – 53.0 / 212 (155 samples)" in text
+    # 004: no window of decode alone, said instead of a number 25 times below the per-request rate
+    assert "No cell has a window of decode alone, so no engine mean or peak is printed" in text
+
+
+def test_the_examples_ab_reads_like_2_2(tmp_path: Path) -> None:
+    """Seed 000 §2.2: per shape, each run's prefill / decode / acceptance side by side, and whether each move
+    is inside the run-to-run spread (the example's A/B: the default prompt cache against --cache-ram 0)."""
+    document = compare_runs([EXAMPLE / "cache-ram-default", EXAMPLE]).document()
+    section = next(s for s in document.sections if s.title == "Side by side")
+    table = section.blocks[0]
+    sides = ("cache-ram-default: prefill / decode / acceptance", "run: prefill / decode / acceptance")
+    assert table.columns[1:3] == sides  # type: ignore[union-attr]
+    rows = {row[0]: row for row in table.rows}  # type: ignore[union-attr]
+    assert list(rows)[:2] == ["context: target_prompt_tokens=1024, api=chat",
+                              "context: target_prompt_tokens=4096, api=chat"]  # in numeric order
+    first = rows["context: target_prompt_tokens=1024, api=chat"]
+    assert first[1:3] == ("22,341 / 233 / —", "23,234 / 228 / —")
+    assert "prefill +4.0% (inside run-to-run spread)" in first[3] and "decode -2.2% (worse, beyond spread)" in first[3]

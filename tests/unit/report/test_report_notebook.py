@@ -1,0 +1,32 @@
+"""05_writeup.ipynb: thin (one library call per cell), committed clean, and runs headless under papermill."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import papermill as pm
+
+from tests.unit.report.test_report import REPO, RUN_A, copy_run
+
+NOTEBOOK = REPO / "notebooks" / "05_writeup.ipynb"
+
+
+def test_notebook_runs_headless_and_writes_the_write_up(tmp_path: Path) -> None:
+    run_dir = copy_run(RUN_A, tmp_path)
+    output = tmp_path / "05_writeup.ipynb"
+    pm.execute_notebook(str(NOTEBOOK), str(output), kernel_name="python3", progress_bar=False,
+                        cwd=str(NOTEBOOK.parent), parameters={"run_dir": str(run_dir)})  # the run's own profile
+    report = run_dir / "report"
+    assert (report / "index.md").exists() and (report / "index.html").exists()
+    assert len(list((report / "figures").glob("*.png"))) == 4
+    executed = json.loads(output.read_text())
+    shown = [output for cell in executed["cells"] if cell["cell_type"] == "code" for output in cell["outputs"]]
+    markdown = "".join("".join(o["data"]["text/markdown"]) for o in shown if "text/markdown" in o.get("data", {}))
+    assert "## Headline" in markdown and markdown.count("data:image/png;base64,") == 4
+    html = ["".join(o["data"]["text/html"]) for o in shown if "text/html" in o.get("data", {})]
+    profile, headline = (text for text in html if 'class="ninferkit-report"' in text)  # the write-up's own tables
+    assert "<th>run profile</th>" in profile and f"{run_dir.name}</td>" in profile
+    assert "<th>" in headline and "\n<table>\n" in headline and "..." not in headline
+    plain = "".join("".join(o["data"]["text/plain"]) for o in shown if "text/html" in o.get("data", {}))
+    assert "| run profile | value |" in plain  # where only text is shown (papermill's log), the Markdown

@@ -1,0 +1,91 @@
+"""A lab session works on a run's copy of the notebooks; papermill users pass parameters as they would.
+
+The JupyterLab test starts the real server (`ninferkit lab`, as a user runs it) and talks to it over
+loopback: it must want its token. The papermill test runs a template from the repository root with
+`overrides` as one string, the form `papermill -p overrides serve.port=…` passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import nbformat
+import papermill as pm
+
+from ninferkit.rundir.runs import open_run, read_json
+from ninferkit.steps.lab import TEMPLATES, prepare
+from tests.conftest import LOCAL_CPU, REPO, free_port
+
+
+def _digests() -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(TEMPLATES.glob("*.ipynb"))}
+
+
+def _parameters(path: Path) -> str:
+    notebook = nbformat.read(path, as_version=4)
+    return next(c.source for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+
+
+def test_the_lab_copies_the_notebooks_with_this_runs_parameters(tmp_path: Path) -> None:
+    before = _digests()
+    run = open_run(LOCAL_CPU, tmp_path / "run", ["serve.port=8099"])
+    lab = prepare(run)
+    copies = sorted(p.name for p in lab.glob("*.ipynb"))
+    assert copies == sorted(before) and len(copies) == 7
+    source = _parameters(lab / "03_sweeps.ipynb")
+    assert f'profile: str = "{LOCAL_CPU.resolve()}"' in source
+    assert f'run_dir: str = "{run.dir.path}"' in source and 'overrides: list = ["serve.port=8099"]' in source
+    assert "allow_profile_change: bool = False" in source  # the lab's run exists: its profile is the run's
+    (lab / "03_sweeps.ipynb").write_text((lab / "03_sweeps.ipynb").read_text().replace("Sweeps", "My sweeps"))
+    prepare(run)  # reopening keeps the session's own edits
+    assert "My sweeps" in (lab / "03_sweeps.ipynb").read_text()
+    assert _digests() == before  # the templates are never written
+
+
+def test_jupyterlab_listens_on_loopback_and_wants_its_token(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    process = subprocess.Popen([sys.executable, "-m", "ninferkit", "lab", str(LOCAL_CPU), "--run-dir",
+                                str(tmp_path / "run"), "--port", str(port), "--no-browser"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        seen, url = [], None
+        deadline = time.monotonic() + 120
+        while url is None and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
+            url = found and found.group(0)
+        assert url is not None, "".join(seen)
+        token = url.rpartition("=")[2]
+        assert httpx.get(f"http://127.0.0.1:{port}/api/status", params={"token": token}).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/api/contents").status_code == 403  # no token, no entry
+        listing = httpx.get(f"http://127.0.0.1:{port}/api/contents", params={"token": token}).json()
+        assert sorted(item["name"] for item in listing["content"]) == sorted(_digests())  # the run's copies
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_papermill_from_the_repository_root_with_overrides_as_one_string(tmp_path: Path) -> None:
+    output = tmp_path / "out.ipynb"
+    cwd = Path.cwd()
+    os.chdir(REPO)
+    try:
+        pm.execute_notebook(str(TEMPLATES / "00_setup.ipynb"), str(output), progress_bar=False, kernel_name="python3",
+                            parameters={"run_dir": str(tmp_path / "run"), "overrides": "serve.port=8099"})
+    finally:
+        os.chdir(cwd)
+    manifest = read_json(tmp_path / "run" / "manifest.json")
+    assert manifest["profile"]["serve"]["port"] == 8099  # the default profile, found from the repository root
+    assert manifest["profile_overrides"] == ["serve.port=8099"]
