@@ -201,8 +201,8 @@ class VLLM(EngineAdapter):
         if serve.model_id is not None:
             argv += ["--served-model-name", serve.model_id]
         argv += ["--max-model-len", str(serve.max_context)]
-        if serve.max_num_seqs is not None:
-            argv += ["--max-num-seqs", str(serve.max_num_seqs)]
+        if (max_num_seqs := serve.max_num_seqs_flag()) is not None:
+            argv += ["--max-num-seqs", str(max_num_seqs)]
         if serve.gpu_memory_utilization is not None:
             argv += ["--gpu-memory-utilization", f"{serve.gpu_memory_utilization:g}"]
         if serve.swap_space_gib is not None:

@@ -16,9 +16,10 @@ import pytest
 from ninferkit.engines import get_adapter
 from ninferkit.engines.vllm.adapter import metrics_deltas, parse_metrics
 from ninferkit.errors import ProfileError
+from ninferkit.params import load_profile
 from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
-from tests.conftest import DATA
+from tests.conftest import DATA, REPO
 
 VLLM_LIVE = DATA / "vllm-live"
 
@@ -147,6 +148,20 @@ def test_argv_every_option() -> None:
                           "--gpu-memory-utilization", "0.9", "--swap-space", "4", "--dtype", "float16",
                           "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "2048",
                           "--tensor-parallel-size", "2", "--trust-remote-code", "--enforce-eager"]
+
+
+def _max_num_seqs(argv: list[str]) -> str | None:
+    return argv[argv.index("--max-num-seqs") + 1] if "--max-num-seqs" in argv else None
+
+
+def test_the_profiles_concurrency_reaches_vllm_as_max_num_seqs() -> None:
+    """Issue 42 item 1: a capacity search "at C = 32" ran at vLLM's default batch limit, the concurrency a comment."""
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32))) == "32"
+    assert _max_num_seqs(argv_of(profile())) == "1"  # max_concurrency's own default
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32, max_num_seqs=8))) == "8"  # said outright, it wins
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32, max_num_seqs="vllm_default"))) is None
+    seed_001 = load_profile(REPO / "params" / "vllm-v100-baseline.yaml").profile
+    assert seed_001.serve.model_dump()["max_num_seqs"] == "vllm_default"  # report 001's command has no such flag
 
 
 @pytest.mark.parametrize(("serve", "match"), [
