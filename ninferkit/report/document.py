@@ -21,6 +21,12 @@ class Paragraph:
 
 
 @dataclass(frozen=True)
+class Note(Paragraph):
+    """A line for the run's author, not the reader: which plan would fill a table the run has no data for. The
+    write-up gathers these into its appendix (:func:`gather_notes`); a notebook shows them where they arise."""
+
+
+@dataclass(frozen=True)
 class Bullets:
     items: tuple[str, ...]
 
@@ -75,6 +81,21 @@ def _cell(value: object) -> str:
     if hasattr(value, "item"):  # numpy scalars
         return number(value.item())
     return str(value)
+
+
+def gather_notes(sections: list[Section], title: str) -> list[Section]:
+    """The sections without their notes to the author, a section left with nothing dropped, and the notes as one
+    appendix section `title` at the end (each after the heading it came from), so the reader's text holds only data.
+    """
+    kept: list[Section] = []
+    notes: list[str] = []
+    for section in sections:
+        own = [block.text for block in section.blocks if isinstance(block, Note)]
+        notes += [f"{section.title}: {text}" for text in own]
+        blocks = [block for block in section.blocks if not isinstance(block, Note)]
+        if blocks:
+            kept.append(Section(section.title, blocks))
+    return [*kept, Section(title, [Bullets(tuple(notes))])] if notes else kept
 
 
 def map_text(document: Document, change: Callable[[str], str]) -> Document:

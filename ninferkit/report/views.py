@@ -311,13 +311,22 @@ def latency_view(name: str, cell_rows: Mapping[str, Sequence[RequestRow]]) -> Ta
                            number(requests_per_s(group, cell_rows[cell_id])),
                            *(_distribution_ms(samples(group, metric)) for _, metric in metrics)))
     return Table(("cell", "requests", "requests/s", *(f"{label}, ms" for label, _ in metrics)), tuple(table_rows),
-                 f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd)" + ("" if with_itl else "; no ITL recorded"))
+                 f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd) over {PERCENTILES_FROM} or more values; "
+                 "over fewer, the median (range), or the one value" + ("" if with_itl else "; no ITL recorded"))
+
+
+PERCENTILES_FROM = 10
+"""Fewer values than this show their median and range: a p90 or p99 of one or a few requests says nothing more."""
 
 
 def _distribution_ms(values: list[float]) -> str:
     found = distribution(values)
     if found.p50 is None or found.p90 is None or found.p99 is None or found.std is None:
         return "—"
+    if len(values) == 1:
+        return number(1000 * values[0])
+    if len(values) < PERCENTILES_FROM:
+        return f"{number(1000 * found.p50)} ({span(1000 * min(values), 1000 * max(values))})"
     return (f"{number(1000 * found.p50)} / {number(1000 * found.p90)} / {number(1000 * found.p99)} "
             f"(sd {number(1000 * found.std)})")
 

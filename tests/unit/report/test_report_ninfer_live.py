@@ -21,7 +21,7 @@ from ninferkit.report.fmt import number
 from ninferkit.rundir.runs import RunDir, read_json
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
-from tests.unit.report.test_report import markdown_table
+from tests.unit.report.test_report import SOURCES, markdown_table
 
 LIVE = DATA / "ninfer_live"
 GIB = 2**30
@@ -35,7 +35,7 @@ def written(run: Path, where: Path) -> tuple[dict[str, dict[str, str]], str]:
     report = write_report(copy)
     text = report.markdown.read_text()
     assert set(report.files) == {"markdown", "html"} and "*tables/context.csv" in text
-    return {row["metric"]: row for row in markdown_table(text, "Headline", 1)}, text
+    return {row["metric"]: row for row in markdown_table(text, SOURCES)}, text
 
 
 def log_figures(run: Path) -> tuple[float, int, int]:
