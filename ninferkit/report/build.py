@@ -177,8 +177,9 @@ def _headline(run: RunData) -> Section:
 
 
 def _headline_sources(run: RunData) -> Section:
-    """The headline's figures with their sample counts and the file and field each comes from (an appendix)."""
-    rest = [row for row in headline(run) if row.prompt_tokens is None and row.best is not None]
+    """The headline's figures with their sample counts and the file and field each comes from, and why a figure
+    the run has no data for is absent (an appendix: the raw detail one click from the lead table)."""
+    rest = [row for row in headline(run) if row.prompt_tokens is None]
     return Section("Appendix: headline figures and their sources", [Table(
         ("metric", "unit", "best", "range", "samples", "where", "source"), tuple(
             (row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where,

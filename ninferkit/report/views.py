@@ -50,10 +50,10 @@ def _get(row: Row, name: str) -> Any:
 
 def plain(name: str, scale: float = 1.0) -> Getter:
     def get(row: Row) -> str | None:
-        value = _get(row, name)
+        value = _whole(name, _get(row, name))
         if value is None:
             return None
-        return number(value * scale) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        return number(value * scale if scale != 1 else value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
     return get
 
 
@@ -67,11 +67,18 @@ def param(name: str) -> Getter:
     return get
 
 
+def _whole(name: str, value: Any) -> Any:
+    """A token count as a whole number where it is one (a CSV holds counts as floats: 16.0 tokens reads 16)."""
+    if "tokens" in name and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def spread(name: str) -> Getter:
     """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
     where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
     def get(row: Row) -> str | None:
-        median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
+        median, low, high = (_whole(name, _get(row, f"{name}_{part}")) for part in ("median", "min", "max"))
         if median is None:
             return None
         ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
