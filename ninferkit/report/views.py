@@ -53,7 +53,9 @@ def plain(name: str, scale: float = 1.0) -> Getter:
         value = _whole(name, _get(row, name))
         if value is None:
             return None
-        return number(value * scale if scale != 1 else value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return str(value)
+        return number(value * scale if scale != 1 else value)
     return get
 
 
