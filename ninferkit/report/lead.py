@@ -70,7 +70,7 @@ def _decode(rows: Sequence[RequestRow]) -> tuple[Lead | None, str | None]:
     if not values:
         return None, None
     best, row = max(values, key=lambda item: item[0])
-    conditions = [f"{_tokens(row.prompt_tokens)} prompt", f"{number(row.completion_tokens)} output tokens"]
+    conditions = [f"{_tokens(row.prompt_tokens)}-token prompt", f"{number(row.completion_tokens)} output tokens"]
     if row.acceptance_server is not None and (row.accepted_tokens_server or 0) > 0:
         conditions.append(f"draft acceptance {100 * float(row.acceptance_server):.0f}%")
     low = min(value for value, _ in values)
@@ -108,7 +108,7 @@ def _prefill(rows: Sequence[RequestRow]) -> tuple[Lead | None, str | None]:
                     "one"), None
     best, row = max(values, key=lambda item: item[0])
     low = min(value for value, _ in values)
-    return (Lead("prefill", f"{number(best)} tok/s ({_tokens(row.prompt_tokens)} prompt)",
+    return (Lead("prefill", f"{number(best)} tok/s ({_tokens(row.prompt_tokens)}-token prompt)",
                  f"{number(low)}–{number(best)} tok/s" + (f" ({_tokens(lengths[0])} to {_tokens(lengths[-1])} "
                                                          "prompts)" if len(lengths) > 1 else "")),
             f"prefill {number(best)} tok/s")
@@ -122,7 +122,7 @@ def _ttft(rows: Sequence[RequestRow]) -> Lead | None:
         return None
     best = min(medians, key=medians.__getitem__)
     steps = " → ".join(f"{number(value)} s @{_tokens(length)}" for length, value in medians.items())
-    return Lead("TTFT (client)", f"{number(medians[best])} s ({_tokens(best)} prompt)", steps)
+    return Lead("TTFT (client)", f"{number(medians[best])} s ({_tokens(best)}-token prompt)", steps)
 
 
 def _concurrency(run: RunData) -> Lead | None:

@@ -77,7 +77,7 @@ def test_without_the_models_layout_the_pool_stays_in_tokens_and_says_why(tmp_pat
                                   "capacity fit bounds bytes per pool token only to [0, ")
     assert rows["Memory: KV pool at startup (server ledger)"]["best"] == "131,072"
     # the startup ledger of the acceptance section is read from the log too
-    assert "| kv_pages | 2,048 |" in text and "| weights_bytes | 15.67 GiB (resolution 10.2 MiB) |" in text
+    assert "| KV pages | 2,048 |" in text and "| weights | 15.67 GiB (to within 10.2 MiB) |" in text
 
 
 def table_after(text: str, caption: str) -> list[dict[str, str]]:
