@@ -469,8 +469,10 @@ def _errors(run: RunData) -> Section:
         except NinferkitError:
             diagnosis = None
         if diagnosis is not None:
-            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix,
-                         run.dir.name(run.dir.server_log)))
+            profile = todays_profile(run.profile)  # the run's profile names what to pin (a revision, the GPUs)
+            fix = diagnosis.fix if profile is None or run.adapter is None else run.adapter.advise(
+                diagnosis.code, diagnosis.fix, profile)
+            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, fix, run.dir.name(run.dir.server_log)))
     failed = Counter((str(r.sweep), r.status, str(r.http_status), str(r.error or "").split("\n")[0], str(r.cell_id))
                      for r in run.requests if r.status != "ok")
     for (sweep, status, http_status, error, cell_id), count in sorted(failed.items()):
@@ -573,7 +575,8 @@ def _speculation(run: RunData) -> Section:
                "far; creative ones write text found in neither.")
     missed = speculation.not_measured(tasks) if tasks is not None else None
     return Section(title, [Table(speculation.COLUMNS, speculation.table_rows(found), caption),
-                           Paragraph(speculation.summary(found)), *([Note(missed)] if missed else [])])
+                           (Paragraph if any(item.ratio is not None for item in found) else Note)(
+                               speculation.summary(found)), *([Note(missed)] if missed else [])])
 
 
 def _capacity(run: RunData) -> Section:

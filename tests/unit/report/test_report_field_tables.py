@@ -54,6 +54,9 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
 }
 
 
+NO_ENGINE_QUEUE = ("TTFT, s (server)", "queued, s (server)")
+"""§2.4(a)'s engine columns that llama-server's record leaves empty for the example's lanes: a column no row has a
+value in is not written (issue 38)."""
 SPECULATIVE = "acceptance (server): accepted / drafted"
 """Shown where the run decoded speculatively (the live run: MTP); the example's llama-server drafts nothing."""
 
@@ -114,7 +117,7 @@ def test_each_table_of_report_000_has_its_columns_in_the_post(posts: dict[str, s
     _, columns, instead = REPORT_000[section]
     text = posts[post]
     if post == "example":
-        columns = tuple(column for column in columns if column != SPECULATIVE)
+        columns = tuple(column for column in columns if column not in (SPECULATIVE, *NO_ENGINE_QUEUE))
     assert has_columns(text, columns) or (instead is not None and instead in text), (section, post)
 
 

@@ -10,6 +10,7 @@ NInfer adapter as it reads a log. Each run is copied to tmp_path and written the
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.engines import get_adapter
+from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.report.data import load_run
 from ninferkit.report.field_tables import whole_decode
@@ -128,3 +130,27 @@ def test_the_recipe_shows_what_stays_running(tmp_path: Path) -> None:
     launch, stays = re.findall(r"```\n(.*?)\n```", recipe, re.S)
     assert stays.startswith("# systemd unit ninferkit-h200-ninfer-g1-turn3.service runs: ninfer-serve ")
     assert stays.split(" runs: ", 1)[1].split()[1:] == launch.split()[1:]  # the flags the run measured with
+
+
+def test_errors_met_names_the_revision_of_the_runs_own_profile(tmp_path: Path) -> None:
+    """Report 000's profile (params/ninfer-v100-pcie-nvfp4.yaml) put in a copy of the live run, whose server log is
+    the engine's recorded refusal of a container v3 file (g1-h200/startup-errors/v3_header.log): the write-up has
+    the run's profile at hand, so its fix names the revision to pin, as `diagnose --profile` does."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "ninfer_live" / "g1-h200" / "run", run)
+    shutil.copy(DATA / "ninfer_live" / "g1-h200" / "startup-errors" / "v3_header.log", run / "logs" / "server.log")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["profile"] = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml").profile.model_dump(mode="json")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    text = write_report(run, ["markdown"]).markdown.read_text()
+    (row,) = [line for line in section(text, "Errors met").splitlines() if "artifact_container_mismatch" in line]
+    assert "pin artifact.revision to 204e3d92c30d (container v2)" in row
+
+
+def test_a_column_no_row_has_a_value_in_is_not_written(tmp_path: Path) -> None:
+    """The live run measured no task without speculation: the speculation table has no "without" columns, and the
+    line saying how to measure them is in the appendix."""
+    _, text = post(LIVE, tmp_path)
+    table = markdown_table(text, "Speculative decoding, task by task", 0)
+    assert table and all("decode tok/s without" not in row and row["acceptance"] == "0%" for row in table)
+    assert "speculation_ab: true runs each task both ways" in section(text, NOTES)
