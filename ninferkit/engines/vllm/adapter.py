@@ -131,7 +131,9 @@ class VLLM(EngineAdapter):
         rule("cuda_out_of_memory", r"CUDA out of memory|OutOfMemoryError",
              "a CUDA allocation failed (often during CUDA-graph capture at high utilization, which the KV "
              "sizing does not account for)",
-             "lower serve.gpu_memory_utilization a little, or add --enforce-eager to serve.extra_args"),
+             "lower serve.max_context (--max-model-len: report 001's own advice, a shorter context needs less "
+             "memory per request), lower serve.gpu_memory_utilization a little, or add --enforce-eager to "
+             "serve.extra_args"),
         rule("port_in_use", r"\[Errno 98\][^\n]*|Address already in use",
              "the port is already in use", "stop the other server or set serve.port to a free port"),
         rule("unknown_argument", r"unrecognized arguments: (?P<arg>[^\n]+)",

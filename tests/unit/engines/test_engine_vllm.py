@@ -275,3 +275,13 @@ def test_the_reports_start_lines_read_as_a_healthy_start() -> None:
     assert ADAPTER.parse_ledger(quoted)["listen_url"] == "http://0.0.0.0:8000"
     report = diagnose_log(quoted, ADAPTER)
     assert report["healthy"] and report["verdict"] == "healthy start (listening on http://0.0.0.0:8000)"
+
+
+def test_the_oom_fix_carries_report_001s_advice() -> None:
+    """Report 001's debugging list on torch.OutOfMemoryError: "调低--max-model-len" (tests/data/seeds/001_*.txt)."""
+    seed = (DATA / "seeds" / "001_14cad6f44f36910c.txt").read_text()
+    assert "torch.OutOfMemoryError" in seed and "调低--max-model-len" in seed
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    found = ADAPTER.diagnose(f"{STARTUP_LOG}\n{oom}\n")
+    assert found is not None and found.code == "cuda_out_of_memory"
+    assert found.fix.startswith("lower serve.max_context (--max-model-len")
