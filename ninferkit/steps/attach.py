@@ -30,7 +30,11 @@ def served_overrides(target: Target, answers: Answers, detection: Detection, ove
     model = target.model or _one_model(answers)
     found = [f"engine.kind={detection.kind}", "artifact={served: true}", f"serve.model_id={json.dumps(model)}"]
     adapter = get_adapter(detection.kind)
-    context = adapter.reported_context(answers.models or {})
+    try:
+        context = adapter.reported_context(answers.models or {})
+    except (ValueError, TypeError, AttributeError) as exc:  # a field of the wrong shape: the server's answer
+        raise BadInput(f"{answers.url}/v1/models reports a context that is no number ({exc}); give the one to "
+                       "use with -p serve.max_context=N") from None
     slots = (adapter.served_pool(answers.props, answers.metrics) or {}).get("max_concurrency")
     for name, value in (("max_context", context), ("max_concurrency", slots)):
         if value is not None and (_in_bounds(name, value) or not _overridden(name, overrides)):
