@@ -53,6 +53,9 @@ FAULTS: dict[str, tuple[str, str, str]] = {
         "1 agent tools", "handled", "test_a_hostile_tool_call_is_the_models_error_and_the_loop_keeps_running"),
     "a tool call's arguments of the wrong JSON type": (
         "1 agent tools", "handled", "test_a_call_whose_fields_are_of_the_wrong_json_type_is_a_parse_failure"),
+    "merge -o naming one of its inputs, or inside one": (
+        "2 merge", "clear error", "test_merge_refuses_its_own_input_and_a_run_twice"),
+    "the same folder twice": ("2 merge", "clear error", "test_merge_refuses_its_own_input_and_a_run_twice"),
     "a trace gap of 10^15 ms": ("3 trace replay", "clear error", "test_a_trace_gap_over_an_hour_is_refused"),
     "planning: tokenize round trips one at a time": (
         "3 trace replay", "handled", "test_trace_planning_asks_each_block_once_and_several_at_a_time"),
@@ -174,6 +177,22 @@ def test_a_call_whose_fields_are_of_the_wrong_json_type_is_a_parse_failure() -> 
     assert (call.name, call.arguments) == ('["calculate"]', "5")
     [run] = asyncio.run(run_calls([call]))
     assert not run.parsed and run.result.startswith("error: no tool named")
+
+
+# -- 2. merge (the check in cli/merge.py; report/merge.py is another engineer's) ----------------------------
+
+def test_merge_refuses_its_own_input_and_a_run_twice(tmp_path: Path) -> None:
+    """A run merged with a copy of itself is not refused: the fleet's merge tests make their hosts that way."""
+    run = tmp_path / "run"
+    shutil.copytree(RECORDED, run)
+    rows = (run / "requests.jsonl").read_bytes()
+    for args, says in ((["-o", str(run)], "is the input"), (["-o", str(run / "merged")], "is inside the input"),
+                       (["-o", str(tmp_path)], "holds the input")):
+        _clear_error(_ninferkit("merge", str(run), *args), says)
+    _clear_error(_ninferkit("merge", str(run), str(tmp_path / "." / "run"), "-o", str(tmp_path / "m1")),
+                 "given twice")
+    assert (run / "requests.jsonl").read_bytes() == rows and not (run / "merged").exists()
+    assert not (tmp_path / "m1").exists()
 
 
 # -- 3. trace replay --------------------------------------------------------------------------------------------
