@@ -5,15 +5,21 @@ sweep by gigabytes (issue 29), because a read timeout is per read and a body tha
 trips it. Every body ninferkit reads whole is read here, up to a cap in bytes and a wall-clock deadline;
 what was cut is said (`Body.cut`), never grown. A file a user names (a log to diagnose, a log to fit) is
 refused when it is not a regular file (a FIFO or /dev/zero never ends) or is larger than its cap.
+
+JSON a server or a peer's file sends is read by `loads_json`, bounded in nesting: Python's reader raises
+RecursionError on deep nesting, which surfaced as tracebacks (engine detection, the vllm-bench and AIPerf
+importers: issue 40), and a value nested a few hundred deep fails later, in whatever walks it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,6 +44,25 @@ LOG_POLL_BYTES = 4 * 1024 * 1024
 """What a log tail (telemetry's reading of the engine's throughput lines) reads per poll, at most."""
 LOG_LINE_BYTES = 64 * 1024
 """The longest log line a tail keeps waiting for the end of; a longer one is skipped, not buffered."""
+JSON_NESTING = 100
+"""The deepest JSON nesting read from a server or a file someone sent: a tool's results nest 4 or 5 deep."""
+
+
+def loads_json(text: str | bytes) -> Any:
+    """JSON from a server or a file someone sent: ValueError, never RecursionError, when it is not JSON or
+    nests deeper than JSON_NESTING (callers already turn ValueError into their own clear error)."""
+    try:
+        found = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {JSON_NESTING} levels") from None
+    stack = [(found, 1)]
+    while stack:  # walked without recursion: a deep value would overflow the stack of whatever walks it
+        value, depth = stack.pop()
+        if depth > JSON_NESTING:
+            raise ValueError(f"JSON nested deeper than {JSON_NESTING} levels")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack += [(child, depth + 1) for child in children if isinstance(child, (dict, list))]
+    return found
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,8 @@ def fix_for(exc: OSError) -> str:
         return f"{path or 'the file'} is on a read-only file system: give a run directory on a writable one"
     if exc.errno == errno.EEXIST:
         return f"{path} already exists where ninferkit makes a folder or a new file: move it aside or remove it"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "a name in the path is over 255 bytes (or the path over 4,096): give a shorter one"
     if exc.errno in (errno.ENOTDIR, errno.EISDIR):
         return f"a file stands where a folder belongs, or a folder where a file belongs: {path}; remove it"
     return "see the traceback"
@@ -83,10 +85,10 @@ def keep_traceback(run_dir: Path | None, error: BaseException) -> Path:
     """Append `error`'s traceback (scrubbed of secrets) to the run's logs/ninferkit-errors.log, else to a new
     temporary file; the file it went to. Never written through a symbolic link planted there."""
     text = scrub("".join(traceback.format_exception(error)))
-    if run_dir is not None and run_dir.is_dir():
+    if run_dir is not None:
         folder = run_dir / "logs"
-        try:
-            if not folder.is_symlink():
+        try:  # the run's path itself may be what fails (a name over 255 bytes: issue 40), is_dir included
+            if run_dir.is_dir() and not folder.is_symlink():
                 folder.mkdir(exist_ok=True)
                 path = folder / ERRORS_LOG
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)

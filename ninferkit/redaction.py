@@ -7,6 +7,11 @@ they store through `scrub`, so a server answer, an error or a log line that echo
 it into a file: its value is replaced by REDACTED wherever it appears, in every form a server may echo
 it in (as it is, JSON-escaped, URL-encoded, base64 at any of the three alignments).
 
+URL encoding has no one form: encoders differ in which characters they leave as they are (`quote` keeps `/`,
+`quote_plus` writes a space as `+`, JavaScript's keeps `~`...) and in the case of the hex (`%2B`, `%2b`), and a
+server echoed the key as `Bearer%20sk-...%2B...`, which no listed form matched (issue 40). So each key also has
+one pattern matching every character of it either as it is or percent-encoded in either case.
+
 A key shorter than MIN_SECRET_CHARS is refused where it is read: scrubbing `ok` would rewrite every
 `ok` a run stores (statuses, field names) while guarding nothing. Field names are never scrubbed:
 they are ninferkit's own vocabulary, not a server's text.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import urllib.parse
 from typing import Any
 
@@ -28,6 +34,8 @@ MIN_SECRET_CHARS = 8
 
 _known: dict[str, None] = {}
 """Every form of every secret (insertion-ordered set)."""
+_url_encoded: dict[str, re.Pattern[str]] = {}
+"""Each secret's pattern of its URL-encoded forms (`_url_pattern`)."""
 
 
 def remember(value: str | None, where: str = "a secret") -> str | None:
@@ -41,6 +49,7 @@ def remember(value: str | None, where: str = "a secret") -> str | None:
                        f"(a status 'ok') while guarding nothing: use a key of at least {MIN_SECRET_CHARS} characters")
     for form in _forms(value):
         _known.setdefault(form)
+    _url_encoded.setdefault(value, _url_pattern(value))
     return value
 
 
@@ -53,7 +62,8 @@ def _forms(secret: str) -> set[str]:
     """The secret as a server may echo it: raw, JSON-escaped, URL-encoded, and the part of its base64 that
     does not depend on the bytes around it (three alignments)."""
     raw = secret.encode()
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+    escaped = json.dumps(secret)[1:-1]
+    forms = {secret, escaped, escaped.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1],
              urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
     for lead in range(3):
         encoded = base64.b64encode(b"\0" * lead + raw).decode()
@@ -64,12 +74,25 @@ def _forms(secret: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET_CHARS}
 
 
+def _url_pattern(secret: str) -> re.Pattern[str]:
+    """Every URL encoding of `secret`: each character as it is or as its UTF-8 bytes percent-encoded (hex in
+    either case), a space also as `+`."""
+    def one(char: str) -> str:
+        encoded = "".join(f"%{byte:02X}" for byte in char.encode())
+        spellings = [re.escape(char), re.escape(encoded), re.escape(encoded.lower()), *(["\\+"] if char == " " else [])]
+        return "(?:" + "|".join(spellings) + ")"
+    return re.compile("".join(one(char) for char in secret))
+
+
 def scrub(text: str) -> str:
     """`text` with every known secret replaced by REDACTED (longest first, so no key is left half-shown
-    when one key contains another)."""
+    when one key contains another), then any URL encoding of one."""
     for secret in sorted(_known, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
+    if "%" in text or "+" in text:
+        for pattern in _url_encoded.values():
+            text = pattern.sub(REDACTED, text)
     return text
 
 

@@ -85,6 +85,11 @@ def main(args: argparse.Namespace) -> int:
                 regular_file(Path(log), LOG_FILE_BYTES, "reading a startup log to fit")
             record = fit_logs(load_profile(args.profile or DEFAULT_PROFILE, [*flags, *args.overrides]).profile,
                               args.logs)
+            if all(value is None for value in (record.bytes_per_token, record.fixed_bytes,
+                                               record.free_after_weights_bytes)):  # a table of "None" was exit 0
+                raise BadInput(f"nothing to fit: {', '.join(args.logs) or 'no log'} holds no startup line an engine "
+                               "prints of its memory, and no term was typed; give a server's startup log (a profile "
+                               "goes after --profile) or --fixed, --bytes-per-token, --free-after-weights")
     else:
         overrides = [*args.overrides, "capacity.search=true"]
         run = open_run(args.profile, args.run_dir, overrides)

@@ -18,6 +18,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from ninferkit.report.merge import merge
 
+    refuse_overlaps(args.run_dirs, args.out)
     merged = merge(args.run_dirs, args.out)
     for run in merged.runs:
         state = "complete" if not run.missing else "incomplete: " + ", ".join(run.missing)
@@ -26,3 +27,23 @@ def main(args: argparse.Namespace) -> int:
           f"not comparable: {len(merged.apart)}")
     print(f"write-up: {merged.folder / 'report' / 'index.md'}")
     return 0
+
+
+def refuse_overlaps(inputs: list[Path], out: Path) -> None:
+    """BadInput, before anything is written, for an -o that is, holds or lies inside an input run (merge rewrote
+    that run: 2 rows became 4, its report replaced) and for one folder given twice: every request would count
+    twice (issue 40). A folder that is no run is left to merge, which names it."""
+    from ninferkit.errors import BadInput
+    from ninferkit.rundir.runs import RunDir
+
+    target, folders = out.resolve(), dict[Path, Path]()
+    for given in inputs:
+        path = given.resolve()
+        if path in folders:
+            raise BadInput(f"{given}: given twice (also as {folders[path]}); each run is merged once")
+        folders[path] = given
+        where = "is" if target == path else "is inside" if target.is_relative_to(path) else \
+            "holds" if path.is_relative_to(target) else None
+        if where is not None and RunDir(path).manifest.is_file():
+            raise BadInput(f"-o {out} {where} the input {given}; merge writes a new folder: give one outside its "
+                           "inputs")

@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
     run_dir = RunDir(Path(args.run_dir).resolve())
     if not run_dir.requests.is_file():
         raise BadInput(f"{run_dir.requests}: no such file (a run directory whose sweeps sent requests)")
-    block = args.block_tokens or BLOCK_TOKENS
+    block = BLOCK_TOKENS if args.block_tokens is None else args.block_tokens
     if block < 1:
         raise BadInput(f"--block-tokens {block}: allowed: at least 1")
     requests, notes = from_requests(run_dir.read_requests(), block)

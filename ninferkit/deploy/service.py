@@ -9,6 +9,7 @@ shows why, `deploy stop` ends it).
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -62,6 +63,9 @@ def describe(profile: Profile) -> str:
     mode, planned = plan(profile)
     files = "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items())
     text = command(mode, planned) + files + "\n"
+    if mode.name != "docker" and os.sep not in planned.argv[0]:
+        text += (f"\n# {planned.argv[0]} is not built or on PATH here yet: deploy finds or builds it first, and the "
+                 "unit runs that path\n")
     model = planned_path(profile)
     if not model.exists():
         text += (f"\n# {model.name} is not here yet (`ninferkit verify` puts it there, and deploy needs it): what the "
@@ -81,6 +85,8 @@ def plan(profile: Profile, binary: Path | None = None) -> tuple[Mode, Plan]:
     """The mode and what it would run and write; nothing is built, downloaded or started."""
     mode = mode_of(profile)
     adapter = get_adapter(profile.engine.kind)
+    if binary is None and mode.name != "docker":
+        binary = adapter.found_binary(profile)
     return mode, mode.plan(profile, adapter, planned_path(profile), service_name(profile), publish_host(profile),
                            binary)
 

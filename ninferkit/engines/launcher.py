@@ -6,6 +6,7 @@ recipe asks it which profile field a flag came from, the command line read backw
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +24,12 @@ class Launcher(EnginePart):
     def binary(self, profile: Profile) -> Path:
         """The engine executable for a native launch (may build or locate it)."""
         raise NotImplementedError
+
+    def found_binary(self, profile: Profile) -> Path | None:
+        """The executable `binary` would give, where it is already here (nothing built or fetched): what
+        `deploy --dry-run` shows; None when it is not here yet."""
+        found = shutil.which(profile.engine.binary or self.default_binary)
+        return Path(found) if found else None
 
     def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
         """The exact command line, as a list; never a shell string.

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ninferkit.bounded import INPUT_FILE_BYTES, not_a_regular_file, read_text_file
+from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, not_a_regular_file, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, load_json, ms, number, seconds
 from ninferkit.interop.stats import last_token_s, throughput
@@ -209,7 +209,7 @@ def _rows(path: Path, load: dict[str, Any]) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            found = json.loads(line)
+            found = loads_json(line)
             metadata, metrics = found["metadata"], found.get("metrics") or {}
         except (ValueError, KeyError, TypeError) as exc:
             raise BadInput(f"{path}, line {number_}: not an AIPerf record (metadata, metrics): {exc}") from exc

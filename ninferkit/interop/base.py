@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
+from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.measure.latency import MS
 from ninferkit.rundir.records import RequestRow
@@ -129,8 +129,8 @@ def load_json(path: Path, what: str) -> Any:
     """A tool's JSON file; BadInput naming it when it is not JSON."""
     text = read_text_file(path, INPUT_FILE_BYTES, f"reading a {what}")
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        return loads_json(text)
+    except ValueError as exc:
         raise BadInput(f"{path}: not a {what} ({exc}); give the file the tool wrote") from exc
 
 

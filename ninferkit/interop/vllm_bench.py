@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
+from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, number
 from ninferkit.interop.stats import block_ms, last_token_s, throughput
@@ -95,10 +95,10 @@ def read(path: Path) -> Imported:
     `--save-detailed`'s lists, the statistics as aggregates always."""
     text = read_text_file(path, INPUT_FILE_BYTES, "reading a vllm bench serve result")
     try:
-        results = [json.loads(line) for line in text.splitlines() if line.strip()]
+        results = [loads_json(line) for line in text.splitlines() if line.strip()]
     except ValueError:
         try:
-            results = [json.loads(text)]
+            results = [loads_json(text)]
         except ValueError as exc:
             raise BadInput(f"{path}: not a vllm bench serve result (not JSON: {exc})") from exc
     if not results or not all(isinstance(r, dict) and "duration" in r and "completed" in r for r in results):

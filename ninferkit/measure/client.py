@@ -131,11 +131,19 @@ class Reply:
         return [StreamedCall(call_id, name or "", "".join(pieces))
                 for call_id, name, pieces in (self.calls[index] for index in sorted(self.calls))]
 
-    def call_part(self, index: int, call_id: str | None, name: str | None, arguments: str | None) -> None:
-        call = self.calls.setdefault(index, [None, None, []])
-        call[0], call[1] = call[0] or call_id, call[1] or name
+    def call_part(self, index: object, call_id: object, name: object, arguments: object) -> None:
+        """Add a streamed piece of a call. The server's fields are untrusted: an index that is no number is
+        call 0, an id or name that is no text is its JSON, and arguments sent as a JSON value rather than
+        its text are that value's JSON text (the loop then says whether they parse)."""
+        call = self.calls.setdefault(index if isinstance(index, int) else 0, [None, None, []])
+        call[0], call[1] = call[0] or _text(call_id), call[1] or _text(name)
         if arguments:
-            call[2].append(arguments)
+            call[2].append(_text(arguments))
+
+
+def _text(value: object) -> str | None:
+    """A server's field as text: itself when it is text, its JSON otherwise (None stays None)."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
 
 
 @dataclass
@@ -277,8 +285,8 @@ def error_summary(body: str | None) -> str:
     (`{"type": "error", "error": {"type", "message"}}`); any other text is returned as it is."""
     text = scrub((body or "").strip())
     try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
+        parsed = bounded.loads_json(text)
+    except ValueError:
         return text[:300]
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(error, dict) or not error.get("message"):
@@ -436,6 +444,8 @@ async def _consume(response: httpx.Response, parser: _StreamParser, result: Requ
                     parser.finished = True
                 elif payload:
                     _read_event(parser, payload, now)
+            if parser.finished:  # the stream's last event: a server that keeps the connection open is not waited
+                return           # on (that wait was counted a read timeout: issue 40)
     # A last line without its newline is an event cut off by a closed connection: the stream is
     # incomplete, which `parser.finished` already says; the torn text is not parsed.
 
@@ -444,8 +454,8 @@ def _read_event(parser: _StreamParser, payload: bytes, now: float) -> None:
     """Hand one `data:` payload to the parser; MalformedStream (with an excerpt) when it cannot be read."""
     excerpt = payload[:200].decode(errors="replace")
     try:
-        event = json.loads(payload)
-    except (ValueError, RecursionError) as exc:
+        event = bounded.loads_json(payload)
+    except ValueError as exc:
         raise MalformedStream(f"an event that is not JSON ({exc}): {excerpt}") from None
     if not isinstance(event, dict):
         raise MalformedStream(f"an event that is a JSON {type(event).__name__}, not an object: {excerpt}")

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ninferkit.bounded import INPUT_FILE_BYTES, read_text_file
+from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, read_text_file
 from ninferkit.errors import BadInput, ProfileError
 from ninferkit.rundir.records import RequestRow
 
@@ -31,6 +31,8 @@ BLOCK_TOKENS = 512
 """Mooncake's block size, and ninferkit's default."""
 MAX_LENGTH = 16_777_216
 """Beyond this a length is absurd (params/sweeps.py MAX_TOKENS)."""
+MAX_GAP_MS = 3_600_000
+"""The longest wait between two requests a trace may ask (an hour): a replay of 10^15 ms just waited (issue 40)."""
 SHIPPED = "small.jsonl"
 """The trace ninferkit ships (ninferkit/data/traces/, written by `generate` with its defaults)."""
 SHIPPED_BLOCK_TOKENS = 64
@@ -51,8 +53,8 @@ def shipped_trace() -> Path:
 
 def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS, max_context: int | None = None) -> list[TraceRequest]:
     """The trace's requests; ProfileError naming the file, line and field at the first bad line: not a JSON
-    object, a field missing or not a whole number, times out of order, a length of 0 or above MAX_LENGTH (or
-    above the served context), `hash_ids` not one id per block."""
+    object, a field missing or not a whole number, times out of order or over MAX_GAP_MS apart, a length of 0
+    or above MAX_LENGTH (or above the served context), `hash_ids` not one id per block."""
     try:
         text = read_text_file(path, INPUT_FILE_BYTES, "reading a trace")
     except BadInput as exc:  # a trace is named in a profile: its problem is the profile's
@@ -70,7 +72,7 @@ def read_trace(path: Path, block_tokens: int = BLOCK_TOKENS, max_context: int | 
 def _request(where: str, line: str, block_tokens: int, max_context: int | None, before: float | None
              ) -> TraceRequest:
     try:
-        data = json.loads(line)
+        data = loads_json(line)
     except ValueError as exc:
         raise ProfileError(f"{where}: not JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -84,6 +86,9 @@ def _request(where: str, line: str, block_tokens: int, max_context: int | None, 
     if before is not None and stamp < before:
         raise ProfileError(f"{where}: timestamp {stamp} is before the previous line's {before}: a trace is "
                            "sorted by time")
+    if before is not None and stamp - before > MAX_GAP_MS:
+        raise ProfileError(f"{where}: timestamp {stamp} is {stamp - before:g} ms after the previous line's: a gap "
+                           f"over {MAX_GAP_MS:,} ms (an hour) is no load to replay; close it or split the trace")
     lengths = {name: data[name] for name in ("input_length", "output_length")}
     for name, value in lengths.items():
         if not _whole(value) or not 1 <= value <= MAX_LENGTH:

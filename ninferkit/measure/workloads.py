@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 import yaml
@@ -163,11 +165,31 @@ class Tokenizer:
             raise RequestFailed(f"the tokenizer at {path} answered {count!r}, not a token count")
         return count
 
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        """The counts of many texts, each distinct text asked once, TOKENIZE_CONCURRENCY at a time."""
+        distinct = list(dict.fromkeys(texts))
+        found = dict(zip(distinct, concurrently(self.count, distinct), strict=True))
+        return [found[text] for text in texts]
+
     def body_cut(self, body: str, target: int) -> int:
         """The longest prefix of `body` (in characters) that is at most `target` tokens (memoised)."""
         if target not in self._cuts:
             self._cuts[target] = _longest_prefix(self, body, target)
         return self._cuts[target]
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+TOKENIZE_CONCURRENCY = 8
+"""Tokenizer round trips in flight at once when many texts are planned together (a trace's blocks): one at a
+time, a 100,000-request trace's 21,675 round trips took 240 s before one request was sent (issue 40)."""
+
+
+def concurrently(work: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+    """`work` over `items` in TOKENIZE_CONCURRENCY threads (each is tokenizer round trips: waiting on the
+    server, not the GIL), in order; the first failure is raised."""
+    with ThreadPoolExecutor(TOKENIZE_CONCURRENCY) as pool:
+        return list(pool.map(work, items))
 
 
 def _filler(chars: int) -> str:

@@ -143,6 +143,10 @@ def parse_yaml(text: str, where: str) -> Any:
         raise ProfileError(f"{where}: not valid YAML: {_excerpt(str(exc), 400)}") from None
     except RecursionError:
         raise ProfileError(f"{where}: the YAML nests too deeply to be a profile") from None
+    except ValueError as exc:  # a number past Python's 4,300 digits, a date that is none (issue 40)
+        said = str(exc).split(";")[0]  # not Python's advice to raise its digit limit
+        raise ProfileError(f"{where}: a value no profile holds ({_excerpt(said, 200)}); write the number or date as "
+                           "the field's help says") from None
     finally:
         loader.dispose()
 

@@ -152,9 +152,13 @@ def load_run(path: str | Path) -> RunData:
     if not run_dir.path.is_dir():
         raise NinferkitError(f"{path} is not a run directory; give the folder `ninferkit run` wrote "
                              "(it holds manifest.json)")
+    if not run_dir.manifest.exists() and not run_dir.requests.exists():
+        raise BadInput(f"{path} holds no run: neither manifest.json nor requests.jsonl; give the folder "
+                       "`ninferkit run` or `ninferkit import` wrote")
     data = RunData(run_dir)
     data.manifest = _present(run_dir.read_manifest() if run_dir.manifest.exists() else None, run_dir.manifest,
                              data, "any step") or Manifest()
+    _refuse_cut_import(run_dir, data.manifest)
     data.probe = _present(run_dir.read_probe(), run_dir.probe, data, SETUP)
     data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, VERIFY)
     data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
@@ -180,6 +184,15 @@ def load_run(path: str | Path) -> RunData:
         data.missing[run_dir.name(run_dir.server_log)] = LAUNCH
     data.ledger, data.ledger_source = _ledger(data)
     return data
+
+
+def _refuse_cut_import(run_dir: RunDir, manifest: Manifest) -> None:
+    """BadInput for an import killed before its last row (interop/write_run.py marks `done` after it): its rows
+    are a part of the tool's, and a write-up of them would read as the whole."""
+    step = manifest.steps.get("import")
+    if step is not None and step.status != "done":
+        raise BadInput(f"{run_dir.path}: an import cut short (its manifest says import: {step.status}); its rows "
+                       "are part of the file's: remove the folder and run `ninferkit import` again")
 
 
 def _ledger(data: RunData) -> tuple[dict[str, Any], str]:

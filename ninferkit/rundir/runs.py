@@ -24,7 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -126,13 +126,19 @@ def read_json(path: Path) -> Any:
 
 
 def append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one row and flush it to disk at once: a crash loses at most the row being written.
+    """Append one row and flush it to disk at once: a crash loses at most the row being written."""
+    append_jsonl_rows(path, [row])
+
+
+def append_jsonl_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Append rows with one write and one fsync (an import of 100,000 rows fsynced each and wrote ~156 rows/s:
+    issue 40); a crash loses at most the rows of this call, never a row written before.
 
     A last line without its newline is what a kill -9 or a full disk leaves in the middle of a row. It
     is repaired first: ended with a newline when it is a whole row, else cut off (it was never a
     finished row); appended after it as it is, the new row would be glued to it and lost to every reader.
     """
-    line = (json.dumps(scrub_data(dict(row)), sort_keys=True, default=str) + "\n").encode()
+    line = "".join(json.dumps(scrub_data(dict(row)), sort_keys=True, default=str) + "\n" for row in rows).encode()
     refuse_linked_folders(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with disk_errors(path):

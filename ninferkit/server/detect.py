@@ -9,7 +9,6 @@ instead; a named engine the answers contradict is refused, as are answers that n
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -65,9 +64,9 @@ def checked_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def ask(url: str, headers: dict[str, str]) -> Answers:
-    """GET /health, /v1/models, /props and /metrics of `url` (each answer bounded); BadInput when the server
-    answers none of them, or refuses the credentials."""
+def ask(url: str, headers: dict[str, str], key_env: str | None = None) -> Answers:
+    """GET /health, /v1/models, /props and /metrics of `url` (each answer bounded, no redirect followed);
+    BadInput when the server answers none of them, or refuses the credentials (the key in `key_env`, or none)."""
     answers = Answers(url)
     with httpx.Client(base_url=url, timeout=10.0, headers=headers, trust_env=uses_proxy(url)) as client:
         for path in ("/health", "/v1/models", "/props", "/metrics"):
@@ -80,10 +79,13 @@ def ask(url: str, headers: dict[str, str]) -> Answers:
                 answers.notes[path] = f"{type(exc).__name__}: {exc}"
                 continue
             if status in (401, 403):
-                raise BadInput(f"{url}{path} answered HTTP {status}: the server wants an API key; export it in a "
-                               "variable and name that with --api-key-env")
+                raise BadInput(_refused(f"{url}{path}", status, key_env))
             if path == "/health":
                 answers.health_status = status
+            if 300 <= status < 400:
+                where = response.headers.get("location") or "nowhere said"
+                answers.notes[path] = f"HTTP {status}, a redirect to {where[:200]} (not followed: give that URL)"
+                continue
             if status >= 400 or body.cut:
                 answers.notes[path] = f"HTTP {status}" if status >= 400 else f"the answer was {body.cut}"
                 continue
@@ -95,6 +97,15 @@ def ask(url: str, headers: dict[str, str]) -> Answers:
     return answers
 
 
+def _refused(where: str, status: int, key_env: str | None) -> str:
+    """A 401/403's cause: the key given was refused, or none was given (before issue 40 both read as the second)."""
+    if key_env is not None:
+        return (f"{where} answered HTTP {status}: the server refused the key in {key_env}; check its value (and that "
+                "it is this server's key)")
+    return f"{where} answered HTTP {status}: the server wants an API key; export it in a variable and name that " \
+           "with --api-key-env"
+
+
 def _keep(answers: Answers, path: str, text: str) -> None:
     if path == "/metrics":
         answers.metrics = text
@@ -102,9 +113,9 @@ def _keep(answers: Answers, path: str, text: str) -> None:
     if path == "/health":
         return
     try:
-        found = json.loads(text)
-    except ValueError:
-        answers.notes[path] = "not JSON"
+        found = bounded.loads_json(text)
+    except ValueError as exc:
+        answers.notes[path] = f"not JSON ({exc})"
         return
     if not isinstance(found, dict):
         answers.notes[path] = "not a JSON object"

@@ -33,5 +33,5 @@ def reach(target: Target) -> tuple[str, Answers, Detection]:
         raise BadInput(f"--api-key-env names {target.api_key_env}, but it is not set; export "
                        f"{target.api_key_env}=<key> first")
     headers = server.bearer(server.env_key(target.api_key_env, "--api-key-env"))
-    answers = ask(url, headers)
+    answers = ask(url, headers, target.api_key_env)
     return url, answers, detect(answers, target.engine)

@@ -15,6 +15,8 @@ same lines; nothing else stores them.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import signal
 import tempfile
@@ -24,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, BinaryIO
 
 from ninferkit import progress
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
@@ -203,10 +205,12 @@ class PrintedLines:
             self.echo(last)
 
 
-def _kernel_manager_class(environment: dict[str, str], sockets: Path) -> type:
+def _kernel_manager_class(environment: dict[str, str], sockets: Path, stderr: BinaryIO) -> type:
     """Kernels over Unix-domain sockets: nothing of the kernel listens on TCP (where any local user
     could connect to it in plain text, which ipykernel warns about at every start); started with this
     process's environment plus `environment` (how a step's kernel learns to show its progress as lines).
+    The kernel process's own stderr (ipykernel's log, not the cells' output, which comes as messages) goes to
+    `stderr`, the step's kernel log: a SIGTERM printed ipykernel's ZMQError tracebacks on the terminal (issue 40).
     The sockets go in `sockets`, a folder of this step's own: jupyter_client's default is `kernel-ipc-<port>` in
     the working directory (the notebooks folder), where runbooks side by side on one box (a fleet's tasks) pick
     their random ports in the same folder and race for them."""
@@ -224,9 +228,34 @@ def _kernel_manager_class(environment: dict[str, str], sockets: Path) -> type:
 
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]  # typed on the sync base
             kw["env"] = {**kw.get("env", os.environ), **environment}
+            kw["stderr"] = stderr
             await super().start_kernel(**kw)
 
     return IPCKernelManager
+
+
+def _kernel_log(run_dir: RunDir, step: str) -> BinaryIO:
+    """logs/kernel-<step>.log, appended to: what the step's kernel process and the libraries running it log
+    (a kernel killed mid-cell, a shutdown's socket errors), kept in the run rather than printed."""
+    path = run_dir.logs / f"kernel-{step}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644), "ab")
+
+
+@contextmanager
+def _libraries_logging_to(handle: BinaryIO) -> Iterator[None]:
+    """While a step runs, what papermill, nbclient, jupyter_client and asyncio log goes to the step's kernel log,
+    not the terminal (Python's last-resort handler printed a dead kernel's DeadKernelError traceback there when
+    a SIGTERM ended the write-up: issue 40). Their errors that end the step still reach the user as its result."""
+    handler = logging.StreamHandler(io.TextIOWrapper(handle, write_through=True))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.stream.detach()
 
 
 def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Callable[[str], None]) -> StepResult:
@@ -240,11 +269,13 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
                   "run_dir": str(run.dir.path), "overrides": list(run.loaded.overrides)}
     printed, errors = PrintedLines(echo), PrintedLines(echo)
     sockets = tempfile.TemporaryDirectory(prefix="ninferkit-kernel-")  # short: a socket path holds 107 bytes
+    kernel_log = _kernel_log(run.dir, step)
     try:
-        pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(source.parent),
-                            progress_bar=False, kernel_name="python3", stdout_file=printed, stderr_file=errors,
-                            kernel_manager_class=_kernel_manager_class({progress.MODE_VARIABLE: kernel_progress},
-                                                                       Path(sockets.name)))
+        with _libraries_logging_to(kernel_log):
+            pm.execute_notebook(str(source), str(output), parameters=parameters, cwd=str(source.parent),
+                                progress_bar=False, kernel_name="python3", stdout_file=printed, stderr_file=errors,
+                                kernel_manager_class=_kernel_manager_class(
+                                    {progress.MODE_VARIABLE: kernel_progress}, Path(sockets.name), kernel_log))
     except pm.PapermillExecutionError as exc:
         seconds = time.monotonic() - started
         reason = f"{exc.ename}: {exc.evalue}"
@@ -261,6 +292,7 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
         printed.close()
         errors.close()
         sockets.cleanup()
+        kernel_log.close()
     seconds = time.monotonic() - started
     run.dir.record_step(step, status="ok", ended=utc_now(), seconds=round(seconds, 2))
     return StepResult(step, "ok", seconds, output)

@@ -22,7 +22,7 @@ from ninferkit.engines.api_dialect import llama_cpp_timings
 from ninferkit.engines.base import OUT_OF_MEMORY_AT_FIRST_USE, EngineAdapter, serve_of
 from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.llama_server.amx import repack_argv, repack_finding
-from ninferkit.engines.llama_server.embedded import build_dir, llama_server_binary
+from ninferkit.engines.llama_server.embedded import build_dir, find_llama_server, llama_server_binary
 from ninferkit.engines.llama_server.help import BinaryHelp, binary_help, option_prefix, spec_argv
 from ninferkit.engines.llama_server.kv_layout import (
     LLAMA_CPP_CACHE_TYPES,
@@ -177,6 +177,18 @@ class LlamaServer(EngineAdapter):
 
     def binary(self, profile: Profile) -> Path:
         return llama_server_binary(profile.engine.binary, profile.engine.built)
+
+    def found_binary(self, profile: Profile) -> Path | None:
+        """The profile's or PATH's llama-server, else the cached build where it is built (the embedded default's
+        is: a dry run showed `ExecStart=llama-server`, a name on no PATH: issue 40)."""
+        found = find_llama_server(profile.engine.binary)
+        if found is not None:
+            return found
+        try:
+            built = build_dir(profile.engine.built) / "bin" / self.default_binary
+        except NinferkitError:  # a CUDA build whose architecture no GPU here says: not built on this machine
+            return None
+        return built if built.exists() else None
 
     def argv(self, profile: Profile, model_path: Path, binary: Path, served_as: Path | None = None) -> list[str]:
         serve = serve_of(profile, Serve)

@@ -12,7 +12,6 @@ model does not render tools (llama-server's /props), as the tasks' agent task is
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from ninferkit.measure.agent_tools import TOOLS, ToolRun, messages_tools, run_call
+from ninferkit.bounded import loads_json
+from ninferkit.measure.agent_tools import TOOLS, ToolRun, messages_tools, run_calls
 from ninferkit.measure.client import RequestSpec, StreamedCall, StreamingClient
 from ninferkit.measure.latency import Targets
 from ninferkit.measure.workloads import new_salt
@@ -120,7 +120,7 @@ async def _session(ctx: SweepContext, cell: Cell[AgentCell], client: StreamingCl
         result = await client.send(_request(ctx, cell, history))
         calls = result.reply.tool_calls if result.status == "ok" else []
         start = time.perf_counter()
-        runs = [run_call(call) for call in calls]
+        runs = await run_calls(calls)
         tool_s = time.perf_counter() - start
         end = None if result.status != "ok" else "answer" if not calls else \
             "limit" if step == params.max_round_trips else None
@@ -164,7 +164,7 @@ def _input(call: StreamedCall) -> dict[str, Any]:
     """A tool_use block's input: the call's arguments where they are a JSON object, else empty (its result
     says why it could not run)."""
     try:
-        parsed = json.loads(call.arguments or "{}")
+        parsed = loads_json(call.arguments or "{}")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

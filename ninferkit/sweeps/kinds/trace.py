@@ -33,7 +33,7 @@ from ninferkit.measure.traces import (
     read_trace,
     shipped_trace,
 )
-from ninferkit.measure.workloads import Tokenizer, exact_text, new_salt, user_messages
+from ninferkit.measure.workloads import Tokenizer, concurrently, exact_text, new_salt, user_messages
 from ninferkit.params.sweeps import TraceSweep
 from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
@@ -120,22 +120,23 @@ class Trace(SweepKind[TraceSweep, TraceCell]):
 
 def _prompts(tokenizer: Tokenizer, trace: Sequence[TraceRequest], block_tokens: int) -> list[tuple[str, int]]:
     """Each request's prompt and its length by the server's count: its blocks, each the same text wherever
-    its id comes (at the front, with the cell's marker), the last cut to what input_length leaves."""
-    salt, texts = new_salt(), {}
+    its id comes (at the front, with the cell's marker), the last cut to what input_length leaves. Each
+    distinct block is built once and the blocks (then the prompts) are counted concurrently (`concurrently`)."""
+    salt = new_salt()
 
-    def block(hash_id: int, tokens: int, first: bool) -> str:
-        key = (hash_id, tokens, first)
-        if key not in texts:
-            marker = (salt if first else "") + f"[block {hash_id}]\n"
-            texts[key] = exact_text(tokenizer, tokens, marker if tokens > 2 * tokenizer.count(marker) else "").text
-        return texts[key]
+    def block(key: tuple[int, int, bool]) -> str:
+        hash_id, tokens, first = key
+        marker = (salt if first else "") + f"[block {hash_id}]\n"
+        return exact_text(tokenizer, tokens, marker if tokens > 2 * tokenizer.count(marker) else "").text
 
-    prompts = []
-    for request in trace:
+    def keys(request: TraceRequest) -> list[tuple[int, int, bool]]:
         ids, last = request.hash_ids, request.input_length - (len(request.hash_ids) - 1) * block_tokens
-        text = "".join(block(h, block_tokens if i < len(ids) - 1 else last, i == 0) for i, h in enumerate(ids))
-        prompts.append((text, tokenizer.count(text)))
-    return prompts
+        return [(h, block_tokens if i < len(ids) - 1 else last, i == 0) for i, h in enumerate(ids)]
+
+    wanted = list(dict.fromkeys(key for request in trace for key in keys(request)))
+    texts = dict(zip(wanted, concurrently(block, wanted), strict=True))
+    prompts = ["".join(texts[key] for key in keys(request)) for request in trace]
+    return list(zip(prompts, tokenizer.counts(prompts), strict=True))
 
 
 KIND = Trace()
