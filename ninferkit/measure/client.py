@@ -58,7 +58,7 @@ from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
 from ninferkit.redaction import remember, scrub
 from ninferkit.rundir.records import RequestRow, request_row_refusals
-from ninferkit.transports import AsyncBackendTransport, LoopBackend
+from ninferkit.transports import AsyncBackendTransport, LoopBackend, arrival_clock
 
 Api = Literal["chat", "messages", "responses"]
 API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
@@ -302,11 +302,11 @@ class StreamingClient:
     def __init__(self, base_url: str, adapter: ApiDialect, model_id: str, *,
                  headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
-                 keep_alive: bool = False) -> None:
-        """`keep_alive` False (the default) opens a fresh connection per request, as curl does: every
-        request pays the same (loopback: sub-millisecond) connect cost, and none can land on a
-        connection the server is closing, which httpx reports as "Server disconnected without
-        sending a response" (seen with llama-server under load)."""
+                 keep_alive: bool = True) -> None:
+        """`keep_alive` True (the default) reuses connections: a fresh TCP connection per request cost
+        this client about 1 ms of CPU (issue 43: 18% of its CPU at 64 streams). A request that lands on a
+        kept-alive connection the server is closing (llama-server closes idle ones) gets no response byte
+        and is sent once more (`retried`). False opens a fresh connection per request, as curl does."""
         self.adapter = adapter
         self.model_id = model_id
         self.deadline_s = DEADLINE_READ_TIMEOUTS * timeout_s
@@ -332,25 +332,28 @@ class StreamingClient:
         body = request_body(spec, self.model_id)
         result = RequestResult(api=spec.api, temperature=spec.temperature, seed=body.get("seed"),
                                max_tokens=spec.max_tokens, reasoning_effort=body.get("reasoning_effort"))
+        parser = _PARSERS[spec.api](result, self.adapter)
+        whole = False
         try:
             async with asyncio.timeout(self.deadline_s):
                 try:
-                    await self._stream(spec.api, body, result)
+                    whole = await self._stream(spec.api, body, result, parser)
                 except DROPPED as exc:  # the connection closed before a response head arrived: sent again, once
                     result.retried = scrub(f"{type(exc).__name__}: {exc}")
-                    await self._stream(spec.api, body, result)
+                    whole = await self._stream(spec.api, body, result, parser)
         except TimeoutError:
             result.t_done = time.monotonic()
             result.status = "errored"
             result.error = (f"RequestDeadline: the request was still going after {self.deadline_s:g} s "
-                            f"({len(result.text_event_times)} text events so far; the deadline is "
+                            f"({len(parser.pending)} events so far; the deadline is "
                             f"{DEADLINE_READ_TIMEOUTS} x sweeps.request_timeout_s); the stream was closed")
+        _settle(parser, result, whole)
         return result
 
-    async def _stream(self, api: str, body: dict[str, Any], result: RequestResult) -> None:
-        """One try: fill `result`; raise DROPPED only when no response byte arrived (the caller retries
-        that once); every other failure is written into `result` as an errored request."""
-        parser = _PARSERS[api](result, self.adapter)
+    async def _stream(self, api: str, body: dict[str, Any], result: RequestResult, parser: _StreamParser) -> bool:
+        """One try: fill `result` and `parser`, True when the stream was read to its end; raise DROPPED only
+        when no response byte arrived (the caller retries that once, with the same parser, which holds no
+        event yet); every other failure is written into `result` as an errored request."""
         result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         result.t_send = time.monotonic()
         try:
@@ -361,25 +364,18 @@ class StreamingClient:
                     result.t_done = time.monotonic()
                     error = scrub(page.text())[:ERROR_BODY_CHARS]
                     result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
-                    return
+                    return False
                 await _consume(response, parser, result)
         except DROPPED as exc:
             if result.http_status is None and result.retried is None:
                 raise
-            self._errored(result, exc)
-            return
-        except (httpx.HTTPError, ValueError) as exc:  # ValueError: an event that is not JSON, or MalformedStream
-            self._errored(result, exc)
-            return
+            _errored(result, exc)
+            return False
+        except (httpx.HTTPError, ValueError) as exc:  # ValueError: MalformedStream (an SSE line with no end)
+            _errored(result, exc)
+            return False
         result.t_done = time.monotonic()
-        result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
-        if result.status == "incomplete":
-            result.error = "the stream ended before the final usage event"
-
-    @staticmethod
-    def _errored(result: RequestResult, exc: BaseException) -> None:
-        result.t_done = time.monotonic()
-        result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
+        return True
 
     async def get_text(self, path: str) -> str:
         """A plain GET of a text endpoint (the engine's /metrics), capped at bounded.METRICS_BYTES; raises
@@ -412,16 +408,19 @@ class StreamingClient:
 
 
 async def _consume(response: httpx.Response, parser: _StreamParser, result: RequestResult) -> None:
-    """Split the byte stream into SSE `data:` payloads; stamp the first byte and each token.
+    """Split the byte stream into SSE `data:` payloads, each kept with the stamp of the socket read that
+    completed it (transports.arrival_clock: when its bytes reached this process, not when this loop got
+    to them); the first byte is stamped the same way.
 
-    Reads are whatever the socket had (an event torn across reads waits in `buffer` for its newline,
-    several events in one read are all stamped at that read). Every event is decoded in full:
-    json.loads is about 4 us of the roughly 90 us a streamed token costs this client, too little to
-    justify guessing from raw bytes which events carry text, usage, timings or an error.
+    This is the hot path, so it only finds event boundaries and counts them: an event torn across reads
+    waits in `buffer` for its newline, several events in one read all get that read's stamp, and the
+    full parse (text, usage, the engine's timings) waits for the stream's end (_settle), where it no
+    longer delays the next read of any stream this event loop serves.
     """
+    arrived = arrival_clock(response)
     buffer = b""
     async for chunk in response.aiter_raw():
-        now = time.monotonic()
+        now = arrived()
         if result.t_first_byte is None:
             result.t_first_byte = now
         buffer += chunk
@@ -435,9 +434,31 @@ async def _consume(response: httpx.Response, parser: _StreamParser, result: Requ
                 if payload == b"[DONE]":
                     parser.finished = True
                 elif payload:
-                    _read_event(parser, payload, now)
+                    parser.keep(payload, now)
     # A last line without its newline is an event cut off by a closed connection: the stream is
     # incomplete, which `parser.finished` already says; the torn text is not parsed.
+
+
+def _errored(result: RequestResult, exc: BaseException) -> None:
+    result.t_done = time.monotonic()
+    result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
+
+
+def _settle(parser: _StreamParser, result: RequestResult, whole: bool) -> None:
+    """Parse the events a request's stream carried, off the hot path, and say how it ended: "ok" for a stream
+    read to its end with its final usage; an event this client cannot read makes the row errored whatever
+    came after it (the stream would have stopped there), keeping the time the stream ended."""
+    try:
+        parser.settle()
+    except MalformedStream as exc:
+        t_done = result.t_done
+        _errored(result, exc)
+        result.t_done = t_done if t_done is not None else result.t_done
+        return
+    if whole:
+        result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
+        if result.status == "incomplete":
+            result.error = "the stream ended before the final usage event"
 
 
 def _read_event(parser: _StreamParser, payload: bytes, now: float) -> None:
@@ -472,15 +493,28 @@ class _StreamParser:
         self.result = result
         self.adapter = adapter
         self.finished = False
+        self.pending: list[tuple[bytes, float]] = []
+        """`data:` payloads not parsed yet, each with its stamp"""
+        self.most_events = 8 * (result.max_tokens or 0) + 1024
+
+    def keep(self, payload: bytes, now: float) -> None:
+        """An event for `settle` (the hot path's one step per event); MalformedStream past `most_events`."""
+        if len(self.pending) >= self.most_events:
+            raise MalformedStream(f"more events than {self.result.max_tokens} output tokens can make: the "
+                                  "server does not stop")
+        self.pending.append((payload, now))
+
+    def settle(self) -> None:
+        """Parse the kept events in order, each at its stamp; MalformedStream at the first one unreadable."""
+        pending, self.pending = self.pending, []
+        for payload, now in pending:
+            _read_event(self, payload, now)
 
     def event(self, event: dict[str, Any], now: float) -> None:
         raise NotImplementedError
 
     def token(self, now: float, answer: bool = True) -> None:
         """An event that carried generated text; `answer` False for reasoning text."""
-        if len(self.result.text_event_times) > 8 * (self.result.max_tokens or 0) + 1024:
-            raise MalformedStream(f"more text events than {self.result.max_tokens} output tokens can make: the "
-                                  "server does not stop")
         if self.result.t_first_token is None:
             self.result.t_first_token = now
         if not answer:
