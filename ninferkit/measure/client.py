@@ -302,11 +302,14 @@ class StreamingClient:
     def __init__(self, base_url: str, adapter: ApiDialect, model_id: str, *,
                  headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
-                 keep_alive: bool = True) -> None:
-        """`keep_alive` True (the default) reuses connections: a fresh TCP connection per request cost
-        this client about 1 ms of CPU (issue 43: 18% of its CPU at 64 streams). A request that lands on a
-        kept-alive connection the server is closing (llama-server closes idle ones) gets no response byte
-        and is sent once more (`retried`). False opens a fresh connection per request, as curl does."""
+                 keep_alive: bool = False) -> None:
+        """`keep_alive` False (the default) opens a fresh connection per request, as curl does: every
+        request pays the same (loopback: sub-millisecond) connect cost. Reusing connections would save
+        that, but through httpcore's pool it costs more: at 64 connections its bookkeeping (every request
+        scans every connection) took this client from 1.1 to 2.9 ms of CPU per request
+        (benchmarks/bench_client_standin.py, 8-token requests at c64). A request that lands on a kept-alive
+        connection the server is closing (llama-server closes idle ones) gets no response byte and is
+        sent once more (`retried`)."""
         self.adapter = adapter
         self.model_id = model_id
         self.deadline_s = DEADLINE_READ_TIMEOUTS * timeout_s
