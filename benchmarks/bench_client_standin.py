@@ -7,13 +7,16 @@ process of its own, so its CPU is its own (counted around the load only: no star
 
 - `bare`: the floor for any Python reader. Non-blocking sockets under one selector, kept-alive
   connections, one clock read per `recv`, lines split, `json.loads` of every data line;
-- `ninferkit`: `StreamingClient.send`, as the sweeps call it (one client, `max_connections` the concurrency).
+- `ninferkit`: `StreamingClient.send`, as the sweeps call it (one client, `max_connections` the concurrency);
+- `baseline`, with `--baseline DIR`: the same, from another ninferkit checkout (say `git archive main ninferkit`
+  unpacked in DIR), so a change is measured against what it changes in one run, under one load.
 
 Phases, interleaved (every repetition runs every phase for every reader, the readers' order rotating),
 three repetitions, min and median printed, and each figure's ratio to the bare reader:
 
 - client CPU seconds per 1,000 tokens, paced, at concurrency 1 and 64;
-- ceiling tokens/s, flood, c64 (128-token requests), and requests/s with 8-token requests;
+- ceiling tokens/s, flood, c64 (128-token requests), and requests/s with 8-token requests; beside them the
+  tokens per second of client CPU, which a loaded machine does not move (wall-clock ceilings it does);
 - paced at c64: stamp lag p99 (the client's stamp minus the send time inside the event) and ITL p99
   (the client's gaps between text events) against the truth (the gaps between the send times).
 
@@ -22,7 +25,7 @@ AIPerf and GuideLLM are not driven here: the script says whether they are instal
 phases' sizes below) and time (each reader's run is killed after READER_TIMEOUT_S); SIGTERM or Ctrl-C stop
 the readers and the stand-in servers.
 
-Run: .venv/bin/python benchmarks/bench_client_standin.py [--repeats 3]
+Run: .venv/bin/python benchmarks/bench_client_standin.py [--repeats 3] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "standin_sse.c"
-READERS = ("bare", "ninferkit")
+READERS = ("bare", "ninferkit", "baseline")
 READER_TIMEOUT_S = 60
 MESSAGES = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
 
@@ -154,8 +157,8 @@ def bare_reader(port: int, phase: Phase) -> dict[str, Any]:
     return measured(done, cpu_s() - cpu0, time.monotonic() - wall0)
 
 
-def ninferkit_reader(port: int, phase: Phase) -> dict[str, Any]:
-    sys.path.insert(0, str(REPO))
+def ninferkit_reader(port: int, phase: Phase, repo: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(repo))
     from ninferkit.engines import get_adapter
     from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 
@@ -214,8 +217,10 @@ def free_port() -> int:
         return port
 
 
-def run_reader(reader: str, port: int, phase: Phase) -> dict[str, Any]:
+def run_reader(reader: str, port: int, phase: Phase, baseline: Path | None) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--reader", reader, "--port", str(port), "--phase", phase.name]
+    if reader == "baseline":
+        argv += ["--repo", str(baseline)]
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = child.communicate(timeout=READER_TIMEOUT_S)
@@ -235,8 +240,10 @@ def figures_of(run: dict[str, Any], phase: Phase) -> dict[str, float | None]:
         out["CPU s / 1,000 tokens"] = run["cpu_s"] / run["tokens"] * 1000
     if phase.name == "flood c64":
         out["tokens/s"] = run["tokens"] / run["wall_s"]
+        out["tokens per client CPU s"] = run["tokens"] / run["cpu_s"]
     if phase.name == "flood c64, 8-token":
         out["requests/s"] = run["requests"] / run["wall_s"]
+        out["requests per client CPU s"] = run["requests"] / run["cpu_s"]
     if phase.name == "paced c64":
         out["stamp lag p99 ms"] = run["lag_p99_ms"]
         out["ITL p99 ms"] = run["itl_p99_ms"]
@@ -249,36 +256,47 @@ def summary(values: list[float | None]) -> tuple[float, float] | None:
     return (min(known), statistics.median(known)) if known else None
 
 
-def print_table(collected: dict[tuple[str, str, str], list[float | None]], repeats: int) -> None:
-    print("\n| phase | figure | bare min / median | ninferkit min / median | ninferkit / bare (min, median) |")
-    print("|---|---|---|---|---|")
+def print_table(collected: dict[tuple[str, str, str], list[float | None]], readers: tuple[str, ...],
+                repeats: int) -> None:
+    others = readers[1:]
+    print("\n| phase | figure | " + " | ".join(f"{r} min / median" for r in readers) + " | "
+          + " | ".join(f"{r} / bare (min, median)" for r in others) + " |")
+    print("|---|---|" + "---|" * (len(readers) + len(others)))
     keys = sorted({(phase, figure) for phase, figure, _ in collected}, key=lambda key: (
         [p.name for p in PHASES].index(key[0]), key[1]))
     for phase, figure in keys:
         cells, sums = [], {}
-        for reader in READERS:
+        for reader in readers:
             found = sums[reader] = summary(collected.get((phase, figure, reader), []))
             cells.append("n/a" if found is None else f"{found[0]:.4g} / {found[1]:.4g}")
-        bare, ours = sums["bare"], sums["ninferkit"]
-        ratio = "n/a" if bare is None or ours is None or not bare[0] or not bare[1] else \
-            f"{ours[0] / bare[0]:.2f}x, {ours[1] / bare[1]:.2f}x"
-        print(f"| {phase} | {figure} | {cells[0]} | {cells[1]} | {ratio} |")
+        bare = sums["bare"]
+        for reader in others:
+            ours = sums[reader]
+            cells.append("n/a" if bare is None or ours is None or not bare[0] or not bare[1] else
+                         f"{ours[0] / bare[0]:.2f}x, {ours[1] / bare[1]:.2f}x")
+        print(f"| {phase} | {figure} | " + " | ".join(cells) + " |")
     print(f"\n{repeats} repetitions; ITL p99 of the truth is the stand-in's own gaps (its sleep plus its scheduling)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another ninferkit checkout to run as a third reader")
+    parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
     parser.add_argument("--reader", choices=READERS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reader:
         phase = next(p for p in PHASES if p.name == args.phase)
-        print(json.dumps((bare_reader if args.reader == "bare" else ninferkit_reader)(args.port, phase)))
+        print(json.dumps(bare_reader(args.port, phase) if args.reader == "bare" else
+                         ninferkit_reader(args.port, phase, args.repo)))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
+    readers = READERS if args.baseline is not None else READERS[:2]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds the finally blocks: readers, stand-ins
     for peer in ("aiperf", "guidellm"):
         found = shutil.which(peer)
@@ -291,15 +309,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir, standins(Path(workdir)) as ports:
         for repeat in range(args.repeats):
             for phase in PHASES:
-                order = READERS[repeat % 2:] + READERS[:repeat % 2]
-                for reader in order:
-                    run = run_reader(reader, ports[phase.mode], phase)
+                turn = repeat % len(readers)
+                for reader in readers[turn:] + readers[:turn]:
+                    run = run_reader(reader, ports[phase.mode], phase, args.baseline)
                     for figure, value in figures_of(run, phase).items():
                         collected.setdefault((phase.name, figure, reader), []).append(value)
             print(f"repetition {repeat + 1} done at {time.monotonic() - started:.0f} s", flush=True)
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print_table(collected, args.repeats)
+    print_table(collected, readers, args.repeats)
     return 0
 
 
