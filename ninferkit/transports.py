@@ -14,10 +14,8 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
-import time
 import urllib.request
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -148,12 +146,7 @@ class LoopBackend(httpcore.AsyncNetworkBackend):
 
 
 class _Receiver(asyncio.Protocol):
-    """Keeps each socket read asyncio's transport makes, stamped, and wakes the one pending read.
-
-    The stamp (`time.monotonic()`, one per socket read, taken before anything parses the bytes) is when
-    those bytes reached this process: what the measuring client times events by, rather than when the
-    HTTP layers above (httpcore, h11) got round to handing them on, which on a busy event loop is
-    milliseconds later (issue 43: p99 8.6-15.9 ms late at 64 streams of one event every 5 ms).
+    """Buffers what asyncio's transport reads and wakes the one pending read.
 
     A read's timeout is a deadline, checked by one timer that lives across reads and is re-armed
     only when it fires before the deadline: with a 600 s timeout that is one timer per connection,
@@ -161,8 +154,7 @@ class _Receiver(asyncio.Protocol):
     """
 
     def __init__(self) -> None:
-        self.reads: deque[tuple[bytes, float]] = deque()
-        """(bytes, when they arrived) per socket read, oldest first"""
+        self.buffer = bytearray()
         self.at_eof = False
         self.error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -193,7 +185,7 @@ class _Receiver(asyncio.Protocol):
             self._waiter = None
 
     def data_received(self, data: bytes) -> None:
-        self.reads.append((data, time.monotonic()))
+        self.buffer += data
         self._wake()
 
     def eof_received(self) -> None:
@@ -220,7 +212,7 @@ class _LoopStream(httpcore.AsyncNetworkStream):
     server's compute threads, which stalls the whole decode step at its barrier, so the CPU a
     streamed token costs here is decode rate lost there. anyio's stream (httpcore's default on
     asyncio) spends per read two `epoll_ctl` calls (resume, then pause reading) and a cancel scope
-    with its own timer; here the socket stays registered and arriving bytes wait, stamped, in a queue
+    with its own timer; here the socket stays registered and arriving bytes wait in a buffer
     (:class:`_Receiver`). Against a llama-server look-alike (one 240-byte event every 2 ms) that took
     the client from about 140 to about 90 us of CPU per streamed token; most of the rest is the
     asyncio wakeup itself and httpcore/h11's chunked decoding. No read-side backpressure: the
@@ -230,26 +222,18 @@ class _LoopStream(httpcore.AsyncNetworkStream):
     def __init__(self, transport: asyncio.Transport, receiver: _Receiver) -> None:
         self._transport = transport
         self._receiver = receiver
-        self._arrived = 0.0
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        """One socket read's bytes at a time (at most `max_bytes`), so `arrived()` is theirs."""
         receiver = self._receiver
-        if not receiver.reads and not receiver.at_eof:
+        if not receiver.buffer and not receiver.at_eof:
             await receiver.wait(timeout)
-        if receiver.reads:
-            data, self._arrived = receiver.reads.popleft()
-            if len(data) > max_bytes:
-                receiver.reads.appendleft((data[max_bytes:], self._arrived))
-                data = data[:max_bytes]
+        if receiver.buffer:
+            data = bytes(receiver.buffer[:max_bytes])
+            del receiver.buffer[:max_bytes]
             return data
         if receiver.error is not None:
             raise httpcore.ReadError(str(receiver.error)) from receiver.error
         return b""
-
-    def arrived(self) -> float:
-        """When the bytes of the latest read reached this process (monotonic seconds, see _Receiver)."""
-        return self._arrived
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         """Hands the bytes to the transport, which sends what the socket does not take at once."""
@@ -275,18 +259,8 @@ class _LoopStream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":  # httpcore: an idle pooled connection the server has closed
-            return bool(self._receiver.reads) or self._receiver.at_eof
+            return bool(self._receiver.buffer) or self._receiver.at_eof
         return self._transport.get_extra_info({"client_addr": "sockname", "server_addr": "peername"}.get(info, info))
-
-
-def arrival_clock(response: httpx.Response) -> Callable[[], float]:
-    """When the bytes `response` last handed on reached this process (monotonic seconds): the stamp of the
-    socket read that brought them, over :class:`LoopBackend`; over any other transport (a test's
-    httpx.MockTransport replaying a recording) the time of asking, the best such a transport can say."""
-    stream = response.extensions.get("network_stream")
-    if isinstance(stream, _LoopStream):
-        return stream.arrived
-    return time.monotonic
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})

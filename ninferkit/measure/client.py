@@ -56,9 +56,10 @@ import httpx
 from ninferkit import bounded
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
+from ninferkit.measure.sse_wire import MalformedStream, SseLines, SseWire, WireAnswer
 from ninferkit.redaction import remember, scrub
 from ninferkit.rundir.records import RequestRow, request_row_refusals
-from ninferkit.transports import AsyncBackendTransport, LoopBackend, arrival_clock
+from ninferkit.transports import AsyncBackendTransport, LoopBackend
 
 Api = Literal["chat", "messages", "responses"]
 API_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "messages": "/v1/messages",
@@ -76,10 +77,6 @@ SEED_APIS = frozenset({"chat"})
 """APIs whose protocol has a `seed` field (the Messages and Responses APIs have none)."""
 DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 """What a connection the server closed under a request looks like before any response byte."""
-
-
-class MalformedStream(ValueError):
-    """The server sent an event this client cannot read; the request is an errored row saying why."""
 
 
 @dataclass(frozen=True)
@@ -322,11 +319,15 @@ class StreamingClient:
             base_url=base_url, headers=dict(headers or {}), timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport or AsyncBackendTransport(LoopBackend(), limits), limits=limits,
         )
+        self._wire = None if transport is not None else SseWire(
+            base_url, dict(headers or {}), connect_timeout_s=10.0, read_timeout_s=timeout_s, keep_alive=keep_alive)
 
     async def __aenter__(self) -> StreamingClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._wire is not None:
+            self._wire.close()
         await self._http.aclose()
 
     async def send(self, spec: RequestSpec) -> RequestResult:
@@ -360,15 +361,15 @@ class StreamingClient:
         result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         result.t_send = time.monotonic()
         try:
-            async with self._http.stream("POST", API_PATHS[api], json=body) as response:
-                result.http_status = response.status_code
-                if response.status_code >= 400:
-                    page = await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
-                    result.t_done = time.monotonic()
-                    error = scrub(page.text())[:ERROR_BODY_CHARS]
-                    result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
-                    return False
-                await _consume(response, parser, result)
+            if self._wire is None:
+                page = await self._stream_httpx(api, body, result, parser)
+            else:
+                page = await self._stream_wire(self._wire, api, body, result, parser)
+            if page is not None:
+                result.t_done = time.monotonic()
+                error = scrub(page.text())[:ERROR_BODY_CHARS]
+                result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
+                return False
         except DROPPED as exc:
             if result.http_status is None and result.retried is None:
                 raise
@@ -379,6 +380,34 @@ class StreamingClient:
             return False
         result.t_done = time.monotonic()
         return True
+
+    async def _stream_httpx(self, api: str, body: dict[str, Any], result: RequestResult,
+                            parser: _StreamParser) -> bounded.Body | None:
+        """Through httpx (a client given a transport: a test's replay): the error page, or None for a stream."""
+        async with self._http.stream("POST", API_PATHS[api], json=body) as response:
+            result.http_status = response.status_code
+            if response.status_code >= 400:
+                return await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
+            lines = SseLines(parser.keep, SSE_LINE_BYTES)
+            try:
+                async for chunk in response.aiter_raw():
+                    lines.feed(chunk, time.monotonic())
+            finally:
+                result.t_first_byte = lines.first
+                parser.finished = parser.finished or lines.done
+        return None
+
+    async def _stream_wire(self, wire: SseWire, api: str, body: dict[str, Any], result: RequestResult,
+                           parser: _StreamParser) -> bounded.Body | None:
+        """Off the socket by hand (sse_wire): the error page, or None for a stream."""
+        answer = WireAnswer(SseLines(parser.keep, SSE_LINE_BYTES))
+        try:
+            await wire.post(API_PATHS[api], json.dumps(body).encode(), answer, bounded.ERROR_BODY_BYTES)
+        finally:
+            result.http_status = answer.status
+            result.t_first_byte = answer.lines.first
+            parser.finished = parser.finished or answer.lines.done
+        return None if answer.status is None or answer.status < 400 else bounded.Body(bytes(answer.page), answer.cut)
 
     async def get_text(self, path: str) -> str:
         """A plain GET of a text endpoint (the engine's /metrics), capped at bounded.METRICS_BYTES; raises
@@ -408,38 +437,6 @@ class StreamingClient:
             raise RequestFailed(f"POST {path} not read: its answer was {page.cut}")
         data: dict[str, Any] = json.loads(page.data)
         return data
-
-
-async def _consume(response: httpx.Response, parser: _StreamParser, result: RequestResult) -> None:
-    """Split the byte stream into SSE `data:` payloads, each kept with the stamp of the socket read that
-    completed it (transports.arrival_clock: when its bytes reached this process, not when this loop got
-    to them); the first byte is stamped the same way.
-
-    This is the hot path, so it only finds event boundaries and counts them: an event torn across reads
-    waits in `buffer` for its newline, several events in one read all get that read's stamp, and the
-    full parse (text, usage, the engine's timings) waits for the stream's end (_settle), where it no
-    longer delays the next read of any stream this event loop serves.
-    """
-    arrived = arrival_clock(response)
-    buffer = b""
-    async for chunk in response.aiter_raw():
-        now = arrived()
-        if result.t_first_byte is None:
-            result.t_first_byte = now
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        if len(buffer) > SSE_LINE_BYTES:
-            raise MalformedStream(f"an SSE line over {SSE_LINE_BYTES:,} bytes with no end (not an event any "
-                                  f"engine sends): {buffer[:200].decode(errors='replace')}")
-        for line in lines:
-            if line.startswith(b"data:"):
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    parser.finished = True
-                elif payload:
-                    parser.keep(payload, now)
-    # A last line without its newline is an event cut off by a closed connection: the stream is
-    # incomplete, which `parser.finished` already says; the torn text is not parsed.
 
 
 def _errored(result: RequestResult, exc: BaseException) -> None:

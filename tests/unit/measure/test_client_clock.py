@@ -1,5 +1,4 @@
-"""The client's word on its own clock (measure/client_clock) and the stamp its reads carry (transports):
-a real event loop blocked on purpose, real loopback sockets, nothing replaced."""
+"""The client's word on its own clock (measure/client_clock): a real event loop blocked on purpose."""
 
 from __future__ import annotations
 
@@ -7,42 +6,6 @@ import asyncio
 import time
 
 from ninferkit.measure.client_clock import PROBE_S, CellClock, ClockWatch, cell_unsure, row_unsure
-from ninferkit.transports import LoopBackend
-
-
-def test_bytes_are_stamped_when_they_arrive_not_when_a_busy_loop_reads_them() -> None:
-    """The server's first write reaches the client, whose loop then blocks for 0.2 s before reading it: the
-    read's stamp is the arrival, before the block; the second write, sent after, carries its own later stamp."""
-    async def scenario() -> tuple[float, float, float, float, list[bytes]]:
-        sent: asyncio.Queue[bytes] = asyncio.Queue()
-
-        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            while (data := await sent.get()):
-                writer.write(data)
-                await writer.drain()
-            writer.close()
-
-        server = await asyncio.start_server(answer, "127.0.0.1", 0)
-        async with server:
-            stream = await LoopBackend().connect_tcp("127.0.0.1", server.sockets[0].getsockname()[1], timeout=5)
-            await sent.put(b"one")
-            await asyncio.sleep(0.1)  # the loop runs: the bytes are received, nobody reads them yet
-            before_block = time.monotonic()
-            time.sleep(0.2)  # a busy loop: what the client's Python does to every stream while it is busy
-            got = [await stream.read(1024, timeout=5)]
-            first = stream.arrived()
-            read_first = time.monotonic()
-            await sent.put(b"two")
-            got.append(await stream.read(1024, timeout=5))
-            second = stream.arrived()
-            await sent.put(b"")
-            await stream.aclose()
-        return before_block, first, read_first, second, got
-
-    before_block, first, read_first, second, got = asyncio.run(scenario())
-    assert got == [b"one", b"two"]
-    assert first < before_block and read_first - first >= 0.2  # stamped at arrival, read 0.2 s later
-    assert second > read_first
 
 
 def test_a_blocked_event_loop_is_measured_and_the_requests_it_overlapped_are_unsure() -> None:
