@@ -18,8 +18,8 @@ reference/peer-benchmark-tools.md section 0):
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
   is the end of prefill, so it is not a decode step. `tpot_client_s` is its inverse (time per output
   token, vLLM's TPOT), and `itl_client_s` lists the gaps between the events that carried text (vLLM's
-  ITL): every such event is stamped, at the read that brought it. ninferkit.measure.latency names both as the
-  peer tools do.
+  ITL): every such event is stamped, at the socket read that brought it, before anything parses it
+  (measure/sse_wire). ninferkit.measure.latency names both as the peer tools do.
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
 - A failed request is a row with status "errored", HTTP status and body, never an exception; so is
@@ -288,9 +288,10 @@ def error_summary(body: str | None) -> str:
 class StreamingClient:
     """An async client for one server; open it with `async with`.
 
-    `transport` replaces the network (tests replay recorded streams through `httpx.MockTransport`);
-    without it, httpx runs over plain asyncio sockets (`ninferkit.transports.LoopBackend`), which cost
-    the server being measured less CPU per streamed token than anyio's.
+    Without `transport`, streamed requests are read off the socket by hand (`sse_wire`: a clock read per
+    socket read, the events split there and parsed when the stream ends), and the helper requests (`get_text`,
+    `post_json`) go through httpx over plain asyncio sockets (`ninferkit.transports.LoopBackend`). A
+    `transport` replaces the network for both (tests replay recorded streams through `httpx.MockTransport`).
 
         async with StreamingClient(url, adapter, "embedded") as client:
             result = await client.send(RequestSpec("chat", [{"role": "user", "content": "Hi"}], 16))
@@ -299,14 +300,12 @@ class StreamingClient:
     def __init__(self, base_url: str, adapter: ApiDialect, model_id: str, *,
                  headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
-                 keep_alive: bool = False) -> None:
-        """`keep_alive` False (the default) opens a fresh connection per request, as curl does: every
-        request pays the same (loopback: sub-millisecond) connect cost. Reusing connections would save
-        that, but through httpcore's pool it costs more: at 64 connections its bookkeeping (every request
-        scans every connection) took this client from 1.1 to 2.9 ms of CPU per request
-        (benchmarks/bench_client_standin.py, 8-token requests at c64). A request that lands on a kept-alive
-        connection the server is closing (llama-server closes idle ones) gets no response byte and is
-        sent once more (`retried`)."""
+                 keep_alive: bool = True) -> None:
+        """`keep_alive` True (the default) reuses a connection whose answer ended cleanly: a fresh one cost
+        this client about twice the CPU of an 8-token request (benchmarks/bench_client_standin.py, c64). A
+        request that lands on a kept-alive connection the server is closing (llama-server closes idle
+        ones) gets no response byte and is sent once more (`retried`). False opens a fresh connection per
+        request, as curl does."""
         self.adapter = adapter
         self.model_id = model_id
         self.deadline_s = DEADLINE_READ_TIMEOUTS * timeout_s
