@@ -401,7 +401,8 @@ class StreamingClient:
         """Off the socket by hand (sse_wire): the error page, or None for a stream."""
         answer = WireAnswer(SseLines(parser.keep, SSE_LINE_BYTES))
         try:
-            await wire.post(API_PATHS[api], json.dumps(body).encode(), answer, bounded.ERROR_BODY_BYTES)
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as httpx
+            await wire.post(API_PATHS[api], content, answer, bounded.ERROR_BODY_BYTES)
         finally:
             result.http_status = answer.status
             result.t_first_byte = answer.lines.first

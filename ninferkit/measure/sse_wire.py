@@ -281,8 +281,9 @@ class SseWire:
         url = httpx.URL(base_url)
         self.host, self.tls = url.host, url.scheme == "https"
         self.port = url.port or (443 if self.tls else 80)
-        self.base_path = url.raw_path.decode().rstrip("/")
-        self.headers = {"Host": f"{self.host}:{self.port}", "Accept": "*/*", "User-Agent": "ninferkit",
+        self.base_path = url.raw_path.decode().split("?")[0].rstrip("/")
+        named = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address, bracketed as in a URL
+        self.headers = {"Host": f"{named}:{self.port}", "Accept": "*/*", "User-Agent": "ninferkit",
                         "Content-Type": "application/json", **headers}
         self.connect_timeout_s, self.read_timeout_s, self.keep_alive = connect_timeout_s, read_timeout_s, keep_alive
         self._idle: list[_Wire] = []
