@@ -47,8 +47,7 @@ def version_line() -> str:
     """'ninferkit 0.1.0 (git 176ae66)': the package version and the checkout's commit, as results record them."""
     from pathlib import Path
 
-    from ninferkit.rundir.runs import git_state
-    from ninferkit.version import __version__
+    from ninferkit.version import __version__, git_state
 
     state = git_state(Path(__file__).resolve().parent.parent.parent)
     if state["commit"] is None:
@@ -58,6 +57,10 @@ def version_line() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # answered before every command's module (pydantic, httpx) is imported, and the way argparse would
+        print(version_line())
+        raise SystemExit(0)
     args = build_parser().parse_args(argv)
     try:
         progress.mode()  # a NINFERKIT_PROGRESS that is no mode is refused before anything runs

@@ -18,8 +18,8 @@ reference/peer-benchmark-tools.md section 0):
 - `decode_tok_s_client = (completion_tokens - 1) / (t_last_token - t_first_token)`: the first token
   is the end of prefill, so it is not a decode step. `tpot_client_s` is its inverse (time per output
   token, vLLM's TPOT), and `itl_client_s` lists the gaps between the events that carried text (vLLM's
-  ITL): every such event is stamped, at the read that brought it. ninferkit.measure.latency names both as the
-  peer tools do.
+  ITL): every such event is stamped, at the socket read that brought it, before anything parses it
+  (measure/sse_wire). ninferkit.measure.latency names both as the peer tools do.
 - The server's own per-request timings come from the engine adapter (`server_timings`) on every
   event that carries them; the last one wins (llama-server sends them on the final chunk).
 - A failed request is a row with status "errored", HTTP status and body, never an exception; so is
@@ -56,6 +56,7 @@ import httpx
 from ninferkit import bounded
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import RequestFailed
+from ninferkit.measure.sse_wire import MalformedStream, SseLines, SseWire, WireAnswer
 from ninferkit.redaction import remember, scrub
 from ninferkit.rundir.records import RequestRow, request_row_refusals
 from ninferkit.transports import AsyncBackendTransport, LoopBackend
@@ -76,10 +77,6 @@ SEED_APIS = frozenset({"chat"})
 """APIs whose protocol has a `seed` field (the Messages and Responses APIs have none)."""
 DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 """What a connection the server closed under a request looks like before any response byte."""
-
-
-class MalformedStream(ValueError):
-    """The server sent an event this client cannot read; the request is an errored row saying why."""
 
 
 @dataclass(frozen=True)
@@ -299,9 +296,10 @@ def error_summary(body: str | None) -> str:
 class StreamingClient:
     """An async client for one server; open it with `async with`.
 
-    `transport` replaces the network (tests replay recorded streams through `httpx.MockTransport`);
-    without it, httpx runs over plain asyncio sockets (`ninferkit.transports.LoopBackend`), which cost
-    the server being measured less CPU per streamed token than anyio's.
+    Without `transport`, streamed requests are read off the socket by hand (`sse_wire`: a clock read per
+    socket read, the events split there and parsed when the stream ends), and the helper requests (`get_text`,
+    `post_json`) go through httpx over plain asyncio sockets (`ninferkit.transports.LoopBackend`). A
+    `transport` replaces the network for both (tests replay recorded streams through `httpx.MockTransport`).
 
         async with StreamingClient(url, adapter, "embedded") as client:
             result = await client.send(RequestSpec("chat", [{"role": "user", "content": "Hi"}], 16))
@@ -310,11 +308,12 @@ class StreamingClient:
     def __init__(self, base_url: str, adapter: ApiDialect, model_id: str, *,
                  headers: Mapping[str, str] | None = None, timeout_s: float = 600.0,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 256,
-                 keep_alive: bool = False) -> None:
-        """`keep_alive` False (the default) opens a fresh connection per request, as curl does: every
-        request pays the same (loopback: sub-millisecond) connect cost, and none can land on a
-        connection the server is closing, which httpx reports as "Server disconnected without
-        sending a response" (seen with llama-server under load)."""
+                 keep_alive: bool = True) -> None:
+        """`keep_alive` True (the default) reuses a connection whose answer ended cleanly: a fresh one cost
+        this client about twice the CPU of an 8-token request (benchmarks/bench_client_standin.py, c64). A
+        request that lands on a kept-alive connection the server is closing (llama-server closes idle
+        ones) gets no response byte and is sent once more (`retried`). False opens a fresh connection per
+        request, as curl does."""
         self.adapter = adapter
         self.model_id = model_id
         self.deadline_s = DEADLINE_READ_TIMEOUTS * timeout_s
@@ -327,11 +326,15 @@ class StreamingClient:
             base_url=base_url, headers=dict(headers or {}), timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport or AsyncBackendTransport(LoopBackend(), limits), limits=limits,
         )
+        self._wire = None if transport is not None else SseWire(
+            base_url, dict(headers or {}), connect_timeout_s=10.0, read_timeout_s=timeout_s, keep_alive=keep_alive)
 
     async def __aenter__(self) -> StreamingClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._wire is not None:
+            self._wire.close()
         await self._http.aclose()
 
     async def send(self, spec: RequestSpec) -> RequestResult:
@@ -340,54 +343,81 @@ class StreamingClient:
         body = request_body(spec, self.model_id)
         result = RequestResult(api=spec.api, temperature=spec.temperature, seed=body.get("seed"),
                                max_tokens=spec.max_tokens, reasoning_effort=body.get("reasoning_effort"))
+        parser = _PARSERS[spec.api](result, self.adapter)
+        whole = False
         try:
             async with asyncio.timeout(self.deadline_s):
                 try:
-                    await self._stream(spec.api, body, result)
+                    whole = await self._stream(spec.api, body, result, parser)
                 except DROPPED as exc:  # the connection closed before a response head arrived: sent again, once
                     result.retried = scrub(f"{type(exc).__name__}: {exc}")
-                    await self._stream(spec.api, body, result)
+                    whole = await self._stream(spec.api, body, result, parser)
         except TimeoutError:
             result.t_done = time.monotonic()
             result.status = "errored"
             result.error = (f"RequestDeadline: the request was still going after {self.deadline_s:g} s "
-                            f"({len(result.text_event_times)} text events so far; the deadline is "
+                            f"({len(parser.pending)} events so far; the deadline is "
                             f"{DEADLINE_READ_TIMEOUTS} x sweeps.request_timeout_s); the stream was closed")
+        _settle(parser, result, whole)
         return result
 
-    async def _stream(self, api: str, body: dict[str, Any], result: RequestResult) -> None:
-        """One try: fill `result`; raise DROPPED only when no response byte arrived (the caller retries
-        that once); every other failure is written into `result` as an errored request."""
-        parser = _PARSERS[api](result, self.adapter)
+    async def _stream(self, api: str, body: dict[str, Any], result: RequestResult, parser: _StreamParser) -> bool:
+        """One try: fill `result` and `parser`, True when the stream was read to its end; raise DROPPED only
+        when no response byte arrived (the caller retries that once, with the same parser, which holds no
+        event yet); every other failure is written into `result` as an errored request."""
         result.started_utc = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         result.t_send = time.monotonic()
         try:
-            async with self._http.stream("POST", API_PATHS[api], json=body) as response:
-                result.http_status = response.status_code
-                if response.status_code >= 400:
-                    page = await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
-                    result.t_done = time.monotonic()
-                    error = scrub(page.text())[:ERROR_BODY_CHARS]
-                    result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
-                    return
-                await _consume(response, parser, result)
+            if self._wire is None:
+                page = await self._stream_httpx(api, body, result, parser)
+            else:
+                page = await self._stream_wire(self._wire, api, body, result, parser)
+            if page is not None:
+                result.t_done = time.monotonic()
+                error = scrub(page.text())[:ERROR_BODY_CHARS]
+                result.status, result.error = "errored", error + (f" [error body {page.cut}]" if page.cut else "")
+                return False
         except DROPPED as exc:
             if result.http_status is None and result.retried is None:
                 raise
-            self._errored(result, exc)
-            return
-        except (httpx.HTTPError, ValueError) as exc:  # ValueError: an event that is not JSON, or MalformedStream
-            self._errored(result, exc)
-            return
+            _errored(result, exc)
+            return False
+        except (httpx.HTTPError, ValueError) as exc:  # ValueError: MalformedStream (an SSE line with no end)
+            _errored(result, exc)
+            return False
         result.t_done = time.monotonic()
-        result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
-        if result.status == "incomplete":
-            result.error = "the stream ended before the final usage event"
+        return True
 
-    @staticmethod
-    def _errored(result: RequestResult, exc: BaseException) -> None:
-        result.t_done = time.monotonic()
-        result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
+    async def _stream_httpx(self, api: str, body: dict[str, Any], result: RequestResult,
+                            parser: _StreamParser) -> bounded.Body | None:
+        """Through httpx (a client given a transport: a test's replay): the error page, or None for a stream."""
+        async with self._http.stream("POST", API_PATHS[api], json=body) as response:
+            result.http_status = response.status_code
+            if response.status_code >= 400:
+                return await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
+            lines = SseLines(parser.keep, SSE_LINE_BYTES)
+            try:
+                async for chunk in response.aiter_raw():
+                    lines.feed(chunk, time.monotonic())
+                    if lines.done:  # the last event: a server that keeps the response open is not waited on
+                        break
+            finally:
+                result.t_first_byte = lines.first
+                parser.finished = parser.finished or lines.done
+        return None
+
+    async def _stream_wire(self, wire: SseWire, api: str, body: dict[str, Any], result: RequestResult,
+                           parser: _StreamParser) -> bounded.Body | None:
+        """Off the socket by hand (sse_wire): the error page, or None for a stream."""
+        answer = WireAnswer(SseLines(parser.keep, SSE_LINE_BYTES))
+        try:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as httpx
+            await wire.post(API_PATHS[api], content, answer, bounded.ERROR_BODY_BYTES)
+        finally:
+            result.http_status = answer.status
+            result.t_first_byte = answer.lines.first
+            parser.finished = parser.finished or answer.lines.done
+        return None if answer.status is None or answer.status < 400 else bounded.Body(bytes(answer.page), answer.cut)
 
     async def get_text(self, path: str) -> str:
         """A plain GET of a text endpoint (the engine's /metrics), capped at bounded.METRICS_BYTES; raises
@@ -419,35 +449,26 @@ class StreamingClient:
         return data
 
 
-async def _consume(response: httpx.Response, parser: _StreamParser, result: RequestResult) -> None:
-    """Split the byte stream into SSE `data:` payloads; stamp the first byte and each token.
+def _errored(result: RequestResult, exc: BaseException) -> None:
+    result.t_done = time.monotonic()
+    result.status, result.error = "errored", scrub(f"{type(exc).__name__}: {exc}")
 
-    Reads are whatever the socket had (an event torn across reads waits in `buffer` for its newline,
-    several events in one read are all stamped at that read). Every event is decoded in full:
-    json.loads is about 4 us of the roughly 90 us a streamed token costs this client, too little to
-    justify guessing from raw bytes which events carry text, usage, timings or an error.
-    """
-    buffer = b""
-    async for chunk in response.aiter_raw():
-        now = time.monotonic()
-        if result.t_first_byte is None:
-            result.t_first_byte = now
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        if len(buffer) > SSE_LINE_BYTES:
-            raise MalformedStream(f"an SSE line over {SSE_LINE_BYTES:,} bytes with no end (not an event any "
-                                  f"engine sends): {buffer[:200].decode(errors='replace')}")
-        for line in lines:
-            if line.startswith(b"data:"):
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    parser.finished = True
-                elif payload:
-                    _read_event(parser, payload, now)
-            if parser.finished:  # the stream's last event: a server that keeps the connection open is not waited
-                return           # on (that wait was counted a read timeout: issue 40)
-    # A last line without its newline is an event cut off by a closed connection: the stream is
-    # incomplete, which `parser.finished` already says; the torn text is not parsed.
+
+def _settle(parser: _StreamParser, result: RequestResult, whole: bool) -> None:
+    """Parse the events a request's stream carried, off the hot path, and say how it ended: "ok" for a stream
+    read to its end with its final usage; an event this client cannot read makes the row errored whatever
+    came after it (the stream would have stopped there), keeping the time the stream ended."""
+    try:
+        parser.settle()
+    except MalformedStream as exc:
+        t_done = result.t_done
+        _errored(result, exc)
+        result.t_done = t_done if t_done is not None else result.t_done
+        return
+    if whole:
+        result.status = "ok" if parser.finished and result.completion_tokens is not None else "incomplete"
+        if result.status == "incomplete":
+            result.error = "the stream ended before the final usage event"
 
 
 def _read_event(parser: _StreamParser, payload: bytes, now: float) -> None:
@@ -482,15 +503,28 @@ class _StreamParser:
         self.result = result
         self.adapter = adapter
         self.finished = False
+        self.pending: list[tuple[bytes, float]] = []
+        """`data:` payloads not parsed yet, each with its stamp"""
+        self.most_events = 8 * (result.max_tokens or 0) + 1024
+
+    def keep(self, payload: bytes, now: float) -> None:
+        """An event for `settle` (the hot path's one step per event); MalformedStream past `most_events`."""
+        if len(self.pending) >= self.most_events:
+            raise MalformedStream(f"more events than {self.result.max_tokens} output tokens can make: the "
+                                  "server does not stop")
+        self.pending.append((payload, now))
+
+    def settle(self) -> None:
+        """Parse the kept events in order, each at its stamp; MalformedStream at the first one unreadable."""
+        pending, self.pending = self.pending, []
+        for payload, now in pending:
+            _read_event(self, payload, now)
 
     def event(self, event: dict[str, Any], now: float) -> None:
         raise NotImplementedError
 
     def token(self, now: float, answer: bool = True) -> None:
         """An event that carried generated text; `answer` False for reasoning text."""
-        if len(self.result.text_event_times) > 8 * (self.result.max_tokens or 0) + 1024:
-            raise MalformedStream(f"more text events than {self.result.max_tokens} output tokens can make: the "
-                                  "server does not stop")
         if self.result.t_first_token is None:
             self.result.t_first_token = now
         if not answer:

@@ -490,7 +490,7 @@ class ProfileChange(RecordPart):
 
 
 class GitState(RecordPart):
-    """The ninferkit checkout a run was made with (runs.git_state)."""
+    """The ninferkit checkout a run was made with (version.git_state)."""
 
     commit: str | None = None
     dirty: bool | None = None
@@ -687,6 +687,12 @@ class RequestRow(RunRow):
     reasoning_tokens_server: int | None = _request_log_only()
     spec_rounds_server: int | None = _request_log_only()
 
+    client_lag_max_s: Number = None
+    """How late the client's event loop ran at most while this request was out (measure/client_clock): its stamps
+    are late by as much; None where no probe fell inside the request (unknown, not zero)."""
+    client_unsure: str | None = None
+    """Why the client cannot vouch for this row's timing (its loop lag against its inter-token gap), or None."""
+
     server_join: str | None = None
     """How server_truth.jsonl's entry was paired with the row, or None."""
     server_note: str | None = None
@@ -817,3 +823,10 @@ class CellEntry(RunRow):
     requests_ok: int | None = None
     requests_errored: int | None = None
     requests_incomplete: int | None = None
+    client_lag_p99_s: Number = None
+    """The client's event-loop lag over the cell (measure/client_clock), p99 and largest, in seconds."""
+    client_lag_max_s: Number = None
+    client_cpu_share: Number = None
+    """The client process's CPU time over the cell's wall time (1: one core saturated)."""
+    client_unsure: str | None = None
+    """Why the client cannot vouch for the cell's timing, or None (older runs: not measured)."""

@@ -21,7 +21,6 @@ import re
 import shutil
 import socket
 import stat
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -51,7 +50,7 @@ from ninferkit.rundir.records import (
     ServerRecord,
     TelemetrySample,
 )
-from ninferkit.version import __version__
+from ninferkit.version import __version__, git_state
 
 PACKAGES = ("ninferkit", "papermill", "httpx", "pandas", "matplotlib", "nvidia-ml-py", "pydantic", "gguf", "numpy")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -666,15 +665,3 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def git_state(where: Path) -> dict[str, Any]:
-    """The commit of the ninferkit checkout and whether it had uncommitted changes."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}

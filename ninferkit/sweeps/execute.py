@@ -31,6 +31,7 @@ from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient, error_summary
+from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, row_unsure
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.records import RequestRow
@@ -87,6 +88,9 @@ class CellOutcome:
     reason: str | None = None
     diagnosis: dict[str, Any] | None = None
     tally: CellTally = field(default_factory=CellTally)
+    clock: CellClock | None = None
+    """What the clock watch saw over the cell (None: skipped)"""
+    unsure_rows: int = 0
 
 
 class Recorder:
@@ -102,14 +106,30 @@ class Recorder:
         self.tally = CellTally()
         self.measured = CellTally()  # without warm-up and cache seeds: what the table reports
         self._writing = asyncio.Lock()
+        self.watch = ClockWatch()
+        self.clock: CellClock | None = None
+        self.unsure_rows = 0
+        """Rows whose timing the client cannot vouch for"""
+
+    async def watched(self, run: Awaitable[None]) -> None:
+        """Run the cell's requests under the clock watch (measure/client_clock); `clock` holds what it saw."""
+        try:
+            async with self.watch:
+                await run
+        finally:
+            self.clock = self.watch.cell()
 
     async def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
+        lag = self.watch.lag_max_s(result.t_send, result.t_done)
+        unsure = row_unsure(lag, result.itl_client_s, result.ttft_client_s)
         row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id,
                "cell": self.cell.params.as_dict(), "attempt": self.attempt, "request_uid": uuid.uuid4().hex,
-               "repetition": repetition, "warmup": warmup, **result.row(), **extra}
+               "repetition": repetition, "warmup": warmup, **result.row(), "client_lag_max_s": lag,
+               "client_unsure": unsure, **extra}
         async with self._writing:  # one append at a time: a torn-tail repair must never see another's half row
             await asyncio.to_thread(append_jsonl, self.ctx.run.dir.requests, row)
         self.tally.add(result.status, result.error, result.http_status)
+        self.unsure_rows += unsure is not None
         if self.on_request is not None:
             self.on_request(self.tally)
         if not warmup and extra.get("prefix_role") != "seed":
@@ -137,7 +157,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
     record = Recorder(ctx, cell, attempt, on_request)
     try:
         try:
-            _run_async(cell.kind.run(ctx, cell, record))
+            _run_async(record.watched(cell.kind.run(ctx, cell, record)))
         except RequestFailed as failed:  # the tokenizer could not be reached or was refused
             answer = failed.__cause__.response if isinstance(failed.__cause__, httpx.HTTPStatusError) else None
             if answer is not None and answer.status_code in ACCESS_REFUSED:
@@ -158,7 +178,8 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
         exc.diagnosis = exc.diagnosis or diagnosis
         reason = "the server died during this cell" + (f": {diagnosis}" if diagnosis else "")
         outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
-                              diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally)
+                              diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
+                              clock=record.clock, unsure_rows=record.unsure_rows)
         record_log_truth(ctx.run, ctx.adapter)
         _append_outcome(ctx, cell, outcome)
         raise
@@ -173,7 +194,8 @@ def ended_outcome(ctx: SweepContext, record: Recorder) -> CellOutcome:
     """The outcome of a cell whose requests all ended: done when a measured request (not a warm-up, not a
     cache seed) succeeded, else failed with the server's last answer and the adapter's diagnosis of it."""
     if record.measured.ok:
-        return CellOutcome(record.cell.cell_id, "done", record.attempt, tally=record.tally)
+        return CellOutcome(record.cell.cell_id, "done", record.attempt, tally=record.tally, clock=record.clock,
+                           unsure_rows=record.unsure_rows)
     return _failed(ctx, record, _nothing_measured(record.measured, record.tally))
 
 
@@ -182,7 +204,8 @@ def _failed(ctx: SweepContext, record: Recorder, reason: str, diagnosis: Diagnos
     error = record.tally.last_error
     diagnosis = diagnosis or (ctx.adapter.diagnose(error) if error else None)
     return CellOutcome(record.cell.cell_id, "failed", record.attempt, reason,
-                       diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally)
+                       diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
+                       clock=record.clock, unsure_rows=record.unsure_rows)
 
 
 def _nothing_measured(measured: CellTally, tally: CellTally) -> str:
@@ -217,13 +240,15 @@ def _diagnose(ctx: SweepContext) -> Diagnosis | None:
 
 def _append_outcome(ctx: SweepContext, cell: Cell[Any], outcome: CellOutcome) -> None:
     tally = outcome.tally
+    clock = outcome.clock or CellClock(None, None, None)
     append_jsonl(ctx.run.dir.sweep_cells, {
         "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params.as_dict(), "status": outcome.status,
         "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
         "notes": list(cell.notes), "request_fields": cell.request,
         "profile_hash": ctx.run.profile_hash, "finished_utc": utc_now(),
         "requests_sent": tally.sent, "requests_ok": tally.ok, "requests_errored": tally.errored,
-        "requests_incomplete": tally.incomplete,
+        "requests_incomplete": tally.incomplete, **clock.fields(),
+        "client_unsure": cell_unsure(clock, outcome.unsure_rows, tally.sent),
     })
 
 

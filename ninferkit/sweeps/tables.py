@@ -4,7 +4,8 @@ Each table has one row per cell: the cell's parameters, then each metric as medi
 max over the repetitions (warm-up excluded), the latency distributions (p50, p90, p99 and standard
 deviation of TTFT, TPOT, ITL and end-to-end latency, as ninferkit/measure/latency.py defines them) and the
 requests finished per second, then the cell's status (with the reason, the diagnosis of
-a failure and the plan's notes on what was sent differently from what was asked), the
+a failure, the plan's notes on what was sent differently from what was asked, and the client's word where it
+cannot vouch for the cell's timing: measure/client_clock.py), the
 `reasoning_effort` its requests carried, the engine's own decode windows during the cell (peak and
 mean of its throughput lines that only decoded: seed 004's "5 秒峰值" beside "平均 decode", seed 000
 §2.4(b)'s "引擎 5 s 窗口口径"), then the GPU conditions during the cell (median and max power and SM clock,
@@ -108,7 +109,7 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
             diagnosis = outcome.diagnosis or {}
             record.update(status=outcome.status, reason=outcome.reason,
                           diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
-                          notes="; ".join(outcome.notes) or None,
+                          notes="; ".join([*outcome.notes, *filter(None, [outcome.client_unsure])]) or None,
                           reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id)
             record.update(kind.outcome_columns(measured))
             record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))

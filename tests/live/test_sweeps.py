@@ -104,6 +104,23 @@ def test_concurrency_sweep_sees_the_queue(sweep_run: Run) -> None:
     assert clients == {0, 1, 2}
 
 
+def test_every_cell_and_row_says_how_late_the_clients_clock_ran(sweep_run: Run) -> None:
+    """The clock watch (measure/client_clock) over live cells: the ledger has the loop lag and the CPU share the
+    cell ran with, each row the largest lag while it was out, and a row is unsure exactly when that lag is over
+    5% of its median inter-token gap."""
+    from ninferkit.measure.client_clock import row_unsure
+
+    sweeps(sweep_run, only="concurrency", progress=False)
+    cells = [c for c in read_jsonl(sweep_run.dir.sweep_cells) if c["sweep"] == "concurrency"]
+    assert cells and all(0 < c["client_cpu_share"] < 1.5 and c["client_lag_p99_s"] >= 0 for c in cells)
+    rows = rows_of(sweep_run, "concurrency")
+    lags = [r["client_lag_max_s"] for r in rows if r["client_lag_max_s"] is not None]
+    assert lags and min(lags) >= 0  # 24 tokens on this CPU take longer than a probe's 20 ms
+    for row in rows:
+        expected = row_unsure(row["client_lag_max_s"], row["itl_client_s"], row["ttft_client_s"])
+        assert row["client_unsure"] == expected
+
+
 def test_prefix_reuse_sweep(sweep_run: Run) -> None:
     table = sweeps(sweep_run, only="prefix_reuse", progress=False)["prefix_reuse"].set_index("scenario")
     assert table.loc["cold", "cached_share_median"] < 0.2  # only the chat template's header is shared

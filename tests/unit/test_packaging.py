@@ -108,6 +108,15 @@ def test_version_names_the_package_version_and_the_commit(capsys: pytest.Capture
     assert out.startswith(f"ninferkit {ninferkit.__version__} (git {commit[:7]}"), out
 
 
+def test_version_imports_no_command_and_no_heavy_library() -> None:
+    # `ninferkit --version` took 300-370 ms importing pydantic to run two git commands (issue 43 item 5)
+    probe = ("import sys; from ninferkit.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass\n"
+             "print(sorted(m for m in ('pydantic', 'httpx', 'pandas', 'ninferkit.cli.sweep') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    line, loaded = done.stdout.strip().splitlines()
+    assert line.startswith(f"ninferkit {ninferkit.__version__} (") and loaded == "[]", done.stdout
+
+
 def test_the_command_line_starts_without_the_heavy_libraries() -> None:
     # `ninferkit --help` took 8.5 s on a loaded 2-core machine when every subpackage loaded at start-up:
     # the parser must need none of them (each command imports what it uses when it runs).

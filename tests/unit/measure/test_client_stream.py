@@ -136,3 +136,48 @@ def test_every_text_event_is_stamped_and_tpot_counts_the_servers_tokens() -> Non
     assert row["tpot_client_s"] == pytest.approx(sum(gaps) / 8, abs=2e-6)  # gaps are kept to the microsecond
     assert row["tpot_client_s"] == pytest.approx(1 / row["decode_tok_s_client"])
     assert sum(gaps) / len(gaps) == pytest.approx(4 * row["tpot_client_s"], rel=1e-4)  # 4 tokens per gap
+
+
+def test_a_body_that_ends_with_the_connection_is_read_whole() -> None:
+    """No chunking and no Content-Length: the stream ends when the server closes (HTTP/1.0 style)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    result = asyncio.run(send([(0, head), (0, ROLE + TOKEN), (0.05, TOKEN + FINAL + sse("[DONE]"))]))
+    assert result.status == "ok", result.error
+    assert result.row()["text_events"] == 2 and result.completion_tokens == 3
+
+
+def test_a_kept_alive_connection_carries_the_next_request() -> None:
+    """Two requests in turn on a server that keeps the connection: both measured, one connection opened."""
+    body = chunk(ROLE) + chunk(TOKEN) + chunk(FINAL + sse("[DONE]")) + b"0\r\n\r\n"
+    keep = HEAD.replace(b"Connection: close\r\n", b"")
+    connections: list[int] = []
+
+    async def scenario() -> list[RequestResult]:
+        closed = asyncio.Event()
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connections.append(1)
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length"))
+                    await reader.readexactly(length)
+                    writer.write(keep + body)
+                    await writer.drain()
+            except asyncio.IncompleteReadError:  # the client closed its kept-alive connection
+                writer.close()
+                await writer.wait_closed()
+                closed.set()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        async with server:
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            async with StreamingClient(url, ADAPTER, "embedded", timeout_s=10) as client:
+                results = [await client.send(RequestSpec("chat", HAIKU, 3)) for _ in range(2)]
+            await asyncio.wait_for(closed.wait(), 10)  # the client's exit closed the connection it kept
+        return results
+
+    first, second = asyncio.run(scenario())
+    assert first.status == second.status == "ok" and second.retried is None
+    assert len(connections) == 1

@@ -1,0 +1,325 @@
+"""Can ninferkit's client keep up with a fast server? Figures against a stand-in that only streams.
+
+A stand-in server in C (`standin_sse.c`, built here with the system cc into a temporary folder) sends
+llama-server's chat SSE chunks either as fast as the socket takes them ("flood") or one every 5 ms
+("paced"), each text chunk's content being the CLOCK_MONOTONIC instant it was sent. Each reader runs in a
+process of its own, so its CPU is its own (counted around the load only: no start-up or import time):
+
+- `bare`: the floor for any Python reader. Non-blocking sockets under one selector, kept-alive
+  connections, one clock read per `recv`, lines split, `json.loads` of every data line;
+- `ninferkit`: `StreamingClient.send`, as the sweeps call it (one client, `max_connections` the concurrency);
+- `baseline`, with `--baseline DIR`: the same, from another ninferkit checkout (say `git archive main ninferkit`
+  unpacked in DIR), so a change is measured against what it changes in one run, under one load.
+
+Phases, interleaved (every repetition runs every phase for every reader, the readers' order rotating),
+three repetitions, min and median printed, and each figure's ratio to the bare reader:
+
+- client CPU seconds per 1,000 tokens, paced, at concurrency 1 and 64;
+- ceiling tokens/s, flood, c64 (128-token requests), and requests/s with 8-token requests; beside them the
+  tokens per second of client CPU, which a loaded machine does not move (wall-clock ceilings it does);
+- paced at c64: stamp lag p99 (the client's stamp minus the send time inside the event) and ITL p99
+  (the client's gaps between text events) against the truth (the gaps between the send times).
+
+AIPerf and GuideLLM are not driven here: the script says whether they are installed (`bench_client.py
+--peer-aiperf` compares AIPerf against the embedded llama-server). Loopback only, bounded in count (the
+phases' sizes below) and time (each reader's run is killed after READER_TIMEOUT_S); SIGTERM or Ctrl-C stop
+the readers and the stand-in servers.
+
+Run: .venv/bin/python benchmarks/bench_client_standin.py [--repeats 3] [--baseline DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = Path(__file__).resolve().parent / "standin_sse.c"
+READERS = ("bare", "ninferkit", "baseline")
+READER_TIMEOUT_S = 60
+MESSAGES = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One load shape: the server's mode, the concurrency, how many requests of how many tokens."""
+
+    name: str
+    mode: str
+    concurrency: int
+    requests: int
+    tokens: int
+
+
+PHASES = (Phase("paced c1", "paced", 1, 3, 128), Phase("paced c64", "paced", 64, 128, 128),
+          Phase("flood c64", "flood", 64, 256, 128), Phase("flood c64, 8-token", "flood", 64, 1024, 8))
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(requests: list[tuple[list[float], list[float]]], cpu: float, wall: float) -> dict[str, Any]:
+    """A reader's figures from each request's (stamps, send times) of its text events."""
+    lags = [stamp - sent for stamps, sends in requests for stamp, sent in zip(stamps, sends, strict=True)]
+    gaps = [b - a for stamps, _ in requests for a, b in zip(stamps, stamps[1:], strict=False)]
+    truth = [b - a for _, sends in requests for a, b in zip(sends, sends[1:], strict=False)]
+    tokens = sum(len(stamps) for stamps, _ in requests)
+    return {"tokens": tokens, "requests": len(requests), "cpu_s": cpu, "wall_s": wall,
+            "lag_p99_ms": _ms(percentile(lags, 99)), "itl_p99_ms": _ms(percentile(gaps, 99)),
+            "truth_itl_p99_ms": _ms(percentile(truth, 99))}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+def send_times(parts: list[str]) -> list[float]:
+    """The stand-in's send instants, from the text it streamed ("<ns>;" per token), in seconds."""
+    return [int(part) / 1e9 for part in "".join(parts).split(";") if part]
+
+
+# ---- the readers (each runs as `--reader NAME` in its own process) ----
+
+def bare_reader(port: int, phase: Phase) -> dict[str, Any]:
+    body = json.dumps({"model": "embedded", "messages": MESSAGES, "stream": True, "max_tokens": phase.tokens,
+                       "stream_options": {"include_usage": True}}).encode()
+    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    selector = selectors.DefaultSelector()
+    done: list[tuple[list[float], list[float]]] = []
+    left = phase.requests
+
+    def start(sock: socket.socket) -> None:
+        sock.sendall(request)
+        selector.register(sock, selectors.EVENT_READ, {"buffer": b"", "finished": False, "stamps": [], "parts": []})
+
+    cpu0, wall0 = cpu_s(), time.monotonic()
+    for _ in range(min(phase.concurrency, left)):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        start(sock)
+        left -= 1
+    while selector.get_map():
+        for key, _ in selector.select():
+            conn, state = key.fileobj, key.data
+            assert isinstance(conn, socket.socket)
+            data = conn.recv(65536)
+            now = time.monotonic()
+            if not data:
+                raise SystemExit("bare reader: the stand-in closed a connection mid-answer")
+            *lines, state["buffer"] = (state["buffer"] + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: "):
+                    payload = line[6:]
+                    if payload == b"[DONE]":
+                        state["finished"] = True
+                        continue
+                    for choice in json.loads(payload)["choices"]:
+                        content = choice["delta"].get("content")
+                        if content:
+                            state["stamps"].append(now)
+                            state["parts"].append(content)
+                elif state["finished"] and line == b"0\r":  # the last chunk: this answer is whole
+                    done.append((state["stamps"], send_times(state["parts"])))
+                    selector.unregister(conn)
+                    if left:
+                        left -= 1
+                        start(conn)
+                    else:
+                        conn.close()
+                    break
+    return measured(done, cpu_s() - cpu0, time.monotonic() - wall0)
+
+
+def ninferkit_reader(port: int, phase: Phase, repo: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(repo))
+    from ninferkit.engines import get_adapter
+    from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+
+    spec = RequestSpec("chat", MESSAGES, phase.tokens)
+    results: list[RequestResult] = []
+
+    async def run() -> tuple[float, float]:
+        async with StreamingClient(f"http://127.0.0.1:{port}", get_adapter("llama_server"), "embedded",
+                                   max_connections=phase.concurrency) as client:
+            pending = iter(range(phase.requests))
+
+            async def worker() -> None:
+                for _ in pending:
+                    results.append(await client.send(spec))
+
+            cpu0, wall0 = cpu_s(), time.monotonic()
+            await asyncio.gather(*(worker() for _ in range(phase.concurrency)))
+            return cpu_s() - cpu0, time.monotonic() - wall0
+
+    cpu, wall = asyncio.run(run())
+    failed = [result.error for result in results if result.status != "ok"]
+    if failed:
+        raise SystemExit(f"ninferkit reader: {len(failed)} requests not ok, first: {failed[0]}")
+    return measured([(result.text_event_times, send_times(result.reply.text_parts)) for result in results],
+                    cpu, wall)
+
+
+# ---- the parent ----
+
+@contextmanager
+def standins(workdir: Path) -> Iterator[dict[str, int]]:
+    """The stand-in built and serving on two loopback ports, {mode: port}; stopped on the way out."""
+    binary = workdir / "standin_sse"
+    subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(SOURCE)], check=True)
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        ports = {}
+        for mode in ("flood", "paced"):
+            ports[mode] = free_port()
+            server = subprocess.Popen([str(binary), str(ports[mode]), mode], stdout=subprocess.PIPE)
+            servers.append(server)
+            assert server.stdout is not None
+            if server.stdout.readline().strip() != b"listening":
+                raise SystemExit(f"the stand-in did not start on port {ports[mode]}")
+        yield ports
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_reader(reader: str, port: int, phase: Phase, baseline: Path | None) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--reader", reader, "--port", str(port), "--phase", phase.name]
+    if reader == "baseline":
+        argv += ["--repo", str(baseline)]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=READER_TIMEOUT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if child.returncode:
+        raise SystemExit(f"{reader} in {phase.name!r} exited {child.returncode}: {err.decode()[-1500:]}")
+    figures: dict[str, Any] = json.loads(out)
+    return figures
+
+
+def figures_of(run: dict[str, Any], phase: Phase) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    if phase.mode == "paced":
+        out["CPU s / 1,000 tokens"] = run["cpu_s"] / run["tokens"] * 1000
+    if phase.name == "flood c64":
+        out["tokens/s"] = run["tokens"] / run["wall_s"]
+        out["tokens per client CPU s"] = run["tokens"] / run["cpu_s"]
+    if phase.name == "flood c64, 8-token":
+        out["requests/s"] = run["requests"] / run["wall_s"]
+        out["requests per client CPU s"] = run["requests"] / run["cpu_s"]
+    if phase.name == "paced c64":
+        out["stamp lag p99 ms"] = run["lag_p99_ms"]
+        out["ITL p99 ms"] = run["itl_p99_ms"]
+        out["truth ITL p99 ms"] = run["truth_itl_p99_ms"]
+    return out
+
+
+def summary(values: list[float | None]) -> tuple[float, float] | None:
+    known = [value for value in values if value is not None]
+    return (min(known), statistics.median(known)) if known else None
+
+
+def print_table(collected: dict[tuple[str, str, str], list[float | None]], readers: tuple[str, ...],
+                repeats: int) -> None:
+    others = readers[1:]
+    print("\n| phase | figure | " + " | ".join(f"{r} min / median" for r in readers) + " | "
+          + " | ".join(f"{r} / bare (min, median)" for r in others) + " |")
+    print("|---|---|" + "---|" * (len(readers) + len(others)))
+    keys = sorted({(phase, figure) for phase, figure, _ in collected}, key=lambda key: (
+        [p.name for p in PHASES].index(key[0]), key[1]))
+    for phase, figure in keys:
+        cells, sums = [], {}
+        for reader in readers:
+            found = sums[reader] = summary(collected.get((phase, figure, reader), []))
+            cells.append("n/a" if found is None else f"{found[0]:.4g} / {found[1]:.4g}")
+        bare = sums["bare"]
+        for reader in others:
+            ours = sums[reader]
+            cells.append("n/a" if bare is None or ours is None or not bare[0] or not bare[1] else
+                         f"{ours[0] / bare[0]:.2f}x, {ours[1] / bare[1]:.2f}x")
+        print(f"| {phase} | {figure} | " + " | ".join(cells) + " |")
+    print(f"\n{repeats} repetitions; ITL p99 of the truth is the stand-in's own gaps (its sleep plus its scheduling)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another ninferkit checkout to run as a third reader")
+    parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
+    parser.add_argument("--reader", choices=READERS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.reader:
+        phase = next(p for p in PHASES if p.name == args.phase)
+        print(json.dumps(bare_reader(args.port, phase) if args.reader == "bare" else
+                         ninferkit_reader(args.port, phase, args.repo)))
+        return 0
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
+    readers = READERS if args.baseline is not None else READERS[:2]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds the finally blocks: readers, stand-ins
+    for peer in ("aiperf", "guidellm"):
+        found = shutil.which(peer)
+        said = f"installed at {found}, not driven by this benchmark" if found else "not installed, not run"
+        print(f"{peer}: {said}")
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
+    collected: dict[tuple[str, str, str], list[float | None]] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir, standins(Path(workdir)) as ports:
+        for repeat in range(args.repeats):
+            for phase in PHASES:
+                turn = repeat % len(readers)
+                for reader in readers[turn:] + readers[:turn]:
+                    run = run_reader(reader, ports[phase.mode], phase, args.baseline)
+                    for figure, value in figures_of(run, phase).items():
+                        collected.setdefault((phase.name, figure, reader), []).append(value)
+            print(f"repetition {repeat + 1} done at {time.monotonic() - started:.0f} s", flush=True)
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print_table(collected, readers, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
