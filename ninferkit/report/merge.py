@@ -29,6 +29,7 @@ from ninferkit.report.document import Document, Paragraph, Section, Table, table
 from ninferkit.report.render import render_html, render_markdown
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir, utc_now, write_text_atomic
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes
 
 LATENCIES = ("ttft_client_s", "tpot_client_s", "e2e_client_s")
@@ -79,7 +80,7 @@ def read_run(path: Path) -> MergedRun:
     planned = manifest.planned_steps or list(manifest.steps)
     missing = [f"{step} ({manifest.steps[step].status})" if step in manifest.steps else f"{step} (not run)"
                for step in planned if step not in manifest.steps or manifest.steps[step].status != "ok"]
-    rows = [row for row in counted_rows(run_dir, latest_outcomes(run_dir, manifest.profile_hash))
+    rows = [row for row in counted_rows(run_dir, latest_outcomes(run_dir, run_servings(run_dir)))
             if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
     model = next((row.artifact_sha256 for row in rows if row.artifact_sha256), None) or _model_of(run_dir)
     return MergedRun(path=run_dir.path, host=(task.host if task and task.host else manifest.host or path.name),

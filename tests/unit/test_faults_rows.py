@@ -28,6 +28,7 @@ import pytest
 from ninferkit.engines import get_adapter
 from ninferkit.errors import BadInput, ProfileError, RequestFailed
 from ninferkit.rundir.runs import RunDir, append_jsonl
+from ninferkit.rundir.servings import run_servings
 from tests.conftest import DATA, LOCAL_CPU, REPO
 from tests.unit.test_faults_hostile import Misbehaving, _head, endless
 
@@ -140,7 +141,7 @@ def _context_table(path: Path) -> pd.DataFrame:
     from ninferkit.sweeps.tables import counted_rows, latest_outcomes, sweep_table
 
     folder = RunDir(path)
-    outcomes = latest_outcomes(folder, folder.read_manifest().profile_hash)
+    outcomes = latest_outcomes(folder, run_servings(folder))
     return sweep_table("context", counted_rows(folder, outcomes), outcomes, None)
 
 
