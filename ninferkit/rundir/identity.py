@@ -41,6 +41,8 @@ SHORT = {"serve.kv.dtype": "kv", "serve.kv.capacity": "kv pool", "serve.spec.met
          "serve.spec.draft_tokens": "draft tokens", "engine.binary_sha256": "binary", "model.sha256": "model",
          "model.id": "model id", "engine.version": "engine version", "engine.kind": "engine"}
 """Readable names of the fields messages name; others are shown without their `serve.` prefix."""
+UNSET = "unset"
+"""How a field a launched serving does not set reads beside one that sets it."""
 UNPROVEN_BASIS = ("engine.kind", "engine.version", "model.id", "serve.max_context")
 """What a server ninferkit did not launch tells of itself, and what two such runs are compared on."""
 
@@ -65,12 +67,18 @@ class ServingIdentity:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def differences(self, other: ServingIdentity) -> list[str]:
-        """What differs where both sides know it, readable: ["kv: f16 vs q8_0"]."""
-        return [f"{_name(key)}: {_shown(self.fields[key])} vs {_shown(other.fields[key])}"
-                for key in sorted(self.fields.keys() & other.fields.keys()) if self.fields[key] != other.fields[key]]
+        """What differs, readable: ["kv: f16 vs q8_0"]. Between two launched servings a field only one has is
+        one the other left unset ("speculation: ngram-mod vs unset"); otherwise only fields both know count."""
+        both = self.proven and other.proven
+        keys = self.fields.keys() | other.fields.keys() if both else self.fields.keys() & other.fields.keys()
+        return [f"{_name(key)}: {_shown(self.fields.get(key, UNSET))} vs {_shown(other.fields.get(key, UNSET))}"
+                for key in sorted(keys) if self.fields.get(key, UNSET) != other.fields.get(key, UNSET)]
 
     def unknown_in(self, other: ServingIdentity) -> list[str]:
-        """The readable names of fields one side knows and the other does not."""
+        """The readable names of fields one side knows and the other does not (none between launched servings:
+        there an absent field is unset, a difference)."""
+        if self.proven and other.proven:
+            return []
         return [_name(key) for key in sorted(self.fields.keys() ^ other.fields.keys())]
 
     def as_record(self) -> dict[str, Any]:
