@@ -317,6 +317,18 @@ class RunDir:
         return self.path / "requests.jsonl"
 
     @property
+    def engine_request_log(self) -> Path:
+        """The run's copy of the engine's own request log (NInfer's serve.request_log_jsonl), kept so the join
+        with it can be re-derived on another machine (report/derive.py)."""
+        return self.logs / "engine-request-log.jsonl"
+
+    def engine_record(self) -> Path | None:
+        """The engine request log to join the rows with: the run's copy, else one a capturer left at the run's
+        root (the recorded NInfer runs); None when the run holds none."""
+        return next((path for path in (self.engine_request_log, self.path / "engine-request-log.jsonl")
+                     if path.is_file()), None)
+
+    @property
     def server_truth(self) -> Path:
         """The engine's own record of each request, joined to requests.jsonl by request_uid."""
         return self.path / "server_truth.jsonl"
