@@ -23,7 +23,8 @@ RUN = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
 
 
 
-def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy = tmp_path / "run"
     shutil.copytree(RUN, copy)
     assert cli_main(["report", str(copy)]) == 0
