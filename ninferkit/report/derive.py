@@ -2,7 +2,8 @@
 
 A run's raw files (requests.jsonl, the ledger sweeps/cells.jsonl, telemetry.jsonl, the logs and the engine's
 own request record, manifest.json) are never rewritten. Its derived files are: the join with the engine's
-record (server_truth.jsonl) and the sweep tables (tables/). An older ninferkit's join or tables rendered as
+record (server_truth.jsonl), the sweep tables (tables/) and capacity.json's answer (narrowed by the run's
+launches, capacity/evidence.py; its fit is not re-run). An older ninferkit's join or tables rendered as
 they were showed that version's mistakes silently (issue 37: the recorded NInfer run's lanes mis-paired, its
 prefix-reuse hits "unknown"). `rederive` rebuilds both from the raw files with this ninferkit and records in
 derived.json which version and commit made each, from which inputs (sha256); when derived.json already says
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ninferkit.capacity.evidence import narrowed
 from ninferkit.engines import get_adapter
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.hashing import sha256_file
@@ -32,7 +34,7 @@ from ninferkit.sweeps.truth import latest_truth
 from ninferkit.version import __version__
 
 DERIVED = "derived.json"
-JOIN, TABLES = "server_truth.jsonl", "tables/"
+JOIN, TABLES, CAPACITY = "server_truth.jsonl", "tables/", "capacity.json"
 SCHEMA_VERSION = 1
 UNRECORDED = "an unrecorded ninferkit (before derived.json)"
 
@@ -72,16 +74,24 @@ def rederive(run_dir: RunDir) -> Derived:
     """Rebuild the join and the tables of `run_dir` from its raw files when they were made by another ninferkit
     or from other inputs; record it in derived.json. Never touches a raw file."""
     result = Derived()
+    files: dict[str, Any] = dict(json_object(run_dir.path / DERIVED).get("files") or {})
+    by = derived_by()
+    if run_dir.capacity.is_file():
+        _capacity(run_dir, files, by, result)
+    if run_dir.requests.exists():
+        _sweeps(run_dir, files, by, result)
+    if result.changed:
+        write_json_atomic(run_dir.path / DERIVED, {"schema_version": SCHEMA_VERSION, "files": files})
+    return result
+
+
+def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: Derived) -> None:
+    """The join and the tables, unless derived.json says this clean commit made them from these inputs."""
     profile = recorded_profile(json_object(run_dir.manifest))
     if profile is None:
         for name in (JOIN, TABLES):
             result.kept[name] = "the recorded profile does not validate with this ninferkit"
-        return result
-    if not run_dir.requests.exists():
-        return result
-    record = json_object(run_dir.path / DERIVED)
-    files: dict[str, Any] = dict(record.get("files") or {})
-    by = derived_by()
+        return
     inputs = _inputs(run_dir)
     for name in (JOIN, TABLES):
         made = files.get(name) or {}
@@ -95,9 +105,24 @@ def rederive(run_dir: RunDir) -> Derived:
         result.previous[name] = shown_by(made.get("by"))
         result.changed.append(name)
         files[name] = {"by": by, "written": utc_now(), "inputs": inputs}
-    if result.changed:
-        write_json_atomic(run_dir.path / DERIVED, {"schema_version": SCHEMA_VERSION, "files": files})
-    return result
+
+
+def _capacity(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: Derived) -> None:
+    """capacity.json's answer narrowed by its own launches (capacity/evidence.py), with the version that did it
+    inside it (it is published alone); the fit itself is not re-run."""
+    recorded = json_object(run_dir.capacity)
+    if not recorded:
+        result.kept[CAPACITY] = "capacity.json is not a JSON object"
+        return
+    before = json.dumps(recorded, sort_keys=True)
+    fields = narrowed(json.loads(before))
+    if json.dumps(fields, sort_keys=True) == before:
+        return
+    result.previous[CAPACITY] = shown_by((files.get(CAPACITY) or {}).get("by") or recorded.get("derived_by"))
+    fields["derived_by"] = by
+    write_json_atomic(run_dir.capacity, fields)
+    files[CAPACITY] = {"by": by, "written": utc_now(), "inputs": {"observations": "capacity.json observations"}}
+    result.changed.append(CAPACITY)
 
 
 def _rejoin(run_dir: RunDir, profile: Profile) -> bool:
