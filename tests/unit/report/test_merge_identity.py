@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.cli import main
+from ninferkit.report.compare import compare_runs
 from ninferkit.report.merge import merge
 from tests.conftest import DATA
 
@@ -66,3 +67,14 @@ def test_same_serving_pools_them_and_the_write_up_says_the_user_stated_it(tmp_pa
     assert "they differ in kv: f16 vs q8_0" in index
     rows = [json.loads(line) for line in (tmp_path / "out" / "requests.jsonl").read_text().splitlines()]
     assert all(row["serving_stated"] is True and row["serving_id"] for row in rows)
+
+
+def test_compare_names_what_the_candidates_serving_changes(tmp_path: Path) -> None:
+    a, b = copy_with(tmp_path, "a"), copy_with(tmp_path, "b", kv={"dtype": "q8_0"}, port=9000)
+    serving = compare_runs([a, b]).serving
+    assert serving[0].startswith("Baseline ") and "kv f16" in serving[0]
+    assert serving[1].endswith(": differs in kv: f16 vs q8_0.")
+    assert compare_runs([a, copy_with(tmp_path, "c", port=9000)]).serving[1].endswith(": same serving.")
+    stated = compare_runs([a, b], same_serving_stated=True)
+    assert "The user stated that these runs serve one configuration (--same-serving)" in stated.serving[-1]
+    assert "--same-serving" in stated.document().sections[0].blocks[0].items[-1]  # type: ignore[attr-defined]

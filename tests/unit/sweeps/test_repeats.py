@@ -167,7 +167,7 @@ def test_compare_says_whether_a_difference_lies_outside_the_interval(tmp_path: P
     found, ungated = regressions(worse, 50.0)  # prefill and decode are the engine's: unchanged
     assert [r.metric for r in found] == ["ttft_client_s"] * sum(expected_outside) and not ungated
     assert not [r for r in regressions(worse, 250.0)[0] if r.metric == "ttft_client_s"]  # 200% worse, not > 250%
-    assert "interval of the difference of the medians" in worse.document().sections[1].blocks[0].text  # type: ignore
+    assert "interval of the difference of the medians" in worse.document().sections[2].blocks[0].text  # type: ignore
 
 
 def test_fail_on_regression_exits_1_with_a_line_naming_metric_cell_values_and_percentage(
