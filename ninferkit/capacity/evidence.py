@@ -96,6 +96,7 @@ class _Rule:
     died_at_first_use: set[Any]
 
     def interval(self, key: Key, interval: Sequence[int | None]) -> tuple[list[int | None], str | None]:
+        """The [sure, possible] largest pool at a setting, narrowed by its launches, and the note saying how."""
         low, high = interval[0], interval[1]
         ev = self.evidence.get(key, LaunchEvidence())
         notes = []
@@ -121,13 +122,17 @@ class _Rule:
             row["memory_pool_tokens"] = [None if memory[0] is None else min(memory[0], top), top]
         if row.get("reading") != "starts" or not row.get("max_pool_tokens"):
             return
-        row["max_pool_tokens"], note = self.interval(key, row["max_pool_tokens"])
-        refuted = self._refuted_at(row.get("kv_dtype"), row.get("concurrency"))
-        verdict = str(row.get("verdict") or "").split("; pool up to")[0].split("; largest pool")[0]
+        before = list(row["max_pool_tokens"])
+        row["max_pool_tokens"], note = self.interval(key, before)
         low, high = row["max_pool_tokens"]
+        refuted = self._refuted_at(row.get("kv_dtype"), row.get("concurrency"))
+        refutes = refuted is not None and (high is None or high >= refuted[0] or low is None)
+        if row["max_pool_tokens"] == before and not refutes and " shown to serve" not in str(row.get("verdict")):
+            return  # the launches moved nothing here: the fit's words stand
+        verdict = str(row.get("verdict") or "").split("; pool up to")[0]
         if low is not None:
             verdict += f"; pool up to {low:,} tokens shown to serve"
-        if refuted is not None and (high is None or high >= refuted[0] or low is None):
+        if refuted is not None and refutes:
             verdict += f"; not shown to serve at {refuted[0]:,} tokens or more: {refuted[1]}"
         elif note:
             verdict += f" ({note})"

@@ -98,7 +98,8 @@ def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: 
         if made.get("by") == by and not by.get("dirty") and made.get("inputs") == inputs:
             continue
         if name == JOIN and not _rejoin(run_dir, profile):
-            result.kept[name] = "the run holds neither the engine's request record nor its server log"
+            result.kept[name] = ("nothing to join it from: the engine keeps no per-request record, or the run holds "
+                                 "neither its request log nor its server log")
             continue
         if name == TABLES:
             save_tables(run_dir, tables_of(run_dir, profile, latest_outcomes(run_dir, run_servings(run_dir))))
