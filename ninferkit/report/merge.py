@@ -168,7 +168,7 @@ def pool_groups(identities: Sequence[ServingIdentity], stated: bool = False) -> 
                      if all(same_serving(member, identity, stated=stated)[0] for member in group.members)), None)
         if home is None:
             groups.append(ServingGroup([identity]))
-        elif identity not in home.members:
+        elif identity.id not in {member.id for member in home.members}:
             home.members.append(identity)
     return groups
 
@@ -190,10 +190,20 @@ def serving_lines(groups: Sequence[ServingGroup], stated: bool) -> list[str]:
                              + ", ".join(unknown))
     for index, group in enumerate(groups, 1):
         for later, other in enumerate(groups[index:], index + 1):
-            lines.append(f"Not pooled: serving {index} and serving {later} differ in "
-                         + ("; ".join(group.members[0].differences(other.members[0])) or "what one of them does "
-                            "not know: " + ", ".join(group.members[0].unknown_in(other.members[0]))))
+            mine, theirs = group.members[0], other.members[0]
+            lines.append(f"Not pooled: serving {index} and serving {later} " + _apart_words(mine, theirs))
     return lines
+
+
+def _apart_words(mine: ServingIdentity, theirs: ServingIdentity) -> str:
+    """Why two servings do not pool: what differs, else what one side does not know."""
+    differing, unknown = mine.differences(theirs), mine.unknown_in(theirs)
+    if differing:
+        return "differ in " + "; ".join(differing)
+    if unknown:
+        return "cannot be shown alike: unknown on one side: " + ", ".join(unknown)
+    return ("cannot be shown alike: neither states its serving (an import, or a profile this ninferkit no longer "
+            "reads); --same-serving pools them on your word")
 
 
 def statistics(rows: Sequence[RequestRow]) -> dict[str, Any]:
@@ -289,9 +299,8 @@ def _why_apart(run: MergedRun, row: RequestRow, group: int, runs: Sequence[Merge
         return "the only run"
     for other in range(len(pooled)):
         if other != group and cell_key(other, row) in groups:
-            mine, theirs = pooled[group].members[0], pooled[other].members[0]
-            return "another serving measured it: " + ("; ".join(mine.differences(theirs)) or
-                                                      "unknown: " + ", ".join(mine.unknown_in(theirs)))
+            return "another serving measured it, which " + _apart_words(pooled[group].members[0],
+                                                                          pooled[other].members[0])
     if all(other.model != run.model for other in runs if other is not run):
         return "no other run measured this model"
     return "no other run's plan has this cell"

@@ -57,12 +57,12 @@ class ServingIdentity:
     source: str = "launch"
     """launch | url | import | legacy."""
     legacy_of: str | None = field(default=None, compare=False)
-    """For a legacy identity: the profile hash it stands for."""
+    """For a legacy identity: the profile hash it stands for; for an import: the run's id."""
 
     @property
     def id(self) -> str:
-        if self.source == "legacy" and self.legacy_of:
-            return f"legacy-{self.legacy_of}"
+        if self.source in ("legacy", "import") and self.legacy_of:
+            return f"{self.source}-{self.legacy_of}"
         text = json.dumps(self.fields, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -103,6 +103,12 @@ class ServingIdentity:
 def legacy(profile_hash: str) -> ServingIdentity:
     """The identity of rows of a profile this run no longer records: comparable only with itself."""
     return ServingIdentity({}, proven=False, source="legacy", legacy_of=profile_hash)
+
+
+def imported(run_id: str) -> ServingIdentity:
+    """The identity of a run imported from another tool's files (interop/): they name no build, model bytes or
+    serve options, so it pools with another run only on the user's word (`--same-serving`)."""
+    return ServingIdentity({}, proven=False, source="import", legacy_of=run_id)
 
 
 def serving_identity(profile: Profile, artifact_sha256: str | None,

@@ -17,6 +17,7 @@ from typing import Any
 from ninferkit.rundir.identity import (
     ServingIdentity,
     entry_serving_id,
+    imported,
     legacy,
     manifest_servings,
     recorded_profile,
@@ -63,7 +64,9 @@ def run_servings(run_dir: RunDir) -> RunServings:
     """The servings of the run as its files stand (manifest, artifact.json, server.json)."""
     manifest = json_object(run_dir.manifest)
     profile = recorded_profile(manifest)
-    if profile is None:  # the recorded profile no longer validates: its rows are one legacy serving
+    if manifest.get("imported_from") and not manifest.get("profile"):
+        main = spec_off = imported(str(manifest.get("run_id") or run_dir.path.name))
+    elif profile is None:  # the recorded profile no longer validates: its rows are one legacy serving
         main = spec_off = legacy(str(manifest.get("profile_hash") or "unknown"))
     else:
         sha, server = json_object(run_dir.artifact).get("sha256"), json_object(run_dir.server)

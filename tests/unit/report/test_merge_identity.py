@@ -52,8 +52,8 @@ def test_a_q8_0_run_and_an_f16_run_do_not_pool_and_the_difference_is_named(tmp_p
     assert "Not pooled: serving 1 and serving 3 differ in kv: f16 vs q8_0" in said.err
     assert "comparable cells: 0" in said.out
     merged = merge([a, b], tmp_path / "out2")
-    assert set(merged.apart["why"]) == {"another serving measured it: kv: f16 vs q8_0",
-                                        "another serving measured it: kv: q8_0 vs f16"}
+    assert set(merged.apart["why"]) == {"another serving measured it, which differ in kv: f16 vs q8_0",
+                                        "another serving measured it, which differ in kv: q8_0 vs f16"}
     assert "Not pooled: serving 1 and serving 3 differ in kv: f16 vs q8_0" in (
         tmp_path / "out2" / "report" / "index.md").read_text()
 
@@ -78,3 +78,19 @@ def test_compare_names_what_the_candidates_serving_changes(tmp_path: Path) -> No
     stated = compare_runs([a, b], same_serving_stated=True)
     assert "The user stated that these runs serve one configuration (--same-serving)" in stated.serving[-1]
     assert "--same-serving" in stated.document().sections[0].blocks[0].items[-1]  # type: ignore[attr-defined]
+
+
+def test_imports_pool_only_on_the_users_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/data/peers: AIPerf 0.13.0 and GuideLLM 0.8.1 runs of one load against the embedded server (its
+    CAPTURE.txt). Their files name no build, model bytes or serve options."""
+    for tool, folder in (("aiperf", "aiperf-0.13.0"), ("guidellm", "guidellm-0.8.1")):
+        assert main(["import", str(DATA / "peers" / folder), "--format", tool, "-o", str(tmp_path / tool)]) == 0
+    runs = [tmp_path / "aiperf", tmp_path / "guidellm"]
+    apart = merge(runs, tmp_path / "apart")
+    assert len(apart.servings) == 2 and apart.cells.empty
+    assert set(apart.apart["why"]) == {"another serving measured it, which cannot be shown alike: neither states its "
+                                       "serving (an import, or a profile this ninferkit no longer reads); "
+                                       "--same-serving pools them on your word"}
+    pooled = merge(runs, tmp_path / "pooled", same_serving_stated=True)
+    assert list(pooled.cells["cell"].unique()) == ["imported concurrency=2"]
+    assert list(pooled.cells["hosts"])[0] == "all: aiperf, guidellm"
