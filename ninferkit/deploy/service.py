@@ -60,15 +60,21 @@ def describe(profile: Profile) -> str:
     run, decided from the model file where it is here (llama.cpp's repacking on an AMX CPU reads its weight type),
     and said so where it is not yet."""
     mode, planned = plan(profile)
-    head = (shlex.join(planned.argv) if mode.name == "docker"
-            else f"# {mode.name} unit {planned.name}.service runs: {shlex.join(planned.argv)}")
-    text = head + "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items()) + "\n"
+    files = "".join(f"\n\n# ---- {name} ----\n{text.rstrip()}" for name, text in planned.files.items())
+    text = command(mode, planned) + files + "\n"
     model = planned_path(profile)
     if not model.exists():
         text += (f"\n# {model.name} is not here yet (`ninferkit verify` puts it there, and deploy needs it): what the "
                  "command reads from the model (llama.cpp's --no-repack on an AMX CPU, vLLM's KV bytes) is decided "
                  "once it is\n")
     return text
+
+
+def command(mode: Mode, planned: Plan) -> str:
+    """The line that starts the service, as --dry-run prints it and the write-up quotes it: the `docker run -d
+    --restart unless-stopped ...` command, or what the systemd unit runs."""
+    return (shlex.join(planned.argv) if mode.name == "docker"
+            else f"# {mode.name} unit {planned.name}.service runs: {shlex.join(planned.argv)}")
 
 
 def plan(profile: Profile, binary: Path | None = None) -> tuple[Mode, Plan]:

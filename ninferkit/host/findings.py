@@ -18,9 +18,12 @@ from ninferkit.host.evidence import OPEN_PACKAGE
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.records import DriverPackages, GpuInfo, ProbeFacts
 
-OPEN_MODULE_REFUSAL = re.compile(r"not supported by open nvidia\.ko|does not include the required GPU System "
-                                 r"Processor|GPU System Processor \(GSP\)", re.IGNORECASE)
-"""seed 000 §1.1 and §1.7: what the open module prints on Volta, as the report quotes it."""
+OPEN_MODULE_REFUSAL = re.compile(r"not supported by open(?: nvidia\.ko)?[ \t.]*$|not supported by open nvidia\.ko|"
+                                 r"does not include the required GPU\b|System Processor \(GSP\)",
+                                 re.IGNORECASE | re.MULTILINE)
+"""What the open module prints on Volta: as seed 000 §1.1 and §1.7 quote it on one line, and as the kernel prints
+it, over `NVRM:` lines (kernel-open/nvidia/nv.c: "...is not supported by open" / "NVRM: nvidia.ko because it does
+not include the required GPU" / "NVRM: System Processor (GSP)."); each alternative matches within one line."""
 PURGE_OPEN = 'sudo apt purge "nvidia-*-open"'
 INSTALL_R580 = 'sudo apt-get install -y "linux-headers-$(uname -r)" nvidia-driver-580-server'
 CHECK_DRIVER = "sudo modprobe nvidia && nvidia-smi -L"

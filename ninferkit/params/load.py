@@ -72,13 +72,36 @@ def load_profile(path: str | Path, overrides: Iterable[str] = ()) -> LoadedProfi
 
     Example: ``load_profile("params/local-cpu.yaml", ["serve.max_context=8192"])``.
     """
-    source = Path(path)
-    text, data = read_yaml_mapping(source, "profile", "params/*.yaml", "at least name, engine, artifact")
+    source = profile_path(path)
+    text, data = read_yaml_mapping(source, "profile", _profiles_here(source), "at least name, engine, artifact")
     overrides = tuple(overrides)
     for item in overrides:
         apply_override(data, item)
     refuse_control_text(data, str(source))
     return LoadedProfile(validate_profile(data, where=str(source)), source, overrides, yaml_comments(text))
+
+
+PROFILES = Path("params")
+"""Where a bare profile name is looked up (relative to the working directory, the checkout's root)."""
+
+
+def profile_path(path: str | Path) -> Path:
+    """The profile file a command names: a path as given, or a bare name (no folder, no suffix) as
+    params/NAME.yaml, as `ninferkit launch local-cpu` means params/local-cpu.yaml."""
+    source = Path(path)
+    if source.is_file() or source.suffix or len(source.parts) != 1:
+        return source
+    named = PROFILES / f"{source.name}.yaml"
+    return named if named.is_file() else source
+
+
+def _profiles_here(source: Path) -> str:
+    """Where profiles live, for the message about one that does not exist: the names params/ holds here."""
+    names = sorted(path.stem for path in PROFILES.glob("*.yaml")) if PROFILES.is_dir() else []
+    if not names:
+        return "params/*.yaml (give the file's path, e.g. params/local-cpu.yaml)"
+    return (f"params/*.yaml; here: {', '.join(names)} (give the path, e.g. params/{names[0]}.yaml, or the bare "
+            f"name, e.g. {names[0]})")
 
 
 def read_profile_text(source: Path) -> str:

@@ -3,6 +3,9 @@
 One sub-section per sweep kind, named as its module in ninferkit/sweeps/kinds/ (which reads it; this
 schema imports no kind), in the order the kinds run and tabulate. `ab` pairs runs and is no kind. Defaults
 suit a GPU box; the embedded profile shrinks them.
+What a profile names is what runs: a kind whose sub-section the profile leaves out is off (a user trimming a
+run deletes a section and gets a shorter run, not the defaults), and a named one runs unless it says
+`enabled: false` (rate, sessions, agent and trace are off until they say `enabled: true`).
 Repetitions exclude warm-up requests, which are sent and recorded (warmup: true) but not tabulated.
 """
 
@@ -194,6 +197,10 @@ class ABSweep(Section):
     baseline_run_dir: str | None = Field(None, description="run directory of the other side (A)")
 
 
+KINDS_ON_WHEN_NAMED = ("context", "tasks", "concurrency", "prefix_reuse")
+"""The kinds whose `enabled` defaults to true: on when the profile names their sub-section, off when it does not."""
+
+
 class SweepsSection(Section):
     context: ContextSweep = ContextSweep()
     tasks: TasksSweep = TasksSweep()
@@ -218,3 +225,11 @@ class SweepsSection(Section):
     request_timeout_s: float = Field(900.0, gt=0, le=86_400)
     telemetry: bool = Field(True, description="sample NVML, the engine log and /metrics while sweeping")
     telemetry_hz: float = Field(10.0, ge=5.0, le=100.0, description="NVML sampling rate")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unnamed_kinds_are_off(cls, data: object) -> object:
+        """A kind the profile leaves out does not run with the defaults (see the module's docstring)."""
+        if isinstance(data, dict):
+            return {**{kind: {"enabled": False} for kind in KINDS_ON_WHEN_NAMED if kind not in data}, **data}
+        return data

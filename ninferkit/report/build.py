@@ -13,12 +13,13 @@ import base64
 import re
 import shlex
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ninferkit.deploy.service import command, plan
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.host.findings import environment_rows
@@ -27,11 +28,25 @@ from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
-from ninferkit.report.data import RunData, load_run, ordered_steps
-from ninferkit.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, map_text, texts
+from ninferkit.report.data import RunData, load_run, ordered_steps, todays_profile
+from ninferkit.report.document import (
+    Block,
+    Bullets,
+    Code,
+    Document,
+    Figure,
+    Note,
+    Paragraph,
+    Section,
+    Table,
+    gather_notes,
+    map_text,
+    texts,
+)
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
 from ninferkit.report.headline import HeadlineRow, headline
+from ninferkit.report.lead import lead_figures, prefill_is_overhead
 from ninferkit.report.memory import capacity_blocks
 from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
@@ -96,7 +111,6 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
     sections = [
         _headline(run),
         *imported.sections(run),
-        _steps(run),
         _environment(run),
         _recipe(run),
         _acceptance(run),
@@ -109,7 +123,10 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _conditions(run, figures),
         Section("Method", [Bullets(tuple(caveat_rules.method(run)))]),
         _caveats(run),
+        _headline_sources(run),
+        _steps(run),
     ]
+    sections = gather_notes(sections, "Appendix: to fill the missing tables")
     document = Document(_title(run), f"{GENERATED_PREFIX}{utc_now()} by ninferkit {__version__} {_source(run)}.",
                         sections)
     sections.append(_provenance(run, paths_note(paths.kinds_in(texts(document)))))
@@ -126,34 +143,54 @@ def _source(run: RunData) -> str:
 
 
 def _title(run: RunData) -> str:
+    """Model, GPU, engine and the best figures, as the field reports title their posts."""
     if run.settings.title:
         return run.settings.title
     engine = (run.profile.get("engine") or {}).get("kind") or (run.server.engine if run.server else None) \
         or "unknown engine"
-    name = run.manifest.profile_name or run.run_id
+    found = lead_figures(run)
+    figures = f": {', '.join(found.title_figures)}" if found.title_figures else ""
     if run.server and run.server.external and not run.probe_gpus:
-        return f"{name}: {engine} at {run.server.url} (a server ninferkit did not start)"
+        return f"{found.model} on {engine} at {run.server.url} (a server ninferkit did not start){figures}"
     hardware = ", ".join(sorted({str(gpu.name) for gpu in run.probe_gpus})) or "CPU"
-    return f"{name}: {engine} on {hardware}"
+    return f"{found.model} on {hardware} ({engine}){figures}"
 
 
 def _headline(run: RunData) -> Section:
     found = headline(run)
-    by_length = [row for row in found if row.prompt_tokens is not None]
+    lead = lead_figures(run)
     blocks: list[Any] = []
+    if lead.lines:
+        blocks.append(Table(("figure", "best (conditions)", "range"),
+                            tuple((line.metric, line.best, line.spread) for line in lead.lines),
+                            "Decode, prefill and TTFT: one request at a time, prefix cache defeated (context sweep); "
+                            "the engine's own figures where it reports them. The file and field of each, with its "
+                            "sample count: the appendix of headline figures and their sources."))
+    overhead = prefill_is_overhead(run.measured("context")) is not None  # its rates are no prefill rate
+    by_length = [row for row in found if row.prompt_tokens is not None and row.best is not None
+                 and not (overhead and row.metric.startswith("Prefill"))]
     if by_length:
         blocks.append(_by_prompt_length(by_length))
-    rest = [row for row in found if row.prompt_tokens is None]
-    blocks.append(Table(("metric", "unit", "best", "range", "samples", "where", "source"), tuple(
-        (row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where, row.source)
-        for row in rest)))
-    blocks.append(Paragraph("Best is the highest speed or the lowest time; the range spans every measured request "
-                            "(or group) of that metric; warm-up requests are excluded."))
+    if not blocks:
+        blocks.append(Paragraph("No request was measured and the server printed no memory figure."))
     return Section("Headline", blocks)
 
 
+def _headline_sources(run: RunData) -> Section:
+    """The headline's figures with their sample counts and the file and field each comes from, and why a figure
+    the run has no data for is absent (an appendix: the raw detail one click from the lead table)."""
+    rest = [row for row in headline(run) if row.prompt_tokens is None]
+    return Section("Appendix: headline figures and their sources", [Table(
+        ("metric", "unit", "best", "range", "samples", "where", "source"), tuple(
+            (row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where,
+             row.source) for row in rest),
+        "Best is the highest speed or the lowest time; the range spans every measured request (or group) of that "
+        "figure; warm-up requests are excluded.")])
+
+
 def _by_prompt_length(rows: list[HeadlineRow]) -> Table:
-    """The context sweep's rows as one line per prompt length: speeds as median (range), TTFT as percentiles."""
+    """The context sweep's rows as one line per prompt length: each figure's median, its range where it has more
+    than one request."""
     lengths = sorted({row.prompt_tokens for row in rows if row.prompt_tokens is not None})
     metrics = list(dict.fromkeys(row.metric for row in rows))
     cells = {(row.prompt_tokens, row.metric): row for row in rows}
@@ -164,19 +201,16 @@ def _by_prompt_length(rows: list[HeadlineRow]) -> Table:
         samples = max((row.samples for row in found if row is not None), default=0)
         lines.append((number(length), *shown, str(samples)))
     units = {row.metric: row.unit for row in rows}
-    headers = [f"{metric}, {units[metric]}: " + ("p50 / p90 / p99" if units[metric] == "s" else "median (range)")
-               for metric in metrics]
+    headers = [f"{metric}, {units[metric]}" for metric in metrics]
     sources = "; ".join(dict.fromkeys(row.source.rsplit(", ", 1)[-1] for row in rows))
     return Table(("prompt tokens", *headers, "requests"), tuple(lines),
-                 f"One request at a time with the prefix cache defeated (context sweep), per prompt length; from "
-                 f"requests.jsonl ({sources}).")
+                 f"Per prompt length, the median with the range in brackets where a length has more than one "
+                 f"request; from requests.jsonl ({sources}).")
 
 
 def _headline_cell(row: HeadlineRow | None) -> str:
     if row is None or row.best is None:
         return "—"
-    if row.unit == "s":
-        return f"{number(row.p50)} / {number(row.p90)} / {number(row.p99)}"
     spread = span(row.low, row.high)
     return number(row.p50) if number(row.low) == number(row.high) else f"{number(row.p50)} ({spread})"
 
@@ -194,7 +228,7 @@ def _steps(run: RunData) -> Section:
         blocks.append(Bullets(tuple(missing)))
     else:
         blocks.append(Paragraph("Every step of the runbook produced its data file."))
-    return Section("Steps and data", blocks)
+    return Section("Appendix: steps and data", blocks)
 
 
 def _status(info: StepEntry) -> str:
@@ -204,7 +238,7 @@ def _status(info: StepEntry) -> str:
 
 def _environment(run: RunData) -> Section:
     if run.probe is None:
-        return Section("Environment", [Paragraph("No probe.json: the setup step (00_setup) produced no data.")])
+        return Section("Environment", [Note("No probe.json: the setup step (00_setup) produced no data.")])
     facts = run.probe.facts
     gpu, module, cpu = facts.gpu, facts.kernel_module, facts.cpu
     rows: list[tuple[str, str]] = []
@@ -288,7 +322,34 @@ def _recipe(run: RunData) -> Section:
                            for f in flags),
                      f"Each flag with the profile key it comes from and the reason written beside that key "
                      f"({source}).")]
-    return Section("Pinned recipe", blocks)
+    return Section("Pinned recipe", [*blocks, *_stays_running(run)])
+
+
+def _bare(item: str) -> str:
+    """An absolute path of the deployment's command as its file name: the plan places the model where this
+    machine's cache would, which names neither the run's machine nor the reader's."""
+    return Path(item).name if item.startswith("/") else item
+
+
+def _stays_running(run: RunData) -> list[Block]:
+    """The deployment that stays up (seed 000 §3's `docker run -d --restart unless-stopped ...`), as `ninferkit
+    deploy --dry-run` plans it from the run's profile: the launch above is the measuring one, on loopback and
+    stopped at the end of the run."""
+    name = run.manifest.profile_name or "PROFILE"
+    profile = todays_profile(run.profile)
+    why = "its recorded profile does not validate against today's schema" if profile is None else ""
+    if profile is not None:
+        try:
+            mode, planned = plan(profile)
+        except NinferkitError as exc:
+            why = str(exc).split("\n")[0]
+        else:
+            return [Paragraph(f"What stays running (`ninferkit deploy {name} --dry-run` prints it with the files it "
+                              f"writes; `ninferkit deploy {name}` starts it and waits until it is healthy and "
+                              "passes the checks above); the launch above measured, on loopback, and was stopped:"),
+                    Code(command(mode, replace(planned, argv=[_bare(item) for item in planned.argv])))]
+    return [Note(f"The deployment that stays running: `ninferkit deploy {name} --dry-run` prints its command "
+                 f"(this write-up could not plan it: {why}).")]
 
 
 def _external_server(record: ServerRecord) -> Section:
@@ -344,7 +405,7 @@ def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
 def _acceptance(run: RunData) -> Section:
     if run.server is None:
         return Section("Acceptance checks",
-                       [Paragraph("No server.json: the launch step (02_launch) produced no data.")])
+                       [Note("No server.json: the launch step (02_launch) produced no data.")])
     rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds), _detail(c.detail))
                  for c in run.server.checks)
     blocks: list[Any] = [Paragraph(
@@ -361,16 +422,22 @@ def _acceptance(run: RunData) -> Section:
 
 
 def _ledger_rows(ledger: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """One row per ledger value, its resolution beside it rather than on a row of its own."""
+    """One row per ledger value in plain words, its resolution beside it rather than on a row of its own."""
     suffix = "_resolution_bytes"
     rows = []
     for key, value in sorted(ledger.items()):
         if key.endswith(suffix) and key.removesuffix(suffix) in ledger:
             continue
-        shown = gib(value) if key.endswith("_bytes") else number(value)
+        shown = gib(value) if key.endswith("_bytes") else number(value) + (" s" if key.endswith("_s") else "")
         resolution = ledger.get(key + suffix)
-        rows.append((key, shown + (f" (resolution {gib(resolution)})" if resolution is not None else "")))
+        rows.append((_plain_key(key), shown + (f" (to within {gib(resolution)})" if resolution else "")))
     return tuple(rows)
+
+
+def _plain_key(key: str) -> str:
+    """A ledger key as words: `free_after_startup_bytes` -> "free after startup", `kv_pages` -> "KV pages"."""
+    words = key.removesuffix("_bytes").removesuffix("_s").split("_")
+    return " ".join(word.upper() if word in ("kv", "url", "id", "gpu", "mtp") else word for word in words)
 
 
 def _detail(detail: dict[str, Any]) -> str:
@@ -378,10 +445,12 @@ def _detail(detail: dict[str, Any]) -> str:
     for key in sorted(detail):
         value = detail[key]
         if isinstance(value, dict):
-            value = ", ".join(f"{k}={number(v) if isinstance(v, float) else v}" for k, v in sorted(value.items()))
+            value = ", ".join(f"{k.replace('_', ' ')} {number(v)}" for k, v in sorted(value.items())) or "none"
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value) or "none"
-        parts.append(f"{key}: {value}")
+        elif value is None:
+            value = "not reported"
+        parts.append(f"{key.replace('_', ' ')}: {value}")
     return "; ".join(parts)
 
 
@@ -400,8 +469,10 @@ def _errors(run: RunData) -> Section:
         except NinferkitError:
             diagnosis = None
         if diagnosis is not None:
-            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, diagnosis.fix,
-                         run.dir.name(run.dir.server_log)))
+            profile = todays_profile(run.profile)  # the run's profile names what to pin (a revision, the GPUs)
+            fix = diagnosis.fix if profile is None or run.adapter is None else run.adapter.advise(
+                diagnosis.code, diagnosis.fix, profile)
+            rows.append((f"server log: {diagnosis.code}", diagnosis.cause, fix, run.dir.name(run.dir.server_log)))
     failed = Counter((str(r.sweep), r.status, str(r.http_status), str(r.error or "").split("\n")[0], str(r.cell_id))
                      for r in run.requests if r.status != "ok")
     for (sweep, status, http_status, error, cell_id), count in sorted(failed.items()):
@@ -436,7 +507,7 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
     if any("decode_tok_s_engine_peak" in frame.columns for frame in run.tables.values()):
         blocks.append(Paragraph(_engine_windows_note(run.tables)))
     if not run.tables:
-        blocks.append(Paragraph("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
+        blocks.append(Note("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
     comparison = run.llama_bench.comparison if run.llama_bench else []
     if comparison:
         columns = tuple(BenchComparison.model_fields)
@@ -473,7 +544,7 @@ def _latency(run: RunData) -> Section:
     """Per-cell latency distributions of every sweep, recomputed from the request rows."""
     tables = [table for name in sweep_names() if (table := latency_view(name, run.cell_rows(name))) is not None]
     if not tables:
-        return Section("Latency", [Paragraph("No measured request: the sweeps step (03_sweeps) produced no data.")])
+        return Section("Latency", [Note("No measured request: the sweeps step (03_sweeps) produced no data.")])
     unrecorded = (" Rows recorded before ninferkit stamped every text event have no ITL (their TPOT comes from "
                   "their first and last token's times)." if not recorded_itl(run.measured()) else "")
     return Section("Latency", [Paragraph(
@@ -492,7 +563,7 @@ def _speculation(run: RunData) -> Section:
     method = ((run.profile.get("serve") or {}).get("spec") or {}).get("method")
     found = speculation.task_speculation(tasks if tasks is not None else pd.DataFrame(), method)
     if not found:
-        return Section(title, [Paragraph("No task was measured with speculative decoding (no tasks table, or "
+        return Section(title, [Note("No task was measured with speculative decoding (no tasks table, or "
                                          "serve.spec sets no method).")])
     caption = (f"tables/tasks.csv: per task, the server's drafted and accepted tokens and decode rate with the "
                f"profile's speculation, and the same task's decode rate on a server with speculation off, "
@@ -504,14 +575,15 @@ def _speculation(run: RunData) -> Section:
                "far; creative ones write text found in neither.")
     missed = speculation.not_measured(tasks) if tasks is not None else None
     return Section(title, [Table(speculation.COLUMNS, speculation.table_rows(found), caption),
-                           Paragraph(speculation.summary(found)), *([Paragraph(missed)] if missed else [])])
+                           (Paragraph if any(item.ratio is not None for item in found) else Note)(
+                               speculation.summary(found)), *([Note(missed)] if missed else [])])
 
 
 def _capacity(run: RunData) -> Section:
     capacity = run.capacity
     if capacity is None:
         return Section("Capacity",
-                       [Paragraph("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])
+                       [Note("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])
     blocks: list[Any] = []
     if capacity.formula:
         blocks.append(Code(capacity.formula))
@@ -541,7 +613,7 @@ def _capacity(run: RunData) -> Section:
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
             "the cells the server's own KV line reported at it, the launches each search took, and what set the "
             "answer: memory, or the engine's own rule (then with what memory alone would allow)."))
-    blocks += capacity_blocks(run) if capacity.answers else [Paragraph(
+    blocks += capacity_blocks(run) if capacity.answers else [Note(
         "This capacity.json has no per-answer table (seed 000 §2.5: weights, free after weights, auto, the largest "
         "pool, each lane's share, the what-if rows): it was written before the capacity step recorded its answers. "
         "`ninferkit capacity fit` on this run's saved startup logs writes them without launching anything.")]

@@ -7,19 +7,22 @@ the write-up names, not an error.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
+from pydantic import ValidationError
 
 from ninferkit.bounded import read_log, regular_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import BadInput, NinferkitError, ProfileError
 from ninferkit.measure.latency import Targets
-from ninferkit.params.kinds import KINDS
+from ninferkit.params.kinds import KINDS, has_build
+from ninferkit.params.profile import Profile
 from ninferkit.params.report import ReportSection
 from ninferkit.rundir.records import (
     ArtifactRecord,
@@ -270,3 +273,27 @@ def ordered_steps(manifest: Manifest) -> list[tuple[str, StepEntry]]:
     steps = manifest.steps
     known = [name for name in STEP_ORDER if name in steps]
     return [(name, steps[name]) for name in known + sorted(set(steps) - set(known))]
+
+
+def todays_profile(recorded: dict[str, Any]) -> Profile | None:
+    """The recorded profile read by today's schema, less the keys today's no longer has (an older run's
+    `engine.generation`, vLLM's `engine.build`): enough for the KV layout's fields (capacity.model, serve.kv,
+    serve.spec) and the deployment's command; None where a field it keeps does not validate."""
+    data = copy.deepcopy(recorded)
+    engine = data.get("engine")
+    if isinstance(engine, dict) and engine.get("kind") in KINDS and not has_build(engine["kind"]):
+        engine.pop("build", None)  # an older ninferkit recorded vLLM's unused default build
+    for _ in range(16):
+        try:
+            return Profile.model_validate(data)
+        except ValidationError as exc:
+            extra = [error["loc"] for error in exc.errors() if error["type"] == "extra_forbidden"]
+            if not extra:
+                return None
+            for loc in extra:
+                node: Any = data
+                for part in loc[:-1]:
+                    node = node.get(part) if isinstance(node, dict) else None
+                if isinstance(node, dict):
+                    node.pop(loc[-1], None)
+    return None

@@ -21,6 +21,12 @@ class Paragraph:
 
 
 @dataclass(frozen=True)
+class Note(Paragraph):
+    """A line for the run's author, not the reader: which plan would fill a table the run has no data for. The
+    write-up gathers these into its appendix (:func:`gather_notes`); a notebook shows them where they arise."""
+
+
+@dataclass(frozen=True)
 class Bullets:
     items: tuple[str, ...]
 
@@ -75,6 +81,38 @@ def _cell(value: object) -> str:
     if hasattr(value, "item"):  # numpy scalars
         return number(value.item())
     return str(value)
+
+
+EMPTY = frozenset({"", "—", "— (—)", "— / —"})
+"""What a cell shows when it has no value."""
+
+
+def without_empty_columns(table: Table) -> Table | None:
+    """The table less the columns no row has a value in (a column of "—" says nothing), None when no column past
+    the first has one; the first column names the rows and stays."""
+    if not table.rows:
+        return table
+    keep = [0, *(i for i in range(1, len(table.columns)) if any(row[i] not in EMPTY for row in table.rows))]
+    if len(keep) == 1 and len(table.columns) > 1:
+        return None
+    return Table(tuple(table.columns[i] for i in keep), tuple(tuple(row[i] for i in keep) for row in table.rows),
+                 table.caption)
+
+
+def gather_notes(sections: list[Section], title: str) -> list[Section]:
+    """The sections without their notes to the author and without table columns that hold no value, a section left
+    with nothing dropped, and the notes as one appendix section `title` at the end (each after the heading it came
+    from), so the reader's text holds only data."""
+    kept: list[Section] = []
+    notes: list[str] = []
+    for section in sections:
+        own = [block.text for block in section.blocks if isinstance(block, Note)]
+        notes += [f"{section.title}: {text}" for text in own]
+        blocks = [shown for block in section.blocks if not isinstance(block, Note)
+                  if (shown := without_empty_columns(block) if isinstance(block, Table) else block) is not None]
+        if blocks:
+            kept.append(Section(section.title, blocks))
+    return [*kept, Section(title, [Bullets(tuple(notes))])] if notes else kept
 
 
 def map_text(document: Document, change: Callable[[str], str]) -> Document:

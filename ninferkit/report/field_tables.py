@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.report.data import RunData
-from ninferkit.report.document import Block, Code, Paragraph, Section, Table
+from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
 from ninferkit.report.fmt import number
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 
@@ -66,7 +66,7 @@ def tasks_by_depth(run: RunData) -> list[Block]:
     """Seed 000 §2.3: one row per task, its output tokens, and decode / acceptance at each depth."""
     tasks = run.tables.get("tasks")
     if tasks is None or not len(tasks):
-        return [Paragraph("No tasks table: run the tasks sweep (sweeps.tasks) at two depths, e.g. depths "
+        return [Note("No tasks table: run the tasks sweep (sweeps.tasks) at two depths, e.g. depths "
                           "[8192, 65536], for the report's task table.")]
     tasks = _own_speculation(tasks).reset_index(drop=True)
     depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
@@ -82,7 +82,7 @@ def tasks_by_depth(run: RunData) -> list[Block]:
                                  "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
                                  "context depth (seed 000 §2.3's layout).")]
     if len(depths) < 2:
-        blocks.append(Paragraph("One depth was measured: a second one (sweeps.tasks.depths, e.g. [8192, 65536]) "
+        blocks.append(Note("One depth was measured: a second one (sweeps.tasks.depths, e.g. [8192, 65536]) "
                                 "gives the report's second column."))
     return blocks
 
@@ -114,7 +114,7 @@ def _lanes(run: RunData) -> list[Block]:
                       "admitted them.")
     rows = _lane_cell(run)
     if rows is None:
-        return [title, Paragraph("No concurrency cell with two or more clients: run the concurrency sweep with two "
+        return [Note("(a) lanes: no concurrency cell with two or more clients: run the concurrency sweep with two "
                                  "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
                                  "serve.max_context).")]
     first: dict[int | None, RequestRow] = {}
@@ -139,12 +139,34 @@ def _lanes(run: RunData) -> list[Block]:
                           "output tokens", "wall, s (client)", "status"), tuple(lines), caption)]
 
 
+def _count(values: dict[str, Any], name: str) -> int | None:
+    """A state count the engine printed on its throughput line (running, prefilling, ...); None where it prints none."""
+    value = values.get(name)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def whole_decode(opened: dict[str, Any] | None, closed: dict[str, Any]) -> bool:
+    """Whether a throughput window only decoded, from its first to its last second (seed 000 §2.4(b)'s windows):
+    no prefill token in it, and where the engine prints its state, a request decoding when the window opened (the
+    line before) and when it closed, none prefilling at its close. A window in which one request decoded its last
+    tokens and the engine then sat idle or began a prefill is the tail of a request, not a batch's rate."""
+    if closed.get("prefill_tok_s") != 0 or not (closed.get("decode_tok_s") or 0) > 0:
+        return False
+    ready, prefilling = _count(closed, "decode_ready"), _count(closed, "prefilling")
+    if ready is None and prefilling is None:
+        return True  # an engine that prints no state: the rates are all there is
+    before = _count(opened or {}, "decode_ready")
+    return (ready or 0) >= 1 and not prefilling and (before or 0) >= 1
+
+
 def _decode_alone(telemetry: Sequence[TelemetrySample]) -> tuple[list[TelemetrySample], int]:
-    """The engine's windows of decode alone (no prefill ran: its rate read as 0), and how many decoded
-    beside a prefill."""
-    lines = [r for r in telemetry if r.source == "engine_log" and r.interval_s and (r.decode_tok_s or 0) > 0]
-    alone = [r for r in lines if r.prefill_tok_s == 0]
-    return alone, len(lines) - len(alone)
+    """The engine's windows of decode alone from open to close (:func:`whole_decode`), and how many other
+    windows decoded (beside a prefill, or only in part)."""
+    lines = [r for r in telemetry if r.source == "engine_log" and r.interval_s]
+    alone = [row for before, row in zip([None, *lines][:len(lines)], lines, strict=True)
+             if whole_decode(before.as_dict() if before else None, row.as_dict())]
+    decoded = sum(1 for r in lines if (r.decode_tok_s or 0) > 0)
+    return alone, decoded - len(alone)
 
 
 def _batch(row: TelemetrySample) -> float | None:
@@ -160,9 +182,9 @@ def _batching(run: RunData) -> list[Block]:
     if not with_batch:
         engine_lines = sum(1 for r in run.telemetry if r.source == "engine_log")
         why = ("the engine printed no throughput line" if not engine_lines else
-               f"none of the engine's {engine_lines} throughput lines is a window of decode alone with its batch"
-               + (f" ({mixed} decoded beside a prefill)" if mixed else ""))
-        return [title, Paragraph(f"No batching table: {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
+               f"none of the engine's {engine_lines} throughput lines is a window that only decoded from open to "
+               "close, with its batch" + (f" ({mixed} decoded beside a prefill or only in part)" if mixed else ""))
+        return [Note(f"(b) batching: no table, {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
                                  "clients and outputs long enough to decode a whole window after the prefill "
                                  "(output_tokens at least the window length x the decode rate, e.g. 320).")]
     groups: dict[int, list[tuple[float, float]]] = defaultdict(list)
@@ -194,7 +216,7 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
     title = Paragraph("(c) Server slots against client lanes, end to end.")
     table = run.tables.get("concurrency")
     if table is None or not len(table):
-        return [title, Paragraph("No concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
+        return [Note("(c) slots against lanes: no concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
                                  "(sweeps.concurrency.levels) for the speed-up over one lane.")]
     slots = (run.profile.get("serve") or {}).get("max_concurrency")
     cells = run.cell_rows("concurrency")
@@ -218,7 +240,8 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
                                          "aggregate, tok/s (client)", "speed-up", "engine batch (median)"),
                                         tuple(lines), caption)]
     if not one and prompt is not None:
-        blocks.append(Paragraph("No one-client cell: add 1 to sweeps.concurrency.levels for the speed-up."))
+        blocks.append(Note("(c) slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
+                           "speed-up."))
     return blocks
 
 
@@ -227,9 +250,10 @@ def _engine_lines(run: RunData) -> list[Block]:
     title = Paragraph("(d) The engine's own throughput lines, as printed.")
     adapter, log = run.adapter, run.server_log
     if adapter is None or not log:
-        return [title, Paragraph("No server log from a known engine: nothing to quote.")]
+        return [Note("(d) engine lines: no server log from a known engine, nothing to quote.")]
     found: dict[str, str] = {}
     best_batch = -1.0
+    before: dict[str, Any] | None = None
     for line in log.splitlines():
         parsed = adapter.parse_throughput(line)
         if not parsed:
@@ -237,23 +261,25 @@ def _engine_lines(run: RunData) -> list[Block]:
         prefill, decode = parsed.get("prefill_tok_s"), parsed.get("decode_tok_s")
         if "serial" not in found and (parsed.get("prefilling") or 0) >= 1 and (parsed.get("waiting") or 0) >= 1:
             found["serial"] = line.strip()
-        ready = (parsed.get("decode_ready") or 0) >= 1
-        if "starved" not in found and (prefill or 0) > 0 and (decode or 0) > 0 and ready:
+        # Starving needs two requests in flight: one prefilling while another is ready to decode beside it.
+        if ("starved" not in found and (prefill or 0) > 0 and (decode or 0) > 0 and (parsed.get("running") or 0) >= 2
+                and (parsed.get("prefilling") or 0) >= 1 and (parsed.get("decode_ready") or 0) >= 1):
             found["starved"] = line.strip()
         batch = parsed.get("batch")
-        if prefill == 0 and (decode or 0) > 0 and isinstance(batch, (int, float)) and batch > best_batch:
+        if whole_decode(before, parsed) and isinstance(batch, (int, float)) and batch > best_batch:
             found["alone"], best_batch = line.strip(), float(batch)
+        before = parsed
     said = {"serial": "prefill one lane at a time: a request prefilling while another waits",
-            "starved": "prefill starving decode: decode beside a prefill, with requests ready to decode",
-            "alone": "decode alone, at the highest batch the engine printed"}
-    blocks: list[Block] = [title]
+            "starved": "prefill starving decode: two requests running, one prefilling and one ready to decode",
+            "alone": "a window of decode alone, at the highest batch the engine printed"}
+    blocks: list[Block] = [title] if found else []
     for key, words in said.items():
         if key in found:
             blocks += [Paragraph(f"{words[0].upper()}{words[1:]} (logs/server.log):"), Code(found[key])]
     missing = [words for key, words in said.items() if key not in found]
     if missing:
-        blocks.append(Paragraph("No line of the log shows " + "; or ".join(missing) + ". Two lanes at a long context "
-                                "(the concurrency sweep) with outputs that outlast a window show them."))
+        blocks.append(Note("(d) engine lines: no line of the log shows " + "; or ".join(missing) + ". Two lanes at a "
+                           "long context (the concurrency sweep) with outputs that outlast a window show them."))
     return blocks
 
 
@@ -261,11 +287,11 @@ def coding_and_agent(run: RunData) -> list[Block]:
     """Seed 003: the coding and agent scenarios side by side, by input length."""
     tasks = run.tables.get("tasks")
     if tasks is None or not len(tasks):
-        return [Paragraph("No tasks table: run the tasks sweep with the coding and agent tasks at several depths.")]
+        return [Note("No tasks table: run the tasks sweep with the coding and agent tasks at several depths.")]
     tasks = _own_speculation(tasks).reset_index(drop=True)
     scenarios = [name for name in ("coding", "agent") if (tasks["task"] == name).any()]
     if not scenarios:
-        return [Paragraph("Neither the coding nor the agent task was measured: add them to sweeps.tasks.tasks.")]
+        return [Note("Neither the coding nor the agent task was measured: add them to sweeps.tasks.tasks.")]
     depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
     rows = []
     for depth in depths:
@@ -288,7 +314,7 @@ def coding_and_agent(run: RunData) -> list[Block]:
                                  "003's layout); TTFT is the engine's prompt time, tokens per round the engine's.")]
     absent = {"coding", "agent"} - set(scenarios)
     if absent:
-        blocks.append(Paragraph(f"The {' and '.join(sorted(absent))} task was not measured: add it to "
+        blocks.append(Note(f"The {' and '.join(sorted(absent))} task was not measured: add it to "
                                 "sweeps.tasks.tasks for the other column."))
     return blocks
 
@@ -316,7 +342,7 @@ def decode_windows(run: RunData) -> list[Block]:
                 notes.append(str(_value(table, i, "engine_decode_note")))
     if not lines:
         engine = run.engine or "the engine"
-        return [Paragraph(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
+        return [Note(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
                           "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
                           "--log-stats-interval-ms 5000) and outputs that outlast a window fill this table.")]
     blocks: list[Block] = [Table(("sweep", "cell", "average decode tok/s (server, per request)",

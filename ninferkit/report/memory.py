@@ -14,19 +14,14 @@ set per answer where typed terms and logs conflict, and what would fill it in wh
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ninferkit.capacity.summary import SUMMARY_COLUMNS, TABLE_COLUMNS, summary_rows, table_rows
 from ninferkit.errors import NinferkitError
-from ninferkit.params.kinds import KINDS, has_build
-from ninferkit.params.profile import Profile
-from ninferkit.report.data import RunData
-from ninferkit.report.document import Bullets, Paragraph, Table
+from ninferkit.report.data import RunData, todays_profile
+from ninferkit.report.document import Bullets, Note, Paragraph, Table
 
 LAYOUT_SOURCES = ("architecture", "KV payload lines")
 """capacity.json's bytes_per_token_source values that mean the KV cache's own bytes per token (a fitted slope
@@ -94,7 +89,7 @@ def _architecture(run: RunData) -> tuple[tuple[int, str] | None, str]:
     source), or why there is none."""
     if run.adapter is None:
         return None, "the engine is not one this ninferkit knows"
-    profile = _todays_profile(run.profile)
+    profile = todays_profile(run.profile)
     if profile is None:
         return None, "the recorded profile does not validate today, so its model's KV layout is not read"
     recorded = run.artifact.path if run.artifact is not None else None
@@ -109,35 +104,11 @@ def _architecture(run: RunData) -> tuple[tuple[int, str] | None, str]:
     return (layout.bytes_per_token, f"{layout.detail}; from the architecture, the capacity step did not run"), ""
 
 
-def _todays_profile(recorded: dict[str, Any]) -> Profile | None:
-    """The recorded profile read by today's schema, less the keys today's no longer has (an older run's
-    `engine.generation`, vLLM's `engine.build`): enough for the KV layout's fields (capacity.model, serve.kv,
-    serve.spec); None where a field it keeps does not validate."""
-    data = copy.deepcopy(recorded)
-    engine = data.get("engine")
-    if isinstance(engine, dict) and engine.get("kind") in KINDS and not has_build(engine["kind"]):
-        engine.pop("build", None)  # an older ninferkit recorded vLLM's unused default build
-    for _ in range(16):
-        try:
-            return Profile.model_validate(data)
-        except ValidationError as exc:
-            extra = [error["loc"] for error in exc.errors() if error["type"] == "extra_forbidden"]
-            if not extra:
-                return None
-            for loc in extra:
-                node: Any = data
-                for part in loc[:-1]:
-                    node = node.get(part) if isinstance(node, dict) else None
-                if isinstance(node, dict):
-                    node.pop(loc[-1], None)
-    return None
-
-
 def capacity_blocks(run: RunData) -> list[Any]:
     """The report's capacity table for the write-up (seed 000 §2.5), per answer, with the decision table."""
     capacity = run.capacity
     if capacity is None or not capacity.answers:
-        return [Paragraph("No capacity answer: run the capacity step (04_capacity_fit) on this run's startup log, "
+        return [Note("No capacity answer: run the capacity step (04_capacity_fit) on this run's startup log, "
                           "or type the known terms in the profile's capacity.known (fixed, bytes_per_token, "
                           "free_after_weights, from a report or a datasheet).")]
     blocks: list[Any] = []

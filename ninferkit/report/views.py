@@ -50,10 +50,12 @@ def _get(row: Row, name: str) -> Any:
 
 def plain(name: str, scale: float = 1.0) -> Getter:
     def get(row: Row) -> str | None:
-        value = _get(row, name)
+        value = _whole(name, _get(row, name))
         if value is None:
             return None
-        return number(value * scale) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return str(value)
+        return number(value * scale if scale != 1 else value)
     return get
 
 
@@ -67,11 +69,18 @@ def param(name: str) -> Getter:
     return get
 
 
+def _whole(name: str, value: Any) -> Any:
+    """A token count as a whole number where it is one (a CSV holds counts as floats: 16.0 tokens reads 16)."""
+    if "tokens" in name and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def spread(name: str) -> Getter:
     """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
     where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
     def get(row: Row) -> str | None:
-        median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
+        median, low, high = (_whole(name, _get(row, f"{name}_{part}")) for part in ("median", "min", "max"))
         if median is None:
             return None
         ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
@@ -311,13 +320,22 @@ def latency_view(name: str, cell_rows: Mapping[str, Sequence[RequestRow]]) -> Ta
                            number(requests_per_s(group, cell_rows[cell_id])),
                            *(_distribution_ms(samples(group, metric)) for _, metric in metrics)))
     return Table(("cell", "requests", "requests/s", *(f"{label}, ms" for label, _ in metrics)), tuple(table_rows),
-                 f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd)" + ("" if with_itl else "; no ITL recorded"))
+                 f"{name.replace('_', ' ')} sweep: p50 / p90 / p99 (sd) over {PERCENTILES_FROM} or more values; "
+                 "over fewer, the median (range), or the one value" + ("" if with_itl else "; no ITL recorded"))
+
+
+PERCENTILES_FROM = 10
+"""Fewer values than this show their median and range: a p90 or p99 of one or a few requests says nothing more."""
 
 
 def _distribution_ms(values: list[float]) -> str:
     found = distribution(values)
     if found.p50 is None or found.p90 is None or found.p99 is None or found.std is None:
         return "—"
+    if len(values) == 1:
+        return number(1000 * values[0])
+    if len(values) < PERCENTILES_FROM:
+        return f"{number(1000 * found.p50)} ({span(1000 * min(values), 1000 * max(values))})"
     return (f"{number(1000 * found.p50)} / {number(1000 * found.p90)} / {number(1000 * found.p99)} "
             f"(sd {number(1000 * found.std)})")
 

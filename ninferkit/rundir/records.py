@@ -191,7 +191,13 @@ class ArtifactRecord(RunFile):
     sha256: str | None = None
     container_version: int | None = None
     container: dict[str, Any] | None = None
+    parts: list[dict[str, Any]] | None = None
+    """A multi-part container's continuation files, as read from the entry file."""
     files: list[dict[str, Any]] | None = None
+    expected: dict[str, Any] = {}
+    """The profile's pins the file was checked against (size, sha256, container version, a folder's files)."""
+    engine: dict[str, Any] = {}
+    """The engine the artifact is for, and the container versions its build accepts."""
     verification: dict[str, Any] = {}
     engine_tarball: dict[str, Any] | None = None
     binaries: list[dict[str, Any]] = []

@@ -5,6 +5,10 @@ the repository's notebooks (and the next headless run executed the edited copies
 works on copies in run_dir/lab/, with the profile, run directory and overrides filled in once. The
 server listens on 127.0.0.1 only, with JupyterLab's token on (anyone on the host who can reach the
 port would otherwise run code as this user); as root it needs --allow-root, which it is given.
+
+Reopening a run's lab keeps its run: the run's own profile, as its manifest records it (a `--url` run's engine,
+model and context read from its server included). A profile or `-p` that would change it is refused field by
+field, as the notebooks refuse it, unless the change is asked for.
 """
 
 from __future__ import annotations
@@ -12,12 +16,37 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ninferkit.rundir.runs import Run
+from ninferkit.errors import BadInput, ProfileError
+from ninferkit.rundir.profile_change import checked_profile, record_change
+from ninferkit.rundir.runs import Run, RunDir, open_run
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def open_lab_run(profile: str | None, run_dir: str | None, overrides: Sequence[str] = (),
+                 allow_profile_change: bool = False) -> Run:
+    """The run a lab session works in: a new run of `profile`, or the existing run at `run_dir` under its own
+    profile (`profile` and `overrides` may restate it, not change it, unless `allow_profile_change`; the manifest
+    then records that the lab changed it)."""
+    if run_dir is not None and RunDir(Path(run_dir)).manifest.exists():
+        where = Path(run_dir).resolve()
+        try:
+            loaded, changed = checked_profile(profile or "", where, list(overrides),
+                                              allow_change=allow_profile_change, base=Path.cwd())
+        except ProfileError as exc:
+            raise ProfileError(f"{exc}. From `ninferkit lab`: --run-dir {run_dir} alone reopens the run as it is; "
+                               "--allow-profile-change changes it") from None
+        run = open_run(loaded, where)
+        record_change(run.dir, "lab", changed)
+        return run
+    if profile is None:
+        raise BadInput("lab needs a PROFILE (params/*.yaml), --url URL for a server ninferkit did not start, or "
+                       "--run-dir of an existing run to reopen")
+    return open_run(profile, run_dir, list(overrides))
 
 
 def prepare(run: Run, templates: Path = TEMPLATES) -> Path:

@@ -27,7 +27,7 @@ from ninferkit.params.profile import Profile
 from ninferkit.redaction import remember_env
 from ninferkit.rundir.hashing import Sha256Result
 from ninferkit.rundir.records import ArtifactRecord
-from ninferkit.rundir.runs import Run, utc_now, write_json_atomic
+from ninferkit.rundir.runs import Run, utc_now, write_record
 from ninferkit.steps.catalog import Step
 
 
@@ -98,24 +98,24 @@ def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
         )
     binaries = verify_binaries(profile, report)
     tarball = verify_tarball(profile, report, warnings, progress)
-    record = {
-        "schema_version": ArtifactRecord.SCHEMA_VERSION,
-        "profile_hash": run.profile_hash,
-        "source": source,
-        "path": str(path),
-        "size_bytes": report.size,
-        "sha256": report.sha256.hexdigest if report.sha256 else None,
-        "container_version": report.container_version,
-        "container": report.container.to_json() if report.container else None,
-        "parts": report.parts,
-        "files": files,
-        "expected": {"size_bytes": artifact.size_bytes, "sha256": artifact.sha256,
-                     "container_version": artifact.container_version,
-                     "files": {name: pin.model_dump() for name, pin in artifact.files.items()}},
-        "engine": {"kind": profile.engine.kind, "fork": profile.engine.fork, "version": profile.engine.version,
-                   "accepted_container_versions": sorted(accepted) if accepted is not None else None},
-        "downloads": [result.to_json() for result in fetched],
-        "verification": {
+    record = ArtifactRecord(
+        schema_version=ArtifactRecord.SCHEMA_VERSION,
+        profile_hash=run.profile_hash,
+        source=source,
+        path=str(path),
+        size_bytes=report.size,
+        sha256=report.sha256.hexdigest if report.sha256 else None,
+        container_version=report.container_version,
+        container=report.container.to_json() if report.container else None,
+        parts=report.parts,
+        files=files,
+        expected={"size_bytes": artifact.size_bytes, "sha256": artifact.sha256,
+                  "container_version": artifact.container_version,
+                  "files": {name: pin.model_dump() for name, pin in artifact.files.items()}},
+        engine={"kind": profile.engine.kind, "fork": profile.engine.fork, "version": profile.engine.version,
+                "accepted_container_versions": sorted(accepted) if accepted is not None else None},
+        downloads=[result.to_json() for result in fetched],
+        verification={
             "started_utc": started_utc,
             "verified_utc": utc_now(),
             "seconds": round(time.perf_counter() - verify_started, 3),
@@ -123,27 +123,27 @@ def verify(run: Run, *, progress: bool = True) -> ArtifactRecord:
             "sha256_bytes_per_s": round(report.sha256.bytes_per_s) if report.sha256 else None,
             "sha256_computed_while_downloading": bool(known),
         },
-        "binaries": binaries,
-        "engine_tarball": tarball,
-        "checks": [vars(check) for check in report.checks],
-        "warnings": warnings,
-        "ok": report.ok,
-        "problems": report.problems,
-    }
-    write_json_atomic(run.dir.artifact, record)
+        binaries=binaries,
+        engine_tarball=tarball,
+        checks=[vars(check) for check in report.checks],
+        warnings=warnings,
+        ok=report.ok,
+        problems=report.problems,
+    )
+    write_record(run.dir.artifact, record)
     if report.problems:
         mismatch = any(not c.ok and c.name.endswith(("size_bytes", "sha256")) for c in report.checks)
         error = ChecksumMismatch if mismatch else ArtifactError
         raise error(f"{path} failed verification:\n" + "\n".join(f"  - {p}" for p in report.problems)
                     + f"\nDetails: {run.dir.artifact}")
-    return ArtifactRecord.model_validate(record)
+    return record
 
 
 def _fail(run: Run, source: dict[str, Any], path: Path, warnings: list[str], error: ArtifactError) -> NoReturn:
     """Record a step that could not get the artifact, then raise."""
-    write_json_atomic(run.dir.artifact, {"schema_version": ArtifactRecord.SCHEMA_VERSION,
-                                         "profile_hash": run.profile_hash, "source": source, "path": str(path),
-                                         "ok": False, "problems": [str(error)], "warnings": warnings})
+    write_record(run.dir.artifact, ArtifactRecord(schema_version=ArtifactRecord.SCHEMA_VERSION,
+                                                  profile_hash=run.profile_hash, source=source, path=str(path),
+                                                  ok=False, problems=[str(error)], warnings=warnings))
     raise error
 
 

@@ -76,5 +76,5 @@ def test_the_write_up_shows_the_rate_sweep_and_its_latencies(rate_run: Run) -> N
     text = write_report(rate_run.dir.path).markdown.read_text()
     assert "*tables/rate.csv (every column), 2 cells" in text
     assert "| offered, requests/s |" in text and "goodput, requests/s" in text
-    assert "*rate sweep: p50 / p90 / p99 (sd)*" in text and "| ITL, ms |" in text
+    assert "*rate sweep: p50 / p90 / p99 (sd) over 10 or more values" in text and "| ITL, ms |" in text
     assert "Rate: goodput (client)" in text and "Rate: highest offered rate kept up with" in text

@@ -138,3 +138,36 @@ def test_run_url_executes_the_notebooks_against_it(hand_started: HandStarted, tm
     assert not (run_dir / "capacity" / "launches").exists()
     assert hand_started.process.poll() is None  # the runner's final stop signalled nothing
     assert "(a server ninferkit did not start)" in (run_dir / "report" / "index.md").read_text().splitlines()[0]
+
+
+def test_lab_url_opens_the_notebooks_on_a_run_of_that_server_and_reopening_keeps_it(
+        hand_started: HandStarted, tmp_path: Path) -> None:
+    run_dir, port = tmp_path / "run", free_port()
+    env = {**os.environ, KEY_VAR: KEY, "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    lab = subprocess.Popen([sys.executable, "-m", "ninferkit", "lab", "--url", hand_started.url, "--api-key-env",
+                            KEY_VAR, "--run-dir", str(run_dir), "--port", str(port), "--no-browser"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
+    try:
+        assert lab.stdout is not None
+        seen: list[str] = []
+        for line in lab.stdout:  # JupyterLab prints its URL with the token once it listens
+            seen.append(line)
+            if f"127.0.0.1:{port}/lab?token=" in line:
+                break
+        assert any(f"127.0.0.1:{port}/lab?token=" in line for line in seen), "".join(seen)
+    finally:
+        lab.terminate()
+        lab.communicate(timeout=30)
+    said = "".join(seen)
+    assert f"the run measures {hand_started.url}" in said and "ninferkit did not start it" in said
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["profile"]["engine"]["kind"] == "llama_server"
+    assert manifest["profile"]["serve"]["model_id"] == "smol-by-hand"  # read from the server, not url.yaml's
+    assert json.loads((run_dir / "server.json").read_text())["external"] is True
+    assert sorted(p.name for p in (run_dir / "lab").glob("*.ipynb"))[0] == "00_setup.ipynb"
+    # reopening with the profile file alone would drop what the server said: refused, the run kept as it was
+    again = ninferkit("lab", "params/url.yaml", "--run-dir", str(run_dir), "--no-browser")
+    assert again.returncode == 2 and "would change this run's profile" in again.stderr
+    assert json.loads((run_dir / "manifest.json").read_text())["profile_hash"] == manifest["profile_hash"]
+    assert hand_started.process.poll() is None

@@ -17,6 +17,7 @@ from ninferkit.engines.log_reader import DiagnosisRule, rule
 from ninferkit.engines.ninfer.builds import CONTAINER_REFUSAL
 from ninferkit.engines.ninfer.flags import field_of
 from ninferkit.engines.ninfer.numbers import count
+from ninferkit.host.findings import OPEN_MODULE_REFUSAL
 from ninferkit.params.profile import Profile
 from ninferkit.units import GIB
 
@@ -138,7 +139,7 @@ DIAGNOSES: tuple[DiagnosisRule, ...] = (
           "the NVIDIA driver is not installed or not loaded (the card is on the bus: `lspci` shows it)",
           "install the proprietary driver nvidia-driver-580-server (R580 is the last branch for Volta) and "
           "reboot; `ninferkit probe` checks it"),
-    rule("open_kernel_module", r"not supported by open nvidia\.ko",
+    rule("open_kernel_module", OPEN_MODULE_REFUSAL.pattern,
           "the open kernel module is loaded; Volta (V100) is supported only by the proprietary module (GSP)",
           "apt purge \"nvidia-*-open\", then install nvidia-driver-580-server (the same branch, not -open)"),
     rule("cuda_runtime_missing", r"(?P<lib>libcu\w*\.so\.\d+): cannot open shared object file|"

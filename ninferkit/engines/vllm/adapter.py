@@ -131,7 +131,9 @@ class VLLM(EngineAdapter):
         rule("cuda_out_of_memory", r"CUDA out of memory|OutOfMemoryError",
              "a CUDA allocation failed (often during CUDA-graph capture at high utilization, which the KV "
              "sizing does not account for)",
-             "lower serve.gpu_memory_utilization a little, or add --enforce-eager to serve.extra_args"),
+             "lower serve.max_context (--max-model-len: report 001's own advice, a shorter context needs less "
+             "memory per request), lower serve.gpu_memory_utilization a little, or add --enforce-eager to "
+             "serve.extra_args"),
         rule("port_in_use", r"\[Errno 98\][^\n]*|Address already in use",
              "the port is already in use", "stop the other server or set serve.port to a free port"),
         rule("unknown_argument", r"unrecognized arguments: (?P<arg>[^\n]+)",
@@ -201,8 +203,8 @@ class VLLM(EngineAdapter):
         if serve.model_id is not None:
             argv += ["--served-model-name", serve.model_id]
         argv += ["--max-model-len", str(serve.max_context)]
-        if serve.max_num_seqs is not None:
-            argv += ["--max-num-seqs", str(serve.max_num_seqs)]
+        if (max_num_seqs := serve.max_num_seqs_flag()) is not None:
+            argv += ["--max-num-seqs", str(max_num_seqs)]
         if serve.gpu_memory_utilization is not None:
             argv += ["--gpu-memory-utilization", f"{serve.gpu_memory_utilization:g}"]
         if serve.swap_space_gib is not None:

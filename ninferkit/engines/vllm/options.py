@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field, field_validator
 
 from ninferkit.params.base import Section
@@ -36,8 +38,10 @@ class Spec(Section):
 
 
 class Serve(ServeSection):
-    """vLLM sizes its KV pool itself, so `max_concurrency` is what the runbook plans with (capacity cells); the
-    scheduler's own cap on sequences in one batch is `max_num_seqs`, left at vLLM's default unless set."""
+    """vLLM sizes its KV pool itself, and its scheduler batches up to `--max-num-seqs` sequences: that flag is
+    the engine's concurrency, so `max_concurrency` (what the runbook plans with: capacity cells, a search "at
+    C = 32") becomes it unless `max_num_seqs` says otherwise. `vllm_default` leaves the flag out, as report 001's
+    command does (vLLM's own default then depends on its version and the GPU)."""
 
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction of total GPU memory")
     weights_dtype: str | None = Field(None, description="--dtype: compute dtype of the weights, e.g. float16")
@@ -45,8 +49,9 @@ class Serve(ServeSection):
                                          "(vLLM before 0.18 only: the launch refuses it where the installed vLLM "
                                          "has no such option)")
     tensor_parallel: int = Field(1, ge=1, le=8, description="GPUs one model is split over (serve.gpu_devices)")
-    max_num_seqs: int | None = Field(None, ge=1, le=65_536, description="--max-num-seqs: sequences in one batch; "
-                                     "null: vLLM's default (it depends on the version and the GPU)")
+    max_num_seqs: Annotated[int, Field(ge=1, le=65_536)] | Literal["vllm_default"] | None = Field(
+        None, description="--max-num-seqs: sequences in one batch; null: serve.max_concurrency; vllm_default: no "
+        "flag (vLLM's default, which depends on its version and the GPU)")
     trust_remote_code: bool = Field(False, description="--trust-remote-code: run the checkpoint's own model code")
     attention_backend: str | None = Field(None, description="--attention-backend, e.g. FLASH_ATTN, TRITON_ATTN, "
                                           "FLASHINFER; checked against the installed vLLM's own list")
@@ -58,6 +63,12 @@ class Serve(ServeSection):
 
     def tensor_parallel_size(self) -> int:
         return self.tensor_parallel
+
+    def max_num_seqs_flag(self) -> int | None:
+        """The --max-num-seqs value (None: the flag is left out)."""
+        if self.max_num_seqs == "vllm_default":
+            return None
+        return self.max_num_seqs or self.max_concurrency
 
     def speculation(self) -> tuple[str | None, int | None]:
         return self.spec.method, self.spec.num_speculative_tokens

@@ -16,9 +16,10 @@ import pytest
 from ninferkit.engines import get_adapter
 from ninferkit.engines.vllm.adapter import metrics_deltas, parse_metrics
 from ninferkit.errors import ProfileError
+from ninferkit.params import load_profile
 from ninferkit.params.load import validate_profile
 from ninferkit.params.profile import Profile
-from tests.conftest import DATA
+from tests.conftest import DATA, REPO
 
 VLLM_LIVE = DATA / "vllm-live"
 
@@ -149,6 +150,20 @@ def test_argv_every_option() -> None:
                           "--tensor-parallel-size", "2", "--trust-remote-code", "--enforce-eager"]
 
 
+def _max_num_seqs(argv: list[str]) -> str | None:
+    return argv[argv.index("--max-num-seqs") + 1] if "--max-num-seqs" in argv else None
+
+
+def test_the_profiles_concurrency_reaches_vllm_as_max_num_seqs() -> None:
+    """Issue 42 item 1: a capacity search "at C = 32" ran at vLLM's default batch limit, the concurrency a comment."""
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32))) == "32"
+    assert _max_num_seqs(argv_of(profile())) == "1"  # max_concurrency's own default
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32, max_num_seqs=8))) == "8"  # said outright, it wins
+    assert _max_num_seqs(argv_of(profile(max_concurrency=32, max_num_seqs="vllm_default"))) is None
+    seed_001 = load_profile(REPO / "params" / "vllm-v100-baseline.yaml").profile
+    assert seed_001.serve.model_dump()["max_num_seqs"] == "vllm_default"  # report 001's command has no such flag
+
+
 @pytest.mark.parametrize(("serve", "match"), [
     # Another engine's options are unknown fields of a vLLM profile's serve section.
     ({"spec": {"method": "mtp", "draft_tokens": 3}}, "serve.spec.draft_tokens: unknown field"),
@@ -260,3 +275,13 @@ def test_the_reports_start_lines_read_as_a_healthy_start() -> None:
     assert ADAPTER.parse_ledger(quoted)["listen_url"] == "http://0.0.0.0:8000"
     report = diagnose_log(quoted, ADAPTER)
     assert report["healthy"] and report["verdict"] == "healthy start (listening on http://0.0.0.0:8000)"
+
+
+def test_the_oom_fix_carries_report_001s_advice() -> None:
+    """Report 001's debugging list on torch.OutOfMemoryError: "调低--max-model-len" (tests/data/seeds/001_*.txt)."""
+    seed = (DATA / "seeds" / "001_14cad6f44f36910c.txt").read_text()
+    assert "torch.OutOfMemoryError" in seed and "调低--max-model-len" in seed
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    found = ADAPTER.diagnose(f"{STARTUP_LOG}\n{oom}\n")
+    assert found is not None and found.code == "cuda_out_of_memory"
+    assert found.fix.startswith("lower serve.max_context (--max-model-len")

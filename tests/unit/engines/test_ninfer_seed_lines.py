@@ -157,3 +157,22 @@ def test_the_two_field_reports_readers_are_told_apart() -> None:
     v1_v2 = diagnose_log(seeds.READER_V1_V2.text, ADAPTER)["build"]
     assert (v2["containers_read"], v1_v2["containers_read"]) == ([2], [1, 2])
     assert "Don-Chad/ninfer-3090@0.6.1" in v1_v2["builds"] and "Don-Chad/ninfer-3090@0.6.1" not in v2["builds"]
+
+
+KERNEL_REFUSAL = ("NVRM: The NVIDIA GPU 0000:00:04.0 (PCI ID: 10de:1db1)\n"
+                  "NVRM: installed in this system is not supported by open\n"
+                  "NVRM: nvidia.ko because it does not include the required GPU\n"
+                  "NVRM: System Processor (GSP).\n"
+                  "NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
+"""The open module's refusal on a V100 as the kernel prints it: the format of kernel-open/nvidia/nv.c in NVIDIA's
+open-gpu-kernel-modules (`"NVRM: installed in this system is not supported by open\\n" "NVRM: nvidia.ko because it
+does not include the required GPU\\n" "NVRM: System Processor (GSP).\\n"`), the PCI ID a V100's. Seed 000 §1.1 quotes
+it joined on one line, with "..." for the NVRM: prefixes."""
+
+
+def test_the_open_module_refusal_as_the_kernel_splits_it() -> None:
+    report = diagnose_log(KERNEL_REFUSAL, ADAPTER)
+    (entry,) = report["errors"]
+    assert entry["code"] == "open_kernel_module" and entry["lines"] == [2, 3, 4]
+    assert report["verdict"] == "failed: open_kernel_module" and 'apt purge "nvidia-*-open"' in entry["fix"]
+    assert diagnose_log(KERNEL_REFUSAL.splitlines()[-1], ADAPTER)["errors"] == []  # the probe line alone says no why

@@ -153,3 +153,19 @@ def test_a_loads_shape_becomes_the_peers_strategy() -> None:
     assert vllm_bench.result(source, concurrency)["max_concurrency"] == 4
     assert vllm_bench.result(source, rate)["request_rate"] == 2.5
     assert vllm_bench.result(source, context)["request_rate"] == "inf"
+
+
+def test_dash_writes_one_file_formats_to_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    to_file = tmp_path / "s.csv"
+    assert main(["export", str(EXAMPLE), "--format", "summary", "-o", str(to_file)]) == 0
+    piped = subprocess.run([sys.executable, "-m", "ninferkit", "export", str(EXAMPLE), "--format", "summary", "-o",
+                            "-"], capture_output=True, cwd=tmp_path, timeout=120)
+    assert piped.returncode == 0 and piped.stdout == to_file.read_bytes()
+    assert not (tmp_path / "-").exists()  # not a file named "-"
+    folder = subprocess.run([sys.executable, "-m", "ninferkit", "export", str(EXAMPLE), "--format", "aiperf", "-o",
+                             "-"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert folder.returncode == 2 and "give -o PATH" in folder.stderr and "Traceback" not in folder.stderr

@@ -113,3 +113,18 @@ def test_a_quoted_hash_is_part_of_the_value_not_a_comment() -> None:
     text = ('serve:\n  model_id: "org/model #2"  # the second upload\n  extra_args: ["--alias", "a #b"]\n'
             "  api_key_env: KEY#1\n")
     assert yaml_comments(text) == {"serve.model_id": "the second upload"}
+
+
+def test_a_bare_name_is_the_profile_of_that_name_in_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ninferkit launch local-cpu` reads params/local-cpu.yaml of the working directory (issue 38 item 9)."""
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "box.yaml").write_text((REPO / "params" / "local-cpu.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    loaded = load_profile("box")
+    assert loaded.source == Path("params/box.yaml") and loaded.profile.name == load_profile(
+        REPO / "params" / "local-cpu.yaml").profile.name
+    with pytest.raises(ProfileError, match=r"profile boxx does not exist; .*here: box \(give the path, e\.g\. "
+                                           r"params/box\.yaml, or the bare name, e\.g\. box\)"):
+        load_profile("boxx")
+    (tmp_path / "box").mkdir()  # a folder of that name is not a profile: still the file in params/
+    assert load_profile("box").source == Path("params/box.yaml")

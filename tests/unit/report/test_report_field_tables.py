@@ -41,9 +41,9 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
     "2.4a": (("路", "prompt token", "TTFT（服务端）", "其中排队", "prefill tok/s", "输出", "wall"),
              ("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
               "output tokens", "wall, s (client)"),
-             "No concurrency cell with two or more clients"),
+             "(a) lanes: no concurrency cell with two or more clients"),
     "2.4b": (("batch", "聚合 decode tok/s", "相对 batch=1"),
-             ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "No batching table:"),
+             ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "(b) batching: no table,"),
     "2.4c": (("服务端并发", "客户端路数", "单路端到端", "聚合端到端", "加速比"),
              ("server slots", "client lanes", "per lane, tok/s (client)", "aggregate, tok/s (client)", "speed-up"),
              None),
@@ -55,6 +55,9 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
 }
 
 
+NO_ENGINE_QUEUE = ("TTFT, s (server)", "queued, s (server)")
+"""§2.4(a)'s engine columns that llama-server's record leaves empty for the example's lanes: a column no row has a
+value in is not written (issue 38)."""
 SPECULATIVE = "acceptance (server): accepted / drafted"
 """Shown where the run decoded speculatively (the live run: MTP); the example's llama-server drafts nothing."""
 
@@ -114,7 +117,7 @@ def test_each_table_of_report_000_has_its_columns_in_the_post(posts: dict[str, s
     _, columns, instead = REPORT_000[section]
     text = posts[post]
     if post == "example":
-        columns = tuple(column for column in columns if column != SPECULATIVE)
+        columns = tuple(column for column in columns if column not in (SPECULATIVE, *NO_ENGINE_QUEUE))
     assert has_columns(text, columns) or (instead is not None and instead in text), (section, post)
 
 

@@ -200,11 +200,12 @@ def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
     assert tables > 10 and cut == []
 
 
-SECTIONS = ["Headline", "Steps and data", "Environment", "Pinned recipe", "Acceptance checks", "Errors met",
-            "Benchmarks", "Tasks at each depth", "Concurrency, lane by lane", "Coding and agent by input length",
-            "Average decode against the best engine window", "Latency", "Speculative decoding, task by task",
-            "Capacity", "Run conditions", "Method",
-            "Caveats", "Provenance"]
+SECTIONS = ["Headline", "Environment", "Pinned recipe", "Acceptance checks", "Errors met", "Benchmarks",
+            "Tasks at each depth", "Concurrency, lane by lane", "Coding and agent by input length", "Latency",
+            "Capacity", "Run conditions", "Method", "Caveats", "Appendix: headline figures and their sources",
+            "Appendix: steps and data", "Appendix: to fill the missing tables", "Provenance"]
+"""The example's sections: those with data (it has no engine window and no speculation to show), then the
+appendices."""
 LAYOUT = """(width => {
   const clips = el => getComputedStyle(el).overflowX !== 'visible';
   const box = el => {  // what shows of el: the box of the nearest ancestor that clips it, else its own

@@ -22,7 +22,7 @@ from ninferkit.rundir.runs import RunDir
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
-from tests.unit.report.test_report import markdown_table
+from tests.unit.report.test_report import SOURCES, markdown_table
 
 LIVE = DATA / "ninfer_live"
 GIB = 2**30
@@ -36,7 +36,7 @@ def written(run: Path, where: Path) -> tuple[dict[str, dict[str, str]], str]:
     report = write_report(copy)
     text = report.markdown.read_text()
     assert set(report.files) == {"markdown", "html"} and "*tables/context.csv" in text
-    return {row["metric"]: row for row in markdown_table(text, "Headline", 1)}, text
+    return {row["metric"]: row for row in markdown_table(text, SOURCES)}, text
 
 
 def log_figures(run: Path) -> tuple[float, int, int]:
@@ -78,7 +78,7 @@ def test_without_the_models_layout_the_pool_stays_in_tokens_and_says_why(tmp_pat
                                   "capacity fit bounds bytes per pool token only to [0, ")
     assert rows["Memory: KV pool at startup (server ledger)"]["best"] == "131,072"
     # the startup ledger of the acceptance section is read from the log too
-    assert "| kv_pages | 2,048 |" in text and "| weights_bytes | 15.67 GiB (resolution 10.2 MiB) |" in text
+    assert "| KV pages | 2,048 |" in text and "| weights | 15.67 GiB (to within 10.2 MiB) |" in text
 
 
 def table_after(text: str, caption: str) -> list[dict[str, str]]:

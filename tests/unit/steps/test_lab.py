@@ -18,9 +18,11 @@ from pathlib import Path
 import httpx
 import nbformat
 import papermill as pm
+import pytest
 
+from ninferkit.errors import BadInput, ProfileError
 from ninferkit.rundir.runs import open_run, read_json
-from ninferkit.steps.lab import TEMPLATES, prepare
+from ninferkit.steps.lab import TEMPLATES, open_lab_run, prepare
 from tests.conftest import LOCAL_CPU, REPO, free_port
 
 
@@ -89,3 +91,27 @@ def test_papermill_from_the_repository_root_with_overrides_as_one_string(tmp_pat
     manifest = read_json(tmp_path / "run" / "manifest.json")
     assert manifest["profile"]["serve"]["port"] == 8099  # the default profile, found from the repository root
     assert manifest["profile_overrides"] == ["serve.port=8099"]
+
+
+def test_reopening_a_runs_lab_keeps_its_profile_and_refuses_a_change_field_by_field(tmp_path: Path) -> None:
+    first = open_run(LOCAL_CPU, tmp_path / "run", ["serve.port=8099"])
+    again = open_lab_run(None, str(tmp_path / "run"))  # `ninferkit lab --run-dir R`: the run's own profile
+    assert again.profile_hash == first.profile_hash and list(again.loaded.overrides) == ["serve.port=8099"]
+    with pytest.raises(ProfileError, match=r"serve\.port: the run's 8099, the new 8088"):
+        open_lab_run(str(LOCAL_CPU), str(tmp_path / "run"))  # the profile again, without the run's -p
+    manifest = read_json(tmp_path / "run" / "manifest.json")
+    assert manifest["profile_hash"] == first.profile_hash and manifest["profile_overrides"] == ["serve.port=8099"]
+    changed = open_lab_run(str(LOCAL_CPU), str(tmp_path / "run"), ["serve.port=8100"], allow_profile_change=True)
+    assert changed.profile.serve.port == 8100
+    assert read_json(tmp_path / "run" / "manifest.json")["profile_changes"][-1]["step"] == "lab"
+    with pytest.raises(BadInput, match="lab needs a PROFILE"):
+        open_lab_run(None, str(tmp_path / "nothing-here"))
+
+
+def test_the_lab_command_refuses_a_changed_profile_before_jupyterlab_starts(tmp_path: Path) -> None:
+    open_run(LOCAL_CPU, tmp_path / "run", ["serve.port=8099"])
+    done = subprocess.run([sys.executable, "-m", "ninferkit", "lab", str(LOCAL_CPU), "--run-dir", str(tmp_path / "run"),
+                           "--no-browser"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "serve.port: the run's 8099, the new 8088" in done.stderr
+    assert "--allow-profile-change changes it" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run" / "lab").exists()

@@ -68,12 +68,13 @@ sweeps:
 
 
 def _vllm_like(hub: RangeServer, tmp_path: Path) -> Path:
-    """The vLLM baseline's serve settings with the default sweeps."""
+    """The vLLM baseline's serve settings with the default tasks and prefix-reuse sweeps (named, so they run)."""
     path = tmp_path / "vllm-like.yaml"
     path.write_text(f"""name: vllm-like
 engine: {{kind: vllm}}
 {_artifact(hub, tmp_path)}
 serve: {{max_context: 8192, max_concurrency: 1, gpu_memory_utilization: 0.92, weights_dtype: float16}}
+sweeps: {{context: {{}}, tasks: {{}}, prefix_reuse: {{}}}}
 """)
     return path
 

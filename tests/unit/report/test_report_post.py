@@ -1,0 +1,156 @@
+"""The write-up reads as a post (issue 38): it leads as the field reports lead, quotes the right engine lines,
+keeps notes to the run's author in an appendix and shows what stays running.
+
+Data, none of it edited: tests/data/ninfer_live/g1-h200-2x120k/run/ (a copy of shared/ninfer-live/g1-h200-2x120k:
+a real `ninfer-serve` driven by ninferkit on an H200 with report 000's flags; its SOURCE.md and README.md), the
+published example docs/examples/h200-vllm/ (vLLM on an H200, a 135M model whose prompt time is ~19 ms at every
+length), and report 000's own engine lines in §2.4(d) (tests/data/seeds/000_77605b501239fca0.txt), read by the
+NInfer adapter as it reads a log. Each run is copied to tmp_path and written there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ninferkit.engines import get_adapter
+from ninferkit.params import load_profile
+from ninferkit.report import write_report
+from ninferkit.report.data import load_run
+from ninferkit.report.field_tables import whole_decode
+from ninferkit.report.lead import prefill_is_overhead
+from tests.conftest import DATA, REPO
+from tests.unit.report.test_report import markdown_table
+
+LIVE = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
+VLLM = REPO / "docs" / "examples" / "h200-vllm"
+SEED_000 = DATA / "seeds" / "000_77605b501239fca0.txt"
+NOTES = "Appendix: to fill the missing tables"
+
+
+def post(run: Path, where: Path) -> tuple[Path, str]:
+    copy = where / run.name
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report", "*.parquet"))
+    return copy, write_report(copy, ["markdown"]).markdown.read_text()
+
+
+def section(text: str, heading: str) -> str:
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def throughput_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if " throughput " in line]
+
+
+def test_starving_quotes_two_running_one_prefilling_one_ready(tmp_path: Path) -> None:
+    _, text = post(LIVE, tmp_path)
+    log = throughput_lines((LIVE / "logs" / "server.log").read_text())
+    both = [line for line in log if re.search(r"running=2 prefilling=1 decode_ready=1 ", line)]
+    lone = [line for line in log if re.search(r"running=1 prefilling=0 decode_ready=1 ", line)]
+    assert len(both) == 5 and lone  # the log has both kinds; only the first shows prefill starving decode
+    lanes = section(text, "Concurrency, lane by lane")
+    quoted = lanes.split("Prefill starving decode", 1)[1].split("```\n", 2)[1].strip()
+    assert quoted == both[0].strip() and lone[0].strip() not in lanes
+
+
+def test_a_window_where_one_request_ended_is_no_batch_rate(tmp_path: Path) -> None:
+    adapter = get_adapter("ninfer")
+    log = throughput_lines((LIVE / "logs" / "server.log").read_text())
+    parsed = [adapter.parse_throughput(line) or {} for line in log]
+    tails = [(before, line) for before, line in zip(parsed, parsed[1:], strict=False)
+             if line.get("prefill_tok_s") == 0 and (line.get("decode_tok_s") or 0) > 0]
+    assert tails and not any(whole_decode(before, line) for before, line in tails)  # the 2.4 tok/s tail among them
+    assert any(line["decode_tok_s"] == pytest.approx(2.4) for _, line in tails)
+    _, text = post(LIVE, tmp_path)
+    assert "(b) Decode batching" not in text and "2.40" not in section(text, "Concurrency, lane by lane")
+    (note,) = [row for row in section(text, NOTES).splitlines() if "(b) batching" in row]
+    assert "only decoded from open to close" in note
+
+
+def test_report_000s_own_lines_read_as_starving_then_decode_alone() -> None:
+    adapter = get_adapter("ninfer")
+    lines = [line for line in SEED_000.read_text().splitlines() if line.startswith("throughput |")]
+    serial, starving, alone = (adapter.parse_throughput(line) for line in lines)
+    assert starving and alone and starving["running"] == 3 and starving["decode_ready"] == 2
+    assert whole_decode(starving, alone) and alone["batch"] == pytest.approx(3.98)
+    assert not whole_decode(serial, starving)  # it prefilled 4,096 tokens
+
+
+def test_the_live_post_leads_with_model_gpu_engine_and_its_best_figures(tmp_path: Path) -> None:
+    copy, text = post(LIVE, tmp_path)
+    run = load_run(copy)
+    context = run.measured("context")
+    decode = max(float(r.decode_tok_s_server or 0) for r in context)
+    prefill = max(float(r.prefill_tok_s_server or 0) for r in context)
+    title = text.splitlines()[0]
+    assert title == f"# qwen3.6-27b on NVIDIA H200 (ninfer): decode {decode:.1f} tok/s, prefill {prefill:,.0f} tok/s"
+    lead = markdown_table(text, "Headline", 0)
+    assert [row["figure"] for row in lead] == ["decode", "prefill", "TTFT (client)", "concurrency", "memory"]
+    # Two 122,880-token requests: what the cell showed, not an aggregate rate over two requests.
+    assert lead[3]["best (conditions)"] == "2 requests of 122.9K prompt tokens each, served together"
+    assert "tok/s" not in lead[3]["best (conditions)"]
+
+
+def test_a_prefill_rate_over_a_fixed_overhead_never_leads(tmp_path: Path) -> None:
+    copy, text = post(VLLM, tmp_path)
+    context = load_run(copy).measured("context")
+    flat = prefill_is_overhead(context)
+    times = [float(r.prompt_s_server) for r in context if r.prompt_s_server is not None]
+    assert flat is not None and max(times) < 0.025  # 256 to 8,000 tokens, each under 25 ms
+    assert "prefill" not in text.splitlines()[0]
+    (prefill,) = [row for row in markdown_table(text, "Headline", 0) if row["figure"] == "prefill"]
+    assert prefill["best (conditions)"].startswith("not measured")
+    assert "462,229" not in section(text, "Headline")
+
+
+def test_notes_to_the_author_leave_the_readers_text(tmp_path: Path) -> None:
+    _, text = post(LIVE, tmp_path)
+    reader = text.split(f"\n## {NOTES}\n", 1)[0]
+    for phrase in ("add 1 to sweeps.concurrency.levels", "No capacity.json", "sweeps.tasks.depths"):
+        assert phrase not in reader and phrase in section(text, NOTES)
+    assert "\n## Capacity\n" not in text  # a section with no data is not written
+    assert "None" not in reader and not re.search(r"\b\d+\.0 output tokens|\{'", reader)
+    assert "free_after_startup_bytes" not in reader and "| free after startup |" in reader
+
+
+def test_one_request_shows_one_value_never_three_percentiles(tmp_path: Path) -> None:
+    _, text = post(LIVE, tmp_path)
+    rows = markdown_table(text, "Latency", 0)
+    one = [row for row in rows if row["requests"] == "1"]
+    assert one and all(" / " not in row["TTFT, ms"] for row in one)
+
+
+def test_the_recipe_shows_what_stays_running(tmp_path: Path) -> None:
+    _, text = post(LIVE, tmp_path)
+    recipe = section(text, "Pinned recipe")
+    launch, stays = re.findall(r"```\n(.*?)\n```", recipe, re.S)
+    assert stays.startswith("# systemd unit ninferkit-h200-ninfer-g1-turn3.service runs: ninfer-serve ")
+    assert stays.split(" runs: ", 1)[1].split()[1:] == launch.split()[1:]  # the flags the run measured with
+
+
+def test_errors_met_names_the_revision_of_the_runs_own_profile(tmp_path: Path) -> None:
+    """Report 000's profile (params/ninfer-v100-pcie-nvfp4.yaml) put in a copy of the live run, whose server log is
+    the engine's recorded refusal of a container v3 file (g1-h200/startup-errors/v3_header.log): the write-up has
+    the run's profile at hand, so its fix names the revision to pin, as `diagnose --profile` does."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "ninfer_live" / "g1-h200" / "run", run)
+    shutil.copy(DATA / "ninfer_live" / "g1-h200" / "startup-errors" / "v3_header.log", run / "logs" / "server.log")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["profile"] = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml").profile.model_dump(mode="json")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    text = write_report(run, ["markdown"]).markdown.read_text()
+    (row,) = [line for line in section(text, "Errors met").splitlines() if "artifact_container_mismatch" in line]
+    assert "pin artifact.revision to 204e3d92c30d (container v2)" in row
+
+
+def test_a_column_no_row_has_a_value_in_is_not_written(tmp_path: Path) -> None:
+    """The live run measured no task without speculation: the speculation table has no "without" columns, and the
+    line saying how to measure them is in the appendix."""
+    _, text = post(LIVE, tmp_path)
+    table = markdown_table(text, "Speculative decoding, task by task", 0)
+    assert table and all("decode tok/s without" not in row and row["acceptance"] == "0%" for row in table)
+    assert "speculation_ab: true runs each task both ways" in section(text, NOTES)
