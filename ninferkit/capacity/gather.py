@@ -21,6 +21,7 @@ import pandas as pd
 
 from ninferkit.artifact import planned_path
 from ninferkit.capacity.answer import BOTH, LOGGED, TYPED, Basis, answer
+from ninferkit.capacity.evidence import narrowed
 from ninferkit.capacity.fit import CapacityFit, FamilyFit, Priors, fit
 from ninferkit.capacity.interval import Interval, intersect_all
 from ninferkit.capacity.known import KnownTerms, joined_family, known_terms, typed_family
@@ -235,7 +236,7 @@ def capacity_fields(profile: Profile, observations: Sequence[Observation],
         other = answers[1].get("max_kv_tokens_interval")
         note = (f"CONFLICT: the {answers[0]['basis']} give this; the {answers[1]['basis']} ({answers[1]['source']}) "
                 f"give {other} tokens; see conflicts" + (f"; {note}" if note else ""))
-    return {
+    return narrowed({
         "schema_version": CapacityRecord.SCHEMA_VERSION,
         "created": utc_now(),
         "engine": profile.engine.kind,
@@ -275,7 +276,7 @@ def capacity_fields(profile: Profile, observations: Sequence[Observation],
         "terms_unpinned": unpinned,
         "conflicts": conflicts + result.conflicts,
         "notes": result.notes,
-    }
+    })
 
 
 def _available_source(profile: Profile, result: CapacityFit, known: KnownTerms | None, primary: Basis) -> str:

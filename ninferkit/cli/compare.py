@@ -34,6 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path,
                         help="folder for index.md, index.html and table.csv "
                              "(default: LAST_RUN/report/compare-vs-<first run id>)")
+    parser.add_argument("--same-serving", action="store_true",
+                        help="state that the runs serve one configuration (a --url run, an import: what the rule "
+                             "cannot prove); the write-up says you stated it")
     parser.add_argument("--fail-on-regression", type=_percentage, metavar="PCT",
                         help="exit 1 when a metric got worse by more than PCT percent and outside the bootstrap "
                              "interval of the runs' repeats (needs sweeps.repeats >= 2 in both runs)")
@@ -48,7 +51,9 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.report.fmt import number
     from ninferkit.rundir.runs import RunDir
 
-    comparison = compare_runs(args.run_dirs)
+    comparison = compare_runs(args.run_dirs, args.same_serving)
+    for line in comparison.serving:
+        print(f"serving: {line}")
     gate = regressions(comparison, args.fail_on_regression) if args.fail_on_regression is not None else None
     out = args.out or RunDir(Path(args.run_dirs[-1])).comparison(comparison.run_ids[0])
     files = comparison.write(out)

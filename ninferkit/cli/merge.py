@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +13,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "merge", help="one write-up across hosts: percentiles over the union of their requests.jsonl rows")
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     parser.add_argument("-o", "--out", type=Path, required=True, help="folder for the merged rows and write-up")
+    parser.add_argument("--same-serving", action="store_true",
+                        help="state that the runs serve one configuration, to pool runs whose identity cannot be "
+                             "proven alike (a --url run, an import); the write-up says you stated it and names "
+                             "what differs")
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.report.merge import merge
+    from ninferkit.report.merge import merge, serving_lines
 
     refuse_overlaps(args.run_dirs, args.out)
-    merged = merge(args.run_dirs, args.out)
+    merged = merge(args.run_dirs, args.out, args.same_serving)
+    for line in serving_lines(merged.servings, merged.stated):
+        print(line, file=sys.stderr)
     for run in merged.runs:
         state = "complete" if not run.missing else "incomplete: " + ", ".join(run.missing)
         print(f"{run.host}: {run.gpu}, {len(run.rows)} rows, {state}")

@@ -133,10 +133,18 @@ class LogReader(EnginePart):
         its per-request timings leave out (a sentence with the log's numbers and the fix); None if nothing."""
         return None
 
+    def request_log_path(self, profile: Profile) -> Path | None:
+        """Where the engine writes its own per-request record on the serving machine (a file the profile
+        names); None when it keeps none beside its log. The sweeps copy it into the run directory."""
+        return None
+
     def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
-                         server_log: Path | None = None) -> list[dict[str, Any]] | None:
+                         server_log: Path | None = None,
+                         request_log: Path | None = None) -> list[dict[str, Any]] | None:
         """Server-side fields per client row (same order; {} where none) from the engine's own
         per-request record outside the responses (its request log, or the server log's per-request
         lines), read after the requests ended; None when the engine (or this profile) keeps no such
-        record. `rows` are all requests.jsonl rows of the run."""
+        record. `rows` are all requests.jsonl rows of the run; `request_log` the run directory's copy of the
+        engine's request log (RunDir.engine_record), read instead of the path the profile names, which is the
+        serving machine's."""
         return None

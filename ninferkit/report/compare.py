@@ -33,8 +33,10 @@ from ninferkit.report.document import Block, Bullets, Document, Paragraph, Secti
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
+from ninferkit.rundir.identity import same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import utc_now, write_text_atomic
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
@@ -55,10 +57,13 @@ class Comparison:
     table: pd.DataFrame
     unpaired: list[str] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
+    serving: list[str] = field(default_factory=list)
+    """Per candidate, how its serving differs from the baseline's (rundir/identity.py), or that it is the same."""
 
     def document(self) -> Document:
         title = f"A/B: {' vs '.join(self.run_ids)}"
-        sections = [Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
+        sections = [Section("Serving", [Bullets(tuple(self.serving))]),
+                    Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
                       "each run's repetitions." + _interval_words(self.table)),
@@ -191,8 +196,10 @@ def _move(metric: str, row: Any) -> str:
     return f"{name} {pct:+.1f}% ({said}{caveat})"
 
 
-def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
-    """Compare the second and later runs with the first, cell by cell, for each metric in METRICS.
+def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = False) -> Comparison:
+    """Compare the second and later runs with the first, cell by cell, for each metric in METRICS. Each run's
+    cells are those of its current serving; the Serving section names what differs between the runs' servings
+    (`same_serving_stated`: the user said they serve one configuration, `--same-serving`, and it says so).
 
     Raises NinferkitError for fewer than two runs or a run with no measured request.
     Example: ``compare_runs(["runs/a", "runs/b"]).table``.
@@ -227,7 +234,25 @@ def compare_runs(run_dirs: Sequence[str | Path]) -> Comparison:
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
                              **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
                              "comparable": comparable})
-    return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs))
+    return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs),
+                      serving_words(runs, same_serving_stated))
+
+
+def serving_words(runs: Sequence[RunData], stated: bool) -> list[str]:
+    """Per candidate: what its serving changes against the baseline's ("kv: f16 vs q8_0"), or "same serving",
+    with the fields one side does not know; and the user's statement where they made one."""
+    base = run_servings(runs[0].dir).main
+    lines = [f"Baseline {runs[0].run_id}: {base.describe()}."]
+    for other in runs[1:]:
+        serving = run_servings(other.dir).main
+        pooled, differing, unknown = same_serving(base, serving)
+        said = "same serving" if pooled else "differs in " + ("; ".join(differing) or "what one side does not know")
+        lines.append(f"{other.run_id}: {said}" + (f"; unknown on one side: {', '.join(unknown)}" if unknown else "")
+                     + ".")
+    if stated:
+        lines.append("The user stated that these runs serve one configuration (--same-serving); what differs is "
+                     "named above.")
+    return lines
 
 
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:

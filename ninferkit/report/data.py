@@ -40,9 +40,10 @@ from ninferkit.rundir.records import (
     TelemetrySample,
 )
 from ninferkit.rundir.runs import RunDir
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
-from ninferkit.sweeps.tables import counted, latest_outcomes, sweep_table, table_cells
+from ninferkit.sweeps.tables import counted, demote_unmeasured, latest_outcomes, measured_ok, sweep_table, table_cells
 from ninferkit.sweeps.truth import rows_with_server_truth
 
 STEP_ORDER = ("setup", "verify", "attach", "launch", "sweeps", "capacity", "writeup")
@@ -164,8 +165,9 @@ def load_run(path: str | Path) -> RunData:
     data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
     data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
     rows = rows_with_server_truth(run_dir)
-    data.cells = latest_outcomes(run_dir, data.manifest.profile_hash)
-    data.counted = counted(run_dir, rows, data.cells)
+    outcomes = latest_outcomes(run_dir, run_servings(run_dir))
+    data.counted = counted(run_dir, rows, outcomes)
+    data.cells = demote_unmeasured(outcomes, measured_ok(data.counted.rows))  # done means measured
     data.requests = data.counted.rows
     data.superseded = data.counted.superseded
     if not rows:

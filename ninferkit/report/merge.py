@@ -2,14 +2,18 @@
 
 Every number is recomputed from the raw requests.jsonl rows, never from a run's tables: a cell measured on
 several hosts gets its percentiles over the union of their rows (percentiles of parts cannot be averaged), and
-each host's own beside them. Rows are comparable when they measured the same model (artifact sha256) in the
-same cell (sweep and parameters; a repeat is the same cell); a cell only one run measured is shown apart, with
-why. Every latency is one row's own: the client's stamps of one request on one host's monotonic clock, so no
-difference between hosts' clocks enters any number (the merge computes no rate over several hosts' time spans).
+each host's own beside them. Rows are comparable when they were measured under the same serving (engine and
+build, model bytes, the serve options that change behaviour: rundir/identity.py; never the port or the host)
+in the same cell (sweep and parameters; a repeat is the same cell); a cell only one run measured is shown
+apart, with why (another serving's differences named: "kv: f16 vs q8_0"). `--same-serving` pools runs the rule
+cannot prove alike, and the write-up says the user stated it. Every latency is one row's own: the client's
+stamps of one request on one host's monotonic clock, so no difference between hosts' clocks enters any number
+(the merge computes no rate over several hosts' time spans).
 
 Each merged row (OUT/requests.jsonl) keeps its host (the fleet's name for it, else the machine's), GPU, engine
-build and profile hash. A run whose planned steps did not all finish is marked incomplete, with what it lacks;
-its measured rows still count (every row is a finished request).
+build, profile hash and serving (`serving_id`, its fields, and whether the user stated it). A run whose planned
+steps did not all finish is marked incomplete, with what it lacks; its measured rows still count (every row is
+a finished request).
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from ninferkit.errors import BadInput
 from ninferkit.measure.latency import distribution, samples
 from ninferkit.report.document import Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.render import render_html, render_markdown
+from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir, utc_now, write_text_atomic
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes
 
 LATENCIES = ("ttft_client_s", "tpot_client_s", "e2e_client_s")
@@ -51,6 +57,8 @@ class MergedRun:
     rows: list[RequestRow] = field(default_factory=list)
     max_kv_tokens: int | None = None
     tokens_per_joule: float | None = None
+    servings: dict[str, ServingIdentity] = field(default_factory=dict)
+    """The serving of each row, by the row's request_uid (rundir/servings.py: migrated for older rows)."""
 
     @property
     def label(self) -> str:
@@ -79,15 +87,18 @@ def read_run(path: Path) -> MergedRun:
     planned = manifest.planned_steps or list(manifest.steps)
     missing = [f"{step} ({manifest.steps[step].status})" if step in manifest.steps else f"{step} (not run)"
                for step in planned if step not in manifest.steps or manifest.steps[step].status != "ok"]
-    rows = [row for row in counted_rows(run_dir, latest_outcomes(run_dir, manifest.profile_hash))
+    servings = run_servings(run_dir)
+    rows = [row for row in counted_rows(run_dir, latest_outcomes(run_dir, servings))
             if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
+    identities = {str(row.request_uid): servings.identity(servings.of_line(row.as_dict()))
+                  or servings.for_cell(row.cell) for row in rows}
     model = next((row.artifact_sha256 for row in rows if row.artifact_sha256), None) or _model_of(run_dir)
     return MergedRun(path=run_dir.path, host=(task.host if task and task.host else manifest.host or path.name),
                      gpu=gpu, engine_build=f"{engine.get('kind', '?')} {build}{binary}",
                      profile_hash=manifest.profile_hash or "?", profile_name=manifest.profile_name or "?",
                      model=model[:12] if len(model) == 64 else model, missing=missing, rows=rows,
                      max_kv_tokens=capacity.max_kv_tokens if capacity is not None else None,
-                     tokens_per_joule=_tokens_per_joule(run_dir, rows))
+                     tokens_per_joule=_tokens_per_joule(run_dir, rows), servings=identities)
 
 
 def _model_of(run_dir: RunDir) -> str:
@@ -117,17 +128,82 @@ def _tokens_per_joule(run_dir: RunDir, rows: Sequence[RequestRow]) -> float | No
     return tokens / joules if joules > 0 and tokens else None
 
 
-def cell_key(run: MergedRun, row: RequestRow) -> str:
-    """What makes rows comparable: the model, the sweep and the cell's parameters (a repeat is the same cell)."""
-    params = {k: v for k, v in (row.cell or {}).items() if k != "repeat"}
-    return json.dumps({"model": run.model, "sweep": row.sweep, "cell": params}, sort_keys=True)
+def cell_key(group: int, row: RequestRow) -> str:
+    """What makes rows comparable: one serving (the group of identities that pool, `pool_groups`), the sweep and
+    the cell's parameters (a repeat is the same cell)."""
+    return json.dumps({"serving": group, **_cell_of(row)}, sort_keys=True)
+
+
+def _cell_of(row: RequestRow) -> dict[str, Any]:
+    return {"sweep": row.sweep, "cell": {k: v for k, v in (row.cell or {}).items() if k != "repeat"}}
 
 
 def cell_label(row: RequestRow) -> str:
     params = row.cell or {}
     shown = {k: v for k, v in params.items() if k in ("target_prompt_tokens", "task", "clients", "rate", "api",
                                                      "output_tokens", "depth", "variant", "speculation")}
+    shown = shown or {k: v for k, v in params.items() if k != "repeat"}  # an imported cell names its own
     return f"{row.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
+
+
+@dataclass
+class ServingGroup:
+    """Serving identities whose rows pool: each is the same serving as every other (or the user said so)."""
+
+    members: list[ServingIdentity]
+    hosts: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return " = ".join(identity.id for identity in self.members)
+
+
+def pool_groups(identities: Sequence[ServingIdentity], stated: bool = False) -> list[ServingGroup]:
+    """Group the identities greedily: one joins a group only when it is the same serving as every member, so an
+    identity that knows less (a --url run without a version) never bridges two that differ. `stated`: the user
+    said every run serves one configuration (`--same-serving`): one group."""
+    groups: list[ServingGroup] = []
+    for identity in identities:
+        home = next((group for group in groups
+                     if all(same_serving(member, identity, stated=stated)[0] for member in group.members)), None)
+        if home is None:
+            groups.append(ServingGroup([identity]))
+        elif identity.id not in {member.id for member in home.members}:
+            home.members.append(identity)
+    return groups
+
+
+def serving_lines(groups: Sequence[ServingGroup], stated: bool) -> list[str]:
+    """What the write-up and the command say about the servings: each group, what its members differ in or do
+    not know, and why groups were not pooled."""
+    lines = []
+    for index, group in enumerate(groups, 1):
+        first = group.members[0]
+        lines.append(f"Serving {index} ({', '.join(group.hosts)}): {first.describe()}")
+        for member in group.members[1:]:
+            differing, unknown = first.differences(member), first.unknown_in(member)
+            if differing and stated:
+                lines.append(f"  pooled on the user's word (--same-serving) with serving {member.id}; they differ in "
+                             + "; ".join(differing))
+            if unknown:
+                lines.append(f"  serving {member.id} ({member.source}) is compared on what both know; unknown: "
+                             + ", ".join(unknown))
+    for index, group in enumerate(groups, 1):
+        for later, other in enumerate(groups[index:], index + 1):
+            mine, theirs = group.members[0], other.members[0]
+            lines.append(f"Not pooled: serving {index} and serving {later} " + _apart_words(mine, theirs))
+    return lines
+
+
+def _apart_words(mine: ServingIdentity, theirs: ServingIdentity) -> str:
+    """Why two servings do not pool: what differs, else what one side does not know."""
+    differing, unknown = mine.differences(theirs), mine.unknown_in(theirs)
+    if differing:
+        return "differ in " + "; ".join(differing)
+    if unknown:
+        return "cannot be shown alike: unknown on one side: " + ", ".join(unknown)
+    return ("cannot be shown alike: neither states its serving (an import, or a profile this ninferkit no longer "
+            "reads); --same-serving pools them on your word")
 
 
 def statistics(rows: Sequence[RequestRow]) -> dict[str, Any]:
@@ -151,11 +227,17 @@ class Merged:
     """Cells only one run measured, and why."""
     gpus: pd.DataFrame
     folder: Path
+    servings: list[ServingGroup] = field(default_factory=list)
+    """The servings whose rows pooled, in order (a cell's `serving` names its group's ids)."""
+    stated: bool = False
+    """The user said every run serves one configuration (`--same-serving`)."""
 
 
-def merge(paths: Sequence[Path], out: Path) -> Merged:
-    """Merge the run directories into `out`: requests.jsonl (every counted row, with host, GPU, engine build and
-    profile hash), cells.csv, gpus.csv, and the write-up report/index.md and index.html."""
+def merge(paths: Sequence[Path], out: Path, same_serving_stated: bool = False) -> Merged:
+    """Merge the run directories into `out`: requests.jsonl (every counted row, with host, GPU, engine build,
+    profile hash and serving), cells.csv, gpus.csv, and the write-up report/index.md and index.html. Rows pool
+    only within one serving (`pool_groups`); `same_serving_stated`: the user says every run serves one
+    configuration (`--same-serving`), and the write-up says they did, with what differs."""
     if not paths:
         raise BadInput("merge needs at least one run directory")
     runs = [read_run(Path(path)) for path in paths]
@@ -163,26 +245,31 @@ def merge(paths: Sequence[Path], out: Path) -> Merged:
     if len(set(hosts)) < len(hosts):  # two runs of one host stay two: name them by their folder too
         for run in runs:
             run.host = f"{run.host}/{run.path.name}" if hosts.count(run.host) > 1 else run.host
+    identities = list({identity.id: identity for run in runs for identity in run.servings.values()}.values())
+    pooled = pool_groups(identities, same_serving_stated)
+    group_of = {identity.id: index for index, group in enumerate(pooled) for identity in group.members}
     groups: dict[str, list[tuple[MergedRun, RequestRow]]] = defaultdict(list)
     for run in runs:
         for row in run.rows:
-            groups[cell_key(run, row)].append((run, row))
+            group = group_of[run.servings[str(row.request_uid)].id]
+            groups[cell_key(group, row)].append((run, row))
+            if run.host not in pooled[group].hosts:
+                pooled[group].hosts.append(run.host)
     cells, apart = [], []
-    for members in groups.values():
+    for key, members in groups.items():
         owners = list(dict.fromkeys(run.host for run, _ in members))
         first_run, first = members[0]
-        label = cell_label(first)
+        label, group = cell_label(first), json.loads(key)["serving"]
+        serving = pooled[group].label
         if len(owners) < 2:
-            others = [run for run in runs if run is not first_run]
-            why = ("no other run measured this model" if all(run.model != first_run.model for run in others)
-                   else "no other run's plan has this cell") if others else "the only run"
-            apart.append({"cell": label, "host": owners[0], "model": first_run.model, "why": why,
+            apart.append({"cell": label, "host": owners[0], "model": first_run.model, "serving": serving,
+                          "why": _why_apart(first_run, first, group, runs, pooled, groups),
                           **statistics([row for _, row in members])})
             continue
         cells.append({"cell": label, "hosts": "all: " + ", ".join(owners), "model": first_run.model,
-                      **statistics([row for _, row in members])})
+                      "serving": serving, **statistics([row for _, row in members])})
         for host in owners:
-            cells.append({"cell": label, "hosts": host, "model": first_run.model,
+            cells.append({"cell": label, "hosts": host, "model": first_run.model, "serving": serving,
                           **statistics([row for run, row in members if run.host == host])})
     gpu_rows = []
     for run in runs:
@@ -198,9 +285,25 @@ def merge(paths: Sequence[Path], out: Path) -> Merged:
                              "ttft_client_s_p50": stats["ttft_client_s_p50"],
                              "ttft_client_s_p90": stats["ttft_client_s_p90"],
                              "ttft_client_s_p99": stats["ttft_client_s_p99"]})
-    merged = Merged(runs, pd.DataFrame(cells), pd.DataFrame(apart), pd.DataFrame(gpu_rows), out)
+    merged = Merged(runs, pd.DataFrame(cells), pd.DataFrame(apart), pd.DataFrame(gpu_rows), out, pooled,
+                    same_serving_stated)
     _write(merged)
     return merged
+
+
+def _why_apart(run: MergedRun, row: RequestRow, group: int, runs: Sequence[MergedRun], pooled: list[ServingGroup],
+               groups: dict[str, list[tuple[MergedRun, RequestRow]]]) -> str:
+    """Why a cell only one run measured joins no other run's rows: another serving measured it (what differs),
+    or no other run's plan has it."""
+    if len(runs) < 2:
+        return "the only run"
+    for other in range(len(pooled)):
+        if other != group and cell_key(other, row) in groups:
+            return "another serving measured it, which " + _apart_words(pooled[group].members[0],
+                                                                          pooled[other].members[0])
+    if all(other.model != run.model for other in runs if other is not run):
+        return "no other run measured this model"
+    return "no other run's plan has this cell"
 
 
 def _write(merged: Merged) -> None:
@@ -209,9 +312,12 @@ def _write(merged: Merged) -> None:
     lines = []
     for run in merged.runs:
         for row in run.rows:
+            serving = run.servings[str(row.request_uid)]
             lines.append(json.dumps({**row.model_dump(mode="json", exclude_unset=True), "host": run.host,
                                      "gpu": run.gpu, "engine_build": run.engine_build,
-                                     "profile_hash": run.profile_hash, "run_dir": str(run.path)}, sort_keys=True))
+                                     "profile_hash": run.profile_hash, "run_dir": str(run.path),
+                                     "serving_id": serving.id, "serving": serving.fields,
+                                     "serving_stated": merged.stated}, sort_keys=True))
     write_text_atomic(out / "requests.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     merged.cells.to_csv(out / "cells.csv", index=False)
     merged.gpus.to_csv(out / "gpus.csv", index=False)
@@ -237,12 +343,19 @@ def _document(merged: Merged) -> Document:
         Paragraph("Incomplete runs: " + ", ".join(incomplete) + ". Their finished requests are counted; what they "
                   "lack is listed above, and `ninferkit fleet submit` again resumes only that." if incomplete
                   else "Every run finished its planned steps.")])]
+    said = serving_lines(merged.servings, merged.stated)
+    sections.append(Section("Serving", [Paragraph(
+        "Rows pool only where the serving is the same: the engine and its build, the model's bytes and the serve "
+        "options that change behaviour (never the port, the host or a path)."
+        + (" The user stated that these runs serve one configuration (--same-serving), so they pooled as one; "
+           "what differs is named below." if merged.stated else "")),
+        Table(("serving",), tuple((line,) for line in said))]))
     if not merged.gpus.empty:
         sections.append(Section("Across GPUs", [table_from_frame(
             merged.gpus, "The context sweep per host: server decode and prefill rates (medians) and client TTFT "
                          "percentiles, each host's own rows.")]))
     sections.append(Section("Comparable cells", [table_from_frame(
-        merged.cells, "Cells measured by several runs of one model: the union of their rows ('all:'), then each "
+        merged.cells, "Cells measured by several runs of one serving: the union of their rows ('all:'), then each "
                       "host's; percentiles recomputed over the rows, never averaged.") if not merged.cells.empty
         else Table(("cell",), (("no cell was measured by two runs",),))]))
     if not merged.apart.empty:
@@ -252,7 +365,10 @@ def _document(merged: Merged) -> Document:
     sections.append(Section("How the numbers were made", [Paragraph(
         "Every latency is one request's, from the client's stamps on one host's monotonic clock, so clock offsets "
         "between hosts never enter a number; no rate over several hosts' time spans is computed. Rows are "
-        "comparable when they share the model (artifact sha256) and the cell (sweep and parameters). The merged "
-        "rows are requests.jsonl beside this report, each with its host, GPU, engine build and profile hash.")]))
+        "comparable when they share the serving (section Serving) and the cell (sweep and parameters). The merged "
+        "rows are requests.jsonl beside this report, each with its host, GPU, engine build, profile hash and "
+        "serving.")]))
+    stated = " Pooled on the user's word (--same-serving)." if merged.stated else ""
     return Document(f"Fleet: {len(merged.runs)} runs on {len({run.host for run in merged.runs})} hosts",
-                    f"Merged {utc_now()} from " + ", ".join(str(run.path) for run in merged.runs), sections)
+                    f"Merged {utc_now()} from " + ", ".join(str(run.path) for run in merged.runs) + "." + stated,
+                    sections)

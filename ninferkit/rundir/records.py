@@ -509,6 +509,9 @@ class Manifest(RunFile):
     profile_comments: dict[str, str] | None = None
     """The comment written beside each profile value (key path -> text); None in manifests older than that."""
     profile_history: list[dict[str, Any]] = []
+    """The profile hashes this run replaced, each with the serving id its rows had (`serving_id`, where known)."""
+    servings: dict[str, dict[str, Any]] = {}
+    """Every serving identity a row or ledger line of this run names: id -> its fields (rundir/identity.py)."""
     profile_changes: list[ProfileChange] = []
     """Which step changed which profile fields, in order (see ninferkit.rundir.profile_change)."""
     packages: dict[str, str | None] = {}
@@ -579,6 +582,8 @@ class RequestRow(RunRow):
     engine: str | None = None
     engine_version: str | None = None
     artifact_sha256: str | None = None
+    serving_id: str | None = None
+    """The serving identity it was measured under (rundir/identity.py); None in older rows."""
 
     sweep: str | None = None
     cell_id: str | None = None
@@ -818,6 +823,8 @@ class CellEntry(RunRow):
     notes: list[str] = []
     """What the plan sent differently from what was asked."""
     request_fields: dict[str, Any] | None = None
+    serving_id: str | None = None
+    """The serving identity the attempt was measured under (rundir/identity.py); None in older ledgers."""
     finished_utc: str | None = None
     requests_sent: int | None = None
     requests_ok: int | None = None

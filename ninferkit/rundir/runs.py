@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from ninferkit.errors import BadInput, DiskFull, RunDirBusy
 from ninferkit.params import LoadedProfile, Profile, load_profile
 from ninferkit.redaction import remember_env, scrub, scrub_data
+from ninferkit.rundir.identity import ServingIdentity, recorded_identity
 from ninferkit.rundir.records import (
     ArtifactRecord,
     CapacityRecord,
@@ -319,6 +320,18 @@ class RunDir:
     @property
     def requests(self) -> Path:
         return self.path / "requests.jsonl"
+
+    @property
+    def engine_request_log(self) -> Path:
+        """The run's copy of the engine's own request log (NInfer's serve.request_log_jsonl), kept so the join
+        with it can be re-derived on another machine (report/derive.py)."""
+        return self.logs / "engine-request-log.jsonl"
+
+    def engine_record(self) -> Path | None:
+        """The engine request log to join the rows with: the run's copy, else one a capturer left at the run's
+        root (the recorded NInfer runs); None when the run holds none."""
+        return next((path for path in (self.engine_request_log, self.path / "engine-request-log.jsonl")
+                     if path.is_file()), None)
 
     @property
     def server_truth(self) -> Path:
@@ -627,6 +640,7 @@ def _ancestors() -> set[int]:
 
 def _write_manifest(run: Run) -> None:
     manifest = run.dir._manifest_fields()
+    before = dict(manifest)
     previous = manifest.get("profile_hash")
     manifest.update(
         {
@@ -649,8 +663,30 @@ def _write_manifest(run: Run) -> None:
     manifest.setdefault("created", manifest["updated"])
     manifest.setdefault("steps", {})
     if previous and previous != run.profile_hash:
-        manifest.setdefault("profile_history", []).append({"hash": previous, "replaced": manifest["updated"]})
+        earlier = recorded_identity(before, json_object(run.dir.artifact), json_object(run.dir.server))
+        replaced: dict[str, Any] = {"hash": previous, "replaced": manifest["updated"]}
+        if earlier is not None:  # rows of that profile keep their serving (a new port is no new serving)
+            replaced["serving_id"] = earlier.id
+            manifest.setdefault("servings", {})[earlier.id] = earlier.as_record()
+        manifest.setdefault("profile_history", []).append(replaced)
     write_json_atomic(run.dir.manifest, manifest)
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file's content; empty when it is missing, damaged or not an object (what reads it, a
+    serving identity, then knows less, and reading goes on)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def record_serving(run_dir: RunDir, identity: ServingIdentity) -> None:
+    """Name a serving in the manifest (`servings`), so every id a row or ledger line carries has its fields."""
+    servings = run_dir._manifest_fields().get("servings") or {}
+    if servings.get(identity.id) != identity.as_record():
+        run_dir.update_manifest(servings={**servings, identity.id: identity.as_record()})
 
 
 def package_versions() -> dict[str, str | None]:

@@ -27,6 +27,7 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.rundir.records import CapacityRecord, ServerRecord
 from ninferkit.rundir.runs import Run, read_json, write_json_atomic
+from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
 
@@ -80,6 +81,7 @@ def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
                     + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
     fields = capacity_fields(profile, observations, searches)
     fields["profile_hash"] = run.profile_hash
+    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
     write_json_atomic(run.dir.capacity, fields)
     return CapacityRecord.model_validate(fields)
 
@@ -96,6 +98,7 @@ def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
     found = served_observations(profile, str(record.url), record.served_pool, [log] if log else [], served)
     fields = capacity_fields(profile, found)
     fields["profile_hash"] = run.profile_hash
+    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
     write_json_atomic(run.dir.capacity, fields)
     return CapacityRecord.model_validate(fields)
 

@@ -31,19 +31,19 @@ from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.records import CellEntry
-from ninferkit.rundir.runs import Run, RunDir
+from ninferkit.rundir.runs import Run, RunDir, record_serving
+from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
+from ninferkit.sweeps.resume import resume_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
-from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, save_tables
+from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, measured_ok, save_tables
 from ninferkit.sweeps.truth import record_log_truth
 from ninferkit.transports import uses_proxy
-
-FINISHED = ("done", "skipped")
 
 
 def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool = True) -> SweepTables:
@@ -67,24 +67,29 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
         raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
                            f"this run's server ({record['url']}) is someone else's; allowed: false "
                            "(-p sweeps.tasks.speculation_ab=false)")
-    write_plan(run.dir, cells, run.profile_hash)
-    outcomes = latest_outcomes(run.dir, run.profile_hash)
-    pending = [cell for cell in cells if _status(outcomes, cell) not in FINISHED]
+    servings = run_servings(run.dir)
+    for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off}.values():
+        record_serving(run.dir, identity)
+    write_plan(run.dir, cells, run.profile_hash, servings.main.id)
+    resume = resume_plan(cells, run.dir.read_cells(), measured_ok(run.dir.read_requests()), servings)
+    pending = [cell for cell, _ in resume.send]
     log_path = Path(record["log"]) if record.get("log") else None
     rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
     telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
                           hz=profile.sweeps.telemetry_hz)
     with Tokenizer(record["url"], adapter, headers) as tokenizer:
         ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
-                           rules, base_row(run, adapter, record),
-                           profile.sweeps.request_timeout_s, log_path)
-        earlier = len(cells) - len(pending)
+                           rules, base_row(run, adapter, record, servings.main),
+                           profile.sweeps.request_timeout_s, log_path, servings.main)
+        earlier = len(resume.keep)
         resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
         try:
             with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
+                if run.dir.sweep_cells.exists():  # a rerun: what it keeps, and why it sends each cell it sends
+                    shown.event(resume.summary(servings.main.id))
                 if any(map(is_spec_off, pending)):
                     shown.note("starting the second server of the speculation A/B (speculation off)")
-                with spec_off_context(ctx, any(map(is_spec_off, pending))) as spec_off:
+                with spec_off_context(ctx, any(map(is_spec_off, pending)), servings.spec_off) as spec_off:
                     _run_cells({False: ctx, True: spec_off or ctx}, pending,
                                telemetry if profile.sweeps.telemetry else None, shown)
         except (ServerExited, SweepFailed):
@@ -96,9 +101,12 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     if baseline is not None:
         tables[AB] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
-    done = latest_outcomes(run.dir, run.profile_hash)
+    done = latest_outcomes(run.dir, servings)
     failed = [cell for cell in cells if _status(done, cell) == "failed"]
     run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
+                        cells_kept=len(resume.keep), cells_sent=len(resume.send), resend_reasons=resume.reasons(),
+                        resume_summary=resume.summary(servings.main.id),
+                        serving_id=servings.main.id,
                         telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
     if failed:
         raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "

@@ -26,8 +26,6 @@ from ninferkit.measure.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.params.profile import Profile
 from ninferkit.params.sweeps import Api
 
-SPEC_OFF = "off"
-"""The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
 TOOLS_NOTE = ("with tools an engine may hold text back until generation ends (NInfer does, IF §4), so the "
               "client's TTFT and decode rate can be the whole request's; the server columns are the measure")
 

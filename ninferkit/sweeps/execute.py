@@ -34,6 +34,7 @@ from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, row_unsure
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
+from ninferkit.rundir.identity import ServingIdentity
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import Run, append_jsonl, utc_now
 from ninferkit.server import process as server
@@ -58,6 +59,8 @@ class SweepContext:
     base_row: dict[str, Any]
     timeout_s: float
     log_path: Path | None
+    serving: ServingIdentity
+    """What the cell is measured under (rundir/identity.py): every row and the ledger line carry its id."""
 
     def client(self, connections: int = 8, metered: bool = True) -> StreamingClient:
         """A client per cell; it reads the engine's per-request counters around requests that run alone
@@ -128,12 +131,14 @@ class Recorder:
                "client_unsure": unsure, **extra}
         async with self._writing:  # one append at a time: a torn-tail repair must never see another's half row
             await asyncio.to_thread(append_jsonl, self.ctx.run.dir.requests, row)
-        self.tally.add(result.status, result.error, result.http_status)
+        # tallied as stored: a row refused as impossible is errored, and a cell of nothing else is failed, not done
+        stored, error = str(row["status"]), row.get("error")
+        self.tally.add(stored, error, result.http_status)
         self.unsure_rows += unsure is not None
         if self.on_request is not None:
             self.on_request(self.tally)
         if not warmup and extra.get("prefix_role") != "seed":
-            self.measured.add(result.status, result.error, result.http_status)
+            self.measured.add(stored, error, result.http_status)
         if result.status != "ok" and (result.http_status is None or result.http_status < 400):
             # broke off without an error answer: did the server die? (raises ServerExited, failing this cell)
             await asyncio.to_thread(server.confirm_running, self.ctx.run.dir)
@@ -245,7 +250,7 @@ def _append_outcome(ctx: SweepContext, cell: Cell[Any], outcome: CellOutcome) ->
         "cell_id": cell.cell_id, "sweep": cell.sweep, "cell": cell.params.as_dict(), "status": outcome.status,
         "attempt": outcome.attempt, "reason": outcome.reason, "diagnosis": outcome.diagnosis,
         "notes": list(cell.notes), "request_fields": cell.request,
-        "profile_hash": ctx.run.profile_hash, "finished_utc": utc_now(),
+        "profile_hash": ctx.run.profile_hash, "serving_id": ctx.serving.id, "finished_utc": utc_now(),
         "requests_sent": tally.sent, "requests_ok": tally.ok, "requests_errored": tally.errored,
         "requests_incomplete": tally.incomplete, **clock.fields(),
         "client_unsure": cell_unsure(clock, outcome.unsure_rows, tally.sent),
@@ -289,12 +294,13 @@ async def gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any]) -> dict[str, Any]:
-    """The fields every row of this run shares: what makes a result reproducible."""
+def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any], serving: ServingIdentity) -> dict[str, Any]:
+    """The fields every row of this run shares: what makes a result reproducible, and what it was measured
+    under (`serving_id`: the rows are kept, resumed and pooled by it)."""
     artifact = run.dir.artifact
     sha = run.profile.artifact.sha256
     if artifact.exists():
         sha = json.loads(artifact.read_text()).get("sha256") or sha
     return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.run_id(), "profile_hash": run.profile_hash,
             "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
-            "artifact_sha256": sha}
+            "artifact_sha256": sha, "serving_id": serving.id}

@@ -66,7 +66,8 @@ def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], expl
     return cells + again
 
 
-def write_plan(run_dir: RunDir, cells: list[Cell[Any]], profile_hash: str) -> None:
-    """The plan, written before anything runs: a resume runs exactly the cells without a result."""
+def write_plan(run_dir: RunDir, cells: list[Cell[Any]], profile_hash: str, serving_id: str) -> None:
+    """The plan, written before anything runs, with the serving it is measured under."""
     write_json_atomic(run_dir.sweep_plan, {"written": utc_now(), "profile_hash": profile_hash,
+                                           "serving_id": serving_id,
                                            "cells": [cell.as_dict() for cell in cells]})

@@ -18,9 +18,11 @@ from typing import Any
 
 from ninferkit.capacity.launches import free_port
 from ninferkit.errors import ServerError
+from ninferkit.rundir.identity import ServingIdentity
 from ninferkit.rundir.runs import Run, open_run
+from ninferkit.rundir.servings import SPEC_OFF
 from ninferkit.server import process as server
-from ninferkit.sweeps.cell import SPEC_OFF, Cell
+from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row
 
 
@@ -30,9 +32,10 @@ def is_spec_off(cell: Cell[Any]) -> bool:
 
 
 @contextmanager
-def spec_off_context(ctx: SweepContext, needed: bool) -> Iterator[SweepContext | None]:
+def spec_off_context(ctx: SweepContext, needed: bool, serving: ServingIdentity) -> Iterator[SweepContext | None]:
     """A SweepContext like `ctx` whose requests go to the speculation-off server, for the block; None when
-    no cell needs it (nothing is launched then). Raises ServerError when that server does not start."""
+    no cell needs it (nothing is launched then). `serving`: the run's serving with speculation off
+    (rundir/servings.py), which its rows and ledger lines name. Raises ServerError when that server does not start."""
     if not needed:
         yield None
         return
@@ -45,6 +48,7 @@ def spec_off_context(ctx: SweepContext, needed: bool) -> Iterator[SweepContext |
     try:
         record = server.start(other, progress=False)
         yield replace(ctx, url=record["url"], model_id=server.record_model_id(record, other.profile),
-                      base_row=base_row(run, ctx.adapter, record), log_path=Path(record["log"]))
+                      base_row=base_row(run, ctx.adapter, record, serving), log_path=Path(record["log"]),
+                      serving=serving)
     finally:
         server.stop(other.dir)

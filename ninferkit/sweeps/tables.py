@@ -37,8 +37,10 @@ import pandas as pd
 from ninferkit.measure.confidence import median_interval
 from ninferkit.measure.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.measure.telemetry import LOG_POLL_S, engine_rates, window_summary
+from ninferkit.params.profile import Profile
 from ninferkit.rundir.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.rundir.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
+from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
@@ -55,10 +57,30 @@ REPEATED = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "dec
 """The metrics a cell of several repeats states as the median of its repeats with an interval."""
 
 
-def latest_outcomes(run_dir: RunDir, profile_hash: str | None = None) -> dict[str, CellEntry]:
-    """cell_id -> its last ledger entry (for this profile hash when given)."""
+def latest_outcomes(run_dir: RunDir, servings: RunServings | None = None) -> dict[str, CellEntry]:
+    """cell_id -> its last ledger entry; with `servings`, its last entry measured under the serving the cell has
+    now (rundir/servings.py: a new port is the same serving, a new KV dtype is not)."""
     return {entry.cell_id: entry for entry in run_dir.read_cells()
-            if profile_hash is None or entry.profile_hash == profile_hash}
+            if servings is None or servings.is_current(entry.as_dict())}
+
+
+def measured_ok(rows: Iterable[RequestRow]) -> dict[tuple[str, str], int]:
+    """(cell_id, attempt) -> how many of its measured requests (not warm-ups, not cache seeds) succeeded."""
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if row.status == "ok" and not row.warmup and row.prefix_role != "seed" and row.cell_id and row.attempt:
+            counts[(row.cell_id, row.attempt)] = counts.get((row.cell_id, row.attempt), 0) + 1
+    return counts
+
+
+def demote_unmeasured(outcomes: Mapping[str, CellEntry], ok: Mapping[tuple[str, str], int]) -> dict[str, CellEntry]:
+    """The outcomes with every `done` whose attempt has no measured request that succeeded made `failed`: a ledger
+    written before rows refused as impossible were tallied as errored said done for a cell that measured nothing
+    (issue 37). Its `requests_ok` is not trusted: it came from that tally."""
+    return {cell_id: entry if entry.status != "done" or ok.get((cell_id, entry.attempt)) else entry.model_copy(
+        update={"status": "failed", "reason": "recorded done, but none of its measured requests succeeded (each "
+                "was errored, incomplete or refused as impossible); a rerun measures it again"})
+        for cell_id, entry in outcomes.items()}
 
 
 def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
@@ -77,12 +99,19 @@ def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, 
 
 def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
     """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry."""
-    outcomes = latest_outcomes(run.dir, run.profile_hash)
-    rows = counted_rows(run.dir, outcomes)
-    telemetry = run.dir.read_telemetry() if run.dir.telemetry.exists() else None
-    targets = Targets(**run.profile.sweeps.rate.slo.model_dump())
+    return tables_of(run.dir, run.profile, latest_outcomes(run.dir, run_servings(run.dir)), kinds)
+
+
+def tables_of(run_dir: RunDir, profile: Profile, outcomes: Mapping[str, CellEntry],
+              kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+    """The tables of these ledger outcomes (a done cell that measured nothing shown failed): what the sweeps
+    step saves and what `ninferkit report` re-derives from the raw files."""
+    rows = counted_rows(run_dir, outcomes)
+    outcomes = demote_unmeasured(outcomes, measured_ok(rows))
+    telemetry = run_dir.read_telemetry() if run_dir.telemetry.exists() else None
+    targets = Targets(**profile.sweeps.rate.slo.model_dump())
     asked = [kind.name for kind in all_kinds()] if kinds is None else list(kinds)
-    return {name: sweep_table(name, rows, outcomes, telemetry, run.profile.serve.speculation()[0], targets)
+    return {name: sweep_table(name, rows, outcomes, telemetry, profile.serve.speculation()[0], targets)
             for name in asked if find_kind(name) is not None}
 
 

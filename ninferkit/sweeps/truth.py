@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import RequestFailed
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.rundir.records import RequestRow, TelemetrySample
-from ninferkit.rundir.runs import Run, RunDir, append_jsonl, damaged_line, read_jsonl_numbered, utc_now
+from ninferkit.rundir.runs import Run, RunDir, append_jsonl, damaged_line, disk_errors, read_jsonl_numbered, utc_now
 
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it
@@ -117,10 +119,12 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     rows = [row for row in run.dir.read_requests() if row.profile_hash == run.profile_hash]
     if not any(row.request_uid for row in rows):
         return 0
-    found = adapter.server_log_truth(run.profile, [row.as_dict() for row in rows], run.dir.server_log)
+    keep_engine_record(run, adapter)
+    found = adapter.server_log_truth(run.profile, [row.as_dict() for row in rows], run.dir.server_log,
+                                     run.dir.engine_record())
     if found is None:
         return 0
-    written = _latest_truth(run.dir)
+    written = latest_truth(run.dir)
     count = 0
     for row, fields in zip(rows, found, strict=True):
         uid = row.request_uid
@@ -132,7 +136,22 @@ def record_log_truth(run: Run, adapter: LogReader) -> int:
     return count
 
 
-def _latest_truth(run_dir: RunDir) -> dict[str, tuple[int, dict[str, Any]]]:
+def keep_engine_record(run: Run, adapter: LogReader) -> None:
+    """Copy the engine's request log into the run directory (RunDir.engine_request_log): the join is a derived
+    file, and re-deriving it on another machine needs the record, not the serving machine's path."""
+    source = adapter.request_log_path(run.profile)
+    if source is None or not source.is_file():
+        return
+    target = run.dir.engine_request_log
+    if target.is_file() and target.stat().st_size == source.stat().st_size:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with disk_errors(target):
+        shutil.copyfile(source, target.with_suffix(".partial"))
+        os.replace(target.with_suffix(".partial"), target)
+
+
+def latest_truth(run_dir: RunDir) -> dict[str, tuple[int, dict[str, Any]]]:
     """request_uid -> (line number, fields) of its last server_truth.jsonl entry."""
     latest: dict[str, tuple[int, dict[str, Any]]] = {}
     for number, entry in read_jsonl_numbered(run_dir.server_truth):
@@ -152,7 +171,7 @@ def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
     naming its line in server_truth.jsonl. An entry whose server numbers contradict the row's own timings
     is withheld (`timing_conflict`: the pairing was wrong), and `decode_gap_note` is filled in
     (`decode_gaps`, over the run's rows and the engine's throughput lines in telemetry.jsonl)."""
-    latest = _latest_truth(run_dir)
+    latest = latest_truth(run_dir)
     out = []
     for row in run_dir.read_requests():
         number, entry = latest.get(row.request_uid or "", (0, {}))

@@ -165,17 +165,24 @@ class NInfer(EngineAdapter):
             out.update(from_timings)
         return out
 
+    def request_log_path(self, profile: Profile) -> Path | None:
+        found = serve_of(profile, Serve).request_log_jsonl
+        return None if found is None else Path(found).expanduser()
+
     def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
-                         server_log: Path | None = None) -> list[dict[str, Any]] | None:
+                         server_log: Path | None = None,
+                         request_log: Path | None = None) -> list[dict[str, Any]] | None:
         """The engine's own record of each client row: the `--request-log-jsonl` file (unrounded timings,
         queue wait, speculative counters) when the profile sets one, else the per-request `done` lines of
         the server log (rounded as printed: ms, 0.1 tok/s), joined by start and done times, token counts and
         TTFTs that fit (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
         every row a `server_note` saying why, never an error: the client rows stand on their own."""
         serve = serve_of(profile, Serve)
-        if serve.request_log_jsonl is not None:
-            path = Path(serve.request_log_jsonl).expanduser()
-            source, what = "request_log", f"request log {path} (serve.request_log_jsonl)"
+        named = None if serve.request_log_jsonl is None else Path(serve.request_log_jsonl).expanduser()
+        if named is not None and request_log is not None:
+            path, source, what = request_log, "request_log", f"request log {named} (the run's copy, {request_log})"
+        elif named is not None:
+            path, source, what = named, "request_log", f"request log {named} (serve.request_log_jsonl)"
         elif server_log is not None and server_log.is_file():
             path, source, what = server_log, "server_log", f"server log {server_log}"
         else:
@@ -193,8 +200,8 @@ class NInfer(EngineAdapter):
         for joined in join_client_rows(rows, server_rows):
             if joined["server_join"] is None:
                 note = joined.get("server_note") or (
-                    f"no request in {path.name} matched this one (start and done within 5 s of the client's, same "
-                    "token counts and outcome, server TTFT and times inside the client's)")
+                    f"no request in {(named or path).name} matched this one (start and done within 5 s of the "
+                    "client's, same token counts and outcome, server TTFT and times inside the client's)")
                 out.append({"server_join": None, "server_note": note})
                 continue
             fields = {name: joined.get(name) for name in (*LOG_FIELDS, *JOIN_FIELDS)}

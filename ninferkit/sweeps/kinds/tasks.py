@@ -20,7 +20,8 @@ import pandas as pd
 from ninferkit.errors import ProfileError
 from ninferkit.measure.workloads import TASK_NAMES, load_task, task_request
 from ninferkit.params.sweeps import TasksSweep
-from ninferkit.sweeps.cell import SPEC_OFF, Cell, CellParams, Label, Planner, sent_output_tokens
+from ninferkit.rundir.servings import SPEC_OFF
+from ninferkit.sweeps.cell import Cell, CellParams, Label, Planner, sent_output_tokens
 from ninferkit.sweeps.execute import Recorder, SweepContext, request_spec
 from ninferkit.sweeps.kinds import columns
 from ninferkit.sweeps.kinds.base import SweepKind

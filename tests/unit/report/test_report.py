@@ -16,16 +16,16 @@ import pandas as pd
 import pytest
 
 from ninferkit.cli import main as cli_main
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.report import headline, load_run, renderers, write_report
 from ninferkit.report.caveats import caveats
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
 from ninferkit.report.recipe import launch_flags
 from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
-from ninferkit.rundir.runs import RunDir
+from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.sweeps.tables import save_tables
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, LOCAL_CPU, REPO
 
 RUNS = DATA / "run_dirs"
 RUN_A, RUN_B = "embedded-1", "embedded-2"
@@ -195,10 +195,13 @@ def test_a_run_with_gaps_names_the_steps_that_produced_no_data(tmp_path: Path) -
     assert not list((report.folder / "figures").glob("*.png"))
 
 
-def test_an_empty_directory_still_gets_a_write_up(tmp_path: Path) -> None:
-    report = write_report(tmp_path)
-    text = report.markdown.read_text()
-    assert "`manifest.json`" in text and "No probe.json" in text and "No server.json" in text
+def test_a_run_with_only_its_manifest_still_gets_a_write_up_and_an_empty_folder_is_refused(tmp_path: Path) -> None:
+    run = open_run(LOCAL_CPU, tmp_path / "run")
+    text = write_report(run.dir.path).markdown.read_text()
+    assert "No request was measured" in text and "no artifact.json" in text and "No server.json" in text
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInput, match="holds no run"):  # issue 40: a folder that is no run is not written up
+        write_report(tmp_path / "empty")
 
 
 def test_missing_run_dir_and_unknown_renderer_are_clear_errors(tmp_path: Path) -> None:

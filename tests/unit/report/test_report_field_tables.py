@@ -18,7 +18,8 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.compare import compare_runs
-from ninferkit.rundir.runs import RunDir, read_json
+from ninferkit.rundir.runs import RunDir
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA, REPO
@@ -85,8 +86,7 @@ def live_post(tmp_path: Path) -> str:
     run_dir = tmp_path / "live"
     shutil.copytree(LIVE, run_dir)
     folder = RunDir(run_dir)
-    manifest = read_json(folder.manifest)
-    outcomes = latest_outcomes(folder, manifest["profile_hash"])
+    outcomes = latest_outcomes(folder, run_servings(folder))
     rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
     save_tables(folder, {kind.name: sweep_table(kind.name, rows, outcomes, telemetry, "mtp") for kind in kinds()})
     return write_report(run_dir).markdown.read_text()

@@ -18,7 +18,8 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.fmt import number
-from ninferkit.rundir.runs import RunDir, read_json
+from ninferkit.rundir.runs import RunDir
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA
 from tests.unit.report.test_report import SOURCES, markdown_table
@@ -96,7 +97,7 @@ def test_windows_that_mixed_prefill_with_decode_print_no_engine_rate(tmp_path: P
     run_dir = tmp_path / "run"
     shutil.copytree(LIVE / "g1-h200-v100flags", run_dir)
     folder = RunDir(run_dir)
-    outcomes = latest_outcomes(folder, read_json(folder.manifest)["profile_hash"])
+    outcomes = latest_outcomes(folder, run_servings(folder))
     rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
     save_tables(folder, {kind: sweep_table(kind, rows, outcomes, telemetry) for kind in ("context", "concurrency")})
     text = write_report(run_dir).markdown.read_text()

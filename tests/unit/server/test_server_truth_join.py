@@ -31,6 +31,7 @@ from ninferkit.engines.vllm.adapter import metrics_deltas
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.report.data import load_run
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import CellOutcome, Recorder, SweepContext, _append_outcome, base_row
 from ninferkit.sweeps.kinds import get_kind
@@ -70,8 +71,9 @@ def client_of(logged: dict[str, Any], offset_ms: int = 3) -> RequestResult:
 
 
 def context(run: Run, adapter: EngineAdapter) -> SweepContext:
-    return SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [], base_row(run, adapter, {}),  # type: ignore[arg-type]
-                        60.0, None)
+    serving = run_servings(run.dir).main
+    return SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [],  # type: ignore[arg-type]
+                        base_row(run, adapter, {}, serving), 60.0, None, serving)
 
 
 def finish_cell(ctx: SweepContext, cell: Cell, results: list[RequestResult]) -> str:

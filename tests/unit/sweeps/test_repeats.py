@@ -25,6 +25,7 @@ from ninferkit.params import load_profile
 from ninferkit.report import compare_runs, write_report
 from ninferkit.report.compare import regressions
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
+from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import first_repeat_id
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
 from ninferkit.sweeps.plan import build_plan
@@ -47,7 +48,7 @@ def replayed_run(folder: Path, sources: tuple[str, ...], ttft_factor: float = 1.
     run = open_run(LOCAL_CPU, folder, [*TWO_CELLS, f"sweeps.repeats={len(sources)}"])
     adapter = get_adapter(run.profile.engine.kind)
     ctx = SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [],  # type: ignore[arg-type]
-                       base_row(run, adapter, {}), 60.0, None)
+                       base_row(run, adapter, {}, run_servings(run.dir).main), 60.0, None, run_servings(run.dir).main)
     for cell in build_plan(run.profile, adapter, ["context"], explicit=True):
         record = Recorder(ctx, cell, "replay")
         for repetition, row in enumerate(recorded(sources[cell.params.repeat], cell.params.target_prompt_tokens)):
@@ -166,7 +167,7 @@ def test_compare_says_whether_a_difference_lies_outside_the_interval(tmp_path: P
     found, ungated = regressions(worse, 50.0)  # prefill and decode are the engine's: unchanged
     assert [r.metric for r in found] == ["ttft_client_s"] * sum(expected_outside) and not ungated
     assert not [r for r in regressions(worse, 250.0)[0] if r.metric == "ttft_client_s"]  # 200% worse, not > 250%
-    assert "interval of the difference of the medians" in worse.document().sections[1].blocks[0].text  # type: ignore
+    assert "interval of the difference of the medians" in worse.document().sections[2].blocks[0].text  # type: ignore
 
 
 def test_fail_on_regression_exits_1_with_a_line_naming_metric_cell_values_and_percentage(

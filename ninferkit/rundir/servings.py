@@ -1,0 +1,76 @@
+"""The servings of one run directory: which serving identity each ledger line and row belongs to.
+
+A run serves its profile (`main`: the manifest's profile, its model as artifact.json hashed it, its server as
+server.json records it) and, for the speculation A/B's task twins, the same profile with speculation off
+(`spec_off`). Ledger lines and rows written since issue 37 carry their `serving_id`; older ones are mapped
+through the manifest (rundir/identity.py: `entry_serving_id`). A line belongs to the current serving of its
+cell when its id is that serving's, or when the fields recorded for its id (manifest `servings`) are the same
+serving field by field (an id drifts when the schema gains a field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ninferkit.rundir.identity import (
+    ServingIdentity,
+    entry_serving_id,
+    imported,
+    legacy,
+    manifest_servings,
+    recorded_profile,
+    same_serving,
+    serving_identity,
+    spec_off_profile,
+)
+from ninferkit.rundir.runs import RunDir, json_object
+
+SPEC_OFF = "off"
+"""The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
+
+
+@dataclass(frozen=True)
+class RunServings:
+    """The run's current servings and every one its files name."""
+
+    main: ServingIdentity
+    spec_off: ServingIdentity
+    known: dict[str, ServingIdentity]
+    manifest: dict[str, Any]
+
+    def for_cell(self, cell: Mapping[str, Any] | None) -> ServingIdentity:
+        """The serving a cell of these parameters is measured under now."""
+        return self.spec_off if (cell or {}).get("speculation") == SPEC_OFF else self.main
+
+    def of_line(self, line: Mapping[str, Any]) -> str:
+        """The (migrated) serving id of a ledger line or row."""
+        return entry_serving_id(line, self.manifest, self.for_cell(line.get("cell")))
+
+    def identity(self, serving_id: str) -> ServingIdentity | None:
+        return self.known.get(serving_id)
+
+    def is_current(self, line: Mapping[str, Any]) -> bool:
+        """Whether the line was measured under the serving its cell has now."""
+        found, now = self.of_line(line), self.for_cell(line.get("cell"))
+        if found == now.id:
+            return True
+        recorded = self.known.get(found)
+        return recorded is not None and same_serving(recorded, now)[0]
+
+
+def run_servings(run_dir: RunDir) -> RunServings:
+    """The servings of the run as its files stand (manifest, artifact.json, server.json)."""
+    manifest = json_object(run_dir.manifest)
+    profile = recorded_profile(manifest)
+    if manifest.get("imported_from") and not manifest.get("profile"):
+        main = spec_off = imported(str(manifest.get("run_id") or run_dir.path.name))
+    elif profile is None:  # the recorded profile no longer validates: its rows are one legacy serving
+        main = spec_off = legacy(str(manifest.get("profile_hash") or "unknown"))
+    else:
+        sha, server = json_object(run_dir.artifact).get("sha256"), json_object(run_dir.server)
+        main = serving_identity(profile, sha if isinstance(sha, str) else None, server)
+        spec_off = serving_identity(spec_off_profile(profile), sha if isinstance(sha, str) else None, server)
+    known = {**manifest_servings(manifest), main.id: main, spec_off.id: spec_off}
+    return RunServings(main, spec_off, known, manifest)

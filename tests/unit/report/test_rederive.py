@@ -1,0 +1,64 @@
+"""Issue 37: `ninferkit report` re-derives the join and the tables from the raw files, and says what made them.
+
+Data: tests/data/ninfer_live/g1-h200-2x120k/run (tests/data/ninfer_live/README.md): a real `ninferkit run` of
+NInfer on an H200, two 122,880-token lanes, whose join and tables were made by an older ninferkit: rendered as
+recorded, one lane pairs one lane's engine TTFT with the other's wall time and the other lane has no engine
+numbers, and prefix-reuse hits are "unknown" though the engine logged 16,378. Copied to tmp_path first.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ninferkit.cli import main as cli_main
+from ninferkit.report.derive import DERIVED, JOIN, TABLES, rederive
+from ninferkit.rundir.runs import RunDir
+from tests.conftest import DATA
+
+RUN = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
+
+
+
+def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(RUN, copy)
+    assert cli_main(["report", str(copy)]) == 0
+    said = capsys.readouterr().err
+    assert f"re-derived {JOIN} from the raw files (was made by an unrecorded ninferkit" in said
+    assert f"re-derived {TABLES} from the raw files" in said
+    index = (copy / "report" / "index.md").read_text()
+    lines = [line for line in index.splitlines() if line.startswith("| L")]
+    assert lines[0].startswith("| L1 (client 1) | 122,880 | 66.2 | 0.033 |") and "| 94.8 | ok |" in lines[0]
+    assert lines[1].startswith("| L2 (client 0) | 122,880 | 133 | 67.2 |") and "| 134 | ok |" in lines[1]
+    assert "| identical_resend | chat | 1 | 16,384 | 16,378 (engine) |" in index
+    windows = next(line for line in index.splitlines() if line.startswith("| concurrency | 2 | 33.8 |"))
+    assert windows.endswith("| 0 | 6 |")  # no window of decode alone, 6 that also prefilled
+    assert "| 4,096 | 4,680 | 1.82 | 41.7 / 0% | 1.00 |" in index  # tokens per round
+    made = json.loads((copy / DERIVED).read_text())["files"]
+    assert set(made) == {JOIN, TABLES}
+    assert made[JOIN]["by"]["ninferkit"] and "engine-request-log.jsonl" in made[JOIN]["inputs"]
+    assert (RUN / "requests.jsonl").read_bytes() == (copy / "requests.jsonl").read_bytes()  # raw: untouched
+
+
+def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(RUN, copy)
+    assert cli_main(["report", "--as-recorded", str(copy)]) == 0
+    assert "not re-derived" in capsys.readouterr().err
+    index = (copy / "report" / "index.md").read_text()
+    lines = [line for line in index.splitlines() if line.startswith("| L")]
+    assert lines[1].startswith("| L2 (client 1) | 122,880 | — |")  # the old join: this lane lost its engine numbers
+    assert not (copy / DERIVED).exists()
+
+
+def test_a_run_that_no_longer_validates_keeps_its_derived_files(tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(DATA / "run_dirs" / "embedded-1", copy)
+    result = rederive(RunDir(copy))
+    assert result.changed == [] and set(result.kept) == {JOIN, TABLES}
+    assert "does not validate" in result.lines()[0]
