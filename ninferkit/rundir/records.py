@@ -409,13 +409,18 @@ class CapacityRecord(RunFile):
 
 class FleetTaskRecord(RunFile):
     """fleet-task.json: the fleet task that made this run (ninferkit/fleet/): the host it names, which every
-    merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet."""
+    merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet, and
+    where it ran (node, Slurm job id), which merged rows carry too."""
 
     fleet: str | None = None
     host: str | None = None
     task: int | None = None
     via: str | None = None
     gres: str | None = None
+    node: str | None = None
+    """Where it ran: the Slurm node (SLURMD_NODENAME) or the host's own name."""
+    job_id: str | None = None
+    """Slurm's `<array>_<task>` (None over SSH)."""
 
 
 class ImportedRecord(RunFile):

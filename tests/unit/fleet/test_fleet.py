@@ -12,7 +12,7 @@ import yaml
 from ninferkit.errors import ProfileError
 from ninferkit.fleet.slurm import batch_script
 from ninferkit.fleet.spec import load_fleet
-from ninferkit.fleet.tasks import StateDir, plan_tasks
+from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
 from tests.conftest import REPO
 
 FLEET = REPO / "params" / "fleets" / "embedded-three.yaml"
@@ -86,6 +86,8 @@ def test_a_profile_outside_the_checkout_is_refused(tmp_path: Path) -> None:
 def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
     fleet = load_fleet(written(tmp_path), root=REPO)
     tasks = plan_tasks(fleet, lambda host: host.run_root)
+    assert not (tmp_path / "state").exists()  # planning writes nothing (submit --dry-run plans)
+    write_tasks(fleet, tasks)
     assert [(task.index, task.host, task.via) for task in tasks] == [
         (0, "slurm-a", "slurm"), (1, "slurm-b", "slurm"), (2, "ssh-c", "ssh")]
     # the plan: setup allowance 900 s + one launch of 120 s + 2 context cells x 120 s = 1260 s = 21 min
