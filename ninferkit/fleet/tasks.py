@@ -320,9 +320,12 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     state.write_status(status)
     overrides = [*task.overrides, f"serve.port={port}"]
     run_dir.mkdir(parents=True, exist_ok=True)
+    before = RunDir(run_dir).read_fleet_task()
+    nodes, jobs = (before.nodes, before.jobs) if before is not None else ([], [])
     write_json_atomic(RunDir(run_dir).fleet_task, FleetTaskRecord(
         schema_version=FleetTaskRecord.SCHEMA_VERSION, profile_hash=task.profile_hash, fleet=fleet_name,
-        host=task.host, task=index, via=task.via, gres=task.gres, node=node, job_id=job).model_dump(mode="json"))
+        host=task.host, task=index, via=task.via, gres=task.gres, nodes=list(dict.fromkeys([*nodes, node])),
+        jobs=[*jobs, job] if job else jobs).model_dump(mode="json"))
     _start_watchdog(state, index, run_dir)
     try:
         result = run_runbook(state.path / task.profile_file, run_dir, task.steps, overrides, say=say)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 from tests.live.daemons import SlurmCluster, SshServer, missing, slurm_cluster, ssh_server
 
 TRIM = ["sweeps.context.targets=[256, 512]", "sweeps.context.repetitions=3", "sweeps.tasks.enabled=false",
@@ -203,3 +204,101 @@ def test_a_failed_task_is_reported_with_its_step_diagnosis_and_log(tmp_path: Pat
     assert status["diagnosis"].endswith(f"[{tmp_path / 'state' / 'runs' / 'slow-local-cpu' / 'logs' / 'server.log'}]")
     assert "task 0 slow (local-cpu): failed\n  step: launch\n  reason: " in collected.stdout
     assert "  diagnosis: " in collected.stdout and "  log: " in collected.stdout
+
+
+def test_checked_before_submit_then_a_killed_task_takes_its_server_and_resumes_on_its_port(
+        tmp_path: Path, cluster: SlurmCluster, sshd: SshServer, llama_server: Path) -> None:
+    """Issue 41's faults 2-4 on the real cluster and sshd: what can be checked before submitting is (a GRES type the
+    cluster lacks, an empty known_hosts, a closed SSH port), `--dry-run` writes nothing, a second submit of a
+    queued or running task is refused, and a task killed with kill -9 takes its llama-server with it (its
+    watchdog), keeps its port in its status, and its resume keeps the finished cell."""
+    env = {**os.environ, **cluster.env, "NINFERKIT_PROGRESS": "lines"}
+    state = tmp_path / "state"
+    good = {"name": "live-kill", "state_dir": str(state), "steps": ["setup", "verify", "launch", "sweeps"],
+            "overrides": TRIM, "seconds_per_cell": 120, "setup_allowance_s": 900,
+            "hosts": [{"name": "slurm-k", "via": "slurm", "gres": "gpu:fake:1",
+                       "profiles": ["params/local-cpu.yaml"], "run_root": "runs"}]}
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    ssh = {"address": "127.0.0.1", "port": sshd.port, "user": sshd.user, "identity_file": str(sshd.key),
+           "known_hosts": str(empty), "checkout": str(REPO)}
+    bad = {**good, "hosts": [
+        {**good["hosts"][0], "gres": "gpu:nosuch:1"},
+        {"name": "ssh-empty", "via": "ssh", "profiles": ["params/local-cpu.yaml"], "run_root": str(tmp_path / "r"),
+         "ssh": ssh},
+        {"name": "ssh-closed", "via": "ssh", "profiles": ["params/local-cpu.yaml"], "run_root": str(tmp_path / "r"),
+         "ssh": {**ssh, "known_hosts": str(sshd.known_hosts), "port": free_port()}}]}
+    for name, data in (("good.yaml", good), ("bad.yaml", bad)):
+        (tmp_path / name).write_text(yaml.safe_dump(data, sort_keys=False))
+    started = time.monotonic()
+    refused = ninferkit(env, "fleet", "submit", str(tmp_path / "bad.yaml"))
+    checks_s = time.monotonic() - started
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "nothing was submitted or started; 3 host problem(s)" in refused.stderr, refused.stderr
+    assert "host slurm-k: gres gpu:nosuch:1: no node of partition test has 1 gpu of type nosuch" in refused.stderr
+    assert f"host ssh-empty: ssh.known_hosts {empty} is empty" in refused.stderr
+    assert "host ssh-closed: cannot connect to" in refused.stderr
+    assert "Traceback" not in refused.stderr and "CryptographyDeprecationWarning" not in refused.stderr
+    assert not state.exists()
+    dry = ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml"), "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "task 0 slurm-k (params/local-cpu.yaml, name local-cpu): slurm partition (default), gres gpu:fake:1, " \
+           "time limit 21 min" in dry.stdout and "nothing was submitted or started" in dry.stdout
+    assert not state.exists()
+
+    assert ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml")).returncode == 0
+    again = ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml"))
+    assert again.returncode == 0 and "slurm: task 0 is still held by job " in again.stdout, again.stdout
+    arrays = json.loads((state / "slurm.json").read_text())["arrays"]
+    assert len(arrays) == 1  # not submitted twice
+    assert "#SBATCH --no-requeue" in Path(arrays[0]["script"]).read_text()
+
+    run_dir = state / "runs" / "slurm-k-local-cpu"
+    cells = run_dir / "sweeps" / "cells.jsonl"
+    deadline = time.monotonic() + 600
+    while not (cells.exists() and cells.read_text().strip()):
+        assert time.monotonic() < deadline, "slurm-k finished no cell in 600 s"
+        time.sleep(0.2)
+    status_file = state / "status" / "task-0.json"
+    before = json.loads(status_file.read_text())
+    server = json.loads((run_dir / "server.json").read_text())
+    assert server["state"] == "ready"
+    os.kill(before["pid"], 9)
+    killed = time.monotonic()
+    while _alive(server["pid"]):
+        assert time.monotonic() - killed < 30, "the killed task's llama-server still serves after 30 s"
+        time.sleep(0.1)
+    orphan_s = time.monotonic() - killed
+    while json.loads(status_file.read_text())["state"] == "running":
+        assert time.monotonic() - killed < 30, "no status says the task died"
+        time.sleep(0.1)
+    status = ninferkit(env, "fleet", "status", str(tmp_path / "good.yaml"), "--json")
+    said = json.loads(status.stdout)[0]
+    assert status.returncode == 1 and said["state"] == "failed", status.stdout
+    assert f"process {before['pid']} ended without a status (a signal it cannot catch: kill -9" in said["reason"]
+    assert f"its server (pid {server['pid']}" in said["reason"], said
+    assert json.loads(status_file.read_text())["port"] == before["port"]  # kept for the resume
+    first = [json.loads(line) for line in cells.read_text().splitlines()]
+
+    assert ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml")).returncode == 0
+    collected = ninferkit(env, "fleet", "collect", str(tmp_path / "good.yaml"), "-o", str(tmp_path / "merged"))
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "DeadKernelError" not in collected.stdout
+    after = json.loads(status_file.read_text())
+    assert after["state"] == "ok" and after["port"] == before["port"], after
+    entries = [json.loads(line) for line in cells.read_text().splitlines()]
+    assert entries[: len(first)] == first and sorted(e["status"] for e in entries) == ["done", "done"], entries
+    rows = [json.loads(line) for line in (tmp_path / "merged" / "requests.jsonl").read_text().splitlines()]
+    assert len({row["profile_hash"] for row in rows}) == 1 and len(rows) == 6  # 2 cells x 3: none measured twice
+    jobs = [f"{entry['job_id']}_0" for entry in json.loads((state / "slurm.json").read_text())["arrays"]]
+    assert len(jobs) == 2 and all(row["jobs"] == jobs for row in rows)  # both attempts that made the run
+    assert all(row["nodes"] == [socket.gethostname()] and row["gres"] == "gpu:fake:1" for row in rows)
+    print(f"\nchecks before submit refused 3 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

@@ -110,3 +110,35 @@ def test_an_ssh_host_without_the_asked_gpus_is_refused_by_its_task() -> None:
     reason = gres_missing("gpu:nosuchgpu:1")
     assert reason is not None and reason.startswith("the fleet asks for gpu:nosuchgpu:1 (1 GPU(s) named like "
                                                    "'nosuchgpu'); this host has ")
+
+
+def test_two_tasks_sharing_a_run_directory_are_refused_naming_both(tmp_path: Path) -> None:
+    """One profile listed twice on a host, and a second profile file with the same `name:`: each pair would write
+    one run directory, whose rows the merge would count twice (issue 41: 12 rows for 6 requests)."""
+    (tmp_path / "params").mkdir()
+    for name in ("local-cpu.yaml", "twin.yaml"):  # the twin has the same name: local-cpu
+        (tmp_path / "params" / name).write_text((REPO / "params" / "local-cpu.yaml").read_text())
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"][0]["profiles"] = ["params/local-cpu.yaml", "params/local-cpu.yaml"]
+    data["hosts"][1]["profiles"] = ["params/local-cpu.yaml", "params/twin.yaml"]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(path, root=tmp_path)
+    message = str(caught.value)
+    assert "nothing was submitted or started; 2 host profile(s) refused" in message, message
+    assert ("host slurm-a, profile params/local-cpu.yaml (#2 of its profiles, name: local-cpu) would share the run "
+            "directory runs/slurm-a-local-cpu with host slurm-a, profile params/local-cpu.yaml (#1 of its "
+            "profiles, name: local-cpu)") in message, message
+    assert ("host slurm-b, profile params/twin.yaml (#2 of its profiles, name: local-cpu) would share the run "
+            "directory runs/slurm-b-local-cpu with host slurm-b, profile params/local-cpu.yaml (#1") in message
+    assert not (tmp_path / "state").exists()
+
+
+def test_sinfo_gres_is_read_by_type_and_count() -> None:
+    """sinfo's %G as Slurm 22-23 print it (a socket binding in parentheses, several types on one node)."""
+    from ninferkit.fleet.slurm import gres_counts
+
+    assert gres_counts("gpu:fakea:3(S:0),gpu:fakeb:1") == {"gpu:fakea": 3, "gpu:fakeb": 1}
+    assert gres_counts("(null)") == {}
