@@ -142,3 +142,36 @@ def test_sinfo_gres_is_read_by_type_and_count() -> None:
 
     assert gres_counts("gpu:fakea:3(S:0),gpu:fakeb:1") == {"gpu:fakea": 3, "gpu:fakeb": 1}
     assert gres_counts("(null)") == {}
+
+
+def test_an_unreachable_ssh_host_answers_with_its_own_reason_beside_the_others(tmp_path: Path) -> None:
+    """A real TCP refusal on loopback (no sshd on the port): `fleet status` says so for that host's task within
+    its bound, never an empty reason, and the Slurm tasks (not submitted yet) answer beside it."""
+    import socket
+    import subprocess
+    import time
+
+    from ninferkit.fleet.follow import status
+
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{closed} {(tmp_path / 'key.pub').read_text()}")
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"][2]["ssh"].update(address="127.0.0.1", port=closed, identity_file=str(key), known_hosts=str(known))
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    fleet = load_fleet(path, root=REPO)
+    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    started = time.monotonic()
+    shown = status(fleet)
+    assert time.monotonic() - started < 20
+    assert [task["state"] for task in shown] == ["pending", "pending", "unknown"]
+    assert shown[2]["reason"].startswith(f"host ssh-c: cannot connect to {data['hosts'][2]['ssh']['user']}@127.0.0.1:"
+                                         f"{closed}: "), shown[2]
+    assert shown[2]["reason"].endswith(f"[Errno 111] Connect call failed ('127.0.0.1', {closed}); "
+                                       "the task last said: nothing")
