@@ -140,8 +140,9 @@ async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say
                 if status is not None and status.state == "ok":
                     say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
                     continue
-                if status is not None and status.state == "running" and await _alive(connection, status.pid):
-                    say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); following it")
+                if status is not None and status.state in ("pending", "running") and await _alive(connection,
+                                                                                                  status.pid):
+                    say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); not started again")
                     continue
                 await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
                 python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
@@ -153,7 +154,11 @@ async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say
                 done = await connection.run(line, check=False)
                 if done.exit_status != 0:
                     raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
-                say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {str(done.stdout).strip()}")
+                pid = int(str(done.stdout).strip())
+                started = pending(status, task, f"started over SSH on {host.name}").model_copy(update={"pid": pid})
+                if await _remote_status(sftp, folder, task.index) == pending(status, task, started.reason or ""):
+                    await _write_status(sftp, folder, started)  # its pid, until the task writes its own status
+                say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {pid}")
 
 
 def start(fleet: LoadedFleet, tasks: Sequence[Task], say: Callable[[str], None] = print) -> None:

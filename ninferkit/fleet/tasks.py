@@ -233,7 +233,11 @@ def _port_for(previous: TaskStatus | None, run_dir: Path) -> int:
     if previous is None or previous.port is None:
         return free_port()
     if not _free(previous.port):
-        stop(RunDir(run_dir))  # what a killed attempt left serving (the watchdog's job, should it have died too)
+        try:
+            stop(RunDir(run_dir))  # what a killed attempt left serving (the watchdog's job, should it have died too)
+        except NinferkitError as exc:
+            raise TaskRefused("port", f"port {previous.port} is held, and the server this run started could not "
+                              f"be stopped: {exc}") from None
     if not _free(previous.port):
         raise TaskRefused(
             "port", f"port {previous.port}, where this run's finished cells were measured (it is part of their "

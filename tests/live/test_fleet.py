@@ -1,6 +1,8 @@
 """`ninferkit fleet` against a real one-node Slurm cluster (munged, slurmctld, slurmd; a typed GRES gpu:fake) and
 a real sshd on loopback with a key made here (tests/live/daemons.py), each host running the embedded default with
-its sweeps trimmed: submit, a host killed mid-run, collect, merge, submit again (only the killed task), merge.
+its sweeps trimmed: hosts checked before submit (a GRES the cluster lacks, an empty known_hosts, a closed SSH port
+refused; --dry-run), submit, a second submit refused, one task killed with kill -9 (its watchdog stops its server)
+and one cancelled mid-run, collect, merge, submit again (only the killed tasks, on their ports), merge.
 
 The figures of the closing note come from here: the time from submit to the first merged report, and after
 the resume; the merged percentiles are checked against numpy over the concatenated raw rows."""
@@ -98,11 +100,43 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert refused.returncode == 2, refused.stderr
     assert "nothing was submitted or started" in refused.stderr and "host slurm-a" in refused.stderr
     assert not (state / "slurm.json").exists()
+    # so does a host the cluster or SSH cannot serve, found before submitting: a GRES type the cluster lacks,
+    # an empty known_hosts, a closed SSH port (issue 41, item 4)
+    data = yaml.safe_load(fleet.read_text())
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    data["hosts"][0]["gres"] = "gpu:nosuch:1"
+    data["hosts"][2]["ssh"]["known_hosts"] = str(empty)
+    data["hosts"].append({**data["hosts"][2], "name": "ssh-closed",
+                          "ssh": {**data["hosts"][2]["ssh"], "known_hosts": str(sshd.known_hosts),
+                                  "port": free_port()}})
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    checked = time.monotonic()
+    refused = ninferkit(env, "fleet", "submit", str(tmp_path / "bad.yaml"))
+    checks_s = time.monotonic() - checked
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "nothing was submitted or started; 3 host problem(s)" in refused.stderr, refused.stderr
+    assert "host slurm-a: gres gpu:nosuch:1: no node of partition test has 1 gpu of type nosuch" in refused.stderr
+    assert f"host ssh-c: ssh.known_hosts {empty} is empty" in refused.stderr
+    assert "host ssh-closed: cannot connect to" in refused.stderr and "Connect call failed" in refused.stderr
+    assert "Traceback" not in refused.stderr and "CryptographyDeprecationWarning" not in refused.stderr
+    assert not state.exists()
+    dry = ninferkit(env, "fleet", "submit", str(fleet), "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "task 0 slurm-a (params/local-cpu.yaml, name local-cpu): slurm partition (default), gres gpu:fake:1, " \
+           "time limit 21 min" in dry.stdout and "nothing was submitted or started" in dry.stdout
+    assert f"task 2 ssh-c (params/local-cpu.yaml, name local-cpu): ssh {sshd.user}@127.0.0.1:{sshd.port}" in dry.stdout
+    assert not state.exists()
 
     started = time.monotonic()
     submitted = ninferkit(env, "fleet", "submit", str(fleet))
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     submit_s = time.monotonic() - started
+    again = ninferkit(env, "fleet", "submit", str(fleet))  # while the tasks are queued or running
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "slurm: task 0 is still held by job " in again.stdout and "slurm: task 1 is still held by job " \
+        in again.stdout and "ssh-c] task 2 is running there" in again.stdout, again.stdout
+    assert len(json.loads((state / "slurm.json").read_text())["arrays"]) == 1  # not submitted twice
     remote_status = tmp_path / "remote" / ".fleet-live-three" / "status" / "task-2.json"
     assert json.loads(remote_status.read_text())["state"] in ("pending", "running")  # submit
     # returned while the SSH host's task runs in the background
@@ -110,7 +144,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert len(arrays) == 1 and arrays[0]["tasks"] == [0, 1] and arrays[0]["gres"] == "gpu:fake:1"
     script = Path(arrays[0]["script"]).read_text()
     assert "#SBATCH --gres=gpu:fake:1" in script and "#SBATCH --array=0,1" in script
-    assert "#SBATCH --time=" in script
+    assert "#SBATCH --time=" in script and "#SBATCH --no-requeue" in script
     shown = subprocess.run(["scontrol", "show", "job", "-o", arrays[0]["job_id"]], env=env, capture_output=True,
                            text=True).stdout
     assert "TresPerNode=gres:gpu:fake:1" in shown  # Slurm itself holds the typed request
@@ -130,6 +164,32 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert remote["state"] == "running"
     os.kill(remote["pid"], 0)  # alive after the connection that was following it dropped
 
+    # slurm-a is killed with kill -9 mid-sweeps: its watchdog stops its llama-server, its status says so and keeps
+    # its port (issue 41, item 2)
+    run_a = state / "runs" / "slurm-a-local-cpu"
+    cells_a = run_a / "sweeps" / "cells.jsonl"
+    deadline = time.monotonic() + 600
+    while not (cells_a.exists() and cells_a.read_text().strip()):
+        assert time.monotonic() < deadline, "slurm-a finished no cell in 600 s"
+        time.sleep(0.2)
+    status_a = state / "status" / "task-0.json"
+    before = json.loads(status_a.read_text())
+    server = json.loads((run_a / "server.json").read_text())
+    assert before["state"] == "running" and server["state"] == "ready", (before, server)
+    os.kill(before["pid"], 9)
+    killed = time.monotonic()
+    while _alive(server["pid"]):
+        assert time.monotonic() - killed < 30, "the killed task's llama-server still serves after 30 s"
+        time.sleep(0.1)
+    orphan_s = time.monotonic() - killed
+    while json.loads(status_a.read_text())["state"] == "running":
+        assert time.monotonic() - killed < 30, "no status says the task died"
+        time.sleep(0.1)
+    said = json.loads(status_a.read_text())
+    assert f"process {before['pid']} ended without a status (a signal it cannot catch: kill -9" in said["reason"]
+    assert f"its server (pid {server['pid']}" in said["reason"] and said["port"] == before["port"], said
+    cells_a_killed = [json.loads(line) for line in cells_a.read_text().splitlines()]
+
     # slurm-b dies mid-run: cancelled by Slurm once the first of its two cells has finished
     killed_cells = state / "runs" / "slurm-b-local-cpu" / "sweeps" / "cells.jsonl"
     deadline = time.monotonic() + 600
@@ -143,9 +203,11 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert collected.returncode == 1, collected.stdout + collected.stderr  # a task did not finish: said, not dropped
     assert "[ssh-c]" in collected.stdout and "[slurm-a]" in collected.stdout  # lines prefixed by their host
     assert "task 1 slurm-b (local-cpu): interrupted\n  step: sweeps\n" in collected.stdout, collected.stdout
+    assert "task 0 slurm-a (local-cpu): failed\n" in collected.stdout, collected.stdout
+    assert "DeadKernelError" not in collected.stdout
     status = ninferkit(env, "fleet", "status", str(fleet), "--json")
     killed = json.loads(status.stdout)[1]
-    assert status.returncode == 0 and killed["host"] == "slurm-b", status.stdout + status.stderr
+    assert status.returncode == 1 and killed["host"] == "slurm-b", status.stdout + status.stderr
     assert killed["state"] == "interrupted" and killed["step"] == "sweeps", killed
     assert killed["reason"].startswith("interrupted (signal 15)") and killed["log"].endswith("task-1.log")
     merged = tmp_path / "merged-1"
@@ -157,13 +219,16 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     resumed = ninferkit(env, "fleet", "submit", str(fleet))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     arrays = json.loads((state / "slurm.json").read_text())["arrays"]
-    assert arrays[-1]["tasks"] == [1]  # only what is missing
+    assert arrays[-1]["tasks"] == [0, 1]  # only what is missing
     assert "ssh-c] task 2 (local-cpu) already finished there" in resumed.stdout
     again = ninferkit(env, "fleet", "collect", str(fleet), "-o", str(tmp_path / "merged-2"))
     resumed_report_s = time.monotonic() - started
     assert again.returncode == 0, again.stdout + again.stderr
     done = [json.loads(line) for line in killed_cells.read_text().splitlines()]
     assert sorted(entry["status"] for entry in done) == ["done", "done"]  # the resume ran only the missing cell
+    resumed_a = [json.loads(line) for line in cells_a.read_text().splitlines()]
+    assert resumed_a[: len(cells_a_killed)] == cells_a_killed  # what the killed attempt finished stands
+    assert json.loads(status_a.read_text())["port"] == before["port"]  # on the port it had: same profile hash
 
     run_dirs = [state / "runs" / "slurm-a-local-cpu", state / "runs" / "slurm-b-local-cpu", ssh_run]
     cells = pd.read_csv(tmp_path / "merged-2" / "cells.csv")
@@ -178,8 +243,17 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     merged_rows = [json.loads(line) for line in (tmp_path / "merged-2" / "requests.jsonl").read_text().splitlines()]
     assert {row["host"] for row in merged_rows} == {"slurm-a", "slurm-b", "ssh-c"}
     assert all(row["gpu"] and row["engine_build"] and row["profile_hash"] for row in merged_rows)
+    jobs = [f"{entry['job_id']}_{{0}}" for entry in arrays]  # both attempts of the resumed Slurm tasks
+    for row in merged_rows:
+        if row["host"] == "ssh-c":
+            assert "jobs" not in row and row["nodes"] == [socket.gethostname()] and "gres" not in row
+        else:
+            index = 0 if row["host"] == "slurm-a" else 1
+            assert row["jobs"] == [job.format(index) for job in jobs] and row["gres"] == "gpu:fake:1", row
+            assert row["nodes"] == [socket.gethostname()]
     assert "incomplete" not in (tmp_path / "merged-2" / "report" / "index.md").read_text()
-    print(f"\nfleet of 3 (2 Slurm + 1 SSH), one killed: submit {submit_s:.1f} s, "
+    print(f"\nchecks before submit refused 3 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
+    print(f"fleet of 3 (2 Slurm + 1 SSH), two killed: submit {submit_s:.1f} s, "
           f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")
 
@@ -204,96 +278,6 @@ def test_a_failed_task_is_reported_with_its_step_diagnosis_and_log(tmp_path: Pat
     assert status["diagnosis"].endswith(f"[{tmp_path / 'state' / 'runs' / 'slow-local-cpu' / 'logs' / 'server.log'}]")
     assert "task 0 slow (local-cpu): failed\n  step: launch\n  reason: " in collected.stdout
     assert "  diagnosis: " in collected.stdout and "  log: " in collected.stdout
-
-
-def test_checked_before_submit_then_a_killed_task_takes_its_server_and_resumes_on_its_port(
-        tmp_path: Path, cluster: SlurmCluster, sshd: SshServer, llama_server: Path) -> None:
-    """Issue 41's faults 2-4 on the real cluster and sshd: what can be checked before submitting is (a GRES type the
-    cluster lacks, an empty known_hosts, a closed SSH port), `--dry-run` writes nothing, a second submit of a
-    queued or running task is refused, and a task killed with kill -9 takes its llama-server with it (its
-    watchdog), keeps its port in its status, and its resume keeps the finished cell."""
-    env = {**os.environ, **cluster.env, "NINFERKIT_PROGRESS": "lines"}
-    state = tmp_path / "state"
-    good = {"name": "live-kill", "state_dir": str(state), "steps": ["setup", "verify", "launch", "sweeps"],
-            "overrides": TRIM, "seconds_per_cell": 120, "setup_allowance_s": 900,
-            "hosts": [{"name": "slurm-k", "via": "slurm", "gres": "gpu:fake:1",
-                       "profiles": ["params/local-cpu.yaml"], "run_root": "runs"}]}
-    empty = tmp_path / "empty_known_hosts"
-    empty.write_text("")
-    ssh = {"address": "127.0.0.1", "port": sshd.port, "user": sshd.user, "identity_file": str(sshd.key),
-           "known_hosts": str(empty), "checkout": str(REPO)}
-    bad = {**good, "hosts": [
-        {**good["hosts"][0], "gres": "gpu:nosuch:1"},
-        {"name": "ssh-empty", "via": "ssh", "profiles": ["params/local-cpu.yaml"], "run_root": str(tmp_path / "r"),
-         "ssh": ssh},
-        {"name": "ssh-closed", "via": "ssh", "profiles": ["params/local-cpu.yaml"], "run_root": str(tmp_path / "r"),
-         "ssh": {**ssh, "known_hosts": str(sshd.known_hosts), "port": free_port()}}]}
-    for name, data in (("good.yaml", good), ("bad.yaml", bad)):
-        (tmp_path / name).write_text(yaml.safe_dump(data, sort_keys=False))
-    started = time.monotonic()
-    refused = ninferkit(env, "fleet", "submit", str(tmp_path / "bad.yaml"))
-    checks_s = time.monotonic() - started
-    assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "nothing was submitted or started; 3 host problem(s)" in refused.stderr, refused.stderr
-    assert "host slurm-k: gres gpu:nosuch:1: no node of partition test has 1 gpu of type nosuch" in refused.stderr
-    assert f"host ssh-empty: ssh.known_hosts {empty} is empty" in refused.stderr
-    assert "host ssh-closed: cannot connect to" in refused.stderr
-    assert "Traceback" not in refused.stderr and "CryptographyDeprecationWarning" not in refused.stderr
-    assert not state.exists()
-    dry = ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml"), "--dry-run")
-    assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "task 0 slurm-k (params/local-cpu.yaml, name local-cpu): slurm partition (default), gres gpu:fake:1, " \
-           "time limit 21 min" in dry.stdout and "nothing was submitted or started" in dry.stdout
-    assert not state.exists()
-
-    assert ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml")).returncode == 0
-    again = ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml"))
-    assert again.returncode == 0 and "slurm: task 0 is still held by job " in again.stdout, again.stdout
-    arrays = json.loads((state / "slurm.json").read_text())["arrays"]
-    assert len(arrays) == 1  # not submitted twice
-    assert "#SBATCH --no-requeue" in Path(arrays[0]["script"]).read_text()
-
-    run_dir = state / "runs" / "slurm-k-local-cpu"
-    cells = run_dir / "sweeps" / "cells.jsonl"
-    deadline = time.monotonic() + 600
-    while not (cells.exists() and cells.read_text().strip()):
-        assert time.monotonic() < deadline, "slurm-k finished no cell in 600 s"
-        time.sleep(0.2)
-    status_file = state / "status" / "task-0.json"
-    before = json.loads(status_file.read_text())
-    server = json.loads((run_dir / "server.json").read_text())
-    assert server["state"] == "ready"
-    os.kill(before["pid"], 9)
-    killed = time.monotonic()
-    while _alive(server["pid"]):
-        assert time.monotonic() - killed < 30, "the killed task's llama-server still serves after 30 s"
-        time.sleep(0.1)
-    orphan_s = time.monotonic() - killed
-    while json.loads(status_file.read_text())["state"] == "running":
-        assert time.monotonic() - killed < 30, "no status says the task died"
-        time.sleep(0.1)
-    status = ninferkit(env, "fleet", "status", str(tmp_path / "good.yaml"), "--json")
-    said = json.loads(status.stdout)[0]
-    assert status.returncode == 1 and said["state"] == "failed", status.stdout
-    assert f"process {before['pid']} ended without a status (a signal it cannot catch: kill -9" in said["reason"]
-    assert f"its server (pid {server['pid']}" in said["reason"], said
-    assert json.loads(status_file.read_text())["port"] == before["port"]  # kept for the resume
-    first = [json.loads(line) for line in cells.read_text().splitlines()]
-
-    assert ninferkit(env, "fleet", "submit", str(tmp_path / "good.yaml")).returncode == 0
-    collected = ninferkit(env, "fleet", "collect", str(tmp_path / "good.yaml"), "-o", str(tmp_path / "merged"))
-    assert collected.returncode == 0, collected.stdout + collected.stderr
-    assert "DeadKernelError" not in collected.stdout
-    after = json.loads(status_file.read_text())
-    assert after["state"] == "ok" and after["port"] == before["port"], after
-    entries = [json.loads(line) for line in cells.read_text().splitlines()]
-    assert entries[: len(first)] == first and sorted(e["status"] for e in entries) == ["done", "done"], entries
-    rows = [json.loads(line) for line in (tmp_path / "merged" / "requests.jsonl").read_text().splitlines()]
-    assert len({row["profile_hash"] for row in rows}) == 1 and len(rows) == 6  # 2 cells x 3: none measured twice
-    jobs = [f"{entry['job_id']}_0" for entry in json.loads((state / "slurm.json").read_text())["arrays"]]
-    assert len(jobs) == 2 and all(row["jobs"] == jobs for row in rows)  # both attempts that made the run
-    assert all(row["nodes"] == [socket.gethostname()] and row["gres"] == "gpu:fake:1" for row in rows)
-    print(f"\nchecks before submit refused 3 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
 
 
 def _alive(pid: int) -> bool:

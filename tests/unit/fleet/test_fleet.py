@@ -175,3 +175,30 @@ def test_an_unreachable_ssh_host_answers_with_its_own_reason_beside_the_others(t
                                          f"{closed}: "), shown[2]
     assert shown[2]["reason"].endswith(f"[Errno 111] Connect call failed ('127.0.0.1', {closed}); "
                                        "the task last said: nothing")
+
+
+@pytest.mark.parametrize(("restarts", "previous", "expected"), [
+    ("1", None, "Slurm started this task again (restart 1: its node was lost, or the job was requeued)"),
+    ("0", "running", "an attempt of this task is recorded running (pid 4242 on nodea, since "),
+])
+def test_a_second_attempt_does_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restarts: str,
+                                       previous: str | None, expected: str) -> None:
+    """Slurm's own restart counter (a requeue despite --no-requeue), or a status that says an attempt is running
+    (submit writes pending first): the task refuses before its run directory or server exist, keeping the port."""
+    from ninferkit.fleet.tasks import TaskStatus, run_task
+
+    fleet = load_fleet(written(tmp_path), root=REPO)
+    tasks = plan_tasks(fleet, lambda host: host.run_root)
+    write_tasks(fleet, tasks)
+    state = StateDir(fleet.state_dir)
+    if previous is not None:
+        state.write_status(TaskStatus(index=0, host="slurm-a", state="running", pid=4242, node="nodea", port=40001,
+                                      started="2026-12-06T02:00:00+00:00"))
+    monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
+    said: list[str] = []
+    assert run_task(state.path, 0, say=said.append) == 1
+    status = state.read_status(0)
+    assert status is not None and status.state == "failed" and status.step == "restart", status
+    assert status.reason is not None and status.reason.startswith(expected), status.reason
+    assert status.port == (40001 if previous else None)
+    assert not state.run_dir(tasks[0]).exists() and said == [f"slurm-a: task 0 refused: {status.reason}"]
