@@ -85,11 +85,13 @@ def _ok(status: TaskStatus | None) -> bool:
     return status is not None and status.state == "ok"
 
 
-def slurm_statuses(state: StateDir, tasks: Sequence[Task]) -> dict[int, TaskStatus | None]:
+def slurm_statuses(state: StateDir, tasks: Sequence[Task],
+                   held: set[int] | None = None) -> dict[int, TaskStatus | None]:
     """The Slurm tasks' own statuses, with Slurm's word where a task ended without writing one: it died outside
     the runbook, and its status (written here, its port kept for the resume) says how, with its log's last
     lines. A task Slurm's time limit ended says so: its SIGTERM reads as a scancel's to the task itself.
-    SlurmError when Slurm does not answer."""
+    `held` (when given) gets the tasks whose job Slurm still holds (a job ending is COMPLETING a while after its
+    task wrote its status; its TIMEOUT comes after). SlurmError when Slurm does not answer."""
     mine = [task for task in tasks if task.via == "slurm"]
     if not mine:
         return {}
@@ -99,6 +101,8 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task]) -> dict[int, TaskStat
         status = state.read_status(task.index)
         word = words.get(task.index, {})
         slurm_state = word.get("state", "")
+        if held is not None and slurm_state in slurm.QUEUED:
+            held.add(task.index)
         if slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
             shown = status or TaskStatus(index=task.index, host=task.host, state="failed")
             status = shown.model_copy(update={
@@ -179,8 +183,9 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
     while waiting and time.monotonic() < deadline:
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
+        held: set[int] = set()
         try:
-            found = slurm_statuses(state, waiting)
+            found = slurm_statuses(state, waiting, held)
         except slurm.SlurmError as exc:  # said when it starts and when it ends, its tasks still followed
             if str(exc) != silent:
                 locked(f"[slurm] {exc}; tasks {', '.join(str(task.index) for task in waiting)} wait for its answer")
@@ -190,7 +195,7 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
         if silent:
             locked("[slurm] Slurm answers again")
             silent = ""
-        waiting = [task for task in waiting if _unfinished(found.get(task.index))]
+        waiting = [task for task in waiting if _unfinished(found.get(task.index)) or task.index in held]
         if waiting:
             time.sleep(POLL_S)
     for task in tasks:
