@@ -125,40 +125,55 @@ async def _alive(connection: Any, pid: int | None) -> bool:
 
 
 async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say: Callable[[str], None]) -> None:
+    """Start the host's unfinished tasks; SshError naming the host where it refuses (a full disk said as such)."""
+    async with await _connect(host) as connection:
+        try:
+            await _start_tasks(connection, fleet, host, tasks, say)
+        except SshError:
+            raise
+        except Exception as exc:  # asyncssh's own errors (an SFTP write refused) have no common base with ours
+            if not isinstance(exc, asyncssh_module().Error):
+                raise
+            full = await _disk_full(connection, host)
+            raise SshError(f"host {host.name}: starting its tasks failed: {reason_of(exc)}"
+                           + (f"; {full}" if full else "")) from None
+
+
+async def _start_tasks(connection: Any, fleet: LoadedFleet, host: Host, tasks: Sequence[Task],
+                       say: Callable[[str], None]) -> None:
     assert host.ssh is not None
     state = StateDir(fleet.state_dir)
     folder = remote_state(fleet, host)
-    async with await _connect(host) as connection:
-        await _run(connection, host, ["mkdir", "-p", str(folder / "profiles"), str(folder / "logs"),
-                                      str(folder / "status")])
-        async with connection.start_sftp_client() as sftp:
-            await sftp.put(str(state.tasks), str(folder / "tasks.json"))
-            for task in tasks:
-                await sftp.put(str(state.path / task.profile_file), str(folder / task.profile_file))
-            for task in tasks:
-                status = await _remote_status(sftp, folder, task.index)
-                if status is not None and status.state == "ok":
-                    say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
-                    continue
-                if status is not None and status.state in ("pending", "running") and await _alive(connection,
-                                                                                                  status.pid):
-                    say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); not started again")
-                    continue
-                await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
-                python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
-                log = str(folder / "logs" / f"task-{task.index}.log")
-                command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
-                # in ( ): the & takes only the task, whose output is its log, so the session closes at once
-                line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
-                        f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
-                done = await connection.run(line, check=False)
-                if done.exit_status != 0:
-                    raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
-                pid = int(str(done.stdout).strip())
-                started = pending(status, task, f"started over SSH on {host.name}").model_copy(update={"pid": pid})
-                if await _remote_status(sftp, folder, task.index) == pending(status, task, started.reason or ""):
-                    await _write_status(sftp, folder, started)  # its pid, until the task writes its own status
-                say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {pid}")
+    await _run(connection, host, ["mkdir", "-p", str(folder / "profiles"), str(folder / "logs"),
+                                  str(folder / "status")])
+    async with connection.start_sftp_client() as sftp:
+        await sftp.put(str(state.tasks), str(folder / "tasks.json"))
+        for task in tasks:
+            await sftp.put(str(state.path / task.profile_file), str(folder / task.profile_file))
+        for task in tasks:
+            status = await _remote_status(sftp, folder, task.index)
+            if status is not None and status.state == "ok":
+                say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
+                continue
+            if status is not None and status.state in ("pending", "running") and await _alive(connection,
+                                                                                              status.pid):
+                say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); not started again")
+                continue
+            await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
+            python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
+            log = str(folder / "logs" / f"task-{task.index}.log")
+            command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
+            # in ( ): the & takes only the task, whose output is its log, so the session closes at once
+            line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
+                    f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
+            done = await connection.run(line, check=False)
+            if done.exit_status != 0:
+                raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
+            pid = int(str(done.stdout).strip())
+            started = pending(status, task, f"started over SSH on {host.name}").model_copy(update={"pid": pid})
+            if await _remote_status(sftp, folder, task.index) == pending(status, task, started.reason or ""):
+                await _write_status(sftp, folder, started)  # its pid, until the task writes its own status
+            say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {pid}")
 
 
 def start(fleet: LoadedFleet, tasks: Sequence[Task], say: Callable[[str], None] = print) -> None:
@@ -203,11 +218,15 @@ async def _follow_host(fleet: LoadedFleet, host: Host, tasks: list[Task], say: C
                             offsets[index] = await _relay(sftp, folder / "logs" / f"task-{index}.log", offsets[index],
                                                           say)
                         status = await _remote_status(sftp, folder, index)
-                        ended = status is not None and status.state in ENDED
-                        died = status is not None and status.state == "running" and not await _alive(
-                            connection, status.pid)
+                        if status is None:  # submit writes one before it starts a task: this one never started
+                            say(f"[{host.name}] task {index} was never started there (no status); `fleet submit` "
+                                "starts it")
+                            del waiting[index]
+                            continue
+                        ended = status.state in ENDED
+                        # pending: started by submit, its pid written just after (no pid: that write failed)
+                        died = status.state in ("pending", "running") and not await _alive(connection, status.pid)
                         if ended or died:
-                            assert status is not None
                             await _bring_back(sftp, state, host, task, status,
                                               await _why_died(connection, host) if died else None, folder)
                             del waiting[index]
@@ -266,7 +285,7 @@ async def _bring_back(sftp: Any, state: StateDir, host: Host, task: Task, status
     if why_died is not None:
         from ninferkit.fleet.slurm import log_tail
 
-        update |= {"state": "failed", "reason": f"process {status.pid} on {host.name} ended without a status "
+        update |= {"state": "failed", "reason": f"{_process(status)} on {host.name} ended without a status "
                    f"({why_died}); the log ends:\n{log_tail(state.log(task.index))}"}
     state.write_status(status.model_copy(update=update))
 
@@ -284,8 +303,9 @@ async def _statuses(fleet: LoadedFleet, host: Host, tasks: list[Task], into: dic
     async with await _connect(host) as connection, connection.start_sftp_client() as sftp:
         for task in tasks:
             status = await _remote_status(sftp, folder, task.index)
-            if status is not None and status.state == "running" and not await _alive(connection, status.pid):
-                status = status.model_copy(update={"state": "failed", "reason": f"process {status.pid} ended "
+            if status is not None and status.state in ("pending", "running") and not await _alive(connection,
+                                                                                                  status.pid):
+                status = status.model_copy(update={"state": "failed", "reason": f"{_process(status)} ended "
                                                    f"without a status ({await _why_died(connection, host)})"})
             into[task.index] = status
 
@@ -320,14 +340,24 @@ def statuses(fleet: LoadedFleet, tasks: Sequence[Task]) -> tuple[dict[int, TaskS
 async def _why_died(connection: Any, host: Host) -> str:
     """Why a task's process may have ended unannounced: a full disk where its run and status are written (it
     could not write its end), else a signal it cannot catch, or the host going down."""
-    root = host.run_root
-    done = await connection.run(shlex.join(["df", "-Pk", root]), check=False)
+    full = await _disk_full(connection, host)
+    return f"{full}: it could not write its end" if full else \
+        "killed by a signal it cannot catch, or the host went down"
+
+
+def _process(status: TaskStatus) -> str:
+    return f"process {status.pid}" if status.pid is not None else "its process (pid never recorded)"
+
+
+async def _disk_full(connection: Any, host: Host) -> str | None:
+    """"the disk of RUN_ROOT on HOST is full (N KiB free)" when under 1 MiB is free there (df), else None."""
+    done = await connection.run(shlex.join(["df", "-Pk", host.run_root]), check=False)
     lines = str(done.stdout).splitlines()
     if done.exit_status == 0 and len(lines) > 1:
         fields = lines[-1].split()
         if len(fields) >= 4 and fields[3].isdigit() and int(fields[3]) < 1024:
-            return f"the disk of {root} on {host.name} is full ({fields[3]} KiB free): it could not write its end"
-    return "killed by a signal it cannot catch, or the host went down"
+            return f"the disk of {host.run_root} on {host.name} is full ({fields[3]} KiB free)"
+    return None
 
 
 def check_hosts(fleet: LoadedFleet, tasks: Sequence[Task]) -> list[str]:

@@ -101,7 +101,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert "nothing was submitted or started" in refused.stderr and "host slurm-a" in refused.stderr
     assert not (state / "slurm.json").exists()
     # so does a host the cluster or SSH cannot serve, found before submitting: a GRES type the cluster lacks,
-    # an empty known_hosts, a closed SSH port (issue 41, item 4)
+    # an empty known_hosts, a closed SSH port, an SSH host without the GPUs asked for (issue 41, item 4)
     data = yaml.safe_load(fleet.read_text())
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
@@ -110,12 +110,16 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     data["hosts"].append({**data["hosts"][2], "name": "ssh-closed",
                           "ssh": {**data["hosts"][2]["ssh"], "known_hosts": str(sshd.known_hosts),
                                   "port": free_port()}})
+    data["hosts"].append({**data["hosts"][2], "name": "ssh-nogpu", "gres": "gpu:nosuch:1",
+                          "ssh": {**data["hosts"][2]["ssh"], "known_hosts": str(sshd.known_hosts)}})
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     checked = time.monotonic()
     refused = ninferkit(env, "fleet", "submit", str(tmp_path / "bad.yaml"))
     checks_s = time.monotonic() - checked
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "nothing was submitted or started; 3 host problem(s)" in refused.stderr, refused.stderr
+    assert "nothing was submitted or started; 4 host problem(s)" in refused.stderr, refused.stderr
+    assert "host ssh-nogpu: the fleet asks for gpu:nosuch:1 (1 GPU(s) named like 'nosuch'); this host has " \
+        in refused.stderr  # an SSH host has no scheduler: its GPUs are read there, through NVML
     assert "host slurm-a: gres gpu:nosuch:1: no node of partition test has 1 gpu of type nosuch" in refused.stderr
     assert f"host ssh-c: ssh.known_hosts {empty} is empty" in refused.stderr
     assert "host ssh-closed: cannot connect to" in refused.stderr and "Connect call failed" in refused.stderr
@@ -252,7 +256,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
             assert row["jobs"] == [job.format(index) for job in jobs] and row["gres"] == "gpu:fake:1", row
             assert row["nodes"] == [socket.gethostname()]
     assert "incomplete" not in (tmp_path / "merged-2" / "report" / "index.md").read_text()
-    print(f"\nchecks before submit refused 3 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
+    print(f"\nchecks before submit refused 4 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
     print(f"fleet of 3 (2 Slurm + 1 SSH), two killed: submit {submit_s:.1f} s, "
           f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")
