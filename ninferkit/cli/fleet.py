@@ -1,10 +1,13 @@
 """`ninferkit fleet submit|status|collect FLEET`: a lab's hosts, each running its profile through Slurm or SSH.
 
-`submit` checks the fleet file and every host's profile (nothing starts anywhere when one is refused), then
-submits the Slurm tasks as one sbatch job array and starts the SSH hosts' tasks in the background there; again,
-it resumes only what has no finished run. `status` says where each task stands; `collect` follows them all to
-their end (their lines prefixed by host), brings the SSH hosts' runs back and, with `-o OUT`, merges every run
-into one write-up. A failed task is listed with its step, reason, diagnosis and log, and the exit code is 1.
+`submit` checks the fleet file, every host's profile and every host (Slurm's partitions and GRES, each SSH host
+reached with its key and host key; nothing starts anywhere when one is refused; `--dry-run` stops there and
+prints what would run where), then submits the Slurm tasks as sbatch job arrays and starts the SSH hosts' tasks
+in the background there; again, it resumes only what has no finished run and no job holding it. `status` says
+where each task stands (a host that does not answer within its bound: `unknown`, with its reason, beside the
+others); `collect` follows them all to their end (their lines prefixed by host), brings the SSH hosts' runs back
+and, with `-o OUT`, merges every run into one write-up. A failed task is listed with its step, reason, diagnosis
+and log, and the exit code is 1.
 `fleet task STATE_DIR INDEX` is what runs on a host (the batch script and the SSH command call it).
 """
 
@@ -31,6 +34,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="override a field of every host's profile (repeatable)")
         add_quiet_arg(action)
+        if name == "submit":
+            action.add_argument("--dry-run", action="store_true",
+                                help="check every host (Slurm's partitions and GRES, SSH keys and hosts), print "
+                                     "what would run where; submit nothing")
         if name == "status":
             action.add_argument("--json", action="store_true", help="print the tasks as JSON")
         if name == "collect":
@@ -58,7 +65,9 @@ def main(args: argparse.Namespace) -> int:
 
     fleet = load_fleet(args.fleet, args.overrides)
     if args.action == "submit":
-        tasks = follow.submit(fleet, say)
+        tasks = follow.submit(fleet, say, dry_run=args.dry_run)
+        if args.dry_run:
+            return 0
         say(f"{len(tasks)} task(s); state: {fleet.state_dir}; follow with `ninferkit fleet collect {args.fleet}`")
         return 0
     if args.action == "status":
@@ -67,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2))
         else:
             _print_tasks(shown)
-        return 1 if any(task["state"] == "failed" for task in shown) else 0
+        return 1 if any(task["state"] in ("failed", "unknown") for task in shown) else 0
     shown = follow.collect(fleet, say, args.timeout)
     _print_tasks(shown)
     if args.out is not None:

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ninferkit.errors import NinferkitError
+from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.fleet import slurm, ssh
 from ninferkit.fleet.spec import LoadedFleet
-from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines
+from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines, write_tasks
 
 POLL_S = 2.0
 
@@ -22,13 +22,24 @@ def _root(fleet: LoadedFleet) -> Callable[[Any], str]:
     return lambda host: host.run_root
 
 
-def submit(fleet: LoadedFleet, say: Callable[[str], None] = print) -> list[Task]:
-    """Write the task table and start what is not finished: the Slurm tasks as job arrays, the SSH hosts'
-    tasks in the background there. A task whose run finished before is left as it is (a resubmission
-    resumes only what is missing)."""
+def submit(fleet: LoadedFleet, say: Callable[[str], None] = print, dry_run: bool = False) -> list[Task]:
+    """Check everything that can be checked before submitting (`check`: nothing is submitted or started when one
+    host fails it), then write the task table and start what is not finished and not already held by a job:
+    the Slurm tasks as job arrays, the SSH hosts' tasks in the background there. A task whose run finished
+    before is left as it is (a resubmission resumes only what is missing); one Slurm still holds (pending,
+    running) is not submitted twice. `dry_run`: the checks, then what would run where; nothing written."""
     tasks = plan_tasks(fleet, _root(fleet))
     state = StateDir(fleet.state_dir)
-    for entry in slurm.submit(state, tasks, Path.cwd()):
+    check(fleet, tasks)
+    if dry_run:
+        for line in where(fleet, tasks):
+            say(line)
+        return tasks
+    write_tasks(fleet, tasks)
+    held = slurm.queued(state, tasks) if state.slurm.exists() else {}
+    for index, job in sorted(held.items()):
+        say(f"slurm: task {index} is still held by job {job}; not submitted again")
+    for entry in slurm.submit(state, tasks, Path.cwd(), held):
         say(f"slurm: job array {entry['job_id']} (tasks {', '.join(map(str, entry['tasks']))}; "
             f"gres {entry['gres'] or 'none'}; script {entry['script']})")
     finished = [task.index for task in tasks if task.via == "slurm" and _ok(state.read_status(task.index))]
@@ -38,13 +49,49 @@ def submit(fleet: LoadedFleet, say: Callable[[str], None] = print) -> list[Task]
     return tasks
 
 
+def check(fleet: LoadedFleet, tasks: Sequence[Task]) -> None:
+    """The cluster has each Slurm host's partition and GRES (sinfo), each SSH host answers with its key and host
+    key within a bound, runs ninferkit and has the GPUs asked for: ProfileError naming every host that does not,
+    before anything is submitted or started."""
+    hosts = {task.host for task in tasks if task.via == "slurm"}
+    problems = slurm.cluster_problems([host for host in fleet.spec.hosts if host.name in hosts])
+    problems += ssh.check_hosts(fleet, tasks)
+    if problems:
+        raise ProfileError(f"{fleet.source}: nothing was submitted or started; {len(problems)} host problem(s):\n"
+                           + "\n".join(f"  - {line}" for line in problems))
+
+
+def where(fleet: LoadedFleet, tasks: Sequence[Task]) -> list[str]:
+    """What would run where, a line per task (`fleet submit --dry-run`)."""
+    state = StateDir(fleet.state_dir)
+    hosts = {host.name: host for host in fleet.spec.hosts}
+    lines = []
+    for task in tasks:
+        host = hosts[task.host]
+        if host.ssh is not None:
+            target = f"ssh {host.ssh.user}@{host.ssh.address}:{host.ssh.port}, checkout {host.ssh.checkout}"
+        else:
+            target = (f"slurm partition {task.partition or '(default)'}, gres {task.gres or 'none'}, "
+                      f"time limit {task.time_limit_min} min")
+        status = state.read_status(task.index) if state.tasks.exists() else None
+        now = f"; now {status.state}" if status is not None else ""
+        lines.append(f"task {task.index} {task.host} ({task.profile}, name {task.profile_name}): {target}; "
+                     f"steps {', '.join(task.steps)}; run directory {task.run_dir}{now}")
+    lines.append(f"dry run: {len(tasks)} task(s) checked; nothing was submitted or started")
+    return lines
+
+
 def _ok(status: TaskStatus | None) -> bool:
     return status is not None and status.state == "ok"
 
 
-def slurm_statuses(state: StateDir, tasks: Sequence[Task]) -> dict[int, TaskStatus | None]:
+def slurm_statuses(state: StateDir, tasks: Sequence[Task],
+                   held: set[int] | None = None) -> dict[int, TaskStatus | None]:
     """The Slurm tasks' own statuses, with Slurm's word where a task ended without writing one: it died outside
-    the runbook, and its status (written here) says how, with its log's last lines."""
+    the runbook, and its status (written here, its port kept for the resume) says how, with its log's last
+    lines. A task Slurm's time limit ended says so: its SIGTERM reads as a scancel's to the task itself.
+    `held` (when given) gets the tasks whose job Slurm still holds (a job ending is COMPLETING a while after its
+    task wrote its status; its TIMEOUT comes after). SlurmError when Slurm does not answer."""
     mine = [task for task in tasks if task.via == "slurm"]
     if not mine:
         return {}
@@ -54,14 +101,22 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task]) -> dict[int, TaskStat
         status = state.read_status(task.index)
         word = words.get(task.index, {})
         slurm_state = word.get("state", "")
+        if held is not None and slurm_state in slurm.QUEUED:
+            held.add(task.index)
         if slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
-            status = TaskStatus(
-                index=task.index, host=task.host, state="failed", node=word.get("node") or None,
-                reason=f"Slurm: {slurm_state}, exit code {word.get('exit_code', '?')}: the task ended without "
-                       f"saying how (killed, out of memory, its node lost); the log ends:\n"
-                       f"{slurm.log_tail(state.log(task.index))}",
-                log=str(state.log(task.index)), run_dir=str(state.run_dir(task)),
-                step=status.step if status else None)
+            shown = status or TaskStatus(index=task.index, host=task.host, state="failed")
+            status = shown.model_copy(update={
+                "state": "failed", "node": word.get("node") or shown.node, "log": str(state.log(task.index)),
+                "run_dir": str(state.run_dir(task)),
+                "reason": f"Slurm: {slurm_state}, exit code {word.get('exit_code', '?')}: the task ended without "
+                          f"saying how ({ENDED_WORDS.get(slurm_state, 'killed, out of memory, its node lost')}); "
+                          f"the log ends:\n{slurm.log_tail(state.log(task.index))}"})
+            state.write_status(status)
+        elif status is not None and status.state == "interrupted" and slurm_state == "TIMEOUT" \
+                and not (status.reason or "").startswith("Slurm's time limit"):
+            status = status.model_copy(update={"reason": f"Slurm's time limit ({task.time_limit_min} min) ended it, "
+                                               f"not a scancel ({status.reason}); give the host a larger "
+                                               "time_limit_min (or the fleet a larger seconds_per_cell)"})
             state.write_status(status)
         elif status is None and slurm_state:
             status = TaskStatus(index=task.index, host=task.host, state="pending", node=word.get("node") or None,
@@ -70,13 +125,34 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task]) -> dict[int, TaskStat
     return found
 
 
+ENDED_WORDS = {"TIMEOUT": "Slurm's time limit", "CANCELLED": "cancelled", "NODE_FAIL": "its node was lost",
+               "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted", "BOOT_FAIL": "its node did not boot"}
+
+
 def status(fleet: LoadedFleet) -> list[dict[str, Any]]:
-    """Every task's state now: one dict per task (`tasks.summary`)."""
+    """Every task's state now: one dict per task (`tasks.summary`). A transport or host that does not answer
+    within its bound makes its own tasks `unknown`, with its reason and what the task last said; the others
+    answer beside it."""
     state = StateDir(fleet.state_dir)
     tasks = state.read_tasks()
-    found = slurm_statuses(state, tasks)
-    found |= ssh.statuses(fleet, tasks)
-    return [summary(found.get(task.index), task) for task in tasks]
+    unknown: dict[int, str] = {}
+    try:
+        found = slurm_statuses(state, tasks)
+    except slurm.SlurmError as exc:
+        found = {}
+        unknown |= {task.index: str(exc) for task in tasks if task.via == "slurm"}
+    answered, silent = ssh.statuses(fleet, tasks)
+    found |= answered
+    unknown |= {task.index: silent[task.host] for task in tasks if task.host in silent}
+    shown = []
+    for task in tasks:
+        if task.index in unknown:
+            last = state.read_status(task.index)
+            shown.append({"task": task.index, "host": task.host, "profile": task.profile_name, "state": "unknown",
+                          "reason": f"{unknown[task.index]}; the task last said: {last.state if last else 'nothing'}"})
+        else:
+            shown.append(summary(found.get(task.index), task))
+    return shown
 
 
 def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
@@ -103,11 +179,23 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
     deadline = time.monotonic() + timeout_s
     offsets: dict[int, int] = {}
     waiting = [task for task in tasks if task.via == "slurm"]
+    silent = ""
     while waiting and time.monotonic() < deadline:
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
-        found = slurm_statuses(state, waiting)
-        waiting = [task for task in waiting if _unfinished(found.get(task.index))]
+        held: set[int] = set()
+        try:
+            found = slurm_statuses(state, waiting, held)
+        except slurm.SlurmError as exc:  # said when it starts and when it ends, its tasks still followed
+            if str(exc) != silent:
+                locked(f"[slurm] {exc}; tasks {', '.join(str(task.index) for task in waiting)} wait for its answer")
+            silent = str(exc)
+            time.sleep(POLL_S)
+            continue
+        if silent:
+            locked("[slurm] Slurm answers again")
+            silent = ""
+        waiting = [task for task in waiting if _unfinished(found.get(task.index)) or task.index in held]
         if waiting:
             time.sleep(POLL_S)
     for task in tasks:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import BadInput, NinferkitError
+from ninferkit.fleet.spec import Host
 from ninferkit.fleet.tasks import StateDir, Task, pending
 from ninferkit.rundir.runs import read_json, utc_now, write_json_atomic
 
@@ -34,11 +35,29 @@ class SlurmError(NinferkitError):
     """A Slurm command failed; the message names it and what it printed."""
 
 
+ANSWER_S = 15.0
+"""How long a Slurm command may take: a controller that is down makes squeue retry for most of a minute, and
+`fleet status` must answer for every host within a bound (the SSH hosts beside it), saying Slurm did not."""
+
+QUEUED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+          "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT"}
+"""A job in these states still holds (or will hold) its task: a second submit would run the task twice."""
+
+
 def _slurm(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     if shutil.which(argv[0]) is None:
         raise SlurmError(f"{argv[0]} is not on PATH: this machine is no Slurm submit host (install slurm-client, "
                          "or use via: ssh)")
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=ANSWER_S)
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"Slurm is unreachable: `{' '.join(argv[:2])}` did not answer in {ANSWER_S:.0f} s "
+                         "(slurmctld down, or its host unreachable)") from None
+
+
+def _unreachable(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> SlurmError:
+    said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+    return SlurmError(f"Slurm is unreachable: `{' '.join(argv[:2])}` exited {done.returncode}: {said}")
 
 
 def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: str = sys.executable) -> str:
@@ -51,7 +70,11 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
              f"#SBATCH --output={state.path / 'logs' / 'task-%a.log'}",
              "#SBATCH --open-mode=append",
              f"#SBATCH --chdir={workdir}",
-             "#SBATCH --ntasks=1"]
+             "#SBATCH --ntasks=1",
+             # Slurm requeues a job whose node is lost (its default); the first copy may still be measuring, and
+             # the second would kill it mid-cell and measure finished cells again (issue 41). Never restart:
+             # the task ends failed, and `fleet submit` again resumes it, keeping its finished cells.
+             "#SBATCH --no-requeue"]
     if first.gres:
         lines.append(f"#SBATCH --gres={first.gres}")
     if first.partition:
@@ -63,10 +86,19 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
     return "\n".join(lines)
 
 
-def submit(state: StateDir, tasks: Sequence[Task], workdir: Path) -> list[dict[str, Any]]:
-    """Submit the Slurm tasks that have no finished run, one array per (GRES, partition); the arrays submitted
-    (also appended to slurm.json)."""
-    waiting = [task for task in tasks if task.via == "slurm" and not _finished(state, task)]
+def queued(state: StateDir, tasks: Sequence[Task]) -> dict[int, str]:
+    """The Slurm tasks a job still holds (pending, running...): `<job id> <state>` by task index. A task there
+    is not submitted again."""
+    words = slurm_states(state)
+    return {task.index: f"{job_ids(state)[task.index]} {words[task.index]['state']}" for task in tasks
+            if task.via == "slurm" and words.get(task.index, {}).get("state") in QUEUED}
+
+
+def submit(state: StateDir, tasks: Sequence[Task], workdir: Path, held: dict[int, str]) -> list[dict[str, Any]]:
+    """Submit the Slurm tasks that have no finished run and no job holding them (`held`, from `queued`), one
+    array per (GRES, partition); the arrays submitted (also appended to slurm.json)."""
+    waiting = [task for task in tasks if task.via == "slurm" and not _finished(state, task)
+               and task.index not in held]
     groups: dict[tuple[str | None, str | None], list[Task]] = {}
     for task in waiting:
         groups.setdefault((task.gres, task.partition), []).append(task)
@@ -122,9 +154,12 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     if not arrays:
         return {}
     found: dict[str, dict[str, str]] = {}
-    queued = _slurm(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r|%N"])
-    if queued.returncode == 0:
-        for line in queued.stdout.splitlines():
+    argv = ["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r|%N"]
+    listed = _slurm(argv)
+    if listed.returncode != 0 and "Invalid job id" not in listed.stderr:  # (a job the controller forgot)
+        raise _unreachable(argv, listed)
+    if listed.returncode == 0:
+        for line in listed.stdout.splitlines():
             job, state_word, reason, node = (line.split("|") + ["", "", "", ""])[:4]
             found[job.strip()] = {"state": state_word, "reason": reason, "node": node}
     accounted = _slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "-o", "JobID,State,ExitCode,NodeList"])
@@ -152,3 +187,58 @@ def log_tail(path: Path, lines: int = 8) -> str:
         handle.seek(max(0, os.path.getsize(path) - 16_384))
         text = handle.read().decode(errors="replace")
     return "\n".join(text.splitlines()[-lines:])
+
+
+def cluster_problems(hosts: Sequence[Host]) -> list[str]:
+    """What the cluster lacks for the Slurm hosts (a partition, a GRES type, enough of it on one node), from
+    `sinfo`, before anything is submitted: sbatch would find it only after an earlier array was queued."""
+    if not hosts:
+        return []
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%G"]
+    try:
+        shown = _slurm(argv)
+    except SlurmError as exc:
+        return [f"hosts {', '.join(host.name for host in hosts)}: {exc}"]
+    if shown.returncode != 0:
+        return [f"hosts {', '.join(host.name for host in hosts)}: {_unreachable(argv, shown)}"]
+    nodes: dict[str, dict[str, int]] = {}
+    partitions: dict[str, set[str]] = {}
+    default: str | None = None
+    for line in shown.stdout.splitlines():
+        node, partition, gres = (line.split("|") + ["", "", ""])[:3]
+        if partition.endswith("*"):
+            partition = default = partition[:-1]
+        partitions.setdefault(partition, set()).add(node)
+        nodes[node] = gres_counts(gres)
+    problems = []
+    for host in hosts:
+        wanted = host.partition or default
+        if wanted is None or wanted not in partitions:
+            problems.append(f"host {host.name}: the cluster has no partition {wanted!r} (it has "
+                            f"{', '.join(sorted(partitions)) or 'none'})" if host.partition else
+                            f"host {host.name}: the cluster has no default partition; give the host a partition")
+            continue
+        partition = wanted
+        if host.gres is None:
+            continue
+        name, kind, count = host.gres.split(":")
+        offered = {node: nodes[node].get(f"{name}:{kind}", 0) for node in sorted(partitions[partition])}
+        if max(offered.values(), default=0) < int(count):
+            have = "; ".join(f"{node}: {_gres_words(nodes[node])}" for node in sorted(partitions[partition]))
+            problems.append(f"host {host.name}: gres {host.gres}: no node of partition {partition} has {count} "
+                            f"{name} of type {kind} ({have})")
+    return problems
+
+
+def gres_counts(field: str) -> dict[str, int]:
+    """sinfo's %G (`gpu:fakea:3(S:0),gpu:fakeb:1`) as {"gpu:fakea": 3, "gpu:fakeb": 1}."""
+    counts: dict[str, int] = {}
+    for part in field.split(","):
+        pieces = part.split("(")[0].split(":")
+        if len(pieces) == 3 and pieces[2].isdigit():
+            counts[f"{pieces[0]}:{pieces[1]}"] = counts.get(f"{pieces[0]}:{pieces[1]}", 0) + int(pieces[2])
+    return counts
+
+
+def _gres_words(counts: dict[str, int]) -> str:
+    return ", ".join(f"{key}:{value}" for key, value in counts.items()) or "no typed GRES"

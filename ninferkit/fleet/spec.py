@@ -171,7 +171,34 @@ def load_fleet(path: str | Path, overrides: list[str] | tuple[str, ...] = (), ro
                 refused.append(f"host {host.name}, profile {written}: {exc}")
                 continue
             loaded[(host.name, written)] = profile
+    refused += shared_run_dirs(spec, loaded)
     if refused:
         raise ProfileError(f"{source}: nothing was submitted or started; {len(refused)} host profile(s) refused:\n"
                            + "\n".join(f"  - {line}" for line in refused))
     return LoadedFleet(spec, source.resolve(), loaded)
+
+
+def run_dir_name(host: Host, profile: LoadedProfile) -> str:
+    """A task's run directory under its host's run_root: named by host and profile (its `name:`), not by the
+    time, so a resubmission finds it."""
+    return f"{host.name}-{profile.profile.name}"
+
+
+def shared_run_dirs(spec: FleetFile, loaded: dict[tuple[str, str], LoadedProfile]) -> list[str]:
+    """Tasks that would write one run directory (a profile listed twice on a host, two profiles with one
+    `name:`): their rows would be counted twice in one run, so each clash is refused, naming both."""
+    owners: dict[tuple[str, str], str] = {}
+    clashes = []
+    for host in spec.hosts:
+        machine = f"{host.ssh.address}:{host.ssh.port}" if host.ssh is not None else "slurm"
+        for place, written in enumerate(host.profiles, 1):
+            profile = loaded.get((host.name, written))
+            if profile is None:
+                continue  # refused already
+            where = str(PurePosixPath(host.run_root) / run_dir_name(host, profile))
+            this = f"host {host.name}, profile {written} (#{place} of its profiles, name: {profile.profile.name})"
+            first = owners.setdefault((machine, where), this)
+            if first != this:
+                clashes.append(f"{this} would share the run directory {where} with {first}; give each profile its "
+                               "own name: (or list it once)")
+    return clashes

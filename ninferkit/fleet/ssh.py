@@ -32,6 +32,40 @@ from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, pending, whole_lin
 
 ENDED = ("ok", "failed", "interrupted")
 RECONNECT_S = 2.0
+CONNECT_S = 10.0
+"""How long reaching a host may take (TCP, key exchange, authentication): a host whose link is down answers
+with this bound's reason, beside the others, instead of holding the fleet's status for a minute."""
+HOST_S = 20.0
+"""How long `fleet status` waits for one host's whole answer."""
+
+
+def asyncssh_module() -> Any:
+    """asyncssh, imported with the CryptographyDeprecationWarnings it triggers filtered (it names ciphers
+    `cryptography` deprecates, which the fleet never negotiates): five of them on every fleet command read as
+    a problem of the fleet's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*", category=DeprecationWarning, module="asyncssh")
+        warnings.filterwarnings("ignore", category=UserWarning, module="asyncssh")
+        try:
+            from cryptography.utils import CryptographyDeprecationWarning
+        except ImportError:  # pragma: no cover (asyncssh requires cryptography)
+            pass
+        else:
+            warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        import asyncssh
+    return asyncssh
+
+
+def reason_of(exc: BaseException, bound_s: float = CONNECT_S) -> str:
+    """An exception in words, never empty (a timeout's own str() is)."""
+    words = str(exc).strip()
+    if words:
+        return words
+    if isinstance(exc, TimeoutError):
+        return f"no answer in {bound_s:.0f} s (the host or its link is down)"
+    return type(exc).__name__
 
 
 class SshError(NinferkitError):
@@ -43,18 +77,17 @@ def remote_state(fleet: LoadedFleet, host: Host) -> PurePosixPath:
 
 
 async def _connect(host: Host) -> Any:
-    import asyncssh
-
+    asyncssh = asyncssh_module()
     assert host.ssh is not None  # spec: via ssh has its section
     target = host.ssh
     try:
         return await asyncssh.connect(target.address, port=target.port, username=target.user,
                                       client_keys=[str(Path(target.identity_file).expanduser())],
                                       known_hosts=str(Path(target.known_hosts).expanduser()),
-                                      agent_path=None, connect_timeout=20)
-    except (OSError, asyncssh.Error) as exc:
+                                      agent_path=None, connect_timeout=CONNECT_S)
+    except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
         raise SshError(f"host {host.name}: cannot connect to {target.user}@{target.address}:{target.port}: "
-                       f"{exc}") from None
+                       f"{reason_of(exc)}") from None
 
 
 async def _run(connection: Any, host: Host, argv: Sequence[str]) -> str:
@@ -66,7 +99,7 @@ async def _run(connection: Any, host: Host, argv: Sequence[str]) -> str:
 
 
 async def _remote_status(sftp: Any, folder: PurePosixPath, index: int) -> TaskStatus | None:
-    import asyncssh
+    asyncssh = asyncssh_module()
 
     try:
         async with sftp.open(str(folder / "status" / f"task-{index}.json")) as handle:
@@ -92,35 +125,55 @@ async def _alive(connection: Any, pid: int | None) -> bool:
 
 
 async def _start_host(fleet: LoadedFleet, host: Host, tasks: Sequence[Task], say: Callable[[str], None]) -> None:
+    """Start the host's unfinished tasks; SshError naming the host where it refuses (a full disk said as such)."""
+    async with await _connect(host) as connection:
+        try:
+            await _start_tasks(connection, fleet, host, tasks, say)
+        except SshError:
+            raise
+        except Exception as exc:  # asyncssh's own errors (an SFTP write refused) have no common base with ours
+            if not isinstance(exc, asyncssh_module().Error):
+                raise
+            full = await _disk_full(connection, host)
+            raise SshError(f"host {host.name}: starting its tasks failed: {reason_of(exc)}"
+                           + (f"; {full}" if full else "")) from None
+
+
+async def _start_tasks(connection: Any, fleet: LoadedFleet, host: Host, tasks: Sequence[Task],
+                       say: Callable[[str], None]) -> None:
     assert host.ssh is not None
     state = StateDir(fleet.state_dir)
     folder = remote_state(fleet, host)
-    async with await _connect(host) as connection:
-        await _run(connection, host, ["mkdir", "-p", str(folder / "profiles"), str(folder / "logs"),
-                                      str(folder / "status")])
-        async with connection.start_sftp_client() as sftp:
-            await sftp.put(str(state.tasks), str(folder / "tasks.json"))
-            for task in tasks:
-                await sftp.put(str(state.path / task.profile_file), str(folder / task.profile_file))
-            for task in tasks:
-                status = await _remote_status(sftp, folder, task.index)
-                if status is not None and status.state == "ok":
-                    say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
-                    continue
-                if status is not None and status.state == "running" and await _alive(connection, status.pid):
-                    say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); following it")
-                    continue
-                await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
-                python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
-                log = str(folder / "logs" / f"task-{task.index}.log")
-                command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
-                # in ( ): the & takes only the task, whose output is its log, so the session closes at once
-                line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
-                        f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
-                done = await connection.run(line, check=False)
-                if done.exit_status != 0:
-                    raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
-                say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {str(done.stdout).strip()}")
+    await _run(connection, host, ["mkdir", "-p", str(folder / "profiles"), str(folder / "logs"),
+                                  str(folder / "status")])
+    async with connection.start_sftp_client() as sftp:
+        await sftp.put(str(state.tasks), str(folder / "tasks.json"))
+        for task in tasks:
+            await sftp.put(str(state.path / task.profile_file), str(folder / task.profile_file))
+        for task in tasks:
+            status = await _remote_status(sftp, folder, task.index)
+            if status is not None and status.state == "ok":
+                say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
+                continue
+            if status is not None and status.state in ("pending", "running") and await _alive(connection,
+                                                                                              status.pid):
+                say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); not started again")
+                continue
+            await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
+            python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
+            log = str(folder / "logs" / f"task-{task.index}.log")
+            command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
+            # in ( ): the & takes only the task, whose output is its log, so the session closes at once
+            line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
+                    f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
+            done = await connection.run(line, check=False)
+            if done.exit_status != 0:
+                raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
+            pid = int(str(done.stdout).strip())
+            started = pending(status, task, f"started over SSH on {host.name}").model_copy(update={"pid": pid})
+            if await _remote_status(sftp, folder, task.index) == pending(status, task, started.reason or ""):
+                await _write_status(sftp, folder, started)  # its pid, until the task writes its own status
+            say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {pid}")
 
 
 def start(fleet: LoadedFleet, tasks: Sequence[Task], say: Callable[[str], None] = print) -> None:
@@ -165,31 +218,36 @@ async def _follow_host(fleet: LoadedFleet, host: Host, tasks: list[Task], say: C
                             offsets[index] = await _relay(sftp, folder / "logs" / f"task-{index}.log", offsets[index],
                                                           say)
                         status = await _remote_status(sftp, folder, index)
-                        ended = status is not None and status.state in ENDED
-                        died = status is not None and status.state == "running" and not await _alive(
-                            connection, status.pid)
+                        if status is None:  # submit writes one before it starts a task: this one never started
+                            say(f"[{host.name}] task {index} was never started there (no status); `fleet submit` "
+                                "starts it")
+                            del waiting[index]
+                            continue
+                        ended = status.state in ENDED
+                        # pending: started by submit, its pid written just after (no pid: that write failed)
+                        died = status.state in ("pending", "running") and not await _alive(connection, status.pid)
                         if ended or died:
-                            assert status is not None
-                            await _bring_back(sftp, state, host, task, status, died, folder)
+                            await _bring_back(sftp, state, host, task, status,
+                                              await _why_died(connection, host) if died else None, folder)
                             del waiting[index]
                     if time.monotonic() > deadline:
                         break
                     await asyncio.sleep(1.0)
         except (SshError, OSError) as exc:
-            say(f"[{host.name}] connection lost ({exc}); reconnecting in {RECONNECT_S:.0f} s")
+            say(f"[{host.name}] connection lost ({reason_of(exc)}); reconnecting in {RECONNECT_S:.0f} s")
             await asyncio.sleep(RECONNECT_S)
         except Exception as exc:  # asyncssh's own errors (a connection closed by the host) have no common base
-            import asyncssh
+            asyncssh = asyncssh_module()
 
             if not isinstance(exc, asyncssh.Error):
                 raise
-            say(f"[{host.name}] connection lost ({exc}); reconnecting in {RECONNECT_S:.0f} s")
+            say(f"[{host.name}] connection lost ({reason_of(exc)}); reconnecting in {RECONNECT_S:.0f} s")
             await asyncio.sleep(RECONNECT_S)
 
 
 async def _relay(sftp: Any, log: PurePosixPath, offset: int, say: Callable[[str], None]) -> int:
     """Print the log's whole lines from `offset` on; the new offset (a part line waits for its end)."""
-    import asyncssh
+    asyncssh = asyncssh_module()
 
     try:
         async with sftp.open(str(log), "rb") as handle:
@@ -203,10 +261,11 @@ async def _relay(sftp: Any, log: PurePosixPath, offset: int, say: Callable[[str]
     return offset + used
 
 
-async def _bring_back(sftp: Any, state: StateDir, host: Host, task: Task, status: TaskStatus, died: bool,
+async def _bring_back(sftp: Any, state: StateDir, host: Host, task: Task, status: TaskStatus, why_died: str | None,
                       folder: PurePosixPath) -> None:
-    """Copy the task's run directory, log and status here; a task that died gets a status that says so."""
-    import asyncssh
+    """Copy the task's run directory, log and status here; a task that died (`why_died`: the likely cause) gets
+    a status that says so."""
+    asyncssh = asyncssh_module()
 
     local_runs = state.collected / host.name
     local_runs.mkdir(parents=True, exist_ok=True)
@@ -223,11 +282,11 @@ async def _bring_back(sftp: Any, state: StateDir, host: Host, task: Task, status
         pass
     update: dict[str, Any] = {"run_dir": str(local_run), "remote_run_dir": remote_run,
                               "log": str(state.log(task.index))}
-    if died:
+    if why_died is not None:
         from ninferkit.fleet.slurm import log_tail
 
-        update |= {"state": "failed", "reason": f"process {status.pid} on {host.name} ended without a status "
-                   f"(killed, or the host went down); the log ends:\n{log_tail(state.log(task.index))}"}
+        update |= {"state": "failed", "reason": f"{_process(status)} on {host.name} ended without a status "
+                   f"({why_died}); the log ends:\n{log_tail(state.log(task.index))}"}
     state.write_status(status.model_copy(update=update))
 
 
@@ -244,15 +303,114 @@ async def _statuses(fleet: LoadedFleet, host: Host, tasks: list[Task], into: dic
     async with await _connect(host) as connection, connection.start_sftp_client() as sftp:
         for task in tasks:
             status = await _remote_status(sftp, folder, task.index)
-            if status is not None and status.state == "running" and not await _alive(connection, status.pid):
-                status = status.model_copy(update={"state": "failed", "reason": f"process {status.pid} ended "
-                                                   "without a status (killed, or the host went down)"})
+            if status is not None and status.state in ("pending", "running") and not await _alive(connection,
+                                                                                                  status.pid):
+                status = status.model_copy(update={"state": "failed", "reason": f"{_process(status)} ended "
+                                                   f"without a status ({await _why_died(connection, host)})"})
             into[task.index] = status
 
 
-def statuses(fleet: LoadedFleet, tasks: Sequence[Task]) -> dict[int, TaskStatus | None]:
-    """Each SSH task's status as its host has it now (None: not started there)."""
+async def _bounded(host: Host, work: Any) -> str | None:
+    """Run one host's work within HOST_S; None when it answered, else why not (its own reason)."""
+    try:
+        await asyncio.wait_for(work, HOST_S)
+    except (TimeoutError, SshError, OSError) as exc:
+        return str(exc) if isinstance(exc, SshError) else f"host {host.name}: {reason_of(exc, HOST_S)}"
+    except Exception as exc:  # asyncssh's own errors have no common base with ours
+        if not isinstance(exc, asyncssh_module().Error):
+            raise
+        return f"host {host.name}: {reason_of(exc)}"
+    return None
+
+
+def statuses(fleet: LoadedFleet, tasks: Sequence[Task]) -> tuple[dict[int, TaskStatus | None], dict[str, str]]:
+    """Each SSH task's status as its host has it now (None: not started there), and, by host, why a host did
+    not answer within its bound (the others' answers stand beside it)."""
     found: dict[int, TaskStatus | None] = {}
     hosts = _ssh_hosts(fleet, tasks)
-    asyncio.run(_each(hosts, lambda host, mine: _statuses(fleet, host, mine, found)))
-    return found
+
+    async def every() -> list[str | None]:
+        return list(await asyncio.gather(*(_bounded(host, _statuses(fleet, host, mine, found))
+                                           for host, mine in hosts)))
+
+    answers = asyncio.run(every())
+    return found, {host.name: why for (host, _), why in zip(hosts, answers, strict=True) if why is not None}
+
+
+async def _why_died(connection: Any, host: Host) -> str:
+    """Why a task's process may have ended unannounced: a full disk where its run and status are written (it
+    could not write its end), else a signal it cannot catch, or the host going down."""
+    full = await _disk_full(connection, host)
+    return f"{full}: it could not write its end" if full else \
+        "killed by a signal it cannot catch, or the host went down"
+
+
+def _process(status: TaskStatus) -> str:
+    return f"process {status.pid}" if status.pid is not None else "its process (pid never recorded)"
+
+
+async def _disk_full(connection: Any, host: Host) -> str | None:
+    """"the disk of RUN_ROOT on HOST is full (N KiB free)" when under 1 MiB is free there (df), else None."""
+    done = await connection.run(shlex.join(["df", "-Pk", host.run_root]), check=False)
+    lines = str(done.stdout).splitlines()
+    if done.exit_status == 0 and len(lines) > 1:
+        fields = lines[-1].split()
+        if len(fields) >= 4 and fields[3].isdigit() and int(fields[3]) < 1024:
+            return f"the disk of {host.run_root} on {host.name} is full ({fields[3]} KiB free)"
+    return None
+
+
+def check_hosts(fleet: LoadedFleet, tasks: Sequence[Task]) -> list[str]:
+    """What would stop an SSH host's tasks, found before anything is submitted anywhere: its key and known_hosts
+    files here, then (each host within HOST_S) reaching it with that key and host key, its checkout's Python,
+    and the GPUs its gres asks for (as the task itself checks them, through NVML there)."""
+    problems = []
+    hosts = _ssh_hosts(fleet, tasks)
+    reachable = []
+    for host, mine in hosts:
+        assert host.ssh is not None
+        local = _local_files(host)
+        problems += local
+        if not local:
+            reachable.append((host, mine))
+
+    async def every() -> list[str | None]:
+        return list(await asyncio.gather(*(_bounded(host, _check_host(host, problems)) for host, _ in reachable)))
+
+    problems += [why for why in asyncio.run(every()) if why is not None]
+    return problems
+
+
+def _local_files(host: Host) -> list[str]:
+    assert host.ssh is not None
+    problems = []
+    for field, value in (("identity_file", host.ssh.identity_file), ("known_hosts", host.ssh.known_hosts)):
+        path = Path(value).expanduser()
+        try:
+            size = path.stat().st_size
+            with path.open("rb"):
+                pass
+        except OSError as exc:
+            problems.append(f"host {host.name}: ssh.{field} {path}: {exc.strerror or exc}")
+            continue
+        if size == 0:
+            problems.append(f"host {host.name}: ssh.{field} {path} is empty"
+                            + ("; add the host's key (ssh-keyscan, checked by hand)" if field == "known_hosts" else ""))
+    return problems
+
+
+async def _check_host(host: Host, problems: list[str]) -> None:
+    assert host.ssh is not None
+    python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
+    async with await _connect(host) as connection:
+        done = await connection.run(shlex.join([python, "-c", "import ninferkit"]), check=False)
+        if done.exit_status != 0:
+            problems.append(f"host {host.name}: {python} cannot import ninferkit (exit {done.exit_status}): "
+                            f"{str(done.stderr).strip()[-300:]}")
+            return
+        if host.gres is not None:
+            probe = "import sys; from ninferkit.fleet.tasks import gres_missing; print(gres_missing(sys.argv[1]) or '')"
+            done = await connection.run(shlex.join([python, "-c", probe, host.gres]), check=False)
+            said = str(done.stdout).strip()
+            if done.exit_status != 0 or said:
+                problems.append(f"host {host.name}: {said or str(done.stderr).strip()[-300:]}")

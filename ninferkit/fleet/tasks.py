@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ninferkit.errors import BadInput, NinferkitError, StepFailed
-from ninferkit.fleet.spec import Host, LoadedFleet
+from ninferkit.fleet.spec import Host, LoadedFleet, run_dir_name
 from ninferkit.params import LoadedProfile
 from ninferkit.rundir.records import FleetTaskRecord
 from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_json_atomic
@@ -68,6 +69,7 @@ class TaskStatus(BaseModel):
     host: str
     state: TaskState
     node: str | None = None
+    job_id: str | None = None
     pid: int | None = None
     port: int | None = None
     started: str | None = None
@@ -170,27 +172,34 @@ def time_limit_min(host: Host, profile: LoadedProfile, fleet: LoadedFleet) -> in
 
 
 def plan_tasks(fleet: LoadedFleet, remote_root: Callable[[Host], str]) -> list[Task]:
-    """One task per host x profile, in the fleet file's order, each profile copied into the state folder.
-    `remote_root(host)` is where that host's run directories go, as the host sees it."""
-    state = StateDir(fleet.state_dir)
-    state.profiles.mkdir(parents=True, exist_ok=True)
+    """One task per host x profile, in the fleet file's order; nothing is written (`write_tasks` does, so
+    `fleet submit --dry-run` plans without a trace). `remote_root(host)` is where that host's run directories
+    go, as the host sees it."""
     tasks: list[Task] = []
     for host in fleet.spec.hosts:
         for written in host.profiles:
             loaded = fleet.profiles[(host.name, written)]
             index = len(tasks)
-            copy = state.profiles / f"task-{index}-{Path(written).name}"
-            assert loaded.source is not None  # loaded from a file by load_fleet
-            shutil.copyfile(loaded.source, copy)
             tasks.append(Task(
                 index=index, host=host.name, via=host.via, profile=written, profile_name=loaded.profile.name,
-                profile_hash=loaded.hash, profile_file=str(copy.relative_to(state.path)),
+                profile_hash=loaded.hash, profile_file=f"profiles/task-{index}-{Path(written).name}",
                 overrides=list(loaded.overrides), steps=list(fleet.spec.steps),
-                run_dir=str(Path(remote_root(host)) / f"{host.name}-{loaded.profile.name}"),
+                run_dir=str(Path(remote_root(host)) / run_dir_name(host, loaded)),
                 gres=host.gres, partition=host.partition, time_limit_min=time_limit_min(host, loaded, fleet)))
+    return tasks
+
+
+def write_tasks(fleet: LoadedFleet, tasks: list[Task]) -> None:
+    """The task table and each task's profile, copied into the state folder (what runs on a host is what was
+    validated here)."""
+    state = StateDir(fleet.state_dir)
+    state.profiles.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        source = fleet.profiles[(task.host, task.profile)].source
+        assert source is not None  # loaded from a file by load_fleet
+        shutil.copyfile(source, state.path / task.profile_file)
     write_json_atomic(state.tasks, {"fleet": fleet.spec.name, "source": str(fleet.source),
                                     "tasks": [task.model_dump(mode="json") for task in tasks]})
-    return tasks
 
 
 def gres_missing(gres: str | None) -> str | None:
@@ -211,28 +220,79 @@ def gres_missing(gres: str | None) -> str | None:
     return f"the fleet asks for {gres} ({count} GPU(s) named like {kind!r}); this host has {seen}"
 
 
-def _port_for(previous: TaskStatus | None) -> int:
-    """The port the task had, when still free; else a free one. The port is part of the profile (`serve.port`),
-    so keeping it keeps the run's profile hash, and a resume skips the cells that have a result; a new port
-    would make them all run again. Free means no one listens: a closed connection's TIME_WAIT does not count,
-    as it does not for the server (SO_REUSEADDR)."""
+def _port_for(previous: TaskStatus | None, run_dir: Path) -> int:
+    """The port the task had; a free one only for a task that never had one. The port is part of the profile
+    (`serve.port`), so keeping it keeps the run's profile hash, and a resume skips the cells that have a result;
+    a new port would make them all run again, so a kept port that another program holds is refused
+    (TaskRefused), never swapped silently. A server this run started and a dead attempt left behind is
+    stopped first (its identity checked: `server.process.stop`). Free means no one listens: a closed
+    connection's TIME_WAIT does not count, as it does not for the server (SO_REUSEADDR)."""
     from ninferkit.capacity.launches import free_port
+    from ninferkit.server.process import stop
 
-    if previous is not None and previous.port is not None:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", previous.port))
-                return previous.port
-            except OSError:
-                pass
-    return free_port()
+    if previous is None or previous.port is None:
+        return free_port()
+    if not _free(previous.port):
+        try:
+            stop(RunDir(run_dir))  # what a killed attempt left serving (the watchdog's job, should it have died too)
+        except NinferkitError as exc:
+            raise TaskRefused("port", f"port {previous.port} is held, and the server this run started could not "
+                              f"be stopped: {exc}") from None
+    if not _free(previous.port):
+        raise TaskRefused(
+            "port", f"port {previous.port}, where this run's finished cells were measured (it is part of their "
+            "profile hash), is held by another program; a new port would measure them all again. Free it "
+            f"(`ss -ltnp 'sport = :{previous.port}'`) and `fleet submit` again")
+    return previous.port
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class TaskRefused(NinferkitError):
+    """A task that must not run as things stand; its status says why, with `step` naming what refused it."""
+
+    def __init__(self, step: str, reason: str) -> None:
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
+
+
+def _refuse_restart(previous: TaskStatus | None) -> None:
+    """A task that finds itself started again by Slurm (its node lost: Slurm requeues by default, and the batch
+    script says --no-requeue; an admin's `scontrol requeue` still can), or over a status that says an attempt
+    is running (submit and the SSH start write pending first), is a second attempt no one asked for: the first
+    may still be measuring, and a restart mid-cell would measure its finished cells again. It does not run."""
+    restarts = os.environ.get("SLURM_RESTART_COUNT", "0").strip() or "0"
+    if restarts != "0":
+        raise TaskRefused("restart", f"Slurm started this task again (restart {restarts}: its node was lost, or the "
+                          "job was requeued); a second attempt would measure finished cells again, so it did not "
+                          "run. `fleet submit` again resumes it, keeping its finished cells")
+    if previous is not None and previous.state == "running":
+        raise TaskRefused("restart", f"an attempt of this task is recorded running (pid {previous.pid} on "
+                          f"{previous.node}, since {previous.started}); this second start did not run. If it is "
+                          "gone, `fleet submit` again resumes it, keeping its finished cells")
+
+
+def where_it_runs() -> tuple[str, str | None]:
+    """This task's node and, under Slurm, its job id (`<array>_<task>`, as squeue and sacct name it)."""
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    array, element = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return node, (f"{array}_{element}" if array and element else os.environ.get("SLURM_JOB_ID"))
 
 
 def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -> int:
     """Run task `index` of the state folder on this host: 0 when its run is whole (now or before), 1 when a
-    step failed (the status names the step, the reason, the diagnosis and the log), 130 when interrupted
-    (Slurm's scancel and a time limit send SIGTERM, which the runner turns into an interrupt)."""
+    step failed or the task was refused (the status names the step, the reason, the diagnosis and the log),
+    130 when interrupted (Slurm's scancel and a time limit send SIGTERM, which the runner turns into an
+    interrupt). A watchdog (`watchdog.py`) outlives the task to stop its server should it die unannounced."""
     from ninferkit.steps.runner import run_runbook
 
     state = StateDir(state_path.resolve())
@@ -246,21 +306,31 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     if previous is not None and previous.state == "ok":
         say(f"{task.host}: task {index} ({task.profile_name}) already finished: {run_dir}")
         return 0
-    missing = gres_missing(task.gres) if task.via == "ssh" else None  # Slurm hands out its GRES itself
-    if missing is not None:
-        state.write_status(TaskStatus(index=index, host=task.host, state="failed", node=socket.gethostname(),
-                                      started=utc_now(), ended=utc_now(), step="gres", reason=missing))
-        say(f"{task.host}: task {index} refused: {missing}")
+    node, job = where_it_runs()
+    try:
+        _refuse_restart(previous)
+        missing = gres_missing(task.gres) if task.via == "ssh" else None  # Slurm hands out its GRES itself
+        if missing is not None:
+            raise TaskRefused("gres", missing)
+        port = _port_for(previous, run_dir)
+    except TaskRefused as exc:
+        kept = {"port": previous.port} if previous is not None and previous.port is not None else {}
+        state.write_status(TaskStatus(index=index, host=task.host, state="failed", node=node, job_id=job,
+                                      started=utc_now(), ended=utc_now(), step=exc.step, reason=exc.reason, **kept))
+        say(f"{task.host}: task {index} refused: {exc.reason}")
         return 1
-    port = _port_for(previous)
-    status = TaskStatus(index=index, host=task.host, state="running", node=socket.gethostname(), pid=os.getpid(),
+    status = TaskStatus(index=index, host=task.host, state="running", node=node, job_id=job, pid=os.getpid(),
                         port=port, started=utc_now(), run_dir=str(run_dir), log=str(state.log(index)))
     state.write_status(status)
     overrides = [*task.overrides, f"serve.port={port}"]
     run_dir.mkdir(parents=True, exist_ok=True)
+    before = RunDir(run_dir).read_fleet_task()
+    nodes, jobs = (before.nodes, before.jobs) if before is not None else ([], [])
     write_json_atomic(RunDir(run_dir).fleet_task, FleetTaskRecord(
         schema_version=FleetTaskRecord.SCHEMA_VERSION, profile_hash=task.profile_hash, fleet=fleet_name,
-        host=task.host, task=index, via=task.via, gres=task.gres).model_dump(mode="json"))
+        host=task.host, task=index, via=task.via, gres=task.gres, nodes=list(dict.fromkeys([*nodes, node])),
+        jobs=[*jobs, job] if job else jobs).model_dump(mode="json"))
+    _start_watchdog(state, index, run_dir)
     try:
         result = run_runbook(state.path / task.profile_file, run_dir, task.steps, overrides, say=say)
     except StepFailed as exc:
@@ -284,6 +354,17 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
                                                  "run_dir": str(result.run.dir.path)}))
     say(f"{task.host}: task {index} ({task.profile_name}) finished: {result.run.dir.path}")
     return 0
+
+
+def _start_watchdog(state: StateDir, index: int, run_dir: Path) -> None:
+    """Start this task's watchdog (`watchdog.py`: it stops the server should the task die unannounced), in a
+    session of its own so that a signal to the task's group does not take it along; its lines go to the log."""
+    log = state.log(index)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as output:
+        subprocess.Popen([sys.executable, "-m", "ninferkit.fleet.watchdog", str(os.getpid()), str(state.path),
+                          str(index), str(run_dir)], stdin=subprocess.DEVNULL, stdout=output,
+                         stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _diagnosis(run_dir: Path, step: str) -> str | None:

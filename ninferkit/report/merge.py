@@ -10,10 +10,10 @@ cannot prove alike, and the write-up says the user stated it. Every latency is o
 stamps of one request on one host's monotonic clock, so no difference between hosts' clocks enters any number
 (the merge computes no rate over several hosts' time spans).
 
-Each merged row (OUT/requests.jsonl) keeps its host (the fleet's name for it, else the machine's), GPU, engine
-build, profile hash and serving (`serving_id`, its fields, and whether the user stated it). A run whose planned
-steps did not all finish is marked incomplete, with what it lacks; its measured rows still count (every row is
-a finished request).
+Each merged row (OUT/requests.jsonl) keeps its host (the fleet's name for it, else the machine's), where the fleet
+task's attempts ran (nodes, Slurm job ids, GRES: those known), GPU, engine build, profile hash and serving
+(`serving_id`, its fields, and whether the user stated it). A run whose planned steps did not all finish is
+marked incomplete, with what it lacks; its measured rows still count (every row is a finished request).
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ class MergedRun:
     tokens_per_joule: float | None = None
     servings: dict[str, ServingIdentity] = field(default_factory=dict)
     """The serving of each row, by the row's request_uid (rundir/servings.py: migrated for older rows)."""
+    ran_on: dict[str, Any] = field(default_factory=dict)
+    """Where a fleet task's attempts ran (fleet-task.json): nodes, Slurm job ids, the GRES asked for; only what
+    is known. A run resumed by a second job names both: the rows are the run's, not one attempt's."""
 
     @property
     def label(self) -> str:
@@ -98,7 +101,9 @@ def read_run(path: Path) -> MergedRun:
                      profile_hash=manifest.profile_hash or "?", profile_name=manifest.profile_name or "?",
                      model=model[:12] if len(model) == 64 else model, missing=missing, rows=rows,
                      max_kv_tokens=capacity.max_kv_tokens if capacity is not None else None,
-                     tokens_per_joule=_tokens_per_joule(run_dir, rows), servings=identities)
+                     tokens_per_joule=_tokens_per_joule(run_dir, rows), servings=identities,
+                     ran_on={key: value for key in ("nodes", "jobs", "gres")
+                             if task is not None and (value := getattr(task, key))})
 
 
 def _model_of(run_dir: RunDir) -> str:
@@ -317,7 +322,7 @@ def _write(merged: Merged) -> None:
                                      "gpu": run.gpu, "engine_build": run.engine_build,
                                      "profile_hash": run.profile_hash, "run_dir": str(run.path),
                                      "serving_id": serving.id, "serving": serving.fields,
-                                     "serving_stated": merged.stated}, sort_keys=True))
+                                     "serving_stated": merged.stated, **run.ran_on}, sort_keys=True))
     write_text_atomic(out / "requests.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     merged.cells.to_csv(out / "cells.csv", index=False)
     merged.gpus.to_csv(out / "gpus.csv", index=False)

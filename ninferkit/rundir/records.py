@@ -415,13 +415,18 @@ class CapacityRecord(RunFile):
 
 class FleetTaskRecord(RunFile):
     """fleet-task.json: the fleet task that made this run (ninferkit/fleet/): the host it names, which every
-    merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet."""
+    merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet, and
+    where its attempts ran (nodes, Slurm job ids), which merged rows carry too."""
 
     fleet: str | None = None
     host: str | None = None
     task: int | None = None
     via: str | None = None
     gres: str | None = None
+    nodes: list[str] = []
+    """Where its attempts ran, in order: the Slurm node (SLURMD_NODENAME) or the host's own name."""
+    jobs: list[str] = []
+    """Its attempts' Slurm job ids, `<array>_<task>` (none over SSH): a resumed run was made by several."""
 
 
 class ImportedRecord(RunFile):

@@ -91,6 +91,23 @@ def parse_steps(text: str | None) -> list[str]:
     return [s for s in STEPS if s in chosen]
 
 
+class _DeadKernelAfterInterrupt(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" for nbclient's DeadKernelError: after an interrupt
+    (Ctrl-C, or Slurm's SIGTERM, which reaches the kernel too) the cell's task is left with it, and asyncio
+    prints its traceback when the task is collected, so an interrupted run's log ended in a traceback that read
+    as a crash (issue 41). The step is recorded interrupted; any other asyncio error still prints."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "DeadKernelError"
+
+
+def _quiet_dead_kernel() -> None:
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(each, _DeadKernelAfterInterrupt) for each in logger.filters):
+        logger.addFilter(_DeadKernelAfterInterrupt())
+
+
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -283,6 +300,7 @@ def _run_step(run: Run, step: str, source: Path, kernel_progress: str, echo: Cal
         raise StepFailed(step, output, reason) from exc
     except KeyboardInterrupt:
         run.dir.record_step(step, status="interrupted", ended=utc_now())
+        _quiet_dead_kernel()
         raise
     except (NinferkitError, OSError, RuntimeError) as exc:
         met = named(exc, f"running the {step} notebook", run.dir.path) if isinstance(exc, OSError) else exc

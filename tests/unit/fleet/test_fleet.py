@@ -12,7 +12,7 @@ import yaml
 from ninferkit.errors import ProfileError
 from ninferkit.fleet.slurm import batch_script
 from ninferkit.fleet.spec import load_fleet
-from ninferkit.fleet.tasks import StateDir, plan_tasks
+from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
 from tests.conftest import REPO
 
 FLEET = REPO / "params" / "fleets" / "embedded-three.yaml"
@@ -86,6 +86,8 @@ def test_a_profile_outside_the_checkout_is_refused(tmp_path: Path) -> None:
 def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
     fleet = load_fleet(written(tmp_path), root=REPO)
     tasks = plan_tasks(fleet, lambda host: host.run_root)
+    assert not (tmp_path / "state").exists()  # planning writes nothing (submit --dry-run plans)
+    write_tasks(fleet, tasks)
     assert [(task.index, task.host, task.via) for task in tasks] == [
         (0, "slurm-a", "slurm"), (1, "slurm-b", "slurm"), (2, "ssh-c", "ssh")]
     # the plan: setup allowance 900 s + one launch of 120 s + 2 context cells x 120 s = 1260 s = 21 min
@@ -108,3 +110,95 @@ def test_an_ssh_host_without_the_asked_gpus_is_refused_by_its_task() -> None:
     reason = gres_missing("gpu:nosuchgpu:1")
     assert reason is not None and reason.startswith("the fleet asks for gpu:nosuchgpu:1 (1 GPU(s) named like "
                                                    "'nosuchgpu'); this host has ")
+
+
+def test_two_tasks_sharing_a_run_directory_are_refused_naming_both(tmp_path: Path) -> None:
+    """One profile listed twice on a host, and a second profile file with the same `name:`: each pair would write
+    one run directory, whose rows the merge would count twice (issue 41: 12 rows for 6 requests)."""
+    (tmp_path / "params").mkdir()
+    for name in ("local-cpu.yaml", "twin.yaml"):  # the twin has the same name: local-cpu
+        (tmp_path / "params" / name).write_text((REPO / "params" / "local-cpu.yaml").read_text())
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"][0]["profiles"] = ["params/local-cpu.yaml", "params/local-cpu.yaml"]
+    data["hosts"][1]["profiles"] = ["params/local-cpu.yaml", "params/twin.yaml"]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(path, root=tmp_path)
+    message = str(caught.value)
+    assert "nothing was submitted or started; 2 host profile(s) refused" in message, message
+    assert ("host slurm-a, profile params/local-cpu.yaml (#2 of its profiles, name: local-cpu) would share the run "
+            "directory runs/slurm-a-local-cpu with host slurm-a, profile params/local-cpu.yaml (#1 of its "
+            "profiles, name: local-cpu)") in message, message
+    assert ("host slurm-b, profile params/twin.yaml (#2 of its profiles, name: local-cpu) would share the run "
+            "directory runs/slurm-b-local-cpu with host slurm-b, profile params/local-cpu.yaml (#1") in message
+    assert not (tmp_path / "state").exists()
+
+
+def test_sinfo_gres_is_read_by_type_and_count() -> None:
+    """sinfo's %G as Slurm 22-23 print it (a socket binding in parentheses, several types on one node)."""
+    from ninferkit.fleet.slurm import gres_counts
+
+    assert gres_counts("gpu:fakea:3(S:0),gpu:fakeb:1") == {"gpu:fakea": 3, "gpu:fakeb": 1}
+    assert gres_counts("(null)") == {}
+
+
+def test_an_unreachable_ssh_host_answers_with_its_own_reason_beside_the_others(tmp_path: Path) -> None:
+    """A real TCP refusal on loopback (no sshd on the port): `fleet status` says so for that host's task within
+    its bound, never an empty reason, and the Slurm tasks (not submitted yet) answer beside it."""
+    import socket
+    import subprocess
+    import time
+
+    from ninferkit.fleet.follow import status
+
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{closed} {(tmp_path / 'key.pub').read_text()}")
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"][2]["ssh"].update(address="127.0.0.1", port=closed, identity_file=str(key), known_hosts=str(known))
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    fleet = load_fleet(path, root=REPO)
+    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    started = time.monotonic()
+    shown = status(fleet)
+    assert time.monotonic() - started < 20
+    assert [task["state"] for task in shown] == ["pending", "pending", "unknown"]
+    assert shown[2]["reason"].startswith(f"host ssh-c: cannot connect to {data['hosts'][2]['ssh']['user']}@127.0.0.1:"
+                                         f"{closed}: "), shown[2]
+    assert shown[2]["reason"].endswith(f"[Errno 111] Connect call failed ('127.0.0.1', {closed}); "
+                                       "the task last said: nothing")
+
+
+@pytest.mark.parametrize(("restarts", "previous", "expected"), [
+    ("1", None, "Slurm started this task again (restart 1: its node was lost, or the job was requeued)"),
+    ("0", "running", "an attempt of this task is recorded running (pid 4242 on nodea, since "),
+])
+def test_a_second_attempt_does_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restarts: str,
+                                       previous: str | None, expected: str) -> None:
+    """Slurm's own restart counter (a requeue despite --no-requeue), or a status that says an attempt is running
+    (submit writes pending first): the task refuses before its run directory or server exist, keeping the port."""
+    from ninferkit.fleet.tasks import TaskStatus, run_task
+
+    fleet = load_fleet(written(tmp_path), root=REPO)
+    tasks = plan_tasks(fleet, lambda host: host.run_root)
+    write_tasks(fleet, tasks)
+    state = StateDir(fleet.state_dir)
+    if previous is not None:
+        state.write_status(TaskStatus(index=0, host="slurm-a", state="running", pid=4242, node="nodea", port=40001,
+                                      started="2026-12-06T02:00:00+00:00"))
+    monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
+    said: list[str] = []
+    assert run_task(state.path, 0, say=said.append) == 1
+    status = state.read_status(0)
+    assert status is not None and status.state == "failed" and status.step == "restart", status
+    assert status.reason is not None and status.reason.startswith(expected), status.reason
+    assert status.port == (40001 if previous else None)
+    assert not state.run_dir(tasks[0]).exists() and said == [f"slurm-a: task 0 refused: {status.reason}"]

@@ -160,7 +160,7 @@ def test_every_figure_loads_and_no_request_leaves_the_page(tmp_path: Path) -> No
     finally:
         browser.close()
 
-    assert title.startswith("local-cpu: llama_server on CPU")
+    assert re.fullmatch(r"embedded on CPU \(llama_server\): decode [\d,.]+ tok/s, prefill [\d,.]+ tok/s", title), title
     assert len(sizes) == len(report.figures) == 4
     assert all(width > 0 and height > 0 for width, height in sizes), sizes
     requested = [event["params"]["request"]["url"] for event in browser.events
