@@ -26,7 +26,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.rundir.records import CapacityRecord, ServerRecord
-from ninferkit.rundir.runs import Run, read_json, write_json_atomic
+from ninferkit.rundir.runs import Run, write_json_atomic
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -94,7 +94,7 @@ def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
                            f"server ({record.url}) was not started by ninferkit and none is started for it; set "
                            "them false (-p capacity.fit_launches=false -p capacity.search=false)")
     log = Path(record.log) if record.log else None
-    served = server.passed_checks(record.model_dump())
+    served = server.passed_checks(record)
     found = served_observations(profile, str(record.url), record.served_pool, [log] if log else [], served)
     fields = capacity_fields(profile, found)
     fields["profile_hash"] = run.profile_hash
@@ -110,11 +110,9 @@ def _all(run: Run, own: Observation | None) -> list[Observation]:
 
 def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     """The launch step's server: its log is an observation at the profile's own setting."""
-    if not run.dir.server.exists():
-        return None
-    record = read_json(run.dir.server)
+    record = run.dir.read_server()
     log = run.dir.server_log  # the launch step writes its log there (server.json's "log" names it as it was then)
-    if not log.exists():
+    if record is None or not log.exists():
         return None
     found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)
     return None if found is None else with_served(found, server.passed_checks(record))

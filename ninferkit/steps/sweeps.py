@@ -58,14 +58,19 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
     explicit = only is not None
-    _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
-    record = server.ensure_running(run.dir)
+    try:
+        record = server.ensure_running(run.dir)
+    except ServerError:
+        _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
+        raise
+    url = str(record.url)
     headers = server.auth_headers(profile)
-    served_now = served(adapter, record["url"], headers)
-    cells, baseline = _checked_plan(run, kinds, explicit, served_now)
-    if record.get("external") and any(map(is_spec_off, cells)):
+    # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
+    # the sweep is sent (only the server's health and `request_extensions_path` were asked).
+    cells, baseline = _checked_plan(run, kinds, explicit, served(adapter, url, headers))
+    if record.external and any(map(is_spec_off, cells)):
         raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
-                           f"this run's server ({record['url']}) is someone else's; allowed: false "
+                           f"this run's server ({url}) is someone else's; allowed: false "
                            "(-p sweeps.tasks.speculation_ab=false)")
     servings = run_servings(run.dir)
     for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off}.values():
@@ -73,12 +78,12 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     write_plan(run.dir, cells, run.profile_hash, servings.main.id)
     resume = resume_plan(cells, run.dir.read_cells(), measured_ok(run.dir.read_requests()), servings)
     pending = [cell for cell, _ in resume.send]
-    log_path = Path(record["log"]) if record.get("log") else None
+    log_path = Path(record.log) if record.log else None
     rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
-    telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
+    telemetry = Telemetry(run.dir.telemetry, adapter, log_path, url, headers=headers,
                           hz=profile.sweeps.telemetry_hz)
-    with Tokenizer(record["url"], adapter, headers) as tokenizer:
-        ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
+    with Tokenizer(url, adapter, headers) as tokenizer:
+        ctx = SweepContext(run, adapter, url, server.record_model_id(record, profile), headers, tokenizer,
                            rules, base_row(run, adapter, record, servings.main),
                            profile.sweeps.request_timeout_s, log_path, servings.main)
         earlier = len(resume.keep)

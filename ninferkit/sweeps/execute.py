@@ -35,7 +35,7 @@ from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, r
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
-from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.records import RequestRow, ServerRecord
 from ninferkit.rundir.runs import Run, append_jsonl, utc_now
 from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
@@ -294,7 +294,7 @@ async def gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any], serving: ServingIdentity) -> dict[str, Any]:
+def base_row(run: Run, adapter: EnginePart, server_record: ServerRecord, serving: ServingIdentity) -> dict[str, Any]:
     """The fields every row of this run shares: what makes a result reproducible, and what it was measured
     under (`serving_id`: the rows are kept, resumed and pooled by it)."""
     artifact = run.dir.artifact
@@ -302,5 +302,5 @@ def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any], servi
     if artifact.exists():
         sha = json.loads(artifact.read_text()).get("sha256") or sha
     return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.run_id(), "profile_hash": run.profile_hash,
-            "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
+            "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.engine_version,
             "artifact_sha256": sha, "serving_id": serving.id}
