@@ -420,6 +420,10 @@ class CapacityRecord(RunFile):
     terms_unpinned: list[str] = []
     conflicts: list[str] = []
     notes: list[str] = []
+    narrowed_by_launches: list[str] | None = None
+    """How the run's launches narrowed the largest pools (capacity/evidence.py); None where none did."""
+    serving_id: str | None = None
+    """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 
 
 class FleetTaskRecord(RunFile):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ninferkit.capacity.gather import (
-    capacity_fields,
+    capacity_record,
     check_concurrencies,
     check_dtypes,
     fit_observations,
@@ -26,7 +26,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.rundir.records import CapacityRecord, ServerRecord
-from ninferkit.rundir.runs import Run, write_json_atomic
+from ninferkit.rundir.runs import Run, write_record
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -79,11 +79,7 @@ def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens"
                     + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
-    fields = capacity_fields(profile, observations, searches)
-    fields["profile_hash"] = run.profile_hash
-    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
-    write_json_atomic(run.dir.capacity, fields)
-    return CapacityRecord.model_validate(fields)
+    return _written(run, capacity_record(profile, observations, searches))
 
 
 def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
@@ -96,11 +92,15 @@ def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
     log = Path(record.log) if record.log else None
     served = server.passed_checks(record)
     found = served_observations(profile, str(record.url), record.served_pool, [log] if log else [], served)
-    fields = capacity_fields(profile, found)
-    fields["profile_hash"] = run.profile_hash
-    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
-    write_json_atomic(run.dir.capacity, fields)
-    return CapacityRecord.model_validate(fields)
+    return _written(run, capacity_record(profile, found))
+
+
+def _written(run: Run, record: CapacityRecord) -> CapacityRecord:
+    """capacity.json, as the record of the run's profile and of the launch step's serving (which the answer is for)."""
+    record.profile_hash = run.profile_hash
+    record.serving_id = run_servings(run.dir).main.id
+    write_record(run.dir.capacity, record)
+    return record
 
 
 def _all(run: Run, own: Observation | None) -> list[Observation]:
