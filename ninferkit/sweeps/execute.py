@@ -36,7 +36,7 @@ from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
 from ninferkit.rundir.records import RequestRow, ServerRecord
-from ninferkit.rundir.runs import Run, append_jsonl, utc_now
+from ninferkit.rundir.runs import GrowingRows, Run, append_jsonl, utc_now
 from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.rules import CellTally, StopRule
@@ -61,6 +61,13 @@ class SweepContext:
     log_path: Path | None
     serving: ServingIdentity
     """What the cell is measured under (rundir/identity.py): every row and the ledger line carry its id."""
+    requests: GrowingRows[RequestRow] | None = None
+    """requests.jsonl as the step reads it, once (the engine's record is joined to it after every cell); None:
+    read whole at each join."""
+
+    def rows(self) -> list[RequestRow] | None:
+        """requests.jsonl as it stands, from the step's reading of it; None where the step has none."""
+        return None if self.requests is None else self.requests.rows()
 
     def client(self, connections: int = 8, metered: bool = True) -> StreamingClient:
         """A client per cell; it reads the engine's per-request counters around requests that run alone
@@ -171,7 +178,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
             raise CellStopped(str(failed)) from failed
     except AccessRefused as refused:
         outcome = _failed(ctx, record, str(refused), _access_diagnosis(ctx, refused.body))
-        record_log_truth(ctx.run, ctx.adapter)
+        record_log_truth(ctx.run, ctx.adapter, ctx.rows())
         _append_outcome(ctx, cell, outcome)
         fix = (outcome.diagnosis or {}).get("fix")
         raise SweepFailed(f"cell {cell.label} failed and the sweep stopped (every other cell would be refused "
@@ -185,12 +192,12 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
         outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
                               diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
                               clock=record.clock, unsure_rows=record.unsure_rows)
-        record_log_truth(ctx.run, ctx.adapter)
+        record_log_truth(ctx.run, ctx.adapter, ctx.rows())
         _append_outcome(ctx, cell, outcome)
         raise
     else:
         outcome = ended_outcome(ctx, record)
-    record_log_truth(ctx.run, ctx.adapter)  # before the outcome: a done cell has its truth
+    record_log_truth(ctx.run, ctx.adapter, ctx.rows())  # before the outcome: a done cell has its truth
     _append_outcome(ctx, cell, outcome)
     return outcome
 
