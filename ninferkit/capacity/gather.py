@@ -198,9 +198,9 @@ def _label(setting: Setting) -> str:
     return " ".join(parts)
 
 
-def capacity_fields(profile: Profile, observations: Sequence[Observation],
-                     searches: Sequence[SearchResult] = ()) -> dict[str, Any]:
-    """capacity.json's content: the fit, the decision table, the search, and what the data leaves open.
+def capacity_record(profile: Profile, observations: Sequence[Observation],
+                    searches: Sequence[SearchResult] = ()) -> CapacityRecord:
+    """capacity.json's record: the fit, the decision table, the search, and what the data leaves open.
 
     The top-level figures are the first answer's (the logs' where typed terms conflict with them, with the
     conflict named beside the largest pool); `answers` holds every answer."""
@@ -236,7 +236,7 @@ def capacity_fields(profile: Profile, observations: Sequence[Observation],
         other = answers[1].get("max_kv_tokens_interval")
         note = (f"CONFLICT: the {answers[0]['basis']} give this; the {answers[1]['basis']} ({answers[1]['source']}) "
                 f"give {other} tokens; see conflicts" + (f"; {note}" if note else ""))
-    return narrowed({
+    return CapacityRecord.model_validate(narrowed({
         "schema_version": CapacityRecord.SCHEMA_VERSION,
         "created": utc_now(),
         "engine": profile.engine.kind,
@@ -276,7 +276,7 @@ def capacity_fields(profile: Profile, observations: Sequence[Observation],
         "terms_unpinned": unpinned,
         "conflicts": conflicts + result.conflicts,
         "notes": result.notes,
-    })
+    }))
 
 
 def _available_source(profile: Profile, result: CapacityFit, known: KnownTerms | None, primary: Basis) -> str:
@@ -292,7 +292,7 @@ def _available_source(profile: Profile, result: CapacityFit, known: KnownTerms |
 def fit_logs(profile: Profile, logs: Sequence[str | Path]) -> CapacityRecord:
     """Fit saved startup logs (no launch). Each log's own slots, context and KV dtype, where it
     prints them, override the profile's; otherwise the profile's serve settings are assumed."""
-    return CapacityRecord.model_validate(capacity_fields(profile, log_observations(profile, logs)))
+    return capacity_record(profile, log_observations(profile, logs))
 
 
 def log_observations(profile: Profile, logs: Sequence[str | Path]) -> list[Observation]:
@@ -318,7 +318,7 @@ def served_observations(profile: Profile, url: str, pool: dict[str, Any] | None,
 
 def fit_server(profile: Profile, url: str, pool: dict[str, Any] | None, logs: Sequence[Path]) -> CapacityRecord:
     """`capacity fit --url`: fit a running server's observations (nothing launched, no request sent)."""
-    return CapacityRecord.model_validate(capacity_fields(profile, served_observations(profile, url, pool, logs, None)))
+    return capacity_record(profile, served_observations(profile, url, pool, logs, None))
 
 
 def table_frame(record: CapacityRecord) -> pd.DataFrame:

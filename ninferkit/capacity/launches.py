@@ -12,7 +12,6 @@ import socket
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ninferkit.bounded import read_log
 from ninferkit.capacity.interval import Interval
@@ -103,7 +102,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
         served = False
         error: ServerError | None = None
         try:
-            record: dict[str, Any] = server.start(sub)  # its wait for readiness speaks: a large model loads for minutes
+            record = server.start(sub)  # its wait for readiness speaks: a large model loads for minutes
             served = server.passed_checks(record)
         except ServerError as exc:
             error = exc
@@ -121,8 +120,7 @@ def launcher(run: Run, rule: PoolRule, say: Callable[[str], None] = print,
         if error is not None:
             observation = replace(observation, extra={**observation.extra, "failure": str(error).splitlines()[0]})
         elif not served:  # it started, but a check failed: say which (e.g. a context the server capped)
-            problems = [f"{check['name']}: {check.get('detail')}" for check in record.get("checks", [])
-                        if not check["ok"]]
+            problems = [f"{check.name}: {check.detail}" for check in record.checks if not check.ok]
             observation = replace(observation, extra={**observation.extra, "failure": "; ".join(problems)})
         append_jsonl(run.dir.capacity_observations, observation.as_dict())
         say(f"launch {index:02d} {setting.label()}: "

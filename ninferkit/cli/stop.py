@@ -20,8 +20,8 @@ def main(args: argparse.Namespace) -> int:
 
     run_dir = RunDir(Path(args.run_dir).resolve())
     record = read_record(run_dir)  # BadInput (exit 2) for a server.json a launch did not write
-    if record is not None and record.get("external"):
-        print(f"the server of this run ({record['url']}) was not started by ninferkit: nothing was signalled")
+    if record is not None and record.external:
+        print(f"the server of this run ({record.url}) was not started by ninferkit: nothing was signalled")
         return 0
     stale = stale_reason(record) if record is not None else None
     if stop(run_dir):

@@ -228,6 +228,11 @@ class ServerRecord(RunFile):
     argv: list[str] = []
     pid: int | None = None
     pgid: int | None = None
+    process: dict[str, Any] | None = None
+    """Who the started process was beyond its reusable pid (server/process.py: process_identity): start_ticks,
+    boot_id, exe; stop signals its group only while that still holds. None: it was gone when asked."""
+    container: str | None = None
+    """The Docker container's name, in Docker mode (stop runs `docker stop` on it)."""
     url: str | None = None
     log: str | None = None
     started: str | None = None
@@ -238,6 +243,10 @@ class ServerRecord(RunFile):
     binary: str | None = None
     binary_sha256: str | None = None
     error: str | None = None
+    stopped: str | None = None
+    """When stop ended the server (or found its record stale)."""
+    stop_note: str | None = None
+    """Why stop signalled nothing: the record was stale (another program has its pid now)."""
     external: bool = False
     """ninferkit did not start this server (`--url`): there was no launch step, and no stop ever signals it."""
     engine_signs: dict[str, list[str]] = {}
@@ -411,6 +420,10 @@ class CapacityRecord(RunFile):
     terms_unpinned: list[str] = []
     conflicts: list[str] = []
     notes: list[str] = []
+    narrowed_by_launches: list[str] | None = None
+    """How the run's launches narrowed the largest pools (capacity/evidence.py); None where none did."""
+    serving_id: str | None = None
+    """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 
 
 class FleetTaskRecord(RunFile):

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -248,19 +248,26 @@ def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except (ValueError, RecursionError) as exc:
-                if not raw.endswith(b"\n"):
-                    return  # the torn last line
-                raise BadInput(f"{path}, line {number}: not a JSON row ({_short(exc)}); ninferkit appends whole "
-                               "rows, so the file was edited or damaged: delete or fix that line") from exc
-            if not isinstance(row, dict):
-                raise BadInput(f"{path}, line {number}: a JSON {type(row).__name__}, not a row (an object); "
-                               "delete or fix that line")
-            yield number, row
+            row = _row_of(path, number, raw)
+            if row is not None:
+                yield number, row
+
+
+def _row_of(path: Path, number: int, raw: bytes) -> dict[str, Any] | None:
+    """Line `number` of a JSONL file as a row; None for a blank line or a torn last line (no newline, not JSON)."""
+    if not raw.strip():
+        return None
+    try:
+        row = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        if not raw.endswith(b"\n"):
+            return None  # the torn last line
+        raise BadInput(f"{path}, line {number}: not a JSON row ({_short(exc)}); ninferkit appends whole "
+                       "rows, so the file was edited or damaged: delete or fix that line") from exc
+    if not isinstance(row, dict):
+        raise BadInput(f"{path}, line {number}: a JSON {type(row).__name__}, not a row (an object); "
+                       "delete or fix that line")
+    return row
 
 
 def _short(exc: BaseException) -> str:
@@ -513,13 +520,59 @@ Row = TypeVar("Row", bound=RunRow)
 def read_rows(path: Path, record: type[Row]) -> list[Row]:
     """A JSONL run file's lines as records (none when it does not exist); BadInput naming the line and field
     of a line the record refuses (a number field holding text, a status that is not text)."""
-    rows = []
-    for number, row in read_jsonl_numbered(path):
-        try:
-            rows.append(record.model_validate(row))
-        except ValidationError as error:
-            raise damaged_line(path, number, row, record, error) from None
-    return rows
+    return [_validated_row(path, number, row, record) for number, row in read_jsonl_numbered(path)]
+
+
+def _validated_row(path: Path, number: int, row: dict[str, Any], record: type[Row]) -> Row:
+    try:
+        return record.model_validate(row)
+    except ValidationError as error:
+        raise damaged_line(path, number, row, record, error) from None
+
+
+class GrowingRows(Generic[Row]):
+    """A JSONL run file that a step appends to and reads as it stands, again and again (the sweeps step: its ledger
+    and requests.jsonl, before the first cell, after every cell and at the end), read once: one open for the step,
+    each line parsed once; every call reads only the lines appended since the last, the rows as `read_rows` has
+    them. A last line without its newline is read again at the next call (a torn one is skipped, as `read_rows`
+    skips it, and the next append cuts it; a whole one is a row). Close it when the step ends (a context manager).
+    """
+
+    def __init__(self, path: Path, record: type[Row]) -> None:
+        self.path, self.record = path, record
+        self._handle: BinaryIO | None = None
+        self._lines = 0
+        self._rows: list[Row] = []
+
+    def rows(self) -> list[Row]:
+        """Every row of the file as it stands now; none while it does not exist."""
+        if self._handle is None:
+            try:
+                self._handle = self.path.open("rb")
+            except FileNotFoundError:
+                return []
+        tail: list[Row] = []
+        while raw := self._handle.readline():
+            if not raw.endswith(b"\n"):  # the last line, still being written or torn: read again next time
+                self._handle.seek(-len(raw), os.SEEK_CUR)
+                row = _row_of(self.path, self._lines + 1, raw)
+                tail = [] if row is None else [_validated_row(self.path, self._lines + 1, row, self.record)]
+                break
+            self._lines += 1
+            row = _row_of(self.path, self._lines, raw)
+            if row is not None:
+                self._rows.append(_validated_row(self.path, self._lines, row, self.record))
+        return self._rows + tail
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+    def __enter__(self) -> GrowingRows[Row]:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def damaged_line(path: Path, number: int, row: Mapping[str, Any], record: type[RunRow],

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 import psutil
+from pydantic import ValidationError
 
 from ninferkit import bounded
 from ninferkit.artifact.paths import model_path, planned_path
@@ -50,8 +51,8 @@ from ninferkit.plain_output import child_env
 from ninferkit.progress import track
 from ninferkit.redaction import remember_env, scrub
 from ninferkit.rundir.hashing import sha256_file
-from ninferkit.rundir.records import ServerRecord
-from ninferkit.rundir.runs import Run, RunDir, open_for_write, read_json, utc_now, write_json_atomic, write_text_atomic
+from ninferkit.rundir.records import AcceptanceCheck, ServerRecord
+from ninferkit.rundir.runs import Run, RunDir, open_for_write, read_json, utc_now, write_record, write_text_atomic
 from ninferkit.transports import proxy_note, uses_proxy
 
 STOP_GRACE_S = 10.0
@@ -107,7 +108,7 @@ def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def start(run: Run, progress: bool = True) -> dict[str, Any]:
+def start(run: Run, progress: bool = True) -> ServerRecord:
     """Stop a server this run left behind, start a fresh one on the run's model, check it, write server.json.
 
     In Docker mode the Dockerfile and the boot-time power-limit unit are written to run_dir/docker/
@@ -120,8 +121,8 @@ def start(run: Run, progress: bool = True) -> dict[str, Any]:
     return launch(run, model_path(run.profile), progress=progress)
 
 
-def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
-    """Start the server, wait for readiness, run the acceptance checks; return what server.json holds.
+def launch(run: Run, model_path: Path, progress: bool = True) -> ServerRecord:
+    """Start the server, wait for readiness, run the acceptance checks; return the record server.json holds.
 
     Raises ServerStartError (with a diagnosis from the log) when the process exits during startup,
     ReadinessTimeout when it never becomes ready, ServerError when an acceptance check fails. The
@@ -140,49 +141,49 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> dict[str, Any]:
             start_new_session=True, env=child_env(adapter.env(profile)),
         )
     _children[process.pid] = process
-    record: dict[str, Any] = {
-        "schema_version": ServerRecord.SCHEMA_VERSION,
-        "state": ServerState.STARTING.value,
-        "engine": profile.engine.kind,
-        "argv": adapter.redact(argv),
-        "pid": process.pid,
-        "pgid": process.pid,
-        "process": process_identity(process.pid),
-        "container": container_name(profile) if profile.serve.docker else None,
-        "url": url,
-        "log": str(log_path),
-        "started": utc_now(),
-        "profile_hash": run.profile_hash,
+    record = ServerRecord(
+        schema_version=ServerRecord.SCHEMA_VERSION,
+        state=ServerState.STARTING.value,
+        engine=profile.engine.kind,
+        argv=adapter.redact(argv),
+        pid=process.pid,
+        pgid=process.pid,
+        process=process_identity(process.pid),
+        container=container_name(profile) if profile.serve.docker else None,
+        url=url,
+        log=str(log_path),
+        started=utc_now(),
+        profile_hash=run.profile_hash,
         # The binary's hash pins the engine in the write-up's recipe (a rebuilt binary is a new engine).
-        "binary": str(binary) if binary else None,
-        "binary_sha256": sha256_file(binary).hexdigest if binary else None,
-    }
-    write_json_atomic(run.dir.server, record)
+        binary=str(binary) if binary else None,
+        binary_sha256=sha256_file(binary).hexdigest if binary else None,
+    )
+    write_record(run.dir.server, record)
     started = time.monotonic()
     try:
         _wait_ready(process, adapter, profile, url, log_path, argv, progress)
-        record["ready_s"] = round(time.monotonic() - started, 3)
-        record["ledger"] = adapter.parse_ledger(bounded.read_log(log_path, "reading the startup ledger"))
+        record.ready_s = round(time.monotonic() - started, 3)
+        record.ledger = adapter.parse_ledger(bounded.read_log(log_path, "reading the startup ledger"))
         checks = acceptance_checks(profile, adapter, url)
-        record["checks"] = [asdict(check) for check in checks]
-        record["model_id"] = served_model_id(profile, checks[1].detail.get("ids"))
+        record.checks = recorded_checks(checks)
+        record.model_id = served_model_id(profile, checks[1].detail.get("ids"))
         failed = [check.name for check in checks if not check.ok]
         if failed:
             raise ServerError(f"acceptance checks failed: {', '.join(failed)}", argv=adapter.redact(argv), url=url,
                               log_path=log_path)
     except BaseException as exc:
-        record["state"] = ServerState.FAILED.value
-        record["error"] = str(exc)
-        write_json_atomic(run.dir.server, record)
+        record.state = ServerState.FAILED.value
+        record.error = str(exc)
+        write_record(run.dir.server, record)
         stop(run.dir)
         raise
-    record["state"] = ServerState.READY.value
-    write_json_atomic(run.dir.server, record)
+    record.state = ServerState.READY.value
+    write_record(run.dir.server, record)
     return record
 
 
 def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version: str | None,
-           log: Path | None = None, pool: dict[str, Any] | None = None) -> dict[str, Any]:
+           log: Path | None = None, pool: dict[str, Any] | None = None) -> ServerRecord:
     """Take a server someone else started as the run's server (`--url`): run the acceptance checks against it
     and write server.json marked external, with the answers that named its engine. Nothing is started, and
     `stop` never signals it. `log` is the server's own log, where the user has it: the sweeps then read the
@@ -193,32 +194,33 @@ def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version
     """
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
-    record: dict[str, Any] = {
-        "schema_version": ServerRecord.SCHEMA_VERSION,
-        "state": ServerState.STARTING.value,
-        "engine": profile.engine.kind,
-        "external": True,
-        "engine_signs": signs,
-        "engine_given": given,
-        "engine_version": version,
-        "served_pool": pool,
-        "url": url,
-        "log": str(log) if log is not None else None,
-        "started": utc_now(),
-        "profile_hash": run.profile_hash,
-    }
+    record = ServerRecord(
+        schema_version=ServerRecord.SCHEMA_VERSION,
+        state=ServerState.STARTING.value,
+        engine=profile.engine.kind,
+        external=True,
+        engine_signs=signs,
+        engine_given=given,
+        engine_version=version,
+        served_pool=pool,
+        url=url,
+        log=str(log) if log is not None else None,
+        started=utc_now(),
+        profile_hash=run.profile_hash,
+    )
     checks = acceptance_checks(profile, adapter, url)
-    record["checks"] = [asdict(check) for check in checks]
+    record.checks = recorded_checks(checks)
     if log is not None:
-        record["ledger"] = adapter.parse_ledger(bounded.read_log(log, "reading the server's log for its ledger"))
+        record.ledger = adapter.parse_ledger(bounded.read_log(log, "reading the server's log for its ledger"))
     failed = [check.name for check in checks if not check.ok]
     if failed:
-        record.update(state=ServerState.FAILED.value, error=f"acceptance checks failed: {', '.join(failed)}")
-        write_json_atomic(run.dir.server, record)
+        record.state = ServerState.FAILED.value
+        record.error = f"acceptance checks failed: {', '.join(failed)}"
+        write_record(run.dir.server, record)
         raise ServerError(f"{url}: acceptance checks failed: {', '.join(failed)} (see {run.dir.server})", url=url)
-    record["model_id"] = served_model_id(profile, checks[1].detail.get("ids"))
-    record["state"] = ServerState.READY.value
-    write_json_atomic(run.dir.server, record)
+    record.model_id = served_model_id(profile, checks[1].detail.get("ids"))
+    record.state = ServerState.READY.value
+    write_record(run.dir.server, record)
     return record
 
 
@@ -313,9 +315,9 @@ def served_model_id(profile: Profile, listed: list[str] | None) -> str:
     return listed[0]
 
 
-def record_model_id(record: dict[str, Any], profile: Profile) -> str:
+def record_model_id(record: ServerRecord, profile: Profile) -> str:
     """The model id a launched server's requests name (server.json; older records: the profile's)."""
-    return str(record.get("model_id") or served_model_id(profile, None))
+    return record.model_id or served_model_id(profile, None)
 
 
 def acceptance_checks(profile: Profile, adapter: EngineAdapter, url: str) -> list[Check]:
@@ -337,11 +339,15 @@ def chat_check(client: httpx.Client, adapter: ApiDialect, model: str) -> Check:
     return _check("chat", lambda: adapter.chat_check(_post_json(client, "/v1/chat/completions", chat)))
 
 
-def passed_checks(record: dict[str, Any]) -> bool:
+def passed_checks(record: ServerRecord) -> bool:
     """The acceptance checks of a launch record ran and all passed (they served a real request),
     whether or not the server has been stopped since."""
-    checks = record.get("checks") or []
-    return bool(checks) and all(check.get("ok") for check in checks)
+    return bool(record.checks) and all(check.ok for check in record.checks)
+
+
+def recorded_checks(checks: list[Check]) -> list[AcceptanceCheck]:
+    """The checks as server.json holds them."""
+    return [AcceptanceCheck.model_validate(asdict(check)) for check in checks]
 
 
 def _check(name: str, call: Any) -> Check:
@@ -404,30 +410,41 @@ def planned_argv(profile: Profile) -> list[str]:
     return adapter.redact(command(profile, adapter, planned_path(profile), binary))
 
 
-def read_record(run_dir: RunDir) -> dict[str, Any] | None:
+def read_record(run_dir: RunDir) -> ServerRecord | None:
     """server.json of a run (None when there is none); BadInput when it is not a record a launch wrote."""
     if not run_dir.server.exists():
         return None
-    record = read_json(run_dir.server)
-    if isinstance(record, dict) and record.get("external") is True and isinstance(record.get("url"), str) \
-            and "state" in record:
-        return record  # nothing of it is signalled; its log is the user's own file, only ever read
-    if not isinstance(record, dict) or not all(isinstance(record.get(key), int) and record[key] > 1
-                                                for key in ("pid", "pgid")) or "state" not in record:
+    found = read_json(run_dir.server)
+    if isinstance(found, dict) and found.get("external") is True and isinstance(found.get("url"), str) \
+            and "state" in found:
+        return _validated(run_dir, found)  # nothing of it is signalled; its log is the user's own file, only read
+    if not isinstance(found, dict) or not all(isinstance(found.get(key), int) and found[key] > 1
+                                               for key in ("pid", "pgid")) or "state" not in found:
         raise BadInput(f"{run_dir.server} is not a server record written by ninferkit launch (it needs a state, "
                        "a pid and a pgid); nothing was signalled. Restore it, or stop the server by hand")
-    record["log"] = str(run_dir.server_log)  # the run's own log, whatever the file says (it may be stale or sent)
+    record = _validated(run_dir, found)
+    record.log = str(run_dir.server_log)  # the run's own log, whatever the file says (it may be stale or sent)
     return record
 
 
-def stale_reason(record: dict[str, Any]) -> str | None:
+def _validated(run_dir: RunDir, found: dict[str, Any]) -> ServerRecord:
+    try:
+        return ServerRecord.model_validate(found)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInput(f"{run_dir.server} is not a server record written by ninferkit ({first['msg']} at "
+                       f"{'.'.join(map(str, first['loc']))}); nothing was signalled. Restore it, or stop the server "
+                       "by hand") from exc
+
+
+def stale_reason(record: ServerRecord) -> str | None:
     """Why signalling the record's process group could hit another program (None: it is still the
     server that was started, or nothing of it is left)."""
-    if record.get("state") == ServerState.STOPPED.value or record.get("external"):
+    if record.state == ServerState.STOPPED.value or record.external:
         return None
-    pgid = int(record["pgid"])
-    recorded = record.get("process")
-    if not isinstance(recorded, dict):
+    pgid = _pgid(record)
+    recorded = record.process
+    if recorded is None:
         return (f"server.json records process group {pgid} but not who its process was (start time, "
                 "executable): nothing was signalled; check `ps -g " + str(pgid) + "` and stop it by hand")
     now = process_identity(pgid)
@@ -445,20 +462,20 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     group survives SIGKILL.
     """
     record = read_record(run_dir)
-    if record is None or record.get("external"):
+    if record is None or record.external:
         return False  # an external server is someone else's: never signalled
-    pgid = int(record["pgid"])
+    pgid = _pgid(record)
     _reap(pgid)
-    if record.get("state") == ServerState.STOPPED.value:
+    if record.state == ServerState.STOPPED.value:
         return False
     stale = stale_reason(record)
     if stale is not None:
-        record.update(state=ServerState.STOPPED.value, stopped=utc_now(), stop_note=stale)
-        write_json_atomic(run_dir.server, record)
+        record.state, record.stopped, record.stop_note = ServerState.STOPPED.value, utc_now(), stale
+        write_record(run_dir.server, record)
         return False
     was_alive = _group_alive(pgid)
-    if record.get("container"):
-        subprocess.run(["docker", "stop", "-t", str(int(grace_s)), record["container"]], capture_output=True)
+    if record.container:
+        subprocess.run(["docker", "stop", "-t", str(int(grace_s)), record.container], capture_output=True)
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while _group_alive(pgid) and time.monotonic() < deadline:
@@ -473,11 +490,17 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     if _group_alive(pgid):
         raise ServerError(f"process group {pgid} survived SIGKILL; check `ps -g {pgid}` and kill it by hand")
     _reap(pgid, wait=True)
-    record["state"] = ServerState.STOPPED.value
-    record["stopped"] = utc_now()
-    write_json_atomic(run_dir.server, record)
+    record.state = ServerState.STOPPED.value
+    record.stopped = utc_now()
+    write_record(run_dir.server, record)
     _scrub_log(run_dir.server_log)  # the run's own log: never the path server.json names (it may be stale or sent)
     return was_alive
+
+
+def _pgid(record: ServerRecord) -> int:
+    """The process group of a launched server's record (read_record checked that it has one)."""
+    assert record.pgid is not None
+    return record.pgid
 
 
 def _scrub_log(path: Path) -> None:
@@ -532,22 +555,22 @@ def _group_pids(pgid: int) -> list[int]:
     return found
 
 
-def ensure_running(run_dir: RunDir) -> dict[str, Any]:
+def ensure_running(run_dir: RunDir) -> ServerRecord:
     """The ready server of a run, for steps after launch; a clear error when there is none."""
     record = read_record(run_dir)
     if record is None:
         raise ServerError(f"no server.json in {run_dir.path}; run the launch step (02_launch) first")
-    if record.get("external"):
+    if record.external:
         return _answering(record, run_dir)
-    alive = stale_reason(record) is None and _group_alive(int(record["pgid"]))
-    if record.get("state") != ServerState.READY.value or not alive:
-        raise ServerExited(f"the server of this run is not running (state: {record.get('state')}); "
-                           "re-run the launch step (02_launch)", url=record.get("url", ""),
+    alive = stale_reason(record) is None and _group_alive(_pgid(record))
+    if record.state != ServerState.READY.value or not alive:
+        raise ServerExited(f"the server of this run is not running (state: {record.state}); "
+                           "re-run the launch step (02_launch)", url=record.url or "",
                            log_path=run_dir.server_log)
     return record
 
 
-def confirm_running(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> dict[str, Any]:
+def confirm_running(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> ServerRecord:
     """`ensure_running`, for after a request broke off without the server's answer (a stream cut mid-way, a
     connection reset): a server killed mid-request closes its sockets before its process has ended, so the
     process check alone can still find it alive and the death was blamed on the next cell (issue 29). A server
@@ -555,11 +578,11 @@ def confirm_running(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> dict[str,
     refuses after that."""
     record = ensure_running(run_dir)
     deadline = time.monotonic() + grace_s
-    while not _accepts(str(record["url"])):
+    while not _accepts(str(record.url)):
         if time.monotonic() > deadline:
-            raise ServerExited(f"the server of this run refuses connections at {record['url']} although its process "
+            raise ServerExited(f"the server of this run refuses connections at {record.url} although its process "
                                f"is still there after {grace_s:g} s; re-run the launch step (02_launch)",
-                               url=record["url"], log_path=run_dir.server_log)
+                               url=str(record.url), log_path=run_dir.server_log)
         time.sleep(0.1)
         record = ensure_running(run_dir)
     return record
@@ -578,12 +601,12 @@ def _accepts(url: str) -> bool:
         return True
 
 
-def _answering(record: dict[str, Any], run_dir: RunDir) -> dict[str, Any]:
+def _answering(record: ServerRecord, run_dir: RunDir) -> ServerRecord:
     """An external server's record while it answers its health path (it is someone else's: whether it runs is
     asked of it, not of a process); ServerExited when it does not."""
-    url = str(record["url"])
-    adapter = get_adapter(str(record["engine"]))
-    if record.get("state") == ServerState.READY.value:
+    url = str(record.url)
+    adapter = get_adapter(str(record.engine))
+    if record.state == ServerState.READY.value:
         try:
             with httpx.Client(timeout=10.0, trust_env=uses_proxy(url)) as client:
                 status, _ = bounded.get(client, url + adapter.health_path, deadline_s=10.0)
@@ -592,5 +615,5 @@ def _answering(record: dict[str, Any], run_dir: RunDir) -> dict[str, Any]:
         except httpx.TransportError:
             pass
     raise ServerExited(f"the server at {url} (not started by ninferkit) does not answer {adapter.health_path} "
-                       f"(state: {record.get('state')}); start it again, or check its address", url=url,
-                       log_path=Path(record["log"]) if record.get("log") else None)
+                       f"(state: {record.state}); start it again, or check its address", url=url,
+                       log_path=Path(record.log) if record.log else None)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ninferkit.capacity.gather import (
-    capacity_fields,
+    capacity_record,
     check_concurrencies,
     check_dtypes,
     fit_observations,
@@ -26,7 +26,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.rundir.records import CapacityRecord, ServerRecord
-from ninferkit.rundir.runs import Run, read_json, write_json_atomic
+from ninferkit.rundir.runs import Run, write_record
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -79,11 +79,7 @@ def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens"
                     + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
-    fields = capacity_fields(profile, observations, searches)
-    fields["profile_hash"] = run.profile_hash
-    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
-    write_json_atomic(run.dir.capacity, fields)
-    return CapacityRecord.model_validate(fields)
+    return _written(run, capacity_record(profile, observations, searches))
 
 
 def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
@@ -94,13 +90,17 @@ def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:
                            f"server ({record.url}) was not started by ninferkit and none is started for it; set "
                            "them false (-p capacity.fit_launches=false -p capacity.search=false)")
     log = Path(record.log) if record.log else None
-    served = server.passed_checks(record.model_dump())
+    served = server.passed_checks(record)
     found = served_observations(profile, str(record.url), record.served_pool, [log] if log else [], served)
-    fields = capacity_fields(profile, found)
-    fields["profile_hash"] = run.profile_hash
-    fields["serving_id"] = run_servings(run.dir).main.id  # the launch step's serving, which the answer is for
-    write_json_atomic(run.dir.capacity, fields)
-    return CapacityRecord.model_validate(fields)
+    return _written(run, capacity_record(profile, found))
+
+
+def _written(run: Run, record: CapacityRecord) -> CapacityRecord:
+    """capacity.json, as the record of the run's profile and of the launch step's serving (which the answer is for)."""
+    record.profile_hash = run.profile_hash
+    record.serving_id = run_servings(run.dir).main.id
+    write_record(run.dir.capacity, record)
+    return record
 
 
 def _all(run: Run, own: Observation | None) -> list[Observation]:
@@ -110,11 +110,9 @@ def _all(run: Run, own: Observation | None) -> list[Observation]:
 
 def _launch_step_observation(run: Run, rule: PoolRule) -> Observation | None:
     """The launch step's server: its log is an observation at the profile's own setting."""
-    if not run.dir.server.exists():
-        return None
-    record = read_json(run.dir.server)
+    record = run.dir.read_server()
     log = run.dir.server_log  # the launch step writes its log there (server.json's "log" names it as it was then)
-    if not log.exists():
+    if record is None or not log.exists():
         return None
     found = from_log_file(run.profile.engine.kind, log, Setting.from_profile(run.profile), rule)
     return None if found is None else with_served(found, server.passed_checks(record))

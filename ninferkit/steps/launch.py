@@ -14,7 +14,7 @@ def launch(run: Run, *, progress: bool = True) -> ServerRecord:
     Raises ServerStartError, ReadinessTimeout or ServerError as server.start does; server.json says
     what happened either way.
     """
-    return ServerRecord.model_validate(server.start(run, progress=progress))
+    return server.start(run, progress=progress)
 
 
 STEP = Step("launch", "02_launch.ipynb", "server.json", launch)

@@ -30,8 +30,8 @@ from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFaile
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.progress import Progress, track
-from ninferkit.rundir.records import CellEntry
-from ninferkit.rundir.runs import Run, RunDir, record_serving
+from ninferkit.rundir.records import CellEntry, RequestRow
+from ninferkit.rundir.runs import GrowingRows, Run, RunDir, record_serving
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -58,60 +58,67 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
     explicit = only is not None
-    _checked_plan(run, kinds, explicit)  # a bad plan fails before the server is asked anything
-    record = server.ensure_running(run.dir)
+    try:
+        record = server.ensure_running(run.dir)
+    except ServerError:
+        _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
+        raise
+    url = str(record.url)
     headers = server.auth_headers(profile)
-    served_now = served(adapter, record["url"], headers)
-    cells, baseline = _checked_plan(run, kinds, explicit, served_now)
-    if record.get("external") and any(map(is_spec_off, cells)):
+    # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
+    # the sweep is sent (only the server's health and `request_extensions_path` were asked).
+    cells, baseline = _checked_plan(run, kinds, explicit, served(adapter, url, headers))
+    if record.external and any(map(is_spec_off, cells)):
         raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
-                           f"this run's server ({record['url']}) is someone else's; allowed: false "
+                           f"this run's server ({url}) is someone else's; allowed: false "
                            "(-p sweeps.tasks.speculation_ab=false)")
-    servings = run_servings(run.dir)
-    for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off}.values():
-        record_serving(run.dir, identity)
-    write_plan(run.dir, cells, run.profile_hash, servings.main.id)
-    resume = resume_plan(cells, run.dir.read_cells(), measured_ok(run.dir.read_requests()), servings)
-    pending = [cell for cell, _ in resume.send]
-    log_path = Path(record["log"]) if record.get("log") else None
-    rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
-    telemetry = Telemetry(run.dir.telemetry, adapter, log_path, record["url"], headers=headers,
-                          hz=profile.sweeps.telemetry_hz)
-    with Tokenizer(record["url"], adapter, headers) as tokenizer:
-        ctx = SweepContext(run, adapter, record["url"], server.record_model_id(record, profile), headers, tokenizer,
-                           rules, base_row(run, adapter, record, servings.main),
-                           profile.sweeps.request_timeout_s, log_path, servings.main)
-        earlier = len(resume.keep)
-        resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
-        try:
-            with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
-                if run.dir.sweep_cells.exists():  # a rerun: what it keeps, and why it sends each cell it sends
-                    shown.event(resume.summary(servings.main.id))
-                if any(map(is_spec_off, pending)):
-                    shown.note("starting the second server of the speculation A/B (speculation off)")
-                with spec_off_context(ctx, any(map(is_spec_off, pending)), servings.spec_off) as spec_off:
-                    _run_cells({False: ctx, True: spec_off or ctx}, pending,
-                               telemetry if profile.sweeps.telemetry else None, shown)
-        except (ServerExited, SweepFailed):
-            record_log_truth(run, adapter)
-            save_tables(run.dir, build_tables(run, kinds))
-            raise
-    record_log_truth(run, adapter)  # the engine has logged every request by now
-    tables = build_tables(run, kinds)
-    if baseline is not None:
-        tables[AB] = ab_table(baseline, run.dir)
-    save_tables(run.dir, tables)
-    done = latest_outcomes(run.dir, servings)
-    failed = [cell for cell in cells if _status(done, cell) == "failed"]
-    run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
-                        cells_kept=len(resume.keep), cells_sent=len(resume.send), resend_reasons=resume.reasons(),
-                        resume_summary=resume.summary(servings.main.id),
-                        serving_id=servings.main.id,
-                        telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
-    if failed:
-        raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
-                          "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
-    return SweepTables(tables)
+    # the ledger and requests.jsonl are read once for the step, each line parsed once as the cells append it
+    with GrowingRows(run.dir.sweep_cells, CellEntry) as ledger, GrowingRows(run.dir.requests, RequestRow) as requests:
+        servings = run_servings(run.dir)
+        for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off}.values():
+            record_serving(run.dir, identity)
+        write_plan(run.dir, cells, run.profile_hash, servings.main.id)
+        resume = resume_plan(cells, ledger.rows(), measured_ok(requests.rows()), servings)
+        pending = [cell for cell, _ in resume.send]
+        log_path = Path(record.log) if record.log else None
+        rules: list[StopRule] = [MaxErrors(profile.sweeps.max_errors_per_cell)]
+        telemetry = Telemetry(run.dir.telemetry, adapter, log_path, url, headers=headers,
+                              hz=profile.sweeps.telemetry_hz)
+        with Tokenizer(url, adapter, headers) as tokenizer:
+            ctx = SweepContext(run, adapter, url, server.record_model_id(record, profile), headers, tokenizer,
+                               rules, base_row(run, adapter, record, servings.main),
+                               profile.sweeps.request_timeout_s, log_path, servings.main, requests)
+            earlier = len(resume.keep)
+            resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
+            try:
+                with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
+                    if run.dir.sweep_cells.exists():  # a rerun: what it keeps, and why it sends each cell it sends
+                        shown.event(resume.summary(servings.main.id))
+                    if any(map(is_spec_off, pending)):
+                        shown.note("starting the second server of the speculation A/B (speculation off)")
+                    with spec_off_context(ctx, any(map(is_spec_off, pending)), servings.spec_off) as spec_off:
+                        _run_cells({False: ctx, True: spec_off or ctx}, pending,
+                                   telemetry if profile.sweeps.telemetry else None, shown)
+            except (ServerExited, SweepFailed):
+                record_log_truth(run, adapter, requests.rows())
+                save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
+                raise
+        record_log_truth(run, adapter, requests.rows())  # the engine has logged every request by now
+        tables = build_tables(run, kinds, ledger.rows(), requests.rows())
+        if baseline is not None:
+            tables[AB] = ab_table(baseline, run.dir)
+        save_tables(run.dir, tables)
+        done = latest_outcomes(run.dir, servings, ledger.rows())
+        failed = [cell for cell in cells if _status(done, cell) == "failed"]
+        run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
+                            cells_kept=len(resume.keep), cells_sent=len(resume.send), resend_reasons=resume.reasons(),
+                            resume_summary=resume.summary(servings.main.id),
+                            serving_id=servings.main.id,
+                            telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+        if failed:
+            raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
+                              "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
+        return SweepTables(tables)
 
 
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:

@@ -35,8 +35,8 @@ from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, r
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
-from ninferkit.rundir.records import RequestRow
-from ninferkit.rundir.runs import Run, append_jsonl, utc_now
+from ninferkit.rundir.records import RequestRow, ServerRecord
+from ninferkit.rundir.runs import GrowingRows, Run, append_jsonl, utc_now
 from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.rules import CellTally, StopRule
@@ -61,6 +61,13 @@ class SweepContext:
     log_path: Path | None
     serving: ServingIdentity
     """What the cell is measured under (rundir/identity.py): every row and the ledger line carry its id."""
+    requests: GrowingRows[RequestRow] | None = None
+    """requests.jsonl as the step reads it, once (the engine's record is joined to it after every cell); None:
+    read whole at each join."""
+
+    def rows(self) -> list[RequestRow] | None:
+        """requests.jsonl as it stands, from the step's reading of it; None where the step has none."""
+        return None if self.requests is None else self.requests.rows()
 
     def client(self, connections: int = 8, metered: bool = True) -> StreamingClient:
         """A client per cell; it reads the engine's per-request counters around requests that run alone
@@ -171,7 +178,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
             raise CellStopped(str(failed)) from failed
     except AccessRefused as refused:
         outcome = _failed(ctx, record, str(refused), _access_diagnosis(ctx, refused.body))
-        record_log_truth(ctx.run, ctx.adapter)
+        record_log_truth(ctx.run, ctx.adapter, ctx.rows())
         _append_outcome(ctx, cell, outcome)
         fix = (outcome.diagnosis or {}).get("fix")
         raise SweepFailed(f"cell {cell.label} failed and the sweep stopped (every other cell would be refused "
@@ -185,12 +192,12 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
         outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
                               diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
                               clock=record.clock, unsure_rows=record.unsure_rows)
-        record_log_truth(ctx.run, ctx.adapter)
+        record_log_truth(ctx.run, ctx.adapter, ctx.rows())
         _append_outcome(ctx, cell, outcome)
         raise
     else:
         outcome = ended_outcome(ctx, record)
-    record_log_truth(ctx.run, ctx.adapter)  # before the outcome: a done cell has its truth
+    record_log_truth(ctx.run, ctx.adapter, ctx.rows())  # before the outcome: a done cell has its truth
     _append_outcome(ctx, cell, outcome)
     return outcome
 
@@ -294,7 +301,7 @@ async def gather_or_cancel(coroutines: list[Awaitable[None]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any], serving: ServingIdentity) -> dict[str, Any]:
+def base_row(run: Run, adapter: EnginePart, server_record: ServerRecord, serving: ServingIdentity) -> dict[str, Any]:
     """The fields every row of this run shares: what makes a result reproducible, and what it was measured
     under (`serving_id`: the rows are kept, resumed and pooled by it)."""
     artifact = run.dir.artifact
@@ -302,5 +309,5 @@ def base_row(run: Run, adapter: EnginePart, server_record: dict[str, Any], servi
     if artifact.exists():
         sha = json.loads(artifact.read_text()).get("sha256") or sha
     return {"schema_version": RequestRow.SCHEMA_VERSION, "run_id": run.dir.run_id(), "profile_hash": run.profile_hash,
-            "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.get("engine_version"),
+            "engine": adapter.kind, "engine_version": run.profile.engine.version or server_record.engine_version,
             "artifact_sha256": sha, "serving_id": serving.id}

@@ -47,8 +47,8 @@ def spec_off_context(ctx: SweepContext, needed: bool, serving: ServingIdentity) 
                           [*run.loaded.overrides, "serve.spec={}", f"serve.port={free_port()}"])
     try:
         record = server.start(other, progress=False)
-        yield replace(ctx, url=record["url"], model_id=server.record_model_id(record, other.profile),
-                      base_row=base_row(run, ctx.adapter, record, serving), log_path=Path(record["log"]),
+        yield replace(ctx, url=str(record.url), model_id=server.record_model_id(record, other.profile),
+                      base_row=base_row(run, ctx.adapter, record, serving), log_path=Path(str(record.log)),
                       serving=serving)
     finally:
         server.stop(other.dir)

@@ -57,10 +57,12 @@ REPEATED = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "dec
 """The metrics a cell of several repeats states as the median of its repeats with an interval."""
 
 
-def latest_outcomes(run_dir: RunDir, servings: RunServings | None = None) -> dict[str, CellEntry]:
+def latest_outcomes(run_dir: RunDir, servings: RunServings | None = None,
+                    read: Sequence[CellEntry] | None = None) -> dict[str, CellEntry]:
     """cell_id -> its last ledger entry; with `servings`, its last entry measured under the serving the cell has
-    now (rundir/servings.py: a new port is the same serving, a new KV dtype is not)."""
-    return {entry.cell_id: entry for entry in run_dir.read_cells()
+    now (rundir/servings.py: a new port is the same serving, a new KV dtype is not). `read`: the ledger as the
+    caller has read it; None reads it here."""
+    return {entry.cell_id: entry for entry in (run_dir.read_cells() if read is None else read)
             if servings is None or servings.is_current(entry.as_dict())}
 
 
@@ -83,10 +85,11 @@ def demote_unmeasured(outcomes: Mapping[str, CellEntry], ok: Mapping[tuple[str, 
         for cell_id, entry in outcomes.items()}
 
 
-def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry]) -> list[RequestRow]:
+def counted_rows(run_dir: RunDir, outcomes: Mapping[str, CellEntry],
+                 read: Sequence[RequestRow] | None = None) -> list[RequestRow]:
     """Rows of the attempt each cell's outcome names, with the engine's own record laid over them: this run's
-    own rows only, each request once (sweeps/counting.py)."""
-    return counted(run_dir, rows_with_server_truth(run_dir), outcomes).rows
+    own rows only, each request once (sweeps/counting.py). `read`: requests.jsonl as the caller has read it."""
+    return counted(run_dir, rows_with_server_truth(run_dir, read), outcomes).rows
 
 
 def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, CellEntry]) -> Counted:
@@ -97,16 +100,19 @@ def counted(run_dir: RunDir, rows: Iterable[RequestRow], outcomes: Mapping[str, 
     return count_rows(rows, outcomes, run_dir.run_id(), run_dir.profile_hashes())
 
 
-def build_tables(run: Run, kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
-    """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry."""
-    return tables_of(run.dir, run.profile, latest_outcomes(run.dir, run_servings(run.dir)), kinds)
+def build_tables(run: Run, kinds: Iterable[str] | None = None, ledger: Sequence[CellEntry] | None = None,
+                 read: Sequence[RequestRow] | None = None) -> dict[str, pd.DataFrame]:
+    """Every sweep table of the run (the kinds asked for), from requests.jsonl, the ledger and telemetry;
+    `ledger` and `read`: those two as the caller has read them (None reads them here)."""
+    return tables_of(run.dir, run.profile, latest_outcomes(run.dir, run_servings(run.dir), ledger), kinds, read)
 
 
 def tables_of(run_dir: RunDir, profile: Profile, outcomes: Mapping[str, CellEntry],
-              kinds: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+              kinds: Iterable[str] | None = None, read: Sequence[RequestRow] | None = None) -> dict[str, pd.DataFrame]:
     """The tables of these ledger outcomes (a done cell that measured nothing shown failed): what the sweeps
-    step saves and what `ninferkit report` re-derives from the raw files."""
-    rows = counted_rows(run_dir, outcomes)
+    step saves and what `ninferkit report` re-derives from the raw files. `read`: requests.jsonl as the caller
+    has read it; None reads it here."""
+    rows = counted_rows(run_dir, outcomes, read)
     outcomes = demote_unmeasured(outcomes, measured_ok(rows))
     telemetry = run_dir.read_telemetry() if run_dir.telemetry.exists() else None
     targets = Targets(**profile.sweeps.rate.slo.model_dump())

@@ -111,12 +111,13 @@ class MeteredClient(StreamingClient):
                                f"{SETTLE_READS * SETTLE_INTERVAL_S:g} s; no server numbers attributed"}
 
 
-def record_log_truth(run: Run, adapter: LogReader) -> int:
+def record_log_truth(run: Run, adapter: LogReader, read: Sequence[RequestRow] | None = None) -> int:
     """Join the engine's own request record to all rows of the run (one pass, so every logged
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were
-    appended (0 when the engine keeps no record)."""
-    rows = [row for row in run.dir.read_requests() if row.profile_hash == run.profile_hash]
+    appended (0 when the engine keeps no record). `read`: requests.jsonl as the caller has read it
+    (the sweeps step reads it once, rundir.runs.GrowingRows); None reads it here."""
+    rows = [row for row in (run.dir.read_requests() if read is None else read) if row.profile_hash == run.profile_hash]
     if not any(row.request_uid for row in rows):
         return 0
     keep_engine_record(run, adapter)
@@ -163,17 +164,18 @@ def _same(fields: dict[str, Any], previous: dict[str, Any]) -> bool:
     return json.dumps(fields, sort_keys=True, default=str) == json.dumps(previous, sort_keys=True, default=str)
 
 
-def rows_with_server_truth(run_dir: RunDir) -> list[RequestRow]:
+def rows_with_server_truth(run_dir: RunDir, read: Sequence[RequestRow] | None = None) -> list[RequestRow]:
     """requests.jsonl rows, each with its latest server_truth.jsonl entry laid over it: the entry's
     values replace the row's where the entry has one (the engine's own record is the unrounded
     account), and `server_join`/`server_note` say how the pair was made or why there is none. The row
     with its entry is a RequestRow like any other: an entry whose numbers are not numbers is a BadInput
     naming its line in server_truth.jsonl. An entry whose server numbers contradict the row's own timings
     is withheld (`timing_conflict`: the pairing was wrong), and `decode_gap_note` is filled in
-    (`decode_gaps`, over the run's rows and the engine's throughput lines in telemetry.jsonl)."""
+    (`decode_gaps`, over the run's rows and the engine's throughput lines in telemetry.jsonl). `read`:
+    requests.jsonl as the caller has read it; None reads it here."""
     latest = latest_truth(run_dir)
     out = []
-    for row in run_dir.read_requests():
+    for row in run_dir.read_requests() if read is None else read:
         number, entry = latest.get(row.request_uid or "", (0, {}))
         if entry:
             laid = (row.as_dict() | {k: v for k, v in entry.items() if v is not None}

@@ -165,7 +165,7 @@ def test_launch_never_calls_another_server_ready(live_run: Run, tmp_path: Path, 
         steps.launch(run, progress=False)
     assert err.value.diagnosis is not None and err.value.diagnosis.code == "port_in_use"
     assert json.loads(run.dir.server.read_text())["state"] == "stopped"
-    assert server.ensure_running(live_run.dir)["state"] == "ready"  # the other server was left alone
+    assert server.ensure_running(live_run.dir).state == "ready"  # the other server was left alone
 
 
 # -- whole sweeps through the faults --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ninferkit.engines.ninfer.request_log import read_events, request_rows
 from ninferkit.engines.vllm.adapter import metrics_deltas
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.report.data import load_run
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import Cell
@@ -73,7 +74,7 @@ def client_of(logged: dict[str, Any], offset_ms: int = 3) -> RequestResult:
 def context(run: Run, adapter: EngineAdapter) -> SweepContext:
     serving = run_servings(run.dir).main
     return SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [],  # type: ignore[arg-type]
-                        base_row(run, adapter, {}, serving), 60.0, None, serving)
+                        base_row(run, adapter, ServerRecord(), serving), 60.0, None, serving)
 
 
 def finish_cell(ctx: SweepContext, cell: Cell, results: list[RequestResult]) -> str:

@@ -216,9 +216,9 @@ def test_a_url_run_records_an_external_server_that_stop_never_signals(tmp_path: 
         assert record.engine_signs["vllm"][0] == "/v1/models owned_by 'vllm'"
         assert [check.ok for check in record.checks] == [True, True, True]  # the recorded chat answer has usage
         assert run.profile.serve.max_context == 8192 and run.profile.artifact.served
-        assert server.ensure_running(run.dir)["url"] == url  # answers its health path
+        assert server.ensure_running(run.dir).url == url  # answers its health path
         assert server.stop(run.dir) is False
-        assert server.read_record(run.dir)["state"] == "ready"  # stop changed nothing
+        assert server.read_record(run.dir).state == "ready"  # stop changed nothing
         assert "launch" not in run.dir.read_manifest().steps
         assert run.dir.read_manifest().steps["attach"].status == "ok"
     with pytest.raises(ServerExited, match="not started by ninferkit\\) does not answer /health"):

@@ -15,6 +15,7 @@ from pathlib import Path
 from ninferkit.engines import get_adapter
 from ninferkit.measure.client import RequestSpec, StreamingClient
 from ninferkit.report import write_report
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import open_run
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
@@ -28,7 +29,8 @@ def test_the_tables_and_the_write_up_carry_the_first_answer_token_and_the_reason
     run = open_run(LOCAL_CPU, tmp_path / "run", ["sweeps.context.targets=[256, 512]"])
     adapter = get_adapter("llama_server")
     ctx = SweepContext(run, adapter, "http://recorded", "embedded", {}, None, [],  # type: ignore[arg-type]
-                       base_row(run, adapter, {}, run_servings(run.dir).main), 60.0, None, run_servings(run.dir).main)
+                       base_row(run, adapter, ServerRecord(), run_servings(run.dir).main), 60.0, None,
+                       run_servings(run.dir).main)
     for cell, stream in zip(build_plan(run.profile, adapter, ["context"], explicit=True),
                             ("chat_reasoning.sse", "chat.sse"), strict=True):
         async def send(record: Recorder, stream: str) -> None:

@@ -24,6 +24,7 @@ from ninferkit.measure.client import RequestResult
 from ninferkit.params import load_profile
 from ninferkit.report import compare_runs, write_report
 from ninferkit.report.compare import regressions
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import first_repeat_id
@@ -48,7 +49,8 @@ def replayed_run(folder: Path, sources: tuple[str, ...], ttft_factor: float = 1.
     run = open_run(LOCAL_CPU, folder, [*TWO_CELLS, f"sweeps.repeats={len(sources)}"])
     adapter = get_adapter(run.profile.engine.kind)
     ctx = SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [],  # type: ignore[arg-type]
-                       base_row(run, adapter, {}, run_servings(run.dir).main), 60.0, None, run_servings(run.dir).main)
+                       base_row(run, adapter, ServerRecord(), run_servings(run.dir).main), 60.0, None,
+                       run_servings(run.dir).main)
     for cell in build_plan(run.profile, adapter, ["context"], explicit=True):
         record = Recorder(ctx, cell, "replay")
         for repetition, row in enumerate(recorded(sources[cell.params.repeat], cell.params.target_prompt_tokens)):

@@ -16,6 +16,7 @@ from pathlib import Path
 from ninferkit.engines import get_adapter
 from ninferkit.measure.client import RequestResult
 from ninferkit.rundir.identity import same_serving, serving_identity
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import open_run
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
@@ -97,7 +98,7 @@ def test_a_cell_whose_every_row_was_refused_as_impossible_is_failed_and_resent(t
     adapter = get_adapter("llama_server")
     serving = run_servings(run.dir).main
     ctx = SweepContext(run, adapter, "http://recorded", "embedded", {}, None, [],  # type: ignore[arg-type]
-                       base_row(run, adapter, {}, serving), 60.0, None, serving)
+                       base_row(run, adapter, ServerRecord(), serving), 60.0, None, serving)
     cell = build_plan(run.profile, adapter, ["context"], explicit=True)[0]
     record = Recorder(ctx, cell, "replay")
     for repetition, row in enumerate(recorded("embedded-1", 256)):

@@ -21,6 +21,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.engines.ninfer.logs import parse_throughput
 from ninferkit.measure.client import RequestResult
 from ninferkit.measure.telemetry import engine_rates
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import RunDir, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.cell import Cell
@@ -148,7 +149,8 @@ def context(tmp_path: Path) -> SweepContext:
     run = open_run(REPO / "params" / "ninfer-rtx3090-groupwise.yaml", tmp_path, LIVE_G1)
     adapter = get_adapter("ninfer")
     return SweepContext(run, adapter, "http://recorded", "qwen3.6-27b", {}, None, [MaxErrors(3)],  # type: ignore[arg-type]
-                        base_row(run, adapter, {}, run_servings(run.dir).main), 60.0, None, run_servings(run.dir).main)
+                        base_row(run, adapter, ServerRecord(), run_servings(run.dir).main), 60.0, None,
+                        run_servings(run.dir).main)
 
 
 def test_the_captured_cell_that_served_nothing_is_failed_and_retried(tmp_path: Path) -> None:

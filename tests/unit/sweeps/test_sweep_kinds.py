@@ -29,6 +29,7 @@ from ninferkit.params.sweeps import Api, SweepsSection
 from ninferkit.registry import Registry
 from ninferkit.report import write_report
 from ninferkit.report.data import load_run
+from ninferkit.rundir.records import ServerRecord
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
 from ninferkit.steps import preflight
@@ -134,7 +135,8 @@ def test_a_new_kinds_cells_are_tabulated_and_written_up(tmp_path: Path, toy_kind
     run = toy_run(tmp_path, lengths=[16, 32])
     adapter = get_adapter(run.profile.engine.kind)
     ctx = SweepContext(run, adapter, "http://recorded", "recorded-model", {}, None, [],  # type: ignore[arg-type]
-                       base_row(run, adapter, {}, run_servings(run.dir).main), 60.0, None, run_servings(run.dir).main)
+                       base_row(run, adapter, ServerRecord(), run_servings(run.dir).main), 60.0, None,
+                       run_servings(run.dir).main)
     measured = [row for row in read_jsonl(RECORDED / "requests.jsonl")
                 if row["sweep"] == "context" and not row["warmup"] and row["status"] == "ok"]
     cells = build_plan(run.profile, adapter, ["output_length"], explicit=True)
