@@ -53,7 +53,7 @@ def after_task(task_pid: int, state_path: Path, index: int, run_dir: Path) -> st
     try:
         record = read_record(RunDir(run_dir))
         if record is not None and stop(RunDir(run_dir)):
-            stopped = f"its server (pid {record['pid']}, {record.get('url', 'no url')}) was stopped by its watchdog"
+            stopped = f"its server (pid {record.pid}, {record.url or 'no url'}) was stopped by its watchdog"
     except NinferkitError as exc:
         stopped = f"its server could not be stopped: {exc}"
     status = state.read_status(index)
