@@ -145,7 +145,8 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
             record.update(status=outcome.status, reason=outcome.reason,
                           diagnosis=f"{diagnosis['code']}: {diagnosis['fix']}" if diagnosis.get("fix") else None,
                           notes="; ".join([*outcome.notes, *filter(None, [outcome.client_unsure])]) or None,
-                          reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id)
+                          reasoning_effort=sent_values(measured, "reasoning_effort"), cell_id=cell_id,
+                          serving_id=outcome.serving_id)
             record.update(kind.outcome_columns(measured))
             record.update(_engine_decode(cell_rows, engine_lines, telemetry is not None))
             record.update(_telemetry(cell_rows, telemetry or []))
