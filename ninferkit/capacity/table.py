@@ -132,7 +132,8 @@ def _engine_limit(fam: FamilyFit, rule: PoolRule, cell: Cell, pool: int, room: I
 def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any]:
     """What `--kv-capacity auto` would do: M = min(M_max, M_min + floor((A - R - B_min) / B_step)).
 
-    Returns the pool as [sure, possible] tokens, or the shortfall when A - R < B_min.
+    Returns the pool as [sure, possible] tokens (engine_limit: it is C x L, the engine's cap, not memory's
+    answer), or the shortfall when A - R < B_min.
     """
     headroom = rule.auto_headroom_bytes or 0
     low_pool, high_pool = rule.pool_range(cell.concurrency, cell.context_per_slot)
@@ -155,7 +156,7 @@ def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval
     sure = pool(room.low, step.high)
     possible = pool(room.high, step.low)
     starts = None if room.low is None or room.low < 0 else True
-    out.update(starts=starts, kv_tokens=[sure, possible])
+    out.update(starts=starts, kv_tokens=[sure, possible], engine_limit=sure == high_pool)
     if sure is not None and starts:
         full = min(cell.concurrency, sure // cell.context_per_slot)
         out["verdict"] = (f"auto starts with {sure:,} tokens (= {full} full-length request(s)), "
@@ -163,6 +164,39 @@ def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval
     else:
         out["verdict"] = "auto: borderline" if starts is None else "auto starts"
     return out
+
+
+def auto_by_context(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any] | None:
+    """`auto` across max_context at the cell's slots, up to the largest the engine takes (None: none known).
+
+    Why: auto's pool, M = min(C x L, M_min + floor((A - R - B_min) / B_step)) pages with M_min = max(L, C), is
+    the same at every max_context between the slots' cap and the pool itself, and refuses only once the smallest
+    legal pool (one full-length request) no longer fits beside the headroom. A figure quoted for auto is so a
+    figure at the max_context it was launched with: seed 000 §2.5's "auto refuses" and 328,960 hold at its
+    native 262,144, not at its deployment's 131,072, where §1.5's own "~237K" is auto's answer.
+    Returns refuses_from_context (the smallest max_context, whole pages, at which auto refuses for sure; None:
+    it starts up to the engine's largest) and at_max_context (auto_outcome there).
+    """
+    top = rule.max_context
+    if top is None or rule.auto_headroom_bytes is None:
+        return None
+
+    def refuses(pages: int) -> bool:
+        context = pages * rule.page_tokens
+        low_pool = rule.pool_range(cell.concurrency, context)[0]
+        spare = available - fam.runtime(cell.concurrency, context, low_pool) - (rule.auto_headroom_bytes or 0)
+        return spare.high is not None and spare.high < 0
+
+    last = rule.pages(top)
+    first_refusal = None
+    if refuses(last):
+        low, high = 1, last  # refuses(high) holds; find the smallest page count that refuses
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if refuses(middle) else (middle + 1, high)
+        first_refusal = low * rule.page_tokens
+    at_top = auto_outcome(fam, rule, Cell(cell.kv_dtype, cell.concurrency, top), available)
+    return {"max_context": top, "refuses_from_context": first_refusal, "at_max_context": at_top}
 
 
 def cells_from(concurrencies: list[int], contexts: list[int], kv_dtypes: list[str | None]) -> list[Cell]:
