@@ -128,7 +128,8 @@ def test_at_the_profiles_own_setting_auto_is_answered_across_max_context(capsys:
     # groupwise-int: capped at the engine's limit at 131,072; §2.5's 328,960 is auto at 262,144
     assert group["engine_limit"] is True and group["kv_tokens"][0] == 2 * 131072
     assert group["by_context"]["refuses_from_context"] is None
-    assert group["by_context"]["at_max_context"]["kv_tokens"][0] == tokens(table["`--kv-capacity auto`"]["groupwise-int"])
+    at_top = group["by_context"]["at_max_context"]
+    assert at_top["kv_tokens"][0] == tokens(table["`--kv-capacity auto`"]["groupwise-int"])
     assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
                  per_token, "--free-after-weights", free["nvfp4"].replace(" ", "")]) == 0
     text = capsys.readouterr().out
