@@ -110,7 +110,7 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
     text = (write_report(run.dir.path).folder / "index.md").read_text()
     assert f"| — | 1 | 32,768 | 32,768 | 32,768 | yes | 2 | engine | {searches[1].note} |" in text
     assert f"| — | 4 | 131,072 | 32,768 | 131,072 | yes | 2 | engine | {searches[4].note} |" in text
-    largest = "| Memory: largest KV pool (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
+    largest = "| Memory: largest KV pool, the engine's cap (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
     assert f"{largest} {searches[1].note} |" in text
 
 
