@@ -68,10 +68,15 @@ def auto_context_words(auto: dict[str, Any] | None) -> str | None:
     across = (auto or {}).get("by_context")
     if not across:
         return None
-    top, first = across["max_context"], across.get("refuses_from_context")
-    start = (f"refuses from max_context {first:,} up (the smallest pool, one full-length request, no longer fits "
-             "beside the headroom)" if first is not None else f"starts at every max_context up to {top:,}")
-    return f"{start}; at {top:,}, the largest the engine takes: {auto_words(across.get('at_max_context'))}"
+    top, sure, first = across["max_context"], across.get("starts_up_to_context"), across.get("refuses_from_context")
+    parts = [f"starts at every max_context up to {top:,}" if sure == top
+             else f"starts up to max_context {sure:,}" if sure is not None else "starts at no max_context for sure"]
+    if first is not None:
+        parts.append(f"refuses from {first:,} up (the smallest pool, one full-length request, no longer fits beside "
+                     "the headroom)")
+    if across.get("undecided"):
+        parts.append("between, the data does not say" if first is not None else "above, the data does not say")
+    return f"{'; '.join(parts)}; at {top:,}, the largest the engine takes: {auto_words(across.get('at_max_context'))}"
 
 
 def room_words(row: dict[str, Any] | DecisionRow) -> str:

@@ -15,6 +15,7 @@ pool (llama.cpp `-np`) both readings are the same pool.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -174,29 +175,48 @@ def auto_by_context(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Inter
     legal pool (one full-length request) no longer fits beside the headroom. A figure quoted for auto is so a
     figure at the max_context it was launched with: seed 000 §2.5's "auto refuses" and 328,960 hold at its
     native 262,144, not at its deployment's 131,072, where §1.5's own "~237K" is auto's answer.
-    Returns refuses_from_context (the smallest max_context, whole pages, at which auto refuses for sure; None:
-    it starts up to the engine's largest) and at_max_context (auto_outcome there).
+    Returns starts_up_to_context (the largest max_context, whole pages, up to which auto starts for sure; None:
+    not even at one page), refuses_from_context (the smallest at which it refuses for sure; None: not even at the
+    engine's largest), undecided (the data leaves max_contexts between the two, or above the first) and
+    at_max_context (auto_outcome there).
     """
     top = rule.max_context
     if top is None or rule.auto_headroom_bytes is None:
         return None
 
-    def refuses(pages: int) -> bool:
+    def spare(pages: int) -> Interval:
         context = pages * rule.page_tokens
         low_pool = rule.pool_range(cell.concurrency, context)[0]
-        spare = available - fam.runtime(cell.concurrency, context, low_pool) - (rule.auto_headroom_bytes or 0)
-        return spare.high is not None and spare.high < 0
+        return available - fam.runtime(cell.concurrency, context, low_pool) - (rule.auto_headroom_bytes or 0)
+
+    def refuses(pages: int) -> bool:
+        high = spare(pages).high
+        return high is not None and high < 0
+
+    def starts(pages: int) -> bool:
+        low = spare(pages).low
+        return low is not None and low >= 0
 
     last = rule.pages(top)
-    first_refusal = None
-    if refuses(last):
-        low, high = 1, last  # refuses(high) holds; find the smallest page count that refuses
-        while low < high:
-            middle = (low + high) // 2
-            low, high = (low, middle) if refuses(middle) else (middle + 1, high)
-        first_refusal = low * rule.page_tokens
+    first_refusal = _first(refuses, last)
+    first_unsure = _first(lambda pages: not starts(pages), last)
     at_top = auto_outcome(fam, rule, Cell(cell.kv_dtype, cell.concurrency, top), available)
-    return {"max_context": top, "refuses_from_context": first_refusal, "at_max_context": at_top}
+    sure_pages = last if first_unsure is None else first_unsure - 1
+    refusal_pages = last + 1 if first_refusal is None else first_refusal
+    return {"max_context": top, "starts_up_to_context": min(top, sure_pages * rule.page_tokens) or None,
+            "refuses_from_context": None if first_refusal is None else first_refusal * rule.page_tokens,
+            "undecided": refusal_pages - sure_pages > 1, "at_max_context": at_top}
+
+
+def _first(holds: Callable[[int], bool], last: int) -> int | None:
+    """The smallest page count in [1, last] at which `holds` (true from some count on) holds; None: not at last."""
+    if not holds(last):
+        return None
+    low, high = 1, last
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle + 1, high)
+    return low
 
 
 def cells_from(concurrencies: list[int], contexts: list[int], kv_dtypes: list[str | None]) -> list[Cell]:

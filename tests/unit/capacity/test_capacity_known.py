@@ -123,6 +123,7 @@ def test_at_the_profiles_own_setting_auto_is_answered_across_max_context(capsys:
     assert "~237K" in seeds.KV_CAPACITY_FLAG.text
     across = nvfp4["by_context"]
     assert across["max_context"] == 262144 and across["refuses_from_context"] == 237760  # 3,715 pages: no longer fits
+    assert across["starts_up_to_context"] == 237696 and across["undecided"] is False  # the formula as printed decides
     assert across["at_max_context"]["starts"] is False  # §2.5: 拒绝启动
     assert round(across["at_max_context"]["shortfall_gib"][0], 2) == 0.82
     # groupwise-int: capped at the engine's limit at 131,072; §2.5's 328,960 is auto at 262,144
@@ -133,7 +134,8 @@ def test_at_the_profiles_own_setting_auto_is_answered_across_max_context(capsys:
     assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
                  per_token, "--free-after-weights", free["nvfp4"].replace(" ", "")]) == 0
     text = capsys.readouterr().out
-    assert "auto at 2 slots, by max_context" in text and "refuses from max_context 237,760 up" in text
+    assert "auto at 2 slots, by max_context" in text
+    assert "starts up to max_context 237,696; refuses from 237,760 up" in text
     assert "at 262,144, the largest the engine takes: refuses: short by 0.82 GiB (0.88 GB;" in text
 
 

@@ -132,6 +132,16 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
         f"262,144 tokens: the engine's limit for 2 slots of 131,072 (pool ≤ max_context × max_concurrency); memory is "
         f"not the limit here: it would allow ~{sure:,} tokens; raise serve.max_context or serve.max_concurrency (up to "
         "8) to use it")
+    # auto at the run's 2 x 131,072 is the engine's cap too; across max_context, one launch pins it only up to there
+    (answer,) = summary.answers
+    assert answer.auto is not None and answer.auto["kv_tokens"] == [262_144, 262_144]
+    assert answer.auto["engine_limit"] is True
+    across = answer.auto["by_context"]
+    assert across["starts_up_to_context"] == 131_072 and across["refuses_from_context"] is None
+    assert across["undecided"] is True
+    text = (write_report(run.dir.path).folder / "index.md").read_text()
+    assert ("| auto at 2 slots, by max_context | starts up to max_context 131,072; above, the data does not say; at "
+            "262,144, the largest the engine takes: auto: borderline |") in text
 
 
 def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path: Path) -> None:
