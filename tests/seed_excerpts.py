@@ -81,6 +81,8 @@ CAPACITY_TABLE = Excerpt(SEED_000, "§2.5", "\tgroupwise-int\tnvfp4\n"
                                            "双并发每路可用\t≈179K\t≈130K\n"
                                            "2×160K（池需 327,680）\t余 31,232\t差 2.01 GiB；"
                                            "关掉 graph + state 槽也只省 622 MiB，仍差 1.40 GiB")
+# seed 000 §1.5: why --kv-capacity is explicit; its "~237K" is auto at the deployment's 2 x 131,072
+KV_CAPACITY_FLAG = Excerpt(SEED_000, "§1.5", "nvfp4 权重 19.7 GiB 下 `auto` 只肯给 ~237K")
 # seed 003 §一.1: v0.6.1 given the hub's container v3 file
 READER_V1_V2 = Excerpt(SEED_003, "§一.1", "artifact magic is not NInfer v1 or v2")
 # seed 003 §一.2: the Dockerfile comment on the forward-compat libcuda
@@ -89,4 +91,4 @@ COMPAT_LIBCUDA = Excerpt(SEED_003, "§一.2", "cudaErrorCompatNotSupportedOnDevi
 LINE_EXCERPTS = (OPEN_MODULE, STARTUP_REFUSED, CONTEXT_REJECTED, QUEUE_TIMEOUT, LEDGER, *ERROR_TABLE,
                  SERIAL_PREFILL, PREFILL_STARVES_DECODE, CONTEXT_BODY, READER_V1_V2, COMPAT_LIBCUDA)
 """Excerpts that are whole lines or parts of one line of a log or an answer."""
-EXCERPTS = (*LINE_EXCERPTS, ENGINE_TTFT, CAPACITY_FORMULA, CAPACITY_SETTING, CAPACITY_TABLE)
+EXCERPTS = (*LINE_EXCERPTS, ENGINE_TTFT, CAPACITY_FORMULA, CAPACITY_SETTING, CAPACITY_TABLE, KV_CAPACITY_FLAG)

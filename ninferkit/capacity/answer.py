@@ -17,7 +17,7 @@ from ninferkit.capacity.interval import Interval
 from ninferkit.capacity.known import typed
 from ninferkit.capacity.limits import engine_max_pool
 from ninferkit.capacity.observations import Setting
-from ninferkit.capacity.table import Cell, auto_outcome, decision_table, leftover, verdict
+from ninferkit.capacity.table import Cell, auto_by_context, auto_outcome, decision_table, leftover, verdict
 from ninferkit.engines.pool import PoolRule
 from ninferkit.params.capacity import WhatIf
 
@@ -76,6 +76,7 @@ def answer(basis: Basis, setting: Setting, rule: PoolRule, cells: list[Cell], re
     out["per_slot_tokens"] = [None if v is None else v // c for v in _ints(legal)]
     if rule.auto_headroom_bytes is not None:
         out["auto"] = auto_outcome(fam, rule, Cell(setting.kv_dtype, c, s), available)
+        out["auto"]["by_context"] = auto_by_context(fam, rule, Cell(setting.kv_dtype, c, s), available)
     out["what_if"] = [what_if(fam, rule, setting.kv_dtype, case, room) for case in what_ifs]
     if basis.as_printed is not None:
         printed = answer(basis.as_printed, setting, rule, [], reference_family, what_ifs)

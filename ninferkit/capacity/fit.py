@@ -327,9 +327,12 @@ def _fit_family(family: tuple[Any, ...], group: Sequence[Observation], b: Fracti
 
     if b is None:
         constraints.append(Constraint(unit(3), Fraction(0), None))
+    # without a prior, the fixed part never shrinks as slots or per-slot context grow (each term of F in
+    # capacity-model.md §5.1 is >= 0: lanes, Volta staging, block tables, graphs, compute buffers): so one launch
+    # at 64 x 8,192 bounds every smaller setting from above, where "2,048 tokens on 139 GiB free" was open
     for index, prior in ((1, priors.per_slot_bytes), (2, priors.per_context_token_bytes)):
-        if prior is not None:
-            constraints.append(Constraint(unit(index), prior.low, prior.high))
+        constraints.append(Constraint(unit(index), Fraction(0), None) if prior is None
+                           else Constraint(unit(index), prior.low, prior.high))
     box = BOX[:size]
     label = _family_label(group[0])
     return FamilyFit(family, label, reference, tuple(group), Polytope.build(constraints, box), b)

@@ -50,11 +50,33 @@ def auto_words(auto: dict[str, Any] | None) -> str:
     if not auto:
         return "—"
     if auto.get("starts") is False:
-        return f"refuses: short by {gib(auto.get('shortfall_gib'))} GiB (keeps {auto.get('headroom_gib')} GiB free)"
+        short = auto.get("shortfall_gib")
+        in_gb = None if short is None else [None if v is None else float(v) * GIB / 1e9 for v in short[:2]]
+        return (f"refuses: short by {gib(short)} GiB ({gib(in_gb)} GB; keeps {auto.get('headroom_gib')} GiB "
+                "free)")
     pool = auto.get("kv_tokens")
+    if auto.get("starts") and pool and auto.get("engine_limit"):
+        return (f"{tokens([pool[0], pool[0]])} tokens, the engine's limit (max_context × slots; keeps more than "
+                f"{auto.get('headroom_gib')} GiB free)")
     if auto.get("starts") and pool:
         return f"{tokens(pool)} tokens (keeps {auto.get('headroom_gib')} GiB free)"
     return str(auto.get("verdict") or "—")
+
+
+def auto_context_words(auto: dict[str, Any] | None) -> str | None:
+    """Auto across max_context (capacity/table.py auto_by_context) in words; None where it was not answered."""
+    across = (auto or {}).get("by_context")
+    if not across:
+        return None
+    top, sure, first = across["max_context"], across.get("starts_up_to_context"), across.get("refuses_from_context")
+    parts = [f"starts at every max_context up to {top:,}" if sure == top
+             else f"starts up to max_context {sure:,}" if sure is not None else "starts at no max_context for sure"]
+    if first is not None:
+        parts.append(f"refuses from {first:,} up (the smallest pool, one full-length request, no longer fits beside "
+                     "the headroom)")
+    if across.get("undecided"):
+        parts.append("between, the data does not say" if first is not None else "above, the data does not say")
+    return f"{'; '.join(parts)}; at {top:,}, the largest the engine takes: {auto_words(across.get('at_max_context'))}"
 
 
 def room_words(row: dict[str, Any] | DecisionRow) -> str:
@@ -90,6 +112,9 @@ def summary_rows(answer: CapacityAnswer) -> list[tuple[str, str]]:
              ("bytes per pool token", tokens(answer.bytes_per_token)),
              (f"auto at {at}", _both(auto_words(printed["auto"]) if printed.get("auto") else None,
                                      auto_words(answer.auto))),
+             *([(f"auto at {slots} slots, by max_context", _both(auto_context_words(printed.get("auto")) if printed
+                                                                 else None, across))]
+               if (across := auto_context_words(answer.auto)) else []),
              ("largest pool memory allows, tokens", _both(tokens(printed.get("memory_kv_tokens_interval"))
                                                           if printed else None,
                                                           tokens(answer.memory_kv_tokens_interval)))]

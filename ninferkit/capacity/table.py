@@ -15,6 +15,7 @@ pool (llama.cpp `-np`) both readings are the same pool.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -132,7 +133,8 @@ def _engine_limit(fam: FamilyFit, rule: PoolRule, cell: Cell, pool: int, room: I
 def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any]:
     """What `--kv-capacity auto` would do: M = min(M_max, M_min + floor((A - R - B_min) / B_step)).
 
-    Returns the pool as [sure, possible] tokens, or the shortfall when A - R < B_min.
+    Returns the pool as [sure, possible] tokens (engine_limit: it is C x L, the engine's cap, not memory's
+    answer), or the shortfall when A - R < B_min.
     """
     headroom = rule.auto_headroom_bytes or 0
     low_pool, high_pool = rule.pool_range(cell.concurrency, cell.context_per_slot)
@@ -155,7 +157,7 @@ def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval
     sure = pool(room.low, step.high)
     possible = pool(room.high, step.low)
     starts = None if room.low is None or room.low < 0 else True
-    out.update(starts=starts, kv_tokens=[sure, possible])
+    out.update(starts=starts, kv_tokens=[sure, possible], engine_limit=sure == high_pool)
     if sure is not None and starts:
         full = min(cell.concurrency, sure // cell.context_per_slot)
         out["verdict"] = (f"auto starts with {sure:,} tokens (= {full} full-length request(s)), "
@@ -163,6 +165,58 @@ def auto_outcome(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval
     else:
         out["verdict"] = "auto: borderline" if starts is None else "auto starts"
     return out
+
+
+def auto_by_context(fam: FamilyFit, rule: PoolRule, cell: Cell, available: Interval) -> dict[str, Any] | None:
+    """`auto` across max_context at the cell's slots, up to the largest the engine takes (None: none known).
+
+    Why: auto's pool, M = min(C x L, M_min + floor((A - R - B_min) / B_step)) pages with M_min = max(L, C), is
+    the same at every max_context between the slots' cap and the pool itself, and refuses only once the smallest
+    legal pool (one full-length request) no longer fits beside the headroom. A figure quoted for auto is so a
+    figure at the max_context it was launched with: seed 000 §2.5's "auto refuses" and 328,960 hold at its
+    native 262,144, not at its deployment's 131,072, where §1.5's own "~237K" is auto's answer.
+    Returns starts_up_to_context (the largest max_context, whole pages, up to which auto starts for sure; None:
+    not even at one page), refuses_from_context (the smallest at which it refuses for sure; None: not even at the
+    engine's largest), undecided (the data leaves max_contexts between the two, or above the first) and
+    at_max_context (auto_outcome there).
+    """
+    top = rule.max_context
+    if top is None or rule.auto_headroom_bytes is None:
+        return None
+
+    def spare(pages: int) -> Interval:
+        context = pages * rule.page_tokens
+        low_pool = rule.pool_range(cell.concurrency, context)[0]
+        return available - fam.runtime(cell.concurrency, context, low_pool) - (rule.auto_headroom_bytes or 0)
+
+    def refuses(pages: int) -> bool:
+        high = spare(pages).high
+        return high is not None and high < 0
+
+    def starts(pages: int) -> bool:
+        low = spare(pages).low
+        return low is not None and low >= 0
+
+    last = rule.pages(top)
+    first_refusal = _first(refuses, last)
+    first_unsure = _first(lambda pages: not starts(pages), last)
+    at_top = auto_outcome(fam, rule, Cell(cell.kv_dtype, cell.concurrency, top), available)
+    sure_pages = last if first_unsure is None else first_unsure - 1
+    refusal_pages = last + 1 if first_refusal is None else first_refusal
+    return {"max_context": top, "starts_up_to_context": min(top, sure_pages * rule.page_tokens) or None,
+            "refuses_from_context": None if first_refusal is None else first_refusal * rule.page_tokens,
+            "undecided": refusal_pages - sure_pages > 1, "at_max_context": at_top}
+
+
+def _first(holds: Callable[[int], bool], last: int) -> int | None:
+    """The smallest page count in [1, last] at which `holds` (true from some count on) holds; None: not at last."""
+    if not holds(last):
+        return None
+    low, high = 1, last
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle + 1, high)
+    return low
 
 
 def cells_from(concurrencies: list[int], contexts: list[int], kv_dtypes: list[str | None]) -> list[Cell]:

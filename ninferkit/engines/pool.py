@@ -28,6 +28,9 @@ class PoolRule:
     capped_by_slots: bool = False
     """The engine refuses a shared pool above C x S (NInfer: "kv_capacity is outside the usable range for
     max_context and max_concurrency"); False where only memory bounds it (vLLM's blocks)."""
+    max_context: int | None = None
+    """The largest per-request context the engine takes whatever the memory (NInfer: 262,144, the models' native
+    context); None: none known. `auto` is answered across max_context up to it (capacity/table.py)."""
 
     def pages(self, tokens: int) -> int:
         return math.ceil(tokens / self.page_tokens)

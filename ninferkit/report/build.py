@@ -619,7 +619,7 @@ def _capacity(run: RunData) -> Section:
         "`ninferkit capacity fit` on this run's saved startup logs writes them without launching anything.")]
     decisions = capacity.decision_table
     if decisions:
-        blocks.append(what_fits(decisions))
+        blocks.append(what_fits(decisions, searches))
     notes = [str(note) for note in [*capacity.conflicts, *capacity.notes]]
     if notes:
         blocks.append(Bullets(tuple(notes)))

@@ -59,9 +59,11 @@ class Comparison:
     caveats: list[str] = field(default_factory=list)
     serving: list[str] = field(default_factory=list)
     """Per candidate, how its serving differs from the baseline's (rundir/identity.py), or that it is the same."""
+    cuda_graphs: list[str | None] = field(default_factory=list)
+    """Per run, CUDA graphs as its server log says (the ledger's cuda_graphs; None: the log does not say)."""
 
     def document(self) -> Document:
-        title = f"A/B: {' vs '.join(self.run_ids)}"
+        title = f"A/B: {' vs '.join(self.run_ids)}" + graphs_words(self.cuda_graphs)
         sections = [Section("Serving", [Bullets(tuple(self.serving))]),
                     Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
@@ -84,6 +86,15 @@ class Comparison:
         write_text_atomic(csv, self.table.to_csv(index=False))
         files["csv"] = csv
         return files
+
+
+def graphs_words(values: Sequence[str | None]) -> str:
+    """" (CUDA graphs: built in (USE_GRAPHS = 1) vs off (--enforce-eager))" where the runs differ in them, for the
+    headline: a decode step of a small model is mostly kernel launches, which CUDA graphs remove, so an A/B of an
+    eager server against one with graphs measures that as much as the engines ("" where they do not differ)."""
+    if len(set(values)) < 2 or all(value is None for value in values):
+        return ""
+    return f" (CUDA graphs: {' vs '.join(value or 'not stated in its log' for value in values)})"
 
 
 def _interval_words(table: pd.DataFrame) -> str:
@@ -235,7 +246,7 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                              **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
                              "comparable": comparable})
     return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs),
-                      serving_words(runs, same_serving_stated))
+                      serving_words(runs, same_serving_stated), [run.ledger.get("cuda_graphs") for run in runs])
 
 
 def serving_words(runs: Sequence[RunData], stated: bool) -> list[str]:

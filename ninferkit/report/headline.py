@@ -215,8 +215,10 @@ def _memory(run: RunData) -> list[HeadlineRow]:
     low = free[0] / GIB if free[0] is not None else None
     high = free[1] / GIB if free[1] is not None else None
     interval = capacity.max_kv_tokens_interval or [None, None]
+    capped = capacity.max_kv_tokens_bounded_by == "engine"  # the engine's rule set it: said as a cap, not memory's
     rows.append(HeadlineRow(
-        "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
+        "Memory: largest KV pool, the engine's cap (capacity fit)" if capped
+        else "Memory: largest KV pool (capacity fit)", "tokens", max_kv, interval[0], interval[1],
         (capacity.max_kv_tokens_note or "capacity fit") if max_kv is not None else why_none,
         "capacity.json max_kv_tokens", 1 if max_kv is not None else 0))
     rows.append(HeadlineRow(

@@ -23,7 +23,7 @@ from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import number, span
-from ninferkit.rundir.records import DecisionRow, RequestRow
+from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.kinds.columns import Shape, ViewColumn
@@ -353,10 +353,14 @@ def _order(name: str, cell: Row) -> tuple[Any, ...]:
     return tuple(key)
 
 
-def what_fits(decisions: Sequence[DecisionRow]) -> Table:
+def what_fits(decisions: Sequence[DecisionRow], searches: Sequence[CapacitySearch] = ()) -> Table:
     """capacity.json's decision table, one line per KV dtype and slot count and one column per per-slot
     context: whether it fits and by how much. A reading ("starts": the pool the server allocates; "full":
-    every slot at full length) is named only where the two differ."""
+    every slot at full length) is named only where the two differ.
+
+    The largest pool is the searches' where one found less than the fit's memory figure at that KV dtype and
+    slot count: one question, one answer (llama.cpp q8_0 at 1 slot was 1,048,576 in the searches and
+    1,692,672 here), and where the engine's rule set it, it is said as the engine's cap beside memory's."""
     settings = list(dict.fromkeys((row.kv_dtype, row.concurrency) for row in decisions))
     contexts = sorted({row.context_per_slot for row in decisions if row.context_per_slot is not None})
     found: dict[tuple[str | None, int | None, int], list[DecisionRow]] = defaultdict(list)
@@ -367,6 +371,12 @@ def what_fits(decisions: Sequence[DecisionRow]) -> Table:
         pools = sorted({int(pool[0]) for (d, c, _), rows in found.items() if (d, c) == (dtype, slots)
                         for row in rows if (pool := row.max_pool_tokens) and pool[0] is not None})
         largest = span(pools[0], pools[-1]) if len(pools) > 1 else number(pools[0]) if pools else "—"
+        answer = next((item.answer_kv_tokens for item in searches if item.answer_kv_tokens is not None
+                       and (item.setting.kv_dtype, item.setting.concurrency) == (dtype, slots)), None)
+        if answer is not None and pools and answer < pools[0]:
+            capped = any(item.bounded_by == "engine" and item.answer_kv_tokens == answer for item in searches)
+            whose = "the engine's cap" if capped else "the search's answer"
+            largest = f"{number(answer)}, {whose} (memory would allow {largest})"
         lines.append((dtype_words(dtype), number(slots), largest,
                       *(_fits_cell(found.get((dtype, slots, context), [])) for context in contexts)))
     return Table(("KV dtype", "slots", "largest pool, tokens", *(f"{number(c)} tokens per slot" for c in contexts)),

@@ -117,6 +117,9 @@ class LlamaServer(EngineAdapter):
                       mib("v")),
         field_pattern("slots", r"initializing(?: slots)?, n_slots = (?P<v>\d+)", integer("v")),
         field_pattern("listen_url", r"listening on (?P<v>http://\S+)", text("v")),
+        # system_info of a CUDA build: "CUDA : ARCHS = 900 | USE_GRAPHS = 1 | ..." (compare's headline names it)
+        field_pattern("cuda_graphs", r"CUDA : [^\n]*?\bUSE_GRAPHS = (?P<v>[01])\b",
+                      lambda m: f"{'built in' if m['v'] == '1' else 'not built'} (USE_GRAPHS = {m['v']})"),
     )
 
     def parse_ledger(self, log_text: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ninferkit.units import GIB
 PAGE_TOKENS = 64  # kPagedKVPageSize: the KV pool is counted in 64-token page groups (IF §7.3)
 MAX_CONCURRENCY = 8  # `--max-concurrency must be in [1,8]` (live: startup-errors/concurrency9.log)
 NATIVE_CONTEXT = 262_144  # `max_context exceeds the variant native context capacity` (IF §1.1, the Qwen3.6/3.8 targets)
-POOL = PoolRule(PAGE_TOKENS, GIB, True, "bf16", MAX_CONCURRENCY, capped_by_slots=True)
+POOL = PoolRule(PAGE_TOKENS, GIB, True, "bf16", MAX_CONCURRENCY, capped_by_slots=True, max_context=NATIVE_CONTEXT)
 """A paged pool shared by all slots, pages in [max(L, C), C x L]; `auto` keeps 1 GiB free (IF §7.3)."""
 DEFAULT_PENDING_TIMEOUT_MS = 30_000
 LONG_CONTEXT_TOKENS = 32_768  # from here a serial prefill ahead in the queue can outlast 30 s

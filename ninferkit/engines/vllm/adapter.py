@@ -80,6 +80,8 @@ _FREE_BELOW_UTILIZATION = re.compile(
     r"memory utilization \((?P<u>[\d.]+), (?P<want>[\d.]+) GiB\)")
 
 
+_EAGER = re.compile(r"Enforce eager set|Cudagraph is disabled under eager mode")
+"""--enforce-eager: no torch.compile, no CUDA graphs (the ledger's cuda_graphs; compare's headline names it)."""
 _EXPLICIT_POOL = re.compile(r"as specified by kv_cache_memory_bytes config")
 
 
@@ -306,7 +308,8 @@ class VLLM(EngineAdapter):
         non_torch_bytes, cudagraph_bytes, and once the KV line is read too, runtime_bytes (the KV cache plus
         the three others: all vLLM takes beside the weights) and free_after_weights_bytes (the device's free
         memory at startup less the weights: the room a larger gpu_memory_utilization could give);
-        kv_cache_bytes_to_fit_requested and kv_cache_bytes_to_fill_gpu (vLLM's own suggestions, exact bytes).
+        kv_cache_bytes_to_fit_requested and kv_cache_bytes_to_fill_gpu (vLLM's own suggestions, exact bytes);
+        cuda_graphs ("off (--enforce-eager)", or "on" where the memory line gives CUDA graphs memory).
         Rounded GiB values carry `_resolution_bytes`."""
         out: dict[str, Any] = {}
         for pattern, what in _LEDGER:
@@ -359,6 +362,10 @@ class VLLM(EngineAdapter):
             out["free_after_weights_bytes"] = out["device_free_bytes"] - out["weights_bytes"]
             out["free_after_weights_bytes_resolution_bytes"] = (out["device_free_bytes_resolution_bytes"]
                                                                 + out["weights_bytes_resolution_bytes"])
+        if _EAGER.search(log_text):
+            out["cuda_graphs"] = "off (--enforce-eager)"
+        elif out.get("cudagraph_bytes"):
+            out["cuda_graphs"] = "on"
         return out
 
     def parse_refusal(self, log_text: str) -> dict[str, Any] | None:

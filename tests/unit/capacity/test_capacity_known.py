@@ -104,6 +104,41 @@ def test_the_2_5_table_from_the_reports_own_formula(capsys: pytest.CaptureFixtur
     assert nvfp4["memory_kv_tokens_interval"][0] - tokens(table["最大共享池"]["nvfp4"]) == 3 * PAGE
 
 
+def test_at_the_profiles_own_setting_auto_is_answered_across_max_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 3: with the profile's own 2 x 131,072 (no --context), auto starts, at the ~237K seed 000 §1.5
+    names, and the answer says from which max_context it refuses; at the engine's largest, 262,144, it gives
+    §2.5's two auto figures (nvfp4 refuses; groupwise-int 328,960), so §2.5's auto row is auto at 262,144."""
+    fixed, per_token, free = typed_formula()
+    table = report_figures()
+    found = {}
+    for artifact in ("groupwise-int", "nvfp4"):
+        assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
+                     per_token, "--free-after-weights", free[artifact].replace(" ", ""), "--known-source",
+                     "seed 000 §2.5", "--json"]) == 0
+        (answer,) = json.loads(capsys.readouterr().out)["answers"]
+        assert answer["setting"] == {"concurrency": 2, "context_per_slot": 131072}  # the profile's own
+        found[artifact] = answer["as_printed"]["auto"]
+    nvfp4, group = found["nvfp4"], found["groupwise-int"]
+    assert nvfp4["starts"] is True and round(nvfp4["kv_tokens"][0] / 1000) == 238  # §1.5: "只肯给 ~237K"
+    assert "~237K" in seeds.KV_CAPACITY_FLAG.text
+    across = nvfp4["by_context"]
+    assert across["max_context"] == 262144 and across["refuses_from_context"] == 237760  # 3,715 pages: no longer fits
+    assert across["starts_up_to_context"] == 237696 and across["undecided"] is False  # the formula as printed decides
+    assert across["at_max_context"]["starts"] is False  # §2.5: 拒绝启动
+    assert round(across["at_max_context"]["shortfall_gib"][0], 2) == 0.82
+    # groupwise-int: capped at the engine's limit at 131,072; §2.5's 328,960 is auto at 262,144
+    assert group["engine_limit"] is True and group["kv_tokens"][0] == 2 * 131072
+    assert group["by_context"]["refuses_from_context"] is None
+    at_top = group["by_context"]["at_max_context"]
+    assert at_top["kv_tokens"][0] == tokens(table["`--kv-capacity auto`"]["groupwise-int"])
+    assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
+                 per_token, "--free-after-weights", free["nvfp4"].replace(" ", "")]) == 0
+    text = capsys.readouterr().out
+    assert "auto at 2 slots, by max_context" in text
+    assert "starts up to max_context 237,696; refuses from 237,760 up" in text
+    assert "at 262,144, the largest the engine takes: refuses: short by 0.82 GiB (0.88 GB;" in text
+
+
 def test_the_plain_text_prints_the_whole_table_with_auto_and_the_leftover(capsys: pytest.CaptureFixture[str]) -> None:
     text = fit_typed(capsys, "groupwise-int")["text"]
     assert "auto at 2 slots of 262,144 tokens" in text and "328,960 tokens (keeps 1.0 GiB free) as printed" in text

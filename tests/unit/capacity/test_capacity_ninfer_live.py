@@ -80,14 +80,21 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
     assert all(found.bounded_by == "engine" and found.verified_by_request for found in searches.values())
     # What memory would allow, from the launches' own lines: the fixed part is never negative at a setting
     # seen, so bytes per pool token are at most the smaller of runtime / pool (the model's layout is not
-    # given: capacity.model is null), and the pool may grow until runtime reaches free memory after weights.
+    # given: capacity.model is null); nor does it shrink as slots grow (4 slots' fixed part >= 1 slot's), so
+    # they are at most the runtime's growth over the pool's from 1 to 4 slots; and the pool may grow until
+    # runtime reaches free memory after weights.
     launches = SEARCH / "capacity" / "launches"
     one, four = printed(launches / "02" / "logs" / "server.log"), printed(launches / "04" / "logs" / "server.log")
-    per_token = min(high(one, "runtime_bytes") / one["kv_tokens"], high(four, "runtime_bytes") / four["kv_tokens"])
+    per_token = min(high(one, "runtime_bytes") / one["kv_tokens"], high(four, "runtime_bytes") / four["kv_tokens"],
+                    (high(four, "runtime_bytes") - low(one, "runtime_bytes")) / (four["kv_tokens"] - one["kv_tokens"]))
     for slots, ledger in ((1, one), (4, four)):
         spare = low(ledger, "free_after_weights_bytes") - high(ledger, "runtime_bytes")
         memory = ledger["kv_tokens"] + math.floor(spare / per_token / 64) * 64
-        assert 1_500_000 < memory and searches[slots].memory_allows_kv_tokens == [memory, None]
+        # the fit solves the same constraints jointly (the 4 slots' runtime interval with the 1 slot's), so its
+        # sure side is at or a few pages above this page-by-page bound
+        sure = searches[slots].memory_allows_kv_tokens[0]
+        assert 1_500_000 < memory <= sure <= memory + 4 * 64 and searches[slots].memory_allows_kv_tokens[1] is None
+        memory = sure
         assert searches[slots].note == (
             f"{ledger['kv_tokens']:,} tokens: the engine's limit for {slots} slot{'s' if slots > 1 else ''} of 32,768 "
             f"(pool ≤ max_context × max_concurrency); memory is not the limit here: it would allow at least {memory:,} "
@@ -103,7 +110,7 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
     text = (write_report(run.dir.path).folder / "index.md").read_text()
     assert f"| — | 1 | 32,768 | 32,768 | 32,768 | yes | 2 | engine | {searches[1].note} |" in text
     assert f"| — | 4 | 131,072 | 32,768 | 131,072 | yes | 2 | engine | {searches[4].note} |" in text
-    largest = "| Memory: largest KV pool (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
+    largest = "| Memory: largest KV pool, the engine's cap (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
     assert f"{largest} {searches[1].note} |" in text
 
 
@@ -125,6 +132,16 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
         f"262,144 tokens: the engine's limit for 2 slots of 131,072 (pool ≤ max_context × max_concurrency); memory is "
         f"not the limit here: it would allow ~{sure:,} tokens; raise serve.max_context or serve.max_concurrency (up to "
         "8) to use it")
+    # auto at the run's 2 x 131,072 is the engine's cap too; across max_context, one launch pins it only up to there
+    (answer,) = summary.answers
+    assert answer.auto is not None and answer.auto["kv_tokens"] == [262_144, 262_144]
+    assert answer.auto["engine_limit"] is True
+    across = answer.auto["by_context"]
+    assert across["starts_up_to_context"] == 131_072 and across["refuses_from_context"] is None
+    assert across["undecided"] is True
+    text = (write_report(run.dir.path).folder / "index.md").read_text()
+    assert ("| auto at 2 slots, by max_context | starts up to max_context 131,072; above, the data does not say; at "
+            "262,144, the largest the engine takes: auto: borderline |") in text
 
 
 def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ Data: tests/data/run_dirs/embedded-1 and embedded-2 (see its README): the same p
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import statistics
 from pathlib import Path
 
@@ -96,3 +98,23 @@ def test_decode_delta_at_different_acceptance_is_flagged() -> None:
 
     notes = comparison_caveats([run("a", (58.6, 89), (44.9, 26)), run("b", (90.9, 89), (44.9, 89))])
     assert notes == ["tasks / task=fiction: acceptance 26% in a vs 89% in b; its decode delta is not comparable."]
+
+
+def test_the_headline_names_eager_against_cuda_graphs(tmp_path: Path) -> None:
+    """Issue 38 item 10: the published H200 A/B (docs/examples/h200-vllm, recorded on the GPU) sets vLLM under
+    --enforce-eager against a llama-server CUDA build; the title says so, from each server's own log."""
+    from ninferkit.report.compare import graphs_words
+
+    examples = Path(__file__).resolve().parents[3] / "docs" / "examples" / "h200-vllm"
+    llama = tmp_path / "h200-llamacpp-smollm2"
+    shutil.copytree(examples / "h200-llamacpp-smollm2", llama)
+    packed = llama / "logs" / "server.log.gz"
+    (llama / "logs" / "server.log").write_bytes(gzip.decompress(packed.read_bytes()))
+    comparison = compare_runs([llama, examples])
+    assert comparison.cuda_graphs == ["built in (USE_GRAPHS = 1)", "off (--enforce-eager)"]
+    assert comparison.document().title == ("A/B: h200-llamacpp-smollm2 vs h200-vllm (CUDA graphs: built in "
+                                           "(USE_GRAPHS = 1) vs off (--enforce-eager))")
+    # the same on both sides, or said by neither: nothing to add
+    assert graphs_words(["off (--enforce-eager)"] * 2) == "" and graphs_words([None, None]) == ""
+    assert graphs_words([None, "off (--enforce-eager)"]) == (" (CUDA graphs: not stated in its log vs off "
+                                                               "(--enforce-eager))")
