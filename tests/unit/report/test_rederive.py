@@ -42,6 +42,8 @@ def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right
     made = json.loads((copy / DERIVED).read_text())["files"]
     assert set(made) == {JOIN, TABLES}
     assert made[JOIN]["by"]["ninferkit"] and "engine-request-log.jsonl" in made[JOIN]["inputs"]
+    provenance = next(line for line in index.splitlines() if line.startswith("| derived files made by |"))
+    assert f"{JOIN}: ninferkit " in provenance and f"{TABLES}: ninferkit " in provenance  # the post names its deriver
     assert (RUN / "requests.jsonl").read_bytes() == (copy / "requests.jsonl").read_bytes()  # raw: untouched
 
 
@@ -53,6 +55,7 @@ def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.Capt
     index = (copy / "report" / "index.md").read_text()
     lines = [line for line in index.splitlines() if line.startswith("| L")]
     assert lines[1].startswith("| L2 (client 1) | 122,880 | — |")  # the old join: this lane lost its engine numbers
+    assert "| derived files made by | as recorded: an unrecorded ninferkit (before derived.json) |" in index
     assert not (copy / DERIVED).exists()
 
 
