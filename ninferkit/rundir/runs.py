@@ -530,6 +530,10 @@ def _validated_row(path: Path, number: int, row: dict[str, Any], record: type[Ro
         raise damaged_line(path, number, row, record, error) from None
 
 
+ROW_BYTES = 64 * 1024 * 1024
+"""No row ninferkit appends is this long (a request's row is a few KiB): a longer line is damage, not a row."""
+
+
 class GrowingRows(Generic[Row]):
     """A JSONL run file that a step appends to and reads as it stands, again and again (the sweeps step: its ledger
     and requests.jsonl, before the first cell, after every cell and at the end), read once: one open for the step,
@@ -545,14 +549,18 @@ class GrowingRows(Generic[Row]):
         self._rows: list[Row] = []
 
     def rows(self) -> list[Row]:
-        """Every row of the file as it stands now; none while it does not exist."""
+        """Every row of the file as it stands now; none while it does not exist. Only a regular file holds rows: a
+        device in its place (/dev/full standing in for a full disk) is not read, endlessly, and the step's first
+        append says what is wrong with it."""
         if self._handle is None:
-            try:
-                self._handle = self.path.open("rb")
-            except FileNotFoundError:
+            if not self.path.is_file():
                 return []
+            self._handle = self.path.open("rb")
         tail: list[Row] = []
-        while raw := self._handle.readline():
+        while raw := self._handle.readline(ROW_BYTES + 1):
+            if len(raw) > ROW_BYTES:
+                raise BadInput(f"{self.path}, line {self._lines + 1}: over {ROW_BYTES:,} bytes, no row ninferkit "
+                               "writes: the file was damaged or is not a run file; move it aside")
             if not raw.endswith(b"\n"):  # the last line, still being written or torn: read again next time
                 self._handle.seek(-len(raw), os.SEEK_CUR)
                 row = _row_of(self.path, self._lines + 1, raw)
