@@ -29,7 +29,7 @@ from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, speculation
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps, todays_profile
-from ninferkit.report.derive import DERIVED, UNRECORDED, shown_by
+from ninferkit.report.derive import DERIVED, UNRECORDED
 from ninferkit.report.document import (
     Block,
     Bullets,
@@ -698,11 +698,12 @@ def _provenance(run: RunData, paths: str) -> Section:
 
 
 def _derived_by(run: RunData) -> str:
-    """Which ninferkit made the files this post reads that are not raw (the join, the tables, capacity's answer:
-    derived.json), so a published post names the version that derived it."""
+    """Which ninferkit version made the files this post reads that are not raw (the join, the tables, capacity's
+    answer: derived.json), so a published post names the version that derived it; the commit stays in
+    derived.json, as the post would otherwise change with every commit that re-derives it."""
     files = json_object(run.dir.path / DERIVED).get("files") or {}
-    return "; ".join(f"{name}: {shown_by(made.get('by'))}" for name, made in sorted(files.items())
-                     if isinstance(made, dict)) or f"as recorded: {UNRECORDED}"
+    return "; ".join(f"{name}: ninferkit {(made.get('by') or {}).get('ninferkit', '?')}"
+                     for name, made in sorted(files.items()) if isinstance(made, dict)) or f"as recorded: {UNRECORDED}"
 
 
 def _maker(manifest: Manifest) -> str:
