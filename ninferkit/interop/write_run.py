@@ -53,7 +53,8 @@ def write_imported(imported: Imported, source: Path, out: Path) -> RunDir:
         profile_name=f"imported-{imported.tool}",
         steps={"import": {"status": WRITING}},
     ).model_dump(mode="json", exclude_unset=True) | {
-        "imported_from": {"tool": imported.tool, "version": imported.version, "file": str(source)},
+        "imported_from": {"tool": imported.tool, "version": imported.version, "file": str(source),
+                          "model": imported.model},
         "updated": created})
     for start in range(0, len(rows), IMPORT_BATCH):
         append_jsonl_rows(run_dir.requests, rows[start:start + IMPORT_BATCH])

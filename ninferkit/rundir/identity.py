@@ -105,10 +105,12 @@ def legacy(profile_hash: str) -> ServingIdentity:
     return ServingIdentity({}, proven=False, source="legacy", legacy_of=profile_hash)
 
 
-def imported(run_id: str) -> ServingIdentity:
+def imported(run_id: str, model_id: str | None = None) -> ServingIdentity:
     """The identity of a run imported from another tool's files (interop/): they name no build, model bytes or
-    serve options, so it pools with another run only on the user's word (`--same-serving`)."""
-    return ServingIdentity({}, proven=False, source="import", legacy_of=run_id)
+    serve options, only the model id the tool requested, so it is comparable on that (with the rest unknown, and
+    said), and without one only on the user's word (`--same-serving`)."""
+    return ServingIdentity({"model.id": model_id} if model_id else {}, proven=False, source="import",
+                           legacy_of=run_id)
 
 
 def serving_identity(profile: Profile, artifact_sha256: str | None,

@@ -65,7 +65,9 @@ def run_servings(run_dir: RunDir) -> RunServings:
     manifest = json_object(run_dir.manifest)
     profile = recorded_profile(manifest)
     if manifest.get("imported_from") and not manifest.get("profile"):
-        main = spec_off = imported(str(manifest.get("run_id") or run_dir.path.name))
+        model = (manifest.get("imported_from") or {}).get("model")
+        main = spec_off = imported(str(manifest.get("run_id") or run_dir.path.name),
+                                   model if isinstance(model, str) else None)
     elif profile is None:  # the recorded profile no longer validates: its rows are one legacy serving
         main = spec_off = legacy(str(manifest.get("profile_hash") or "unknown"))
     else:

@@ -16,7 +16,7 @@ import pytest
 
 from ninferkit.cli import main
 from ninferkit.report.compare import compare_runs
-from ninferkit.report.merge import merge
+from ninferkit.report.merge import merge, serving_lines
 from tests.conftest import DATA
 
 RUN = DATA / "run_dirs" / "embedded-spec-ab"
@@ -80,17 +80,25 @@ def test_compare_names_what_the_candidates_serving_changes(tmp_path: Path) -> No
     assert "--same-serving" in stated.document().sections[0].blocks[0].items[-1]  # type: ignore[attr-defined]
 
 
-def test_imports_pool_only_on_the_users_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_imports_pool_on_the_model_id_they_name_else_only_on_the_users_word(tmp_path: Path) -> None:
     """tests/data/peers: AIPerf 0.13.0 and GuideLLM 0.8.1 runs of one load against the embedded server (its
-    CAPTURE.txt). Their files name no build, model bytes or serve options."""
+    CAPTURE.txt). Their files name no build, model bytes or serve options; both name the model id requested."""
     for tool, folder in (("aiperf", "aiperf-0.13.0"), ("guidellm", "guidellm-0.8.1")):
         assert main(["import", str(DATA / "peers" / folder), "--format", tool, "-o", str(tmp_path / tool)]) == 0
     runs = [tmp_path / "aiperf", tmp_path / "guidellm"]
+    pooled = merge(runs, tmp_path / "pooled")
+    assert len(pooled.servings) == 1 and serving_lines(pooled.servings, pooled.stated) == [
+        "Serving 1 (aiperf, guidellm): serving import-aiperf (model id embedded)"]
+    assert list(pooled.cells["cell"].unique()) == ["imported concurrency=2"]
+    assert list(pooled.cells["hosts"])[0] == "all: aiperf, guidellm"
+    for run in runs:  # a tool file that names no model: nothing to compare on
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["imported_from"]["model"] = None
+        (run / "manifest.json").write_text(json.dumps(manifest))
     apart = merge(runs, tmp_path / "apart")
     assert len(apart.servings) == 2 and apart.cells.empty
     assert set(apart.apart["why"]) == {"another serving measured it, which cannot be shown alike: neither states its "
                                        "serving (an import, or a profile this ninferkit no longer reads); "
                                        "--same-serving pools them on your word"}
-    pooled = merge(runs, tmp_path / "pooled", same_serving_stated=True)
-    assert list(pooled.cells["cell"].unique()) == ["imported concurrency=2"]
-    assert list(pooled.cells["hosts"])[0] == "all: aiperf, guidellm"
+    stated = merge(runs, tmp_path / "stated", same_serving_stated=True)
+    assert list(stated.cells["hosts"])[0] == "all: aiperf, guidellm"
