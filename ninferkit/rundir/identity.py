@@ -128,7 +128,10 @@ def serving_identity(profile: Profile, artifact_sha256: str | None,
         for key in BUILD_KEYS:
             value = getattr(engine.build, key)
             fields[f"engine.build.{key}"] = scrub(value) if isinstance(value, str) else value
-    fields["engine.binary_sha256"] = server.get("binary_sha256")
+    if engine.binary or engine.build is None or engine.build.source is None:
+        # a binary the profile names (or one of no pinned source) is known by its bytes; a build ninferkit made
+        # from a pinned source is known by that source, as every host of a fleet compiles its own copy of it
+        fields["engine.binary_sha256"] = server.get("binary_sha256")
     external = bool(server.get("external"))
     artifact = profile.artifact
     fields["model.sha256"] = None if external else (artifact_sha256 or artifact.sha256)

@@ -89,7 +89,20 @@ def test_a_url_server_is_compared_on_what_it_says_of_itself(tmp_path: Path) -> N
     assert (url.proven, url.source) == (False, "url")
     assert "model.sha256" not in url.fields and "serve.kv.dtype" not in url.fields
     pooled, differing, unknown = same_serving(url, launched)
-    assert pooled and differing == [] and "kv" in unknown and "binary" in unknown
+    assert pooled and differing == [] and "kv" in unknown and "speculation" in unknown
+
+
+def test_a_pinned_build_is_known_by_its_source_and_a_named_binary_by_its_bytes(tmp_path: Path) -> None:
+    """Each host of a fleet compiles the pinned llama.cpp source itself (the binaries' bytes differ): one serving.
+    A binary the profile names (`engine.binary`, the CI gate's new build) is another, by its sha256."""
+    profile = open_run(LOCAL_CPU, tmp_path / "a", TWO_CELLS).profile
+    here = serving_identity(profile, None, {"binary_sha256": "ab" * 32, "model_id": "embedded"})
+    there = serving_identity(profile, None, {"binary_sha256": "cd" * 32, "model_id": "embedded"})
+    assert same_serving(here, there) == (True, [], []) and "engine.binary_sha256" not in here.fields
+    named = open_run(LOCAL_CPU, tmp_path / "b", [*TWO_CELLS, "engine.binary=/opt/new/llama-server"]).profile
+    old = serving_identity(named, None, {"binary_sha256": "ab" * 32, "model_id": "embedded"})
+    new = serving_identity(named, None, {"binary_sha256": "cd" * 32, "model_id": "embedded"})
+    assert same_serving(old, new)[1] == [f"binary: {'ab' * 6} vs {'cd' * 6}"]
 
 
 def test_a_cell_whose_every_row_was_refused_as_impossible_is_failed_and_resent(tmp_path: Path) -> None:
