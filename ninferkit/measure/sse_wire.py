@@ -75,7 +75,7 @@ class SseLines:
                     self.sink(payload, now)
                     self.done = self.done or any(final in payload for final in FINAL_EVENTS)
             elif line.startswith(b"event:"):
-                self.done = self.done or f'"{line[6:].strip().decode(errors="replace")}"'.encode() in FINAL_EVENTS
+                self.done = self.done or b'"' + line[6:].strip() + b'"' in FINAL_EVENTS
 
 
 class WireAnswer:
