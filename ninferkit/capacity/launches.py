@@ -19,7 +19,7 @@ from ninferkit.capacity.observations import Observation, Setting, from_log, from
 from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ServerError
-from ninferkit.rundir.runs import Run, append_jsonl, open_run, read_jsonl
+from ninferkit.rundir.runs import Run, RunDir, append_jsonl, open_run, read_jsonl
 from ninferkit.server import process as server
 
 Launcher = Callable[[Setting], Observation | None]
@@ -31,35 +31,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _launch_log(run: Run, source: str) -> Path:
-    """A recorded launch's log: at its path as recorded (absolute), or, where the run folder has moved
-    (a published example, a copy), at the same place under this run's capacity/launches/."""
+def relocated_log(run_dir: RunDir, source: str) -> Path:
+    """A recorded observation's log: at its path as recorded, or, where the run folder has moved (a published
+    example, a copy, a fleet host's run copied back), at the same place under this run folder: a capacity
+    launch's `/tmp/runs/x/capacity/launches/03/logs/server.log` is `capacity/launches/03/logs/server.log` here,
+    the launch step's `/tmp/runs/x/logs/server.log` is `logs/server.log` (never another launch's log)."""
     path = Path(source)
-    parts = path.parts
-    anchor = Path(run.dir.name(run.dir.capacity_launches)).parts
-    anchors = [i for i in range(len(parts) - len(anchor)) if parts[i:i + len(anchor)] == anchor]
-    if path.exists() or not anchors:
+    if path.exists():
         return path
-    return run.dir.capacity_launches.joinpath(*parts[anchors[-1] + len(anchor):])
+    parts = path.parts
+    launches = [i for i in range(len(parts) - 1) if parts[i:i + 2] == ("capacity", "launches")]
+    logs = [i for i, part in enumerate(parts) if part == "logs"]
+    start = launches[-1] if launches else logs[-1] if logs else None
+    if start is None or ".." in parts[start:]:
+        return path
+    return run_dir.path.joinpath(*parts[start:])
+
+
+def reread(run_dir: RunDir, kind: str, saved: Observation, rule: PoolRule) -> Observation:
+    """An observation read again from its log where the log is still there: the log is the record, so a newer
+    ninferkit sees in an old launch what it now knows how to read; whether it served stays as recorded, and so
+    does its source as written."""
+    log = relocated_log(run_dir, saved.source)
+    fresh = from_log_file(kind, log, saved.setting, rule) if log.is_file() else None
+    return saved if fresh is None else replace(fresh, source=saved.source, served=saved.served,
+                                               extra={**saved.extra, **fresh.extra})
 
 
 def recorded(run: Run) -> list[Observation]:
-    """Observations earlier launches of this run left behind (a rerun resumes from them).
-
-    Each is read again from its log where the log is still there (in this run folder, if it moved):
-    the log is the record, so a newer ninferkit sees in an old launch what it now knows how to read;
-    whether it served stays as recorded, and so does its source as written.
-    """
-    kind = run.profile.engine.kind
-    rule = get_adapter(kind).capacity_pool
-    out = []
-    for row in read_jsonl(run.dir.capacity_observations):
-        saved = Observation.from_dict(row)
-        log = _launch_log(run, saved.source)
-        fresh = from_log_file(kind, log, saved.setting, rule) if log.exists() else None
-        out.append(saved if fresh is None else replace(fresh, source=saved.source, served=saved.served,
-                                                       extra={**saved.extra, **fresh.extra}))
-    return out
+    """Observations earlier launches of this run left behind (a rerun resumes from them), each read again from
+    its log (`reread`)."""
+    rule = get_adapter(run.profile.engine.kind).capacity_pool
+    return [reread(run.dir, run.profile.engine.kind, Observation.from_dict(row), rule)
+            for row in read_jsonl(run.dir.capacity_observations)]
 
 
 def overrides_for(setting: Setting) -> list[str]:

@@ -25,7 +25,7 @@ budget's, not the machine's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,10 +63,28 @@ class SearchResult:
         return {"setting": self.setting.as_dict(), "mode": self.mode, "answer_kv_tokens": self.answer_tokens,
                 "answer_context_per_slot": per_slot, "server_kv_tokens": reported[-1] if reported else None,
                 "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
-                "bounded_by": self.bounded_by,
+                "bounded_by": self.bounded_by, "shared_pool": self.shared_pool,
                 "memory_allows_kv_tokens": None if self.memory_allows is None else [
                     None if v is None else int(v) for v in (self.memory_allows.low, self.memory_allows.high)],
                 "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """A search as capacity.json recorded it: its launches are facts a re-fit keeps (`memory_allows` stays
+        what the fit said at the time). A record from before `shared_pool` was written says it by its per-slot
+        answer: a shared pool's per-slot figure is the setting's own context."""
+        setting = Setting.from_dict(data["setting"])
+        answer = data.get("answer_kv_tokens")
+        shared = data.get("shared_pool")
+        if shared is None:
+            per_slot = data.get("answer_context_per_slot")
+            shared = answer is not None and per_slot == setting.context_per_slot \
+                and answer != setting.context_per_slot * setting.concurrency
+        allows = data.get("memory_allows_kv_tokens")
+        return cls(setting, str(data["mode"]), answer, bool(data.get("verified_by_request")),
+                   int(data.get("launches") or 0), list(data.get("results") or []), str(data.get("note") or ""),
+                   bool(shared), data.get("bounded_by"),
+                   None if allows is None else Interval.of(allows[0], allows[1]))
 
 
 def _fits(obs: Observation, budget: Interval | None) -> bool | None:

@@ -2,8 +2,8 @@
 
 A run's raw files (requests.jsonl, the ledger sweeps/cells.jsonl, telemetry.jsonl, the logs and the engine's
 own request record, manifest.json) are never rewritten. Its derived files are: the join with the engine's
-record (server_truth.jsonl), the sweep tables (tables/) and capacity.json's answer (narrowed by the run's
-launches, capacity/evidence.py; its fit is not re-run). An older ninferkit's join or tables rendered as
+record (server_truth.jsonl), the sweep tables (tables/) and capacity.json (fitted again from its own observations
+and searches, capacity/refit.py). An older ninferkit's join or tables rendered as
 they were showed that version's mistakes silently (issue 37: the recorded NInfer run's lanes mis-paired, its
 prefix-reuse hits "unknown"). `rederive` rebuilds both from the raw files with this ninferkit and records in
 derived.json which version and commit made each, from which inputs (sha256); when derived.json already says
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.evidence import narrowed
+from ninferkit.capacity.refit import refit
 from ninferkit.engines import get_adapter
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.hashing import sha256_file
@@ -109,21 +110,39 @@ def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: 
 
 
 def _capacity(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: Derived) -> None:
-    """capacity.json's answer narrowed by its own launches (capacity/evidence.py), with the version that did it
-    inside it (it is published alone); the fit itself is not re-run."""
+    """capacity.json fitted again from its own observations and searches (capacity/refit.py), with the version
+    that did it inside it (it is published alone). Where the recorded profile no longer validates, only the
+    launches' narrowing of the recorded answer (capacity/evidence.py) is applied."""
     recorded = json_object(run_dir.capacity)
     if not recorded:
         result.kept[CAPACITY] = "capacity.json is not a JSON object"
         return
-    before = json.dumps(recorded, sort_keys=True)
-    fields = narrowed(json.loads(before))
-    if json.dumps(fields, sort_keys=True) == before:
+    profile = recorded_profile(json_object(run_dir.manifest))
+    if profile is None:
+        fields = narrowed(json.loads(json.dumps(recorded)))
+        result.kept[CAPACITY] = ("its fit as recorded (the recorded profile does not validate with this "
+                                 "ninferkit), narrowed by the run's launches")
+        inputs = {"observations": "capacity.json observations (not re-fitted)"}
+    else:
+        fields = refit(profile, run_dir, recorded)
+        inputs = {"observations": "capacity.json observations, each re-read from its log where the run holds it",
+                  "searches": "capacity.json searches"}
+    if _same(fields, recorded):
         return
     result.previous[CAPACITY] = shown_by((files.get(CAPACITY) or {}).get("by") or recorded.get("derived_by"))
     fields["derived_by"] = by
     write_json_atomic(run_dir.capacity, fields)
-    files[CAPACITY] = {"by": by, "written": utc_now(), "inputs": {"observations": "capacity.json observations"}}
+    files[CAPACITY] = {"by": by, "written": utc_now(), "inputs": inputs}
     result.changed.append(CAPACITY)
+    result.kept.pop(CAPACITY, None)
+
+
+def _same(fields: dict[str, Any], recorded: dict[str, Any]) -> bool:
+    """The same content, whoever derived it."""
+    def content(data: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in data.items() if k != "derived_by"}, sort_keys=True, default=str)
+
+    return content(fields) == content(recorded)
 
 
 def _rejoin(run_dir: RunDir, profile: Profile) -> bool:

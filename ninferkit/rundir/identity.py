@@ -27,7 +27,8 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import apply_override, validate_profile
-from ninferkit.params.profile import Profile
+from ninferkit.params.kinds import has_build
+from ninferkit.params.profile import BuildSection, Profile
 from ninferkit.redaction import scrub
 
 EXCLUDED_SERVE = frozenset({"host", "port", "container_port", "api_key_env", "startup_timeout_s", "gpu_devices",
@@ -197,11 +198,27 @@ def recorded_identity(manifest: Mapping[str, Any], artifact: Mapping[str, Any] |
 
 
 def recorded_profile(manifest: Mapping[str, Any]) -> Profile | None:
-    """The manifest's profile validated with today's schema; None when it no longer validates."""
+    """The manifest's profile validated with today's schema; None when it no longer validates.
+
+    A manifest of an older ninferkit recorded the default `engine.build` of an engine that runs as installed
+    (vLLM), which today's schema refuses in a profile a person writes; that default said nothing and is dropped,
+    so such a run is re-derived like any other (the published vLLM example had kept a stale capacity answer)."""
+    data = dict(manifest.get("profile") or {})
+    engine = data.get("engine")
+    if isinstance(engine, dict) and isinstance(engine.get("kind"), str) and engine.get("build") == _DEFAULT_BUILD:
+        try:
+            installed = not has_build(engine["kind"])
+        except ProfileError:
+            installed = False
+        if installed:
+            data["engine"] = {k: v for k, v in engine.items() if k != "build"}
     try:
-        return validate_profile(manifest.get("profile") or {}, "the recorded profile")
+        return validate_profile(data, "the recorded profile")
     except ProfileError:
         return None
+
+
+_DEFAULT_BUILD = BuildSection().model_dump(mode="json")
 
 
 def spec_off_profile(profile: Profile) -> Profile:

@@ -357,6 +357,8 @@ class CapacitySearch(RecordPart):
     """memory, or the engine's own rule; None in capacity.json files older than that field."""
     memory_allows_kv_tokens: Bounds | None = None
     """The pool memory alone would allow at this setting, from the fit."""
+    shared_pool: bool | None = None
+    """Whether the slots share one pool (its per-slot figure is then the setting's context); None in older files."""
     note: str | None = None
     results: list[SearchStep] = []
 
