@@ -72,6 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NinferkitError as exc:
         print(f"ninferkit {args.command}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `ninferkit report R | head`: the reader has what it wanted; no traceback, no log
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush goes nowhere
+        return 141  # as a shell reports a pipe's writer ended by SIGPIPE
     except OSError as exc:  # a file the command reads or writes (permissions, gone): named, its traceback kept
         from pathlib import Path
 

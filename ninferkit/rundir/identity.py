@@ -25,9 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from ninferkit.errors import ProfileError
+from ninferkit.params.kinds import KINDS, has_build, serve_section
 from ninferkit.params.load import apply_override, validate_profile
-from ninferkit.params.kinds import has_build
 from ninferkit.params.profile import BuildSection, Profile
 from ninferkit.redaction import scrub
 
@@ -200,22 +202,60 @@ def recorded_identity(manifest: Mapping[str, Any], artifact: Mapping[str, Any] |
 def recorded_profile(manifest: Mapping[str, Any]) -> Profile | None:
     """The manifest's profile validated with today's schema; None when it no longer validates.
 
-    A manifest of an older ninferkit recorded the default `engine.build` of an engine that runs as installed
-    (vLLM), which today's schema refuses in a profile a person writes; that default said nothing and is dropped,
-    so such a run is re-derived like any other (the published vLLM example had kept a stale capacity answer)."""
-    data = dict(manifest.get("profile") or {})
-    engine = data.get("engine")
-    if isinstance(engine, dict) and isinstance(engine.get("kind"), str) and engine.get("build") == _DEFAULT_BUILD:
+    A manifest records every field of the profile, defaults included, as the ninferkit of its day had them. Where
+    that no longer validates, it is tried again less what said nothing (`_said`): the published examples'
+    manifests hold fields since removed at their empty values (`engine.generation: null`, `serve.cors: false`)
+    and the default `engine.build` of vLLM, which runs as installed; without this they kept an older ninferkit's
+    tables and capacity answer for good. A removed field that said something keeps the run as recorded."""
+    data = json.loads(json.dumps(manifest.get("profile") or {}))
+    for _ in range(3):
         try:
-            installed = not has_build(engine["kind"])
-        except ProfileError:
-            installed = False
-        if installed:
-            data["engine"] = {k: v for k, v in engine.items() if k != "build"}
+            return Profile.model_validate(data)
+        except ValidationError as exc:
+            if not _said(data, exc):
+                return None
+    return None
+
+
+def _said(data: dict[str, Any], exc: ValidationError) -> bool:
+    """Drop from a recorded profile, in place, the unknown fields whose value is empty and an engine.build that is
+    only the default of an engine that has none; whether anything was dropped."""
+    dropped = False
+    for error in exc.errors():
+        *parents, last = error["loc"]
+        node: Any = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node:
+            continue
+        empty = node[last] in (None, False, "", {}, []) \
+            or (parents == ["serve"] and node[last] == _serve_default(last))
+        default_build = parents == ["engine"] and last == "build" and node[last] == _DEFAULT_BUILD \
+            and not _has_build(node.get("kind"))
+        if (error["type"] == "extra_forbidden" and empty) or default_build:
+            del node[last]
+            dropped = True
+    return dropped
+
+
+def _serve_default(name: object) -> object:
+    """The default another engine's serve section gives an option (a recorded `serve.tensor_parallel: 1` of a
+    llama-server run is the default of the serve section all engines once shared)."""
+    for kind in KINDS:
+        field = serve_section(kind).model_fields.get(str(name))
+        if field is not None and not field.is_required():
+            return field.get_default(call_default_factory=True)
+    return _NO_DEFAULT
+
+
+_NO_DEFAULT = object()
+
+
+def _has_build(kind: object) -> bool:
     try:
-        return validate_profile(data, "the recorded profile")
+        return has_build(str(kind))
     except ProfileError:
-        return None
+        return True
 
 
 _DEFAULT_BUILD = BuildSection().model_dump(mode="json")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ninferkit.cli import main as cli_main
-from ninferkit.report.derive import DERIVED, JOIN, TABLES, rederive
+from ninferkit.report.derive import CAPACITY, DERIVED, JOIN, TABLES, rederive
 from ninferkit.rundir.runs import RunDir
-from tests.conftest import DATA
+from tests.conftest import DATA, REPO
 
 RUN = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
 
@@ -60,8 +60,41 @@ def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_a_run_that_no_longer_validates_keeps_its_derived_files(tmp_path: Path) -> None:
+    # tests/data/ninfer_live/g1-h200/run: its manifest says engine.generation "G1", a field since replaced by
+    # engine.fork and engine.version; a removed field that said something is not guessed at
+    copy = tmp_path / "run"
+    shutil.copytree(DATA / "ninfer_live" / "g1-h200" / "run", copy)
+    result = rederive(RunDir(copy))
+    assert result.changed == [] and set(result.kept) == {CAPACITY, JOIN, TABLES}
+    assert all("does not validate" in line for line in result.lines())
+
+
+def test_a_run_whose_removed_fields_said_nothing_is_re_derived(tmp_path: Path) -> None:
+    # tests/data/run_dirs/embedded-1 (an older ninferkit's run) records fields since removed at their empty or
+    # default values (serve.cors false, serve.tensor_parallel 1, engine.generation null): re-derived all the same
     copy = tmp_path / "run"
     shutil.copytree(DATA / "run_dirs" / "embedded-1", copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert manifest["profile"]["serve"]["cors"] is False and manifest["profile"]["serve"]["tensor_parallel"] == 1
     result = rederive(RunDir(copy))
-    assert result.changed == [] and set(result.kept) == {JOIN, TABLES}
-    assert "does not validate" in result.lines()[0]
+    assert TABLES in result.changed and not result.kept.get(TABLES)
+    assert json.loads((copy / "manifest.json").read_text()) == manifest  # a raw file: never rewritten
+
+def test_capacity_is_fitted_again_from_its_own_observations(tmp_path: Path) -> None:
+    # docs/examples/h200-vllm at 39c922d: its capacity.json was written by an older fit that pinned nothing
+    # ("borderline", margin unknown, at every row) from one real vLLM 0.26.0 startup on an H200; the same
+    # observation fitted by this ninferkit pins the free memory after weights, so every row is decided
+    example = REPO / "docs" / "examples" / "h200-vllm"
+    copy = tmp_path / "run"
+    shutil.copytree(example, copy, ignore=shutil.ignore_patterns("report", "compare", "*.gz", "h200-*"))
+    old = json.loads((copy / "capacity.json").read_text())
+    old["decision_table"] = [{**row, "fits": None, "verdict": "not pinned by the data"}
+                             for row in old["decision_table"]]
+    (copy / "capacity.json").write_text(json.dumps(old))
+    result = rederive(RunDir(copy))
+    assert CAPACITY in result.changed
+    fitted = json.loads((copy / "capacity.json").read_text())
+    assert fitted["observations"] == old["observations"] and fitted["created"] == old["created"]
+    assert {row["fits"] for row in fitted["decision_table"]} == {True}
+    assert fitted["derived_by"]["ninferkit"]
+    assert CAPACITY not in rederive(RunDir(copy)).changed  # fitted again: the same content, nothing to write
