@@ -27,12 +27,22 @@ KEPT = ("created", "python", "platform", "profile_hash", "serving_id")
 
 def refit(profile: Profile, run_dir: RunDir, recorded: Mapping[str, Any]) -> dict[str, Any]:
     """capacity.json's fields fitted again from its own observations and searches (each observation re-read from
-    its log where the log is there), with the recorded file's own `KEPT` fields."""
+    its log where the log is there), with the recorded file's own `KEPT` fields. Raises CannotRefit where the
+    recorded fit read the model's KV layout from a file this machine lacks (a GGUF in the H200's cache): a fit
+    without it is a worse fit of the same data, not a newer one."""
     kind = profile.engine.kind
     rule = get_adapter(kind).capacity_pool
     observations = [reread(run_dir, kind, Observation.from_dict(row), rule)
                     for row in recorded.get("observations") or [] if isinstance(row, dict)]
     searches = [SearchResult.from_dict(row) for row in recorded.get("searches") or [] if isinstance(row, dict)]
     fields = capacity_record(profile, observations, searches).model_dump(mode="json", exclude_unset=True)
+    was, now = str(recorded.get("bytes_per_token_source") or ""), str(fields.get("bytes_per_token_source") or "")
+    if was.startswith("architecture") and not now.startswith("architecture"):
+        raise CannotRefit("the model file its KV layout was read from is not on this machine (the fit without it "
+                          f"would take bytes per token from {now or 'nothing'})")
     fields.update({name: recorded[name] for name in KEPT if name in recorded})
     return fields
+
+
+class CannotRefit(Exception):
+    """The fit cannot be made again here as it was made (what it read is not here); the recorded one stands."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.evidence import narrowed
-from ninferkit.capacity.refit import refit
+from ninferkit.capacity.refit import CannotRefit, refit
 from ninferkit.engines import get_adapter
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.hashing import sha256_file
@@ -118,13 +118,18 @@ def _capacity(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result
         result.kept[CAPACITY] = "capacity.json is not a JSON object"
         return
     profile = recorded_profile(json_object(run_dir.manifest))
-    if profile is None:
+    why = "the recorded profile does not validate with this ninferkit"
+    fields: dict[str, Any] | None = None
+    if profile is not None:
+        try:
+            fields = refit(profile, run_dir, recorded)
+        except CannotRefit as exc:
+            why = str(exc)
+    if fields is None:
         fields = narrowed(json.loads(json.dumps(recorded)))
-        result.kept[CAPACITY] = ("its fit as recorded (the recorded profile does not validate with this "
-                                 "ninferkit), narrowed by the run's launches")
+        result.kept[CAPACITY] = f"its fit as recorded ({why}), narrowed by the run's launches"
         inputs = {"observations": "capacity.json observations (not re-fitted)"}
     else:
-        fields = refit(profile, run_dir, recorded)
         inputs = {"observations": "capacity.json observations, each re-read from its log where the run holds it",
                   "searches": "capacity.json searches"}
     if _same(fields, recorded):
