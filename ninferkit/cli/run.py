@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from ninferkit.cli._answer import add_answer_args, print_answer, say_for
@@ -13,15 +14,34 @@ from ninferkit.errors import StepFailed
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order")
+    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order",
+                                                            add_help=False)
+    parser.add_argument("-h", "--help", action=_HelpNamingSteps, help="show this help message and exit")
     add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
-    parser.add_argument("--steps", help="comma-separated subset of setup,verify,launch,sweeps,capacity,writeup "
-                                        "(default: all; with --url sweeps,capacity,writeup)")
+    parser.add_argument("--steps", help="comma-separated subset of the steps below (default: all of them; with --url, "
+                                        "those a --url run takes)")
     add_url_args(parser, "the server's own log, where you have it: the sweeps join the engine's request record "
                  "and the capacity step reads its books from it")
     add_answer_args(parser)
     return parser
+
+
+class _HelpNamingSteps(argparse.Action):
+    """-h/--help, ending with the steps from the step catalog: looked up only when asked, as --version is (the
+    catalog loads every step, seconds each command would pay at its start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from ninferkit.steps.catalog import runbook_steps, url_steps
+
+        parser.epilog = (f"steps, in order: {','.join(runbook_steps())}; a --url run takes "
+                         f"{','.join(url_steps())}")
+        parser.print_help()
+        parser.exit()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -10,19 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ninferkit.interop.base import Cell
-from ninferkit.measure.latency import (
-    PeerDistribution,
-    block_ms,
-    latency_blocks,
-    peak_in_flight,
-    requests_per_s,
-    wall_s,
-)
+from ninferkit.measure.latency import peak_in_flight, requests_per_s, wall_s
 from ninferkit.rundir.records import RequestRow
 
 STATS = ("mean", "median", "std", "p90", "p99")
+"""The statistics the peers print of a latency, by their names (`latency.Distribution.value`)."""
 
-__all__ = ["STATS", "PeerDistribution", "Throughput", "block_ms", "last_token_s", "latency_blocks", "throughput"]
+__all__ = ["STATS", "Throughput", "last_token_s", "throughput"]
 
 
 def last_token_s(row: RequestRow) -> float | None:

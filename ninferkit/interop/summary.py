@@ -10,8 +10,8 @@ from typing import Any
 
 from ninferkit.interop.base import Cell, Format, Source
 from ninferkit.interop.requests_csv import table_text
-from ninferkit.interop.stats import STATS, latency_blocks, throughput
-from ninferkit.measure.latency import METRICS
+from ninferkit.interop.stats import STATS, throughput
+from ninferkit.measure.latency import METRICS, distributions_ms
 from ninferkit.rundir.runs import write_text_atomic
 
 SHORT = {"ttft_client_s": "ttft", "tpot_client_s": "tpot", "itl_client_s": "itl", "e2e_client_s": "e2e"}
@@ -25,9 +25,9 @@ def summary_row(run_id: str, cell: Cell) -> dict[str, Any]:
                            "cell": json.dumps(cell.params, sort_keys=True), "requests": len(cell.rows),
                            "failed": flow.failed, "duration_s": flow.duration_s,
                            "requests_per_s": flow.requests_per_s, "output_tok_s": flow.output_tok_s}
-    for metric, block in latency_blocks(cell.rows).items():
+    for metric, spread in distributions_ms(cell.rows).items():
         for stat in STATS:
-            row[f"{SHORT[metric]}_{stat}_ms"] = block.value(stat)
+            row[f"{SHORT[metric]}_{stat}_ms"] = spread.value(stat)
     return row
 
 

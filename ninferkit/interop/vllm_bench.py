@@ -22,8 +22,8 @@ from typing import Any
 from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.interop.base import Aggregate, Cell, Format, Imported, Source, number
-from ninferkit.interop.stats import block_ms, last_token_s, throughput
-from ninferkit.measure.latency import samples, tpot_s
+from ninferkit.interop.stats import last_token_s, throughput
+from ninferkit.measure.latency import MS, distribution, samples, tpot_s
 from ninferkit.report.headline import params_label
 from ninferkit.rundir.runs import write_text_atomic
 
@@ -70,10 +70,10 @@ def result(source: Source, cell: Cell) -> dict[str, Any]:
     e2el = [value for row in ok if (value := last_token_s(row)) is not None]
     for name, values in (("ttft", samples(ok, "ttft_client_s")), ("tpot", tpot), ("itl", samples(ok, "itl_client_s")),
                          ("e2el", e2el)):
-        block = block_ms(values)
-        out[f"mean_{name}_ms"], out[f"median_{name}_ms"], out[f"std_{name}_ms"] = block.mean, block.median, block.std
+        spread = distribution(values, MS)
+        out[f"mean_{name}_ms"], out[f"median_{name}_ms"], out[f"std_{name}_ms"] = spread.mean, spread.p50, spread.std
         for p in PERCENTILES:
-            out[f"p{p}_{name}_ms"] = block.median if p == "50" else block.value(f"p{p}")
+            out[f"p{p}_{name}_ms"] = spread.value(f"p{p}")
     return out
 
 

@@ -15,8 +15,9 @@ each metric here is one formula, under vLLM's name (`vllm bench serve`), with th
 - `e2e_client_s`: send to the end of the stream, its final usage event included (vLLM's E2EL stops at
   the last text event).
 
-Statistics: p50, p90 and p99 interpolated linearly between samples (numpy's default, as vLLM), and the
-population standard deviation (numpy's `std`, as vLLM). `requests_per_s` is vLLM's request throughput:
+Statistics (`Distribution`, one type for the sweep tables in s and the peers' summaries in ms): p50, p90 and
+p99 interpolated linearly between samples (numpy's default, as vLLM; p50 is the peers' median), the population
+standard deviation (numpy's `std`, as vLLM), the mean, min and max. `requests_per_s` is vLLM's request throughput:
 finished requests over the wall time from the first send to the last end. Goodput counts the requests
 that met every latency target set (DistServe's definition, vLLM's `--goodput`); `good_fraction` divides
 by every request sent, errored ones included (AIPerf: a server that drops requests cannot look good).
@@ -36,28 +37,45 @@ METRICS = ("ttft_client_s", "tpot_client_s", "itl_client_s", "e2e_client_s")
 PERCENTILES = (50, 90, 99)
 
 
+MS = 1000.0
+"""Seconds to milliseconds: every peer writes latencies in ms, ninferkit's rows in s."""
+
+
 @dataclass(frozen=True)
 class Distribution:
-    """One metric's samples summarised: how many, p50/p90/p99 and the standard deviation."""
+    """One metric's samples summarised, in the unit they were given in (`distribution(..., scale=MS)`: ms, as
+    the peers print them): how many, the mean, p50 (the median), p90, p99, the population standard deviation,
+    min and max; all None where there is no sample. The sweep tables show the percentiles and the deviation;
+    interop and an imported run's write-up the peers' mean, median, min and max beside them."""
 
     n: int
+    mean: float | None = None
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
     std: float | None = None
+    min: float | None = None
+    max: float | None = None
 
     def columns(self, name: str) -> dict[str, float | None]:
         """`{name}_p50`, `_p90`, `_p99`, `_std`: the sweep tables' columns."""
         return {f"{name}_p50": self.p50, f"{name}_p90": self.p90, f"{name}_p99": self.p99, f"{name}_std": self.std}
 
+    def value(self, stat: str) -> float | None:
+        """A statistic by the peers' name (interop.stats.STATS): `median` is p50."""
+        found: float | None = getattr(self, "p50" if stat == "median" else stat)
+        return found
 
-def distribution(values: Sequence[float]) -> Distribution:
-    """p50/p90/p99 (linear interpolation) and population standard deviation of `values` (none: all None)."""
+
+def distribution(values: Sequence[float], scale: float = 1.0) -> Distribution:
+    """Mean, p50/p90/p99 (linear interpolation), population standard deviation, min and max of `values` times
+    `scale` (none: all None)."""
     if not values:
         return Distribution(0)
-    data = np.asarray(values, dtype=float)
+    data = np.asarray(values, dtype=float) * scale
     p50, p90, p99 = (float(v) for v in np.percentile(data, PERCENTILES))
-    return Distribution(len(values), p50, p90, p99, float(data.std()))
+    return Distribution(len(values), float(data.mean()), p50, p90, p99, float(data.std()), float(data.min()),
+                        float(data.max()))
 
 
 def number(value: Number) -> float | None:
@@ -176,40 +194,7 @@ def goodput(sent: Sequence[RequestRow], targets: Targets) -> dict[str, float | N
     return {"goodput_rps": good / wall if wall else None, "good_fraction": good / len(sent)}
 
 
-MS = 1000.0
-"""Seconds to milliseconds: every peer writes latencies in ms, ninferkit's rows in s."""
-
-
-@dataclass(frozen=True)
-class PeerDistribution:
-    """One metric over a cell as the peers print it (interop, an imported run's write-up): in ms, with the mean,
-    min and max beside the percentiles; all None where the cell has no sample."""
-
-    n: int
-    mean: float | None = None
-    median: float | None = None
-    std: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    min: float | None = None
-    max: float | None = None
-
-    def value(self, stat: str) -> float | None:
-        found: float | None = getattr(self, stat)
-        return found
-
-
-def block_ms(values_s: Sequence[float]) -> PeerDistribution:
-    """Samples in seconds summarised in milliseconds."""
-    if not values_s:
-        return PeerDistribution(0)
-    data = np.asarray(values_s, dtype=float) * MS
-    p90, p99 = (float(v) for v in np.percentile(data, (90, 99)))
-    return PeerDistribution(len(values_s), float(data.mean()), float(np.median(data)), float(data.std()), p90, p99,
-                 float(data.min()), float(data.max()))
-
-
-def latency_blocks(rows: Sequence[RequestRow]) -> dict[str, PeerDistribution]:
-    """ttft, tpot, itl and e2e (latency.METRICS) of the finished rows, in ms."""
+def distributions_ms(rows: Sequence[RequestRow]) -> dict[str, Distribution]:
+    """ttft, tpot, itl and e2e (METRICS) of the finished rows, in ms, as the peers summarise them."""
     ok = [row for row in rows if row.status == "ok"]
-    return {metric: block_ms(samples(ok, metric)) for metric in METRICS}
+    return {metric: distribution(samples(ok, metric), MS) for metric in METRICS}

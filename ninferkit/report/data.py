@@ -46,11 +46,6 @@ from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, demote_unmeasured, latest_outcomes, measured_ok, sweep_table, table_cells
 from ninferkit.sweeps.truth import rows_with_server_truth
 
-STEP_ORDER = ("setup", "verify", "attach", "launch", "sweeps", "capacity", "writeup")
-
-SETUP, VERIFY, LAUNCH, SWEEPS, CAPACITY = ("setup (00_setup)", "verify (01_artifact_verify)", "launch (02_launch)",
-                                          "sweeps (03_sweeps)", "capacity (04_capacity_fit)")
-
 
 @dataclass
 class RunData:
@@ -160,10 +155,10 @@ def load_run(path: str | Path) -> RunData:
     data.manifest = _present(run_dir.read_manifest() if run_dir.manifest.exists() else None, run_dir.manifest,
                              data, "any step") or Manifest()
     _refuse_cut_import(run_dir, data.manifest)
-    data.probe = _present(run_dir.read_probe(), run_dir.probe, data, SETUP)
-    data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, VERIFY)
-    data.server = _present(run_dir.read_server(), run_dir.server, data, LAUNCH)
-    data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, CAPACITY)
+    data.probe = _present(run_dir.read_probe(), run_dir.probe, data, "setup")
+    data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, "verify")
+    data.server = _present(run_dir.read_server(), run_dir.server, data, "launch")
+    data.capacity = _present(run_dir.read_capacity(), run_dir.capacity, data, "capacity")
     rows = rows_with_server_truth(run_dir)
     outcomes = latest_outcomes(run_dir, run_servings(run_dir))
     data.counted = counted(run_dir, rows, outcomes)
@@ -171,19 +166,19 @@ def load_run(path: str | Path) -> RunData:
     data.requests = data.counted.rows
     data.superseded = data.counted.superseded
     if not rows:
-        data.missing[run_dir.name(run_dir.requests)] = SWEEPS
+        _missing(data, run_dir.name(run_dir.requests), "sweeps")
     data.telemetry = run_dir.read_telemetry()
     if not data.telemetry:
-        data.missing[run_dir.name(run_dir.telemetry)] = SWEEPS
+        _missing(data, run_dir.name(run_dir.telemetry), "sweeps")
     data.tables = _tables(data)
     if not data.tables:
-        data.missing[run_dir.name(run_dir.tables) + "/"] = SWEEPS
+        _missing(data, run_dir.name(run_dir.tables) + "/", "sweeps")
     data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
     data.imported = run_dir.read_imported()  # only an imported run has it
     if run_dir.server_log.exists():
         data.server_log = read_log(run_dir.server_log, "reading the server log for the write-up")
     else:
-        data.missing[run_dir.name(run_dir.server_log)] = LAUNCH
+        _missing(data, run_dir.name(run_dir.server_log), "launch")
     data.ledger, data.ledger_source = _ledger(data)
     return data
 
@@ -212,8 +207,13 @@ Record = TypeVar("Record", bound=RunFile)
 def _present(record: Record | None, path: Path, data: RunData, written_by: str) -> Record | None:
     """The record as read; a file that is not there is listed as missing, with the step that writes it."""
     if record is None:
-        data.missing[data.dir.name(path)] = written_by
+        _missing(data, data.dir.name(path), written_by)
     return record
+
+
+def _missing(data: RunData, name: str, step: str) -> None:
+    """The file `name` listed as missing, with the label the run's runbook gives the step that writes it."""
+    data.missing[name] = next((known.label for known in data.manifest.runbook if known.name == step), step)
 
 
 def _tables(data: RunData) -> dict[str, pd.DataFrame]:
@@ -282,9 +282,9 @@ def _rebuilt(data: RunData, name: str, path: Path, damage: str) -> pd.DataFrame:
 
 
 def ordered_steps(manifest: Manifest) -> list[tuple[str, StepEntry]]:
-    """The manifest's steps in runbook order (setup ... writeup), then any others by name."""
+    """The manifest's steps in the order of the run's runbook (setup ... writeup), then any others by name."""
     steps = manifest.steps
-    known = [name for name in STEP_ORDER if name in steps]
+    known = [step.name for step in manifest.runbook if step.name in steps]
     return [(name, steps[name]) for name in known + sorted(set(steps) - set(known))]
 
 

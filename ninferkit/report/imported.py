@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from ninferkit.measure.latency import latency_blocks
+from ninferkit.measure.latency import distributions_ms
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Bullets, Paragraph, Section, Table
 from ninferkit.report.fmt import number
@@ -36,10 +36,10 @@ def sections(run: RunData) -> list[Section]:
         by_load[json.dumps(row.cell, sort_keys=True)].append(row)
     lines = []
     for load, rows in sorted(by_load.items()):
-        for metric, block in latency_blocks(rows).items():
-            if block.n:
-                lines.append((load, SHORT[metric], str(block.n), number(block.mean), number(block.median),
-                              number(block.p90), number(block.p99)))
+        for metric, spread in distributions_ms(rows).items():
+            if spread.n:
+                lines.append((load, SHORT[metric], str(spread.n), number(spread.mean), number(spread.p50),
+                              number(spread.p90), number(spread.p99)))
     if lines:
         blocks.append(Table(("load", "metric", "samples", "mean ms", "median ms", "p90 ms", "p99 ms"), tuple(lines),
                             "From the tool's per-request records, by ninferkit's formulas (docs/interop.md)."))

@@ -517,6 +517,23 @@ class GitState(RecordPart):
     """Uncommitted changes in the checkout."""
 
 
+class RunbookStep(RecordPart):
+    """A step of the runbook the run was made with, as that ninferkit declared it (ninferkit.steps.catalog)."""
+
+    name: str
+    label: str
+    """How the write-up names it: 'setup (00_setup)'."""
+
+
+def _runbook_before_recorded() -> list[RunbookStep]:
+    """The runbook of a manifest written before manifests recorded theirs: the steps of that time, in order, so
+    an older run's write-up keeps its step order and labels. Fixed: a run made since records its own."""
+    return [RunbookStep(name=name, label=label) for name, label in (
+        ("setup", "setup (00_setup)"), ("verify", "verify (01_artifact_verify)"), ("attach", "attach"),
+        ("launch", "launch (02_launch)"), ("sweeps", "sweeps (03_sweeps)"), ("capacity", "capacity (04_capacity_fit)"),
+        ("writeup", "writeup (05_writeup)"))]
+
+
 class Manifest(RunFile):
     """manifest.json: the profile the run was made with (and its hash), packages, host, each step's status."""
 
@@ -543,6 +560,9 @@ class Manifest(RunFile):
     steps: dict[str, StepEntry] = {}
     planned_steps: list[str] | None = None
     """The steps `ninferkit run` chose (the setup step checks those); None for notebooks run by hand."""
+    runbook: list[RunbookStep] = Field(default_factory=_runbook_before_recorded)
+    """Every step of the runbook in order, with its label, as the notebooks recorded it (notebook_run): the
+    write-up's step order and names, so the write-up needs no list of its own."""
 
 
 Number = int | float | None

@@ -18,6 +18,7 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.registry import Registry
+from ninferkit.rundir.records import RunbookStep
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,15 @@ def runbook_steps() -> list[str]:
     return [step.name for step in steps() if step.notebook and step.runbook]
 
 
+def runbook() -> list[RunbookStep]:
+    """Every step in order with its label, as a run's manifest records them for its write-up (which sits below
+    the steps and reads them there)."""
+    return [RunbookStep(name=step.name, label=step.label) for step in steps()]
+
+
 def url_steps() -> list[str]:
     """The steps a `--url` run takes by default."""
     return [step.name for step in steps() if step.url]
 
 
-__all__ = ["Step", "get_step", "runbook_steps", "steps", "url_steps"]
+__all__ = ["Step", "get_step", "runbook", "runbook_steps", "steps", "url_steps"]

@@ -19,7 +19,7 @@ from ninferkit.report.notebook_view import Shown
 from ninferkit.rundir.profile_change import change_lines, checked_profile, record_change
 from ninferkit.rundir.records import ProbeRecord, ServerRecord
 from ninferkit.rundir.runs import Run, open_run
-from ninferkit.steps.catalog import steps
+from ninferkit.steps.catalog import runbook, steps
 from ninferkit.steps.notebook_errors import show_short_errors
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -64,7 +64,8 @@ def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()
     run's value and the new one, unless `allow_profile_change`; then the manifest records that this step
     changed them.
 
-    Every notebook calls it first, so it also makes the kernel show ninferkit's own errors as their message
+    Every notebook calls it first, so it also records the runbook in the manifest (the write-up's step order and
+    labels: ninferkit.steps.catalog.runbook) and makes the kernel show ninferkit's own errors as their message
     with the fix (ninferkit.steps.notebook_errors), this call's own refusal of a bad parameter included.
     """
     show_short_errors()
@@ -73,6 +74,7 @@ def notebook_run(profile: str, run_dir: str, overrides: str | Sequence[str] = ()
                                       base=REPOSITORY)
     run = open_run(loaded, where)
     record_change(run.dir, step, changed)
+    run.dir.update_manifest(runbook=[known.model_dump() for known in runbook()])  # the write-up's steps and labels
     return run
 
 

@@ -16,7 +16,17 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
-from ninferkit.measure.latency import Targets, distribution, goodput, peak_in_flight, requests_per_s, samples, tpot_s
+from ninferkit.measure.latency import (
+    MS,
+    Distribution,
+    Targets,
+    distribution,
+    goodput,
+    peak_in_flight,
+    requests_per_s,
+    samples,
+    tpot_s,
+)
 from ninferkit.params import load_profile
 from ninferkit.params.sweeps import MAX_COUNT
 from ninferkit.rundir.records import RequestRow
@@ -39,6 +49,18 @@ def test_percentiles_interpolate_and_the_deviation_is_the_populations() -> None:
     assert (found.n, found.p50, found.p90, found.p99) == (4, 2.5, pytest.approx(3.7), pytest.approx(3.97))
     assert found.std == pytest.approx(math.sqrt(1.25))
     assert distribution([]) == distribution(()) and distribution([]).p50 is None
+
+
+def test_one_distribution_serves_the_tables_in_s_and_the_peers_in_ms() -> None:
+    """The peers' mean, median, min and max beside the tables' percentiles, from the same samples: scaled to ms
+    they are the seconds' figures times 1000, and the peers' `median` is p50."""
+    seconds = distribution([0.004, 0.001, 0.003, 0.002])
+    ms = distribution([0.004, 0.001, 0.003, 0.002], MS)
+    assert (seconds.mean, seconds.min, seconds.max) == (pytest.approx(0.0025), 0.001, 0.004)
+    for stat in ("mean", "p50", "p90", "p99", "std", "min", "max"):
+        assert ms.value(stat) == pytest.approx(seconds.value(stat) * 1000), stat  # type: ignore[operator]
+    assert ms.value("median") == ms.p50 == pytest.approx(2.5) and ms.n == seconds.n == 4
+    assert distribution([], MS) == Distribution(0) and Distribution(0).value("median") is None
 
 
 def test_old_rows_have_tpot_from_their_decode_rate_and_no_itl() -> None:
