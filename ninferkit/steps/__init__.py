@@ -23,8 +23,6 @@ step's function from its module (`from ninferkit.steps.setup import setup`), whi
 
 from __future__ import annotations
 
-from typing import Any
-
 from ninferkit.steps.notebook import (
     REPOSITORY,
     acceptance_table,
@@ -37,15 +35,10 @@ from ninferkit.steps.notebook import (
 )
 
 # Loading the catalog loaded every step's module, which bound each module's name on this package; the
-# functions the notebooks call are bound over them, once (a module already loaded is not bound again).
+# functions the notebooks call are bound over them, once (a module already loaded is not bound again). A new
+# step's module is found by the catalog and bound here with the others: no list of them to keep.
 _functions = step_functions()
-setup: Any = _functions["setup"]
-verify: Any = _functions["verify"]
-launch: Any = _functions["launch"]
-sweeps: Any = _functions["sweeps"]
-capacity: Any = _functions["capacity"]
-writeup: Any = _functions["writeup"]
-deploy: Any = _functions["deploy"]
+globals().update(_functions)
 
-__all__ = ["REPOSITORY", "acceptance_table", "capacity", "deploy", "findings_table", "gpu_table", "launch",
-           "ledger_table", "notebook_run", "profile_table", "setup", "sweeps", "verify", "writeup"]
+__all__ = ["REPOSITORY", "acceptance_table", "findings_table", "gpu_table", "ledger_table", "notebook_run",
+           "profile_table", *sorted(_functions)]

@@ -40,7 +40,7 @@ def test_the_lab_copies_the_notebooks_with_this_runs_parameters(tmp_path: Path) 
     run = open_run(LOCAL_CPU, tmp_path / "run", ["serve.port=8099"])
     lab = prepare(run)
     copies = sorted(p.name for p in lab.glob("*.ipynb"))
-    assert copies == sorted(before) and len(copies) == 7
+    assert copies == sorted(before)  # every notebook, whatever their number
     source = _parameters(lab / "03_sweeps.ipynb")
     assert f'profile: str = "{LOCAL_CPU.resolve()}"' in source
     assert f'run_dir: str = "{run.dir.path}"' in source and 'overrides: list = ["serve.port=8099"]' in source
