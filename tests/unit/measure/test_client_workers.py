@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.measure.client_clock import CPU_SHARE_LIMIT, ClockWatch
 from ninferkit.measure.client_workers import ClientCost, WorkerClient, client_cost, honest_share, spread
 from tests.conftest import REPO
+from tests.standin_server import sent_at, standin
 
 ADAPTER = get_adapter("llama_server")
 SPEC = RequestSpec("chat", [{"role": "user", "content": "Write a haiku about a lighthouse."}], 24)
@@ -28,29 +27,8 @@ SPEC = RequestSpec("chat", [{"role": "user", "content": "Write a haiku about a l
 
 @pytest.fixture(scope="module")
 def paced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The stand-in serving paced on a free loopback port: its base URL."""
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc) to build the stand-in server")
-    binary = tmp_path_factory.mktemp("standin") / "standin_sse"
-    subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(REPO / "benchmarks" / "standin_sse.c")],
-                   check=True)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([str(binary), str(port), "paced"], stdout=subprocess.PIPE)
-    try:
-        assert server.stdout is not None and server.stdout.readline().strip() == b"listening"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        if server.stdout is not None:
-            server.stdout.close()
-
-
-def sent_at(result: RequestResult) -> list[float]:
-    """The stand-in's send instants, from the text it streamed ("<ns>;" per token), in seconds."""
-    return [int(part) / 1e9 for part in result.reply.text.split(";") if part]
+    with standin(tmp_path_factory.mktemp("standin")) as url:
+        yield url
 
 
 def test_rows_from_workers_mean_what_rows_from_one_process_mean(paced: str) -> None:
