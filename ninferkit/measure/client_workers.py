@@ -244,7 +244,7 @@ class WorkerClient:
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self._stop(clocks=True)
+        await self._stop(clocks=kind is None)  # a cell that broke off (cancelled, a stop rule) waits for no stream
 
     async def send(self, spec: RequestSpec) -> RequestResult:
         """Stream one request on the least busy live worker; its finished row, or an errored one where no worker
@@ -300,11 +300,14 @@ class WorkerClient:
         worker.pending.clear()
 
     async def _stop(self, *, clocks: bool) -> None:
-        """Ask each live worker to finish (its clock comes back), then end every process; each worker's clock,
-        or why there is none, goes to the watch."""
+        """With `clocks`, ask each live worker to finish (its clock comes back; it has nothing in flight: every
+        send has returned), then end every process, each worker's clock, or why there is none, handed to the
+        watch; without, end them at once (their streams in flight are dropped, as a cancelled send's are)."""
         loop = asyncio.get_running_loop()
         for worker in self._workers:
-            if worker.alive:
+            if worker.alive and not clocks:
+                worker.process.kill()
+            elif worker.alive:
                 try:
                     worker.conn.send(None)
                 except OSError:
