@@ -12,8 +12,8 @@ from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_arg
 from ninferkit.errors import StepFailed
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order")
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("run", help=summary)
     add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
     parser.add_argument("--steps", help="comma-separated subset of setup,verify,launch,sweeps,capacity,writeup "
