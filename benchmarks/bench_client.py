@@ -5,7 +5,8 @@ each get a slot; speculative decoding off, so every event carries one token, the
 token, and because this llama.cpp aborts with 64 slots drafting up to 64 tokens each: "batch must be
 large enough to hold the sampled and draft tokens"), sends the same request bodies (cold:
 `cache_prompt` false, output pinned with `ignore_eos`) through a bare `curl`, through ninferkit's
-StreamingClient, through a bare blocking socket in Python, and optionally through a peer tool, and prints:
+StreamingClient, through a bare blocking socket in Python (which splits the stream's lines and parses every
+event's JSON as it arrives, as any reader must), and optionally through a peer tool, and prints:
 
 - client TTFT minus the server's prompt time (p50, p99) for ninferkit and for the bare socket, and
   ninferkit's own share: the median of per-request differences between the two. The gap itself
@@ -18,12 +19,19 @@ StreamingClient, through a bare blocking socket in Python, and optionally throug
 - the server's own decode rate while each client drives it, over the rate with bare curl.
   At concurrency 1 the three clients take turns request by request, so background load on the
   shared cores hits them alike, and the figure is the median of per-request `timings` ratios; the
-  bare socket's ratio is the floor for any Python reader. At 8 and 64 each client runs a phase
-  (per-request `timings` medians, and /metrics counter deltas, which also cover the peer);
-- the same for the peer tool (AIPerf) when `--peer-aiperf PATH` names its executable.
+  bare socket's ratio is the floor for any Python reader. At 8 and 64 curl and ninferkit take turns phase by
+  phase, `--repeats` rounds of every level, the order rotating each round (per-request `timings` medians, and
+  /metrics counter deltas, which also cover the peer), min and median of the rounds printed;
+- the same for the peer tool (AIPerf) when `--peer-aiperf PATH` names its executable: its CPU per 1,000 tokens
+  is the marginal cost (a run of N requests minus a run of 1, over the tokens between them), so its start-up
+  (7-8 s of CPU, imports and its worker processes) is not divided by the few tokens a short run streams.
+
+The client-only figures against a server that only streams (ceilings, stamp lag against the send time, 256
+streams over worker processes) are benchmarks/bench_client_standin.py's; this one is the real engine's side.
+SIGTERM or Ctrl-C stop the llama-server it launched.
 
 Run: .venv/bin/python benchmarks/bench_client.py [--requests 12] [--output-tokens 128] [--levels 1,8,64]
-         [--peer-aiperf /path/to/aiperf]
+         [--repeats 3] [--peer-aiperf /path/to/aiperf]
 The peer lives in its own venv (`python3 -m venv /tmp/peer && /tmp/peer/bin/pip install aiperf`); it runs
 offline from a tokenizer folder this script writes from the model's GGUF vocabulary (checked: the same
 token ids as llama-server's /tokenize on the shipped document).
@@ -37,6 +45,7 @@ import json
 import os
 import re
 import resource
+import signal
 import socket
 import statistics
 import subprocess
@@ -127,18 +136,24 @@ def bare_request(url: str, body: dict[str, Any]) -> dict[str, Any]:
     payload = json.dumps(body).encode()
     head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
-    received, first = b"", None
+    rest, first, last = b"", None, None
     switches, cpu = voluntary_switches(), time.process_time()
     sent = time.monotonic()
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(head + payload)
         while data := sock.recv(65536):
-            received += data
-            if first is None and FIRST_TEXT.search(received):
-                first = time.monotonic()
+            now = time.monotonic()  # one clock read per recv, then the lines split and every event parsed
+            *lines, rest = (rest + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: ") and line[6:] != b"[DONE]":
+                    event = json.loads(line[6:])
+                    if any((choice.get("delta") or {}).get("content") for choice in event.get("choices") or ()):
+                        first = first if first is not None else now
+                    if "timings" in event:
+                        last = event
     cpu, switches = time.process_time() - cpu, voluntary_switches() - switches
-    assert first is not None
-    timings = ADAPTER.server_timings(final_event(dechunk(received.split(b"\r\n\r\n", 1)[1])))
+    assert first is not None and last is not None
+    timings = ADAPTER.server_timings(last)
     return timings | {"ttft_gap_ms": 1000 * (first - sent - timings["prompt_s_server"]), "cpu_s": cpu,
                       "wakeups": switches}
 
@@ -149,18 +164,6 @@ def voluntary_switches() -> int:
     return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
 
 
-FIRST_TEXT = re.compile(rb'"content":"[^"]')
-
-
-def dechunk(data: bytes) -> bytes:
-    out, position = b"", 0
-    while True:
-        end = data.index(b"\r\n", position)
-        size = int(data[position:end], 16)
-        if size == 0:
-            return out
-        out += data[end + 2:end + 2 + size]
-        position = end + 2 + size + 2
 async def client_phase(url: str, specs: list[RequestSpec], concurrency: int) -> tuple[list[dict[str, Any]], float]:
     """The specs through StreamingClient, `concurrency` closed-loop workers; rows and process CPU seconds."""
     queue = list(specs)
@@ -206,13 +209,25 @@ async def turns_phase(url: str, specs: list[RequestSpec], bodies: list[dict[str,
 
 def aiperf_phase(aiperf: str, url: str, tokenizer_dir: Path, prompt_tokens: int, output_tokens: int,
                  requests: int, concurrency: int, workdir: Path) -> dict[str, float]:
-    """AIPerf on the same workload shape; its CPU from the rusage of its whole (reaped) process tree."""
+    """AIPerf on the same workload shape; its CPU per 1,000 tokens the marginal cost: a run of `requests` minus a
+    run of one, each from the rusage of its whole (reaped) process tree, over the tokens between them."""
+    small = aiperf_run(aiperf, url, tokenizer_dir, prompt_tokens, output_tokens, 1, 1, workdir)
+    large = aiperf_run(aiperf, url, tokenizer_dir, prompt_tokens, output_tokens, requests, concurrency, workdir)
+    tokens = large["tokens"] - small["tokens"]
+    return {"cpu_s_per_1k_tokens": (large["cpu_s"] - small["cpu_s"]) / tokens * 1000,
+            "server_decode_metrics": large["server_decode_metrics"], "tokens": large["tokens"],
+            "startup_cpu_s": small["cpu_s"]}
+
+
+def aiperf_run(aiperf: str, url: str, tokenizer_dir: Path, prompt_tokens: int, output_tokens: int,
+               requests: int, concurrency: int, workdir: Path) -> dict[str, float]:
+    """One AIPerf run: its process tree's CPU seconds, the tokens the server predicted, its decode rate."""
     argv = [aiperf, "profile", "--model", "embedded", "--url", url, "--endpoint-type", "chat", "--streaming",
             "--tokenizer", str(tokenizer_dir), "--isl", str(prompt_tokens), "--isl-stddev", "0",
             "--osl", str(output_tokens), "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true",
             "--extra-inputs", "cache_prompt:false", "--concurrency", str(concurrency),
             "--request-count", str(requests),
-            "--output-artifact-dir", str(workdir / f"aiperf-c{concurrency}"), "--ui-type", "none",
+            "--output-artifact-dir", str(workdir / f"aiperf-c{concurrency}-n{requests}"), "--ui-type", "none",
             "--no-gpu-telemetry"]
     before_usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = metrics(url)
@@ -223,8 +238,7 @@ def aiperf_phase(aiperf: str, url: str, tokenizer_dir: Path, prompt_tokens: int,
         raise RuntimeError(f"aiperf exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     cpu = (usage.ru_utime - before_usage.ru_utime) + (usage.ru_stime - before_usage.ru_stime)
     tokens = after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
-    return {"cpu_s_per_1k_tokens": cpu / tokens * 1000, "server_decode_metrics": metrics_decode_rate(before, after),
-            "tokens": tokens}
+    return {"cpu_s": cpu, "server_decode_metrics": metrics_decode_rate(before, after), "tokens": tokens}
 
 
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -266,7 +280,32 @@ def write_tokenizer_folder(model_path: Path, folder: Path) -> None:
          "clean_up_tokenization_spaces": False}))
 
 
-def print_ours(args: argparse.Namespace, turns: dict[str, Any], report: dict[int, dict[str, Any]]) -> None:
+def level_round(url: str, specs: list[RequestSpec], bodies: list[dict[str, Any]], concurrency: int,
+                ours_first: bool) -> dict[str, float]:
+    """One round at one concurrency: curl's phase and ninferkit's, in the order given, each between /metrics
+    scrapes; their figures."""
+    figures: dict[str, float] = {}
+    for reader in ("ours", "curl") if ours_first else ("curl", "ours"):
+        before = metrics(url)
+        if reader == "curl":
+            rows = curl_phase(url, bodies, concurrency)
+        else:
+            rows, cpu = asyncio.run(client_phase(url, specs, concurrency))
+            figures["tokens"] = sum(r["completion_tokens"] for r in rows)
+            figures["cpu_s_per_1k_tokens"] = cpu / figures["tokens"] * 1000
+        figures[f"metrics_decode_{reader}"] = metrics_decode_rate(before, metrics(url))
+        figures[f"server_decode_{reader}"] = statistics.median(r["decode_tok_s_server"] for r in rows)
+    figures["server_decode_ratio"] = figures["server_decode_ours"] / figures["server_decode_curl"]
+    figures["metrics_decode_ratio"] = figures["metrics_decode_ours"] / figures["metrics_decode_curl"]
+    return figures
+
+
+def spread(values: list[float], digits: int) -> str:
+    """'min / median' of a figure's rounds."""
+    return f"{min(values):.{digits}f} / {statistics.median(values):.{digits}f}"
+
+
+def print_ours(args: argparse.Namespace, turns: dict[str, Any], report: dict[int, dict[str, list[float]]]) -> None:
     ours, bare, curl = turns["ours"], turns["bare"], turns["curl"]
     gaps = [1000 * (r["ttft_client_s"] - r["prompt_s_server"]) for r in ours]
     bare_gaps = [r["ttft_gap_ms"] for r in bare]
@@ -295,11 +334,12 @@ def print_ours(args: argparse.Namespace, turns: dict[str, Any], report: dict[int
           f"token: ninferkit {turns['wakeups'] / turns['tokens']:.2f}, bare socket "
           f"{sum(r['wakeups'] for r in bare) / bare_tokens:.2f}")
     for concurrency, figures in report.items():
-        print(f"concurrency {concurrency:>2}: client CPU {figures['cpu_s_per_1k_tokens']:.3f} s per 1,000 tokens "
-              f"({figures['tokens']} tokens); server decode (timings median) ours {figures['server_decode_ours']:.1f}"
-              f" vs curl {figures['server_decode_curl']:.1f} tok/s = {figures['server_decode_ratio']:.3f}; "
-              f"(/metrics) ours {figures['metrics_decode_ours']:.1f} vs curl {figures['metrics_decode_curl']:.1f}"
-              f" = {figures['metrics_decode_ours'] / figures['metrics_decode_curl']:.3f}  (target >= 0.97)")
+        print(f"concurrency {concurrency:>2}, {len(figures['tokens'])} rounds, min / median: client CPU "
+              f"{spread(figures['cpu_s_per_1k_tokens'], 3)} s per 1,000 tokens; server decode (timings median) ours "
+              f"{spread(figures['server_decode_ours'], 1)} vs curl {spread(figures['server_decode_curl'], 1)} tok/s, "
+              f"ratio {spread(figures['server_decode_ratio'], 3)}; (/metrics) ours "
+              f"{spread(figures['metrics_decode_ours'], 1)} vs curl {spread(figures['metrics_decode_curl'], 1)}, "
+              f"ratio {spread(figures['metrics_decode_ratio'], 3)}  (target >= 0.97)")
 
 
 def main() -> int:
@@ -310,14 +350,18 @@ def main() -> int:
     parser.add_argument("--peer-aiperf", help="path of an `aiperf` executable (its own venv, with tokenizers)")
     parser.add_argument("--levels", default="1,8,64",
                         help="concurrency levels for the CPU and slow-down figures (1 always runs)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the levels above 1")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds to the finally that stops the server
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-client-"))
     run = open_run(REPO / "params" / "local-cpu.yaml", workdir / "run",
                    [f"serve.port={free_port()}", "serve.max_concurrency=64", "serve.max_context=512", "serve.spec={}"])
-    steps.launch(run, progress=False)
     url = f"http://127.0.0.1:{run.profile.serve.port}"
     try:
+        steps.launch(run, progress=False)  # inside: a SIGTERM while it starts still stops it
         with Tokenizer(url, ADAPTER) as tokenizer:
             prompts = [exact_prompt(tokenizer, args.prompt_tokens).text for _ in range(max(args.requests, 64))]
         specs = [RequestSpec("chat", user_messages(p), args.output_tokens, extra=EXTRA) for p in prompts]
@@ -331,27 +375,17 @@ def main() -> int:
         print(f"concurrency 1: {args.requests} requests, curl / ninferkit / bare socket taking turns", file=sys.stderr)
         turns = asyncio.run(turns_phase(url, specs[:args.requests], bodies[:args.requests])) | {
             "load_before": load_before}
-        report: dict[int, dict[str, Any]] = {}
         counts = {8: max(args.requests, 16), 64: 64}
-        for concurrency in sorted({int(level) for level in args.levels.split(",")} - {1}):
-            count = counts.get(concurrency, max(args.requests, concurrency))
-            print(f"concurrency {concurrency}: {count} requests by curl, then by ninferkit", file=sys.stderr)
-            chosen_specs, chosen_bodies = specs[:count], bodies[:count]
-            before = metrics(url)
-            curl_rows = curl_phase(url, chosen_bodies, concurrency)
-            middle = metrics(url)
-            rows, cpu = asyncio.run(client_phase(url, chosen_specs, concurrency))
-            after = metrics(url)
-            tokens = sum(r["completion_tokens"] for r in rows)
-            curl_decode = statistics.median(r["decode_tok_s_server"] for r in curl_rows)
-            ours_decode = statistics.median(r["decode_tok_s_server"] for r in rows)
-            report[concurrency] = {
-                "requests": count, "tokens": tokens, "cpu_s_per_1k_tokens": cpu / tokens * 1000,
-                "server_decode_curl": curl_decode, "server_decode_ours": ours_decode,
-                "server_decode_ratio": ours_decode / curl_decode,
-                "metrics_decode_curl": metrics_decode_rate(before, middle),
-                "metrics_decode_ours": metrics_decode_rate(middle, after),
-            }
+        levels = sorted({int(level) for level in args.levels.split(",")} - {1})
+        rounds: dict[int, list[dict[str, float]]] = {level: [] for level in levels}
+        for repeat in range(args.repeats):  # every level each round, curl and ninferkit taking turns, order rotating
+            for level in levels:
+                count = counts.get(level, max(args.requests, level))
+                print(f"round {repeat + 1}, concurrency {level}: {count} requests by curl and by ninferkit",
+                      file=sys.stderr)
+                rounds[level].append(level_round(url, specs[:count], bodies[:count], level, repeat % 2 == 1))
+        report = {level: {name: [figures[name] for figures in rounds[level]] for name in rounds[level][0]}
+                  for level in levels}
         print_ours(args, turns, report)
         peer: dict[int, dict[str, float]] = {}
         if args.peer_aiperf:
@@ -374,9 +408,11 @@ def main() -> int:
         server.stop(run.dir)
 
     for concurrency, figures in peer.items():
-        ours = (report.get(concurrency) or turns)["cpu_s_per_1k_tokens"]
+        ours = statistics.median(report[concurrency]["cpu_s_per_1k_tokens"]) if concurrency in report else \
+            turns["cpu_s_per_1k_tokens"]
         print(f"peer AIPerf concurrency {concurrency}: CPU {figures['cpu_s_per_1k_tokens']:.3f} s per 1,000 tokens "
-              f"(ours / peer = {ours / figures['cpu_s_per_1k_tokens']:.3f}, target <= 0.1); server decode "
+              f"past its start-up ({figures['startup_cpu_s']:.1f} s for one request; ours / peer = "
+              f"{ours / figures['cpu_s_per_1k_tokens']:.3f}, target <= 0.1); server decode "
               f"(/metrics) {figures['server_decode_metrics']:.1f} vs curl {figures['metrics_decode_curl']:.1f} = "
               f"{figures['server_decode_metrics'] / figures['metrics_decode_curl']:.3f}")
     if not peer:

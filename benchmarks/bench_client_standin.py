@@ -8,6 +8,9 @@ process of its own, so its CPU is its own (counted around the load only: no star
 - `bare`: the floor for any Python reader. Non-blocking sockets under one selector, kept-alive
   connections, one clock read per `recv`, lines split, `json.loads` of every data line;
 - `ninferkit`: `StreamingClient.send`, as the sweeps call it (one client, `max_connections` the concurrency);
+- `workers` (the paced phases at c64 and up): the same over as many worker processes as the sweeps would give
+  that load (`measure/client_workers.spread`: the stand-in's 5 ms gap, the client's CPU per event measured at the
+  reader's start); its CPU is not compared (the workers' own start-up would be in it), its stamps are;
 - `baseline`, with `--baseline DIR`: the same, from another ninferkit checkout (say `git archive main ninferkit`
   unpacked in DIR), so a change is measured against what it changes in one run, under one load.
 
@@ -15,13 +18,14 @@ Phases, interleaved (every repetition runs every phase for every reader, the rea
 three repetitions, min and median printed, and each figure's ratio to the bare reader:
 
 - client CPU seconds per 1,000 tokens, paced, at concurrency 1 and 64;
-- ceiling tokens/s, flood, c64 (128-token requests), and requests/s with 8-token requests; beside them the
-  tokens per second of client CPU, which a loaded machine does not move (wall-clock ceilings it does);
-- paced at c64: stamp lag p99 (the client's stamp minus the send time inside the event) and ITL p99
-  (the client's gaps between text events) against the truth (the gaps between the send times).
+- ceiling tokens/s, flood, c64 and c256 (128-token requests), and requests/s with 8-token requests; beside them
+  the tokens per second of client CPU, which a loaded machine does not move (wall-clock ceilings it does);
+- paced at c64 and c256: stamp lag p99 (the client's stamp minus the send time inside the event) and ITL p99
+  (the client's gaps between text events) against the truth (the gaps between the send times), and their
+  ratio (`ITL p99 / truth`: 1.05 is the issue's "within 5%").
 
-AIPerf and GuideLLM are not driven here: the script says whether they are installed (`bench_client.py
---peer-aiperf` compares AIPerf against the embedded llama-server). Loopback only, bounded in count (the
+AIPerf and GuideLLM are not driven here: the script says whether they are installed. Loopback only, bounded in
+count (the
 phases' sizes below) and time (each reader's run is killed after READER_TIMEOUT_S); SIGTERM or Ctrl-C stop
 the readers and the stand-in servers.
 
@@ -52,7 +56,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "standin_sse.c"
-READERS = ("bare", "ninferkit", "baseline")
+READERS = ("bare", "ninferkit", "workers", "baseline")
+STANDIN_GAP_S = 0.005
+"""The stand-in's pace in paced mode (PACE_NS in standin_sse.c)."""
 READER_TIMEOUT_S = 60
 MESSAGES = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
 
@@ -67,9 +73,15 @@ class Phase:
     requests: int
     tokens: int
 
+    @property
+    def spread(self) -> bool:
+        """Whether the `workers` reader runs it: the paced phases past one process's worth of streams."""
+        return self.mode == "paced" and self.concurrency >= 64
+
 
 PHASES = (Phase("paced c1", "paced", 1, 3, 128), Phase("paced c64", "paced", 64, 128, 128),
-          Phase("flood c64", "flood", 64, 256, 128), Phase("flood c64, 8-token", "flood", 64, 1024, 8))
+          Phase("paced c256", "paced", 256, 512, 128), Phase("flood c64", "flood", 64, 256, 128),
+          Phase("flood c256", "flood", 256, 512, 128), Phase("flood c64, 8-token", "flood", 64, 1024, 8))
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -157,17 +169,27 @@ def bare_reader(port: int, phase: Phase) -> dict[str, Any]:
     return measured(done, cpu_s() - cpu0, time.monotonic() - wall0)
 
 
-def ninferkit_reader(port: int, phase: Phase, repo: Path) -> dict[str, Any]:
+def ninferkit_reader(port: int, phase: Phase, repo: Path, over_workers: bool = False) -> dict[str, Any]:
+    """ninferkit's client, in this process or (`over_workers`) over the worker processes the sweeps would give the
+    phase's load; with workers, the figures carry `workers` and no CPU (theirs is not this process's)."""
     sys.path.insert(0, str(repo))
     from ninferkit.engines import get_adapter
     from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 
     spec = RequestSpec("chat", MESSAGES, phase.tokens)
     results: list[RequestResult] = []
+    url = f"http://127.0.0.1:{port}"
+    adapter = get_adapter("llama_server")
+    workers = 1
+    if over_workers:  # a baseline checkout has no workers: imported only here
+        from ninferkit.measure.client_workers import WorkerClient, client_cost, spread, usable_cpus
+
+        workers = spread(phase.concurrency / STANDIN_GAP_S, STANDIN_GAP_S, client_cost(), usable_cpus()).workers
 
     async def run() -> tuple[float, float]:
-        async with StreamingClient(f"http://127.0.0.1:{port}", get_adapter("llama_server"), "embedded",
-                                   max_connections=phase.concurrency) as client:
+        client: Any = (WorkerClient(url, adapter, "embedded", workers=workers) if workers > 1 else
+                       StreamingClient(url, adapter, "embedded", max_connections=phase.concurrency))
+        async with client:
             pending = iter(range(phase.requests))
 
             async def worker() -> None:
@@ -182,8 +204,11 @@ def ninferkit_reader(port: int, phase: Phase, repo: Path) -> dict[str, Any]:
     failed = [result.error for result in results if result.status != "ok"]
     if failed:
         raise SystemExit(f"ninferkit reader: {len(failed)} requests not ok, first: {failed[0]}")
-    return measured([(result.text_event_times, send_times(result.reply.text_parts)) for result in results],
-                    cpu, wall)
+    figures = measured([(result.text_event_times, send_times(result.reply.text_parts)) for result in results],
+                       cpu, wall)
+    if over_workers:
+        figures.update(cpu_s=None, workers=workers)
+    return figures
 
 
 # ---- the parent ----
@@ -236,18 +261,21 @@ def run_reader(reader: str, port: int, phase: Phase, baseline: Path | None) -> d
 
 def figures_of(run: dict[str, Any], phase: Phase) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
-    if phase.mode == "paced":
+    if phase.mode == "paced" and run["cpu_s"] is not None:
         out["CPU s / 1,000 tokens"] = run["cpu_s"] / run["tokens"] * 1000
-    if phase.name == "flood c64":
+    if phase.mode == "flood" and phase.tokens > 8:
         out["tokens/s"] = run["tokens"] / run["wall_s"]
         out["tokens per client CPU s"] = run["tokens"] / run["cpu_s"]
     if phase.name == "flood c64, 8-token":
         out["requests/s"] = run["requests"] / run["wall_s"]
         out["requests per client CPU s"] = run["requests"] / run["cpu_s"]
-    if phase.name == "paced c64":
+    if phase.spread:
         out["stamp lag p99 ms"] = run["lag_p99_ms"]
         out["ITL p99 ms"] = run["itl_p99_ms"]
         out["truth ITL p99 ms"] = run["truth_itl_p99_ms"]
+        out["ITL p99 / truth"] = run["itl_p99_ms"] / run["truth_itl_p99_ms"]
+        if "workers" in run:
+            out["worker processes"] = run["workers"]
     return out
 
 
@@ -290,13 +318,13 @@ def main() -> int:
     if args.reader:
         phase = next(p for p in PHASES if p.name == args.phase)
         print(json.dumps(bare_reader(args.port, phase) if args.reader == "bare" else
-                         ninferkit_reader(args.port, phase, args.repo)))
+                         ninferkit_reader(args.port, phase, args.repo, over_workers=args.reader == "workers")))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
         parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
-    readers = READERS if args.baseline is not None else READERS[:2]
+    readers = READERS if args.baseline is not None else READERS[:3]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds the finally blocks: readers, stand-ins
     for peer in ("aiperf", "guidellm"):
         found = shutil.which(peer)
@@ -309,8 +337,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir, standins(Path(workdir)) as ports:
         for repeat in range(args.repeats):
             for phase in PHASES:
-                turn = repeat % len(readers)
-                for reader in readers[turn:] + readers[:turn]:
+                taking = [reader for reader in readers if reader != "workers" or phase.spread]
+                turn = repeat % len(taking)
+                for reader in taking[turn:] + taking[:turn]:
                     run = run_reader(reader, ports[phase.mode], phase, args.baseline)
                     for figure, value in figures_of(run, phase).items():
                         collected.setdefault((phase.name, figure, reader), []).append(value)

@@ -12,14 +12,23 @@ __version__ = "0.1.0"
 
 
 def git_state(where: Path) -> dict[str, Any]:
-    """The commit of the ninferkit checkout and whether it had uncommitted changes."""
-    def git(*args: str) -> str | None:
+    """The commit of the ninferkit checkout and whether it had uncommitted changes; the two git commands run at
+    once (`--version` waits for the slower, not for both in turn)."""
+    commands = (["rev-parse", "HEAD"], ["status", "--porcelain"])
+    try:
+        running = [subprocess.Popen(["git", "-C", str(where), *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+                   for args in commands]
+    except OSError:
+        return {"commit": None, "dirty": None}
+    answers: list[str | None] = []
+    for process in running:
         try:
-            done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain")
+            out, _ = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            out = None
+        answers.append(out.strip() if out is not None and process.returncode == 0 else None)
+    commit, status = answers
     return {"commit": commit, "dirty": bool(status) if status is not None else None}

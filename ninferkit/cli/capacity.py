@@ -31,9 +31,9 @@ KNOWN_FLAGS = (("fixed", "the fixed part F, e.g. 2.75GiB"), ("bytes_per_token", 
 _WHAT_IF = re.compile(r"^(\d+)x(\d+)(?::(.+))?$")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "capacity", help="fit the memory formula, tabulate what fits, search the largest KV pool")
+        "capacity", help=summary)
     commands = parser.add_subparsers(dest="capacity_command", required=True, metavar="{fit,search}")
     fit = commands.add_parser("fit", help="fit saved startup logs and typed terms; launches nothing")
     fit.add_argument("logs", nargs="*", metavar="LOG", help="startup logs (ledger or refusal) of one engine")

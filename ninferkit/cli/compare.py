@@ -27,9 +27,9 @@ def _percentage(text: str) -> float:
     return value
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "compare", help="A/B: per-cell deltas of RUN_B (and later runs) against RUN_A, with run-to-run spread")
+        "compare", help=summary)
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="baseline first, then the candidates")
     parser.add_argument("--out", type=Path,
                         help="folder for index.md, index.html and table.csv "

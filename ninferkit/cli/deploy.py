@@ -17,9 +17,9 @@ from ninferkit.cli._common import add_profile_args
 ACTIONS = ("status", "logs", "stop")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "deploy", help="start the profile's server as a service that stays up (or: deploy status|logs|stop PROFILE)",
+        "deploy", help=summary,
         description="ninferkit deploy PROFILE starts the service; ninferkit deploy status|logs|stop PROFILE asks "
                     "about it, shows its log or stops it.")
     parser.add_argument("action", nargs="?", choices=ACTIONS, help="status, logs or stop (omitted: start)")

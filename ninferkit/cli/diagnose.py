@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "diagnose", help="what a server log says: build, ledger, throughput, requests, each failure with its fix")
+        "diagnose", help=summary)
     parser.add_argument("logs", nargs="*", metavar="LOG", help="a server's stderr, saved to a file")
     parser.add_argument("--profile", help="read the logs with this profile's engine and compare its build "
                                           "(default: a NInfer log, or with --url the server's engine)")

@@ -15,9 +15,9 @@ FORMATS = ("vllm-bench", "aiperf", "guidellm", "csv", "summary")
 """The formats `--format` takes (interop's registry has them; named here so --help does not load it)."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "export", help="write a run's requests as vllm bench serve's, AIPerf's or GuideLLM's files, or CSV (ms)")
+        "export", help=summary)
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--format", required=True, metavar="FORMAT",
                         help=f"one of: {', '.join(FORMATS)} (docs/interop.md maps the metric names)")

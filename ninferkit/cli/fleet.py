@@ -22,9 +22,9 @@ from typing import Any
 from ninferkit.cli._answer import add_quiet_arg
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "fleet", help="run each host's profile on that host (Slurm or SSH) and collect the runs")
+        "fleet", help=summary)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, words in (("submit", "submit the fleet's tasks (again: only what has no finished run)"),
                         ("status", "where each task stands"),

@@ -11,9 +11,9 @@ from typing import Any
 FORMATS = ("vllm-bench", "aiperf", "guidellm")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "import", help="make a run directory from vllm bench serve's, AIPerf's or GuideLLM's result file")
+        "import", help=summary)
     parser.add_argument("file", type=Path, metavar="FILE",
                         help="the tool's file (aiperf: its artifacts folder, or profile_export.jsonl or "
                              "profile_export_aiperf.json in it)")

@@ -8,9 +8,9 @@ from typing import Any
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "lab", help="open the notebooks in JupyterLab on a copy in RUN_DIR/lab (127.0.0.1, token on)")
+        "lab", help=summary)
     add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
     add_url_args(parser, "the server's own log, where you have it (the sweeps join the engine's request record)")

@@ -10,8 +10,8 @@ from ninferkit.cli._answer import add_quiet_arg
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("launch", help="start the server and leave it running")
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("launch", help=summary)
     add_profile_args(parser)
     add_run_dir_arg(parser)
     parser.add_argument("--dry-run", action="store_true",

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "merge", help="one write-up across hosts: percentiles over the union of their requests.jsonl rows")
+        "merge", help=summary)
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     parser.add_argument("-o", "--out", type=Path, required=True, help="folder for the merged rows and write-up")
     parser.add_argument("--same-serving", action="store_true",

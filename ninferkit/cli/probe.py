@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("probe", help="GPU, driver, CUDA, Docker, disk facts")
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("probe", help=summary)
     parser.add_argument("--profile", help="judge the facts against this profile")
     parser.add_argument("--json", action="store_true", help="print the probe.json object")
     parser.add_argument("--apply", action="store_true",

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "report", help="write RUN_DIR/report/ (index.md, index.html, figures) from the run's files")
+        "report", help=summary)
     parser.add_argument("run_dir", help="a run directory, e.g. runs/20261130-110000-local-cpu")
     parser.add_argument("--format", dest="formats", action="append", metavar="NAME",
                         help="renderer to write, e.g. markdown or html (repeatable; default: the profile's "

@@ -13,9 +13,8 @@ from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_arg
 from ninferkit.errors import StepFailed
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("run", help="execute the runbook notebooks in order",
-                                                            add_help=False)
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("run", help=summary, add_help=False)
     parser.add_argument("-h", "--help", action=_HelpNamingSteps, help="show this help message and exit")
     add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)

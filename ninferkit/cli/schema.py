@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "schema", help="print the profile's JSON Schema (docs/profile.schema.json; params/*.yaml name it on line 1)")
+        "schema", help=summary)
     parser.add_argument("-o", "--output", type=Path, help="write it to this file instead of standard output")
     return parser
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser("stop", help="stop the server of a run directory")
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser("stop", help=summary)
     parser.add_argument("run_dir")
     return parser
 

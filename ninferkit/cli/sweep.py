@@ -14,9 +14,9 @@ from ninferkit.cli._answer import add_answer_args, print_answer, say_for
 from ninferkit.cli._common import add_profile_args, add_run_dir_arg, add_url_args, url_target
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "sweep", help="run the measurement sweeps; rerun to resume")
+        "sweep", help=summary)
     add_profile_args(parser, optional=True)
     add_run_dir_arg(parser)
     add_url_args(parser, "the server's own log, where you have it: the sweeps join the engine's request "

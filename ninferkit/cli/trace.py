@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "trace", help="write a run's requests as a Mooncake-style trace (JSONL) on stdout")
+        "trace", help=summary)
     parser.add_argument("run_dir")
     parser.add_argument("--block-tokens", type=int, default=None,
                         help="prompt tokens per hash id (default 512, Mooncake's)")

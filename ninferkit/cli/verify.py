@@ -31,9 +31,9 @@ def _size_arg(text: str) -> int:
     return int(text)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "verify", help="download (if missing) and verify the artifact: size, sha256, .ninfer header")
+        "verify", help=summary)
     parser.add_argument("profile", nargs="?", help="profile YAML, e.g. params/local-cpu.yaml")
     parser.add_argument("-p", "--param", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a profile field, e.g. -p artifact.revision=<commit> (repeatable)")

@@ -173,6 +173,11 @@ class RequestResult:
     reasoning_effort: str | None = None
     retried: str | None = None
     """The error of a first try that got no response byte (the connection was dropped), when it was sent again."""
+    client_worker: int | None = None
+    """The worker process that stamped this request (measure/client_workers), or None: the caller's own."""
+    client_lag_max_s: float | None = None
+    """How late the stamping process's event loop ran at most during the request (measure/client_clock), where
+    the caller measured it; None: unknown, not zero."""
     server: dict[str, Any] = field(default_factory=dict)
     text_event_times: list[float] = field(default_factory=list)
     """When each event that carried generated text arrived (monotonic seconds); the row keeps their gaps."""

@@ -11,6 +11,9 @@ loop's lag: how late any socket read would have been handled), and the cell's pr
 wall time is kept (a share near 1 is a saturated core). A row whose largest lag is more than
 VOUCH_SHARE of its own median inter-token gap (its time to first token where it has none) is one whose
 timing the client cannot vouch for; so is a cell with such rows or a CPU share of CPU_SHARE_LIMIT and more.
+
+Where a cell's streams are spread over worker processes (measure/client_workers), each worker watches its own
+loop; a row's lag is its worker's, and the cell's figures are the worst worker's (`absorb`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import bisect
 import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -33,16 +37,21 @@ CPU_SHARE_LIMIT = 0.9
 
 @dataclass(frozen=True)
 class CellClock:
-    """What the probe saw over a cell: the event loop's lag p99 and largest (seconds), the process's CPU share."""
+    """What the probe saw over a cell: the event loop's lag p99 and largest (seconds), the process's CPU share;
+    with worker processes, the worst worker's of each, how many stamped, and what went wrong with them."""
 
     lag_p99_s: float | None
     lag_max_s: float | None
     cpu_share: float | None
+    workers: int | None = None
+    """How many worker processes stamped the cell's streams; None: the cell's own process did."""
+    trouble: tuple[str, ...] = ()
+    """What happened to the workers that the rows alone do not say (a worker that died)."""
 
     def fields(self) -> dict[str, Any]:
         """The cell ledger's fields (sweeps/cells.jsonl, rundir.records.CellEntry)."""
         return {"client_lag_p99_s": self.lag_p99_s, "client_lag_max_s": self.lag_max_s,
-                "client_cpu_share": self.cpu_share}
+                "client_cpu_share": self.cpu_share, "client_workers": self.workers}
 
 
 class ClockWatch:
@@ -61,6 +70,9 @@ class ClockWatch:
         self._task: asyncio.Task[None] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu_share: float | None = None
+        self._workers: list[CellClock] = []
+        self._trouble: list[str] = []
+        self._worker_count = 0
 
     async def __aenter__(self) -> ClockWatch:
         self._cpu0, self._wall0 = time.process_time(), time.monotonic()
@@ -90,11 +102,29 @@ class ClockWatch:
         first, last = bisect.bisect_left(self._woke, start), bisect.bisect_right(self._woke, end)
         return max(self._lags[first:last]) if last > first else None
 
+    def absorb(self, worker: CellClock | None, trouble: str | None = None) -> None:
+        """A worker process's own watch over the cell (None: it died before it could say), and what went wrong."""
+        self._worker_count += 1
+        if worker is not None:
+            self._workers.append(worker)
+        if trouble:
+            self._trouble.append(trouble)
+
     def cell(self) -> CellClock:
-        """The cell's figures, once the watch has ended."""
+        """The cell's figures, once the watch has ended: this process's, or where workers stamped the streams,
+        the worst worker's (the one whose stamps are the latest is the one the tables would be wrong by)."""
+        if self._worker_count:
+            return CellClock(_worst(w.lag_p99_s for w in self._workers), _worst(w.lag_max_s for w in self._workers),
+                             _worst(w.cpu_share for w in self._workers), self._worker_count,
+                             tuple(self._trouble))
         lags = sorted(self._lags)
         p99 = lags[min(len(lags) - 1, round(0.99 * (len(lags) - 1)))] if lags else None
         return CellClock(p99, lags[-1] if lags else None, self._cpu_share)
+
+
+def _worst(values: Iterable[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
 
 
 def row_unsure(lag_max_s: float | None, itl_s: list[float], ttft_s: float | None) -> str | None:
@@ -111,9 +141,10 @@ def row_unsure(lag_max_s: float | None, itl_s: list[float], ttft_s: float | None
 
 def cell_unsure(clock: CellClock, unsure_rows: int, rows: int) -> str | None:
     """Why the client cannot vouch for a cell's timing, or None."""
-    said = []
+    said = list(clock.trouble)
     if clock.cpu_share is not None and clock.cpu_share >= CPU_SHARE_LIMIT:
-        said.append(f"the client used {clock.cpu_share:.0%} of a core (one core saturated: its stamps queue)")
+        who = "a client worker" if clock.workers else "the client"
+        said.append(f"{who} used {clock.cpu_share:.0%} of a core (one core saturated: its stamps queue)")
     if unsure_rows:
         p99 = "" if clock.lag_p99_s is None else f" (loop lag p99 {clock.lag_p99_s * 1000:.1f} ms)"
         said.append(f"{unsure_rows} of {rows} requests ran while the client's event loop was late by more than "

@@ -737,6 +737,8 @@ class RequestRow(RunRow):
     are late by as much; None where no probe fell inside the request (unknown, not zero)."""
     client_unsure: str | None = None
     """Why the client cannot vouch for this row's timing (its loop lag against its inter-token gap), or None."""
+    client_worker: int | None = None
+    """The client worker process that stamped this request (measure/client_workers), or None: the sweep's own."""
 
     server_join: str | None = None
     """How server_truth.jsonl's entry was paired with the row, or None."""
@@ -874,6 +876,12 @@ class CellEntry(RunRow):
     """The client's event-loop lag over the cell (measure/client_clock), p99 and largest, in seconds."""
     client_lag_max_s: Number = None
     client_cpu_share: Number = None
-    """The client process's CPU time over the cell's wall time (1: one core saturated)."""
+    """The client process's CPU time over the cell's wall time (1: one core saturated); with workers, the busiest's."""
+    client_workers: int | None = None
+    """How many client worker processes stamped the cell's streams (measure/client_workers); None: the sweep's own
+    process did."""
     client_unsure: str | None = None
     """Why the client cannot vouch for the cell's timing, or None (older runs: not measured)."""
+    client_spread: str | None = None
+    """How many client processes stamped the cell's streams and why (measure/client_workers.spread), where the
+    kind weighed its load; None: it did not (one process)."""

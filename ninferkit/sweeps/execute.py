@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import statistics
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, row_unsure
+from ninferkit.measure.client_workers import WorkerClient, client_cost, spread, usable_cpus
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
@@ -77,6 +79,26 @@ class SweepContext:
         return kind(self.url, self.adapter, self.model_id, headers=self.headers,
                     timeout_s=self.timeout_s, max_connections=connections)
 
+    def load_client(self, record: Recorder, events_per_s: float | None, connections: int,
+                    metered: bool = True) -> StreamingClient | WorkerClient:
+        """The client of a kind that loads the server with many streams: `client`'s, or where the events per
+        second its streams are expected to bring (from the gap `stream_gap_s` learned) need more than one
+        process to be stamped honestly (measure/client_workers.spread), worker processes, each stamping its
+        share, their clocks handed to the cell's watch; the cell's `record` keeps how many and why."""
+        decided = spread(events_per_s, self.stream_gap_s(), client_cost(), usable_cpus())
+        record.spread = decided.why
+        if decided.workers == 1:
+            return self.client(connections, metered)
+        return WorkerClient(self.url, self.adapter, self.model_id, workers=decided.workers, headers=self.headers,
+                            timeout_s=self.timeout_s, watch=record.watch)
+
+    def stream_gap_s(self) -> float | None:
+        """The median gap between a stream's text events over this run's requests so far (each request's own
+        median), or None where none has two: what one stream's events cost the client per second."""
+        medians = [statistics.median(row.itl_client_s) for row in self.rows() or ()
+                   if row.status == "ok" and row.itl_client_s]
+        return statistics.median(medians) if medians else None
+
 
 class CellStopped(Exception):
     """A stop rule fired inside a cell (internal: becomes a failed cell, never leaves this module)."""
@@ -101,6 +123,8 @@ class CellOutcome:
     clock: CellClock | None = None
     """What the clock watch saw over the cell (None: skipped)"""
     unsure_rows: int = 0
+    spread: str | None = None
+    """How many client processes stamped the cell, and why (Recorder.spread)"""
 
 
 class Recorder:
@@ -120,6 +144,8 @@ class Recorder:
         self.clock: CellClock | None = None
         self.unsure_rows = 0
         """Rows whose timing the client cannot vouch for"""
+        self.spread: str | None = None
+        """How many client processes stamped the cell's streams, and why (SweepContext.load_client), where it weighed"""
 
     async def watched(self, run: Awaitable[None]) -> None:
         """Run the cell's requests under the clock watch (measure/client_clock); `clock` holds what it saw."""
@@ -130,12 +156,13 @@ class Recorder:
             self.clock = self.watch.cell()
 
     async def __call__(self, result: RequestResult, repetition: int, warmup: bool, **extra: Any) -> RequestResult:
-        lag = self.watch.lag_max_s(result.t_send, result.t_done)
-        unsure = row_unsure(lag, result.itl_client_s, result.ttft_client_s)
+        if result.client_worker is None:  # stamped here; a worker's row carries its own loop's lag
+            result.client_lag_max_s = self.watch.lag_max_s(result.t_send, result.t_done)
+        unsure = row_unsure(result.client_lag_max_s, result.itl_client_s, result.ttft_client_s)
         row = {**self.ctx.base_row, "sweep": self.cell.sweep, "cell_id": self.cell.cell_id,
                "cell": self.cell.params.as_dict(), "attempt": self.attempt, "request_uid": uuid.uuid4().hex,
-               "repetition": repetition, "warmup": warmup, **result.row(), "client_lag_max_s": lag,
-               "client_unsure": unsure, **extra}
+               "repetition": repetition, "warmup": warmup, **result.row(), "client_unsure": unsure,
+               **extra}
         async with self._writing:  # one append at a time: a torn-tail repair must never see another's half row
             await asyncio.to_thread(append_jsonl, self.ctx.run.dir.requests, row)
         # tallied as stored: a row refused as impossible is errored, and a cell of nothing else is failed, not done
@@ -167,6 +194,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
         _append_outcome(ctx, cell, outcome)
         return outcome
     record = Recorder(ctx, cell, attempt, on_request)
+    client_cost()  # measured once per process, before any cell's clock watch starts: it would see it as lag
     try:
         try:
             _run_async(record.watched(cell.kind.run(ctx, cell, record)))
@@ -191,7 +219,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
         reason = "the server died during this cell" + (f": {diagnosis}" if diagnosis else "")
         outcome = CellOutcome(cell.cell_id, "failed", attempt, reason,
                               diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
-                              clock=record.clock, unsure_rows=record.unsure_rows)
+                              clock=record.clock, unsure_rows=record.unsure_rows, spread=record.spread)
         record_log_truth(ctx.run, ctx.adapter, ctx.rows())
         _append_outcome(ctx, cell, outcome)
         raise
@@ -207,7 +235,7 @@ def ended_outcome(ctx: SweepContext, record: Recorder) -> CellOutcome:
     cache seed) succeeded, else failed with the server's last answer and the adapter's diagnosis of it."""
     if record.measured.ok:
         return CellOutcome(record.cell.cell_id, "done", record.attempt, tally=record.tally, clock=record.clock,
-                           unsure_rows=record.unsure_rows)
+                           unsure_rows=record.unsure_rows, spread=record.spread)
     return _failed(ctx, record, _nothing_measured(record.measured, record.tally))
 
 
@@ -217,7 +245,7 @@ def _failed(ctx: SweepContext, record: Recorder, reason: str, diagnosis: Diagnos
     diagnosis = diagnosis or (ctx.adapter.diagnose(error) if error else None)
     return CellOutcome(record.cell.cell_id, "failed", record.attempt, reason,
                        diagnosis=None if diagnosis is None else diagnosis.__dict__, tally=record.tally,
-                       clock=record.clock, unsure_rows=record.unsure_rows)
+                       clock=record.clock, unsure_rows=record.unsure_rows, spread=record.spread)
 
 
 def _nothing_measured(measured: CellTally, tally: CellTally) -> str:
@@ -261,6 +289,7 @@ def _append_outcome(ctx: SweepContext, cell: Cell[Any], outcome: CellOutcome) ->
         "requests_sent": tally.sent, "requests_ok": tally.ok, "requests_errored": tally.errored,
         "requests_incomplete": tally.incomplete, **clock.fields(),
         "client_unsure": cell_unsure(clock, outcome.unsure_rows, tally.sent),
+        "client_spread": outcome.spread,
     })
 
 

@@ -119,6 +119,9 @@ def test_every_cell_and_row_says_how_late_the_clients_clock_ran(sweep_run: Run) 
     for row in rows:
         expected = row_unsure(row["client_lag_max_s"], row["itl_client_s"], row["ttft_client_s"])
         assert row["client_unsure"] == expected
+    # a few streams of a CPU llama-server are far below what one process stamps: no workers, and the ledger says why
+    assert all(c["client_spread"].startswith("one client process: ") and c["client_workers"] is None for c in cells)
+    assert {row["client_worker"] for row in rows} == {None}
 
 
 def test_prefix_reuse_sweep(sweep_run: Run) -> None:

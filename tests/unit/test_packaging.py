@@ -138,3 +138,20 @@ def test_the_help_lists_what_the_commands_accept(capsys: pytest.CaptureFixture[s
     shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines to the terminal's width
     assert f"steps, in order: {','.join(runbook_steps())}; a --url run takes {','.join(url_steps())}" in shown
     assert all(kind in sweep_names() for kind in ("context", "tasks"))  # the examples `sweep --only` gives
+
+
+def test_every_command_module_is_named_once_and_only_the_one_asked_for_is_imported() -> None:
+    from ninferkit.cli import COMMANDS
+
+    modules = sorted(path.stem for path in (REPO / "ninferkit" / "cli").glob("[a-z]*.py"))
+    assert sorted(module for module, _ in COMMANDS.values()) == modules
+    probe = ("import sys; from ninferkit.cli import main\ntry: main(['sweep', '--help'])\nexcept SystemExit: pass\n"
+             "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('ninferkit.cli.') "
+             "and not m.rsplit('.', 1)[1].startswith('_')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert "run the measurement sweeps" not in done.stdout and "--only" in done.stdout  # sweep's own parser
+    assert done.stdout.strip().splitlines()[-1] == "['sweep']"
+    listed = subprocess.run([sys.executable, "-m", "ninferkit", "--help"], capture_output=True, text=True, cwd=REPO,
+                            check=True).stdout
+    assert all(name in listed and " ".join(summary.split()[:3]) in " ".join(listed.split())
+               for name, (_, summary) in COMMANDS.items())

@@ -56,11 +56,14 @@ class Concurrency(SweepKind[ConcurrencySweep, ConcurrencyCell]):
 
     async def run(self, ctx: SweepContext, cell: Cell[ConcurrencyCell], record: Recorder) -> None:
         """All prompts are built (tokenized) before the clock starts, so the load is not paced by the
-        tokenizer. Warm-up requests go first, one at a time."""
+        tokenizer. Warm-up requests go first, one at a time. The load weighed for the client's processes is
+        every client's stream at the run's gap so far (ctx.client): at a higher level the server's gaps only
+        grow, so it errs towards more processes."""
         params = cell.params
         level, per_client = params.concurrency, params.requests_per_client
         prompts = [exact_prompt(ctx.tokenizer, params.prompt_tokens) for _ in range(params.warmup + level * per_client)]
-        async with ctx.client(connections=max(level, 1) + 1) as client:
+        gap = ctx.stream_gap_s()
+        async with ctx.load_client(record, None if gap is None else level / gap, max(level, 1) + 1) as client:
             for index in range(params.warmup):
                 result = await client.send(request_spec(ctx, cell, user_messages(prompts[index].text)))
                 await record(result, index - params.warmup, True, prompt_content_tokens=prompts[index].content_tokens)

@@ -80,7 +80,8 @@ class Rate(SweepKind[RateSweep, RateCell]):
         params = cell.params
         arrivals = poisson_arrivals(params.rate_rps, params.requests, params.duration_s, params.arrival_seed)
         prompts = [exact_prompt(ctx.tokenizer, params.prompt_tokens) for _ in range(params.warmup + len(arrivals))]
-        async with ctx.client(connections=len(arrivals) + 1, metered=False) as client:
+        events_per_s = params.rate_rps * params.output_tokens  # what the offered rate brings, if served
+        async with ctx.load_client(record, events_per_s, len(arrivals) + 1, metered=False) as client:
             for index, prompt in enumerate(prompts[:params.warmup]):
                 result = await client.send(request_spec(ctx, cell, user_messages(prompt.text)))
                 await record(result, index - params.warmup, True, prompt_content_tokens=prompt.content_tokens)

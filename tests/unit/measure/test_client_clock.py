@@ -43,4 +43,19 @@ def test_a_cell_is_unsure_when_its_client_saturated_a_core_or_had_unsure_rows() 
     rows = cell_unsure(CellClock(0.012, 0.03, 0.5), 3, 10)
     assert rows is not None and "3 of 10 requests" in rows and "p99 12.0 ms" in rows
     assert CellClock(None, None, None).fields() == {"client_lag_p99_s": None, "client_lag_max_s": None,
-                                                    "client_cpu_share": None}
+                                                    "client_cpu_share": None, "client_workers": None}
+
+
+def test_with_workers_the_cell_is_the_worst_worker_and_a_dead_one_is_said() -> None:
+    async def cell() -> ClockWatch:
+        async with ClockWatch() as watch:
+            await asyncio.sleep(PROBE_S)
+        watch.absorb(CellClock(0.001, 0.004, 0.4))
+        watch.absorb(CellClock(0.003, 0.002, 0.95))
+        watch.absorb(None, "client worker 2 died (signal 9) with 3 requests in flight")
+        return watch
+
+    clock = asyncio.run(cell()).cell()
+    assert (clock.lag_p99_s, clock.lag_max_s, clock.cpu_share, clock.workers) == (0.003, 0.004, 0.95, 3)
+    said = cell_unsure(clock, 0, 10)
+    assert said is not None and "client worker 2 died" in said and "a client worker used 95% of a core" in said
