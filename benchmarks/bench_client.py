@@ -61,13 +61,13 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ninferkit import steps  # noqa: E402
 from ninferkit.engines import get_adapter  # noqa: E402
 from ninferkit.measure.client import RequestSpec, StreamingClient, request_body  # noqa: E402
 from ninferkit.measure.telemetry import parse_prometheus  # noqa: E402
 from ninferkit.measure.workloads import Tokenizer, exact_prompt, user_messages  # noqa: E402
 from ninferkit.rundir.runs import open_run  # noqa: E402
 from ninferkit.server import process as server  # noqa: E402
+from ninferkit.steps.launch import launch  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 ADAPTER = get_adapter("llama_server")
@@ -361,7 +361,7 @@ def main() -> int:
                    [f"serve.port={free_port()}", "serve.max_concurrency=64", "serve.max_context=512", "serve.spec={}"])
     url = f"http://127.0.0.1:{run.profile.serve.port}"
     try:
-        steps.launch(run, progress=False)  # inside: a SIGTERM while it starts still stops it
+        launch(run, progress=False)  # inside: a SIGTERM while it starts still stops it
         with Tokenizer(url, ADAPTER) as tokenizer:
             prompts = [exact_prompt(tokenizer, args.prompt_tokens).text for _ in range(max(args.requests, 64))]
         specs = [RequestSpec("chat", user_messages(p), args.output_tokens, extra=EXTRA) for p in prompts]
