@@ -126,7 +126,7 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
         if serving_identity(changed, None, None) == base:
             found.append(f"{where}: set {', '.join(variant.set)} changes nothing that is measured (the same serving "
                          "as the profile's own); allowed: a serve option that changes behaviour, or gpu.power_limit_w")
-        found += [f"{where}: {line}" for line in _raised(partial(server.planned_argv, changed)) if line not in launch]
+        found += [f"{where}: {line}" for line in _launch_problems(changed) if line not in launch]
         if "gpu.power_limit_w" in variant.set:
             refused = power.refusal(changed, boot_unit=False)
             if refused:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ninferkit import steps
+from ninferkit.errors import ProfileError
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
+from ninferkit.steps.runner import run_runbook
 from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
 
@@ -52,4 +56,16 @@ def test_each_variant_is_launched_measured_and_kept(tmp_path: Path, llama_server
     finally:
         server.stop(run.dir)
     assert len(again) == 6 and ub32.read_variant().launched == launched  # type: ignore[union-attr]
-    assert getattr(run.dir.read_manifest().steps["sweeps"], "cells_sent") == 0
+    assert run.dir.read_manifest().steps["sweeps"].cells_sent == 0
+
+
+def test_a_flag_the_build_lacks_is_refused_before_the_first_launch(tmp_path: Path, llama_server: Path) -> None:
+    """The built llama-server's own --help decides: the runner refuses the run, naming the variant and the flag,
+    and leaves no run directory (nothing was launched)."""
+    bad = 'variants=[{name: nope, set: {serve.extra_args: [--no-such-flag, "1"]}}]'
+    with pytest.raises(ProfileError) as refused:
+        run_runbook(LOCAL_CPU, tmp_path / "run", ["launch", "sweeps"], [f"serve.port={free_port()}", bad],
+                    say=lambda line: None)
+    lines = [line for line in str(refused.value).splitlines() if "variant 'nope'" in line]
+    assert len(lines) == 1 and "--no-such-flag" in lines[0] and "serve.extra_args" in lines[0]
+    assert not (tmp_path / "run").exists()
