@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ninferkit.params.base import Section
 
@@ -63,3 +63,32 @@ def unique_names(variants: list[Variant]) -> list[Variant]:
     if twice:
         raise ValueError(f"variant name(s) {', '.join(twice)} given twice; each variant names its own launch")
     return variants
+
+
+class Objective(Section):
+    """The best setting for a target (issue 39): which launch of the profile's (its own serving or a variant)
+    meets every limit at one cell and, of those, maximizes a figure; or, with `ordered`, the last variant in the
+    profile's order that meets them (the largest context that keeps decode >= Z). The figures are the rows'
+    (a metric's median, or `<metric>_p50|p90|p99`) at the cells of `sweep` whose parameters match `cell`."""
+
+    sweep: str = Field(description="the sweep kind whose cells decide (e.g. concurrency)")
+    cell: dict[str, Any] = Field(default_factory=dict, description="the cell parameters that decide, e.g. "
+                                 "{concurrency: 4}; empty: every cell of the sweep")
+    at_most: dict[str, float] = Field(default_factory=dict, description="limits a launch must keep, e.g. "
+                                      "{ttft_client_s_p99: 2.0, tpot_client_s_p99: 0.05}")
+    at_least: dict[str, float] = Field(default_factory=dict, description="floors a launch must keep, e.g. "
+                                       "{decode_tok_s_server: 40}")
+    maximize: str | None = Field(None, description="of the launches that meet the limits, the one with the highest "
+                                 "median of this figure (e.g. decode_tok_s_server); null with ordered")
+    ordered: bool = Field(False, description="the variants are in the order of one option and a later one never "
+                          "meets the limits where an earlier one failed: the search bisects, launching only what "
+                          "decides the last variant that meets them")
+
+    @model_validator(mode="after")
+    def _one_question(self) -> Objective:
+        if not (self.at_most or self.at_least or self.maximize):
+            raise ValueError("give limits (at_most, at_least) or a figure to maximize")
+        if self.ordered and self.maximize:
+            raise ValueError("ordered asks for the last variant that meets the limits; maximize for the best of all: "
+                             "give one")
+        return self

@@ -213,11 +213,12 @@ def spec_off_profile(profile: Profile) -> Profile:
 
 
 def variant_profile(profile: Profile, variant: Variant) -> Profile:
-    """The profile a variant launches: `profile` with the variant's fields set (and no variants of its own).
+    """The profile a variant launches: `profile` with the variant's fields set (no variants or objective of its own).
     Raises ProfileError naming the variant and the field when the result is no valid profile (a field the engine
     does not have, a value out of range)."""
     data = profile.model_dump(mode="json")
     data.pop("variants", None)
+    data.pop("objective", None)
     where = f"variant {variant.name!r}"
     for item in variant.overrides():
         try:

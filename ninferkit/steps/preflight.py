@@ -14,6 +14,7 @@ which checks the plan again, checks the same steps; run on its own, it checks th
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
@@ -25,6 +26,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
 from ninferkit.rundir.identity import serving_identity, variant_profile
+from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir
 from ninferkit.server import process as server
 from ninferkit.sweeps.kinds import names
@@ -110,7 +112,8 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
     cache alone (with the weights) exceeds the memory the profile states, and a variant that changes nothing
     measured (the base's serving). A problem the base's launch has too (`launch`) is listed once, for it."""
     if not profile.variants:
-        return []
+        return ["objective: it chooses among the profile's variants, and it has none; allowed: variants with the "
+                "settings to search"] if profile.objective else []
     if profile.artifact.served:
         return ["variants: each variant is a launch of ninferkit's, and a --url run's server is someone else's; "
                 "allowed: none (remove variants, or run the profile without --url)"]
@@ -132,6 +135,30 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
             if refused:
                 found.append(f"{where}: gpu.power_limit_w = {variant.set['gpu.power_limit_w']}: {refused}")
         found += [f"{where}: {line}" for line in _pool_beyond_memory(changed)]
+    return found + _objective_problems(profile)
+
+
+def _objective_problems(profile: Profile) -> list[str]:
+    """An objective must name a sweep kind every variant runs and figures the rows have (a metric, or its
+    percentile `<metric>_p99`)."""
+    objective = profile.objective
+    if objective is None:
+        return []
+    found = []
+    if objective.sweep not in names():
+        found.append(f"objective.sweep = {objective.sweep!r}: not a sweep kind; allowed: {', '.join(names())}")
+    missing = [variant.name for variant in profile.variants if variant.kinds and objective.sweep not in variant.kinds]
+    if missing:
+        found.append(f"objective.sweep = {objective.sweep!r}: variant(s) {', '.join(missing)} do not run it (their "
+                     "kinds); add it there")
+    numeric = sorted(name for name, info in RequestRow.model_fields.items()
+                     if info.annotation in (float, int, float | None, int | None, int | float | None))
+    asked = [*objective.at_most, *objective.at_least, *filter(None, [objective.maximize])]
+    for name in asked:
+        metric = re.sub(r"_p\d{1,2}$", "", name) if name not in numeric else name
+        if metric not in numeric:
+            found.append(f"objective: {name!r} is no figure of the rows; allowed: a metric such as "
+                         f"decode_tok_s_server or ttft_client_s, or its percentile (ttft_client_s_p99)")
     return found
 
 

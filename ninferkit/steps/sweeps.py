@@ -31,6 +31,7 @@ from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ReadinessTimeout, ServerError, ServerExited, ServerStartError, SweepFailed
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
+from ninferkit.params.variants import Variant
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.records import CellEntry, RequestRow
@@ -40,6 +41,7 @@ from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
+from ninferkit.sweeps.objective import Verdict, did_not_start, judge, next_launch, said
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
 from ninferkit.sweeps.resume import resume_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
@@ -139,31 +141,56 @@ def variant_of(cell: Cell[Any]) -> str | None:
 
 
 def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress) -> list[str]:
-    """Each variant with cells left, in the profile's order: the run's server stopped first (a GPU holds one
-    pool), the variant launched, its cells run against it with telemetry from its own log, and stopped
-    (sweeps/variants.py). A variant whose server does not start is recorded and skipped; returns those, each
-    with why."""
+    """Each variant with cells left, in the profile's order, or as the profile's `objective` searches them
+    (sweeps/objective.py: with `ordered` it bisects, and stops launching once the answer is pinned): the run's
+    server stopped first (a GPU holds one pool), the variant launched, its cells run against it with telemetry
+    from its own log, and stopped (sweeps/variants.py). A variant whose server does not start is recorded and
+    skipped; returns those, each with why."""
     run, unstarted = ctx.run, []
+    objective, order = run.profile.objective, [variant.name for variant in run.profile.variants]
+    pending = {name: [cell for cell in cells if variant_of(cell) == name] for name in order}
+    verdicts: dict[str, Verdict] = {}
+    if objective is not None:  # what earlier runs measured decides first
+        rows = run.dir.read_requests()
+        verdicts = {name: judge(objective, name, rows) for name in order if not pending[name]}
     if cells:
         server.stop(run.dir)
-    for variant in run.profile.variants:
-        own = [cell for cell in cells if variant_of(cell) == variant.name]
-        if not own:
+    while True:
+        if objective is None:
+            name = next((each for each in order if pending[each]), None)
+        else:
+            name = next_launch(objective, order, verdicts)
+        if name is None:
+            break
+        if not pending[name]:  # measured, yet no row at the objective's cells: it cannot meet the limits
+            verdicts[name] = Verdict(name, {}, False, ["no row at the objective's cells"])
             continue
-        shown.note(f"launching variant {variant.name} ({', '.join(variant.overrides())})")
-        changed = variant_profile(run.profile, variant)
-        held = power.held_limit(changed, Host(say=shown.event)) if "gpu.power_limit_w" in variant.set \
-            else nullcontext()
-        try:
-            with held, variant_context(ctx, variant, servings.variants[variant.name], len(own)) as each:
-                telemetry = Telemetry(run.dir.telemetry, ctx.adapter, each.log_path, each.url, headers=ctx.headers,
-                                      hz=run.profile.sweeps.telemetry_hz)
-                _run_cells({False: each, True: each}, own, telemetry if run.profile.sweeps.telemetry else None,
-                           shown)
-        except (ServerStartError, ReadinessTimeout) as exc:
-            shown.event(f"variant {variant.name} did not start: {exc}")
-            unstarted.append(f"variant {variant.name}: {exc} (its log: {run.dir.variant(variant.name).server_log})")
+        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown)
+        pending[name] = []
+        if why is not None:
+            unstarted.append(f"variant {name}: {why} (its log: {run.dir.variant(name).server_log})")
+        if objective is not None:
+            verdicts[name] = did_not_start(name, why) if why else judge(objective, name, run.dir.read_requests())
+            shown.event(f"variant {name}: {said(verdicts[name])}")
     return unstarted
+
+
+def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], servings: RunServings,
+                 shown: Progress) -> str | None:
+    """One variant's launch, cells and stop; why it did not start (None: it did)."""
+    run = ctx.run
+    shown.note(f"launching variant {variant.name} ({', '.join(variant.overrides())})")
+    changed = variant_profile(run.profile, variant)
+    held = power.held_limit(changed, Host(say=shown.event)) if "gpu.power_limit_w" in variant.set else nullcontext()
+    try:
+        with held, variant_context(ctx, variant, servings.variants[variant.name], len(own)) as each:
+            telemetry = Telemetry(run.dir.telemetry, ctx.adapter, each.log_path, each.url, headers=ctx.headers,
+                                  hz=run.profile.sweeps.telemetry_hz)
+            _run_cells({False: each, True: each}, own, telemetry if run.profile.sweeps.telemetry else None, shown)
+    except (ServerStartError, ReadinessTimeout) as exc:
+        shown.event(f"variant {variant.name} did not start: {exc}")
+        return str(exc).splitlines()[0]
+    return None
 
 
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
