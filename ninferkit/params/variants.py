@@ -3,7 +3,8 @@
 The field reports' most quoted tables compare server settings (seed 003's prefill chunk 512 -> 3584 and 300 W
 vs 350 W, seed 004's MTP 3/4/5, seed 000 §2.2's A/B of two launches). A variant is one such setting: its
 `set` holds the profile fields it changes, written as `-p` overrides are (`serve.prefill_chunk: 1024`,
-`serve.extra_args: [--batch-size, "64"]`, `gpu.power_limit_w: 300`), and the sweeps step launches the profile
+`serve.extra_args: [--batch-size, "64"]`, `gpu.power_limit_w: 300`, and its own cells: `sweeps.concurrency.levels:
+[4]`), and the sweeps step launches the profile
 with them, runs the chosen sweep kinds against it and stops it. What the changed profile is, and whether it can
 start, is decided with the whole profile (rundir/identity.py: `variant_profile`; steps/preflight.py), since a
 field's meaning is its engine's.
@@ -20,9 +21,10 @@ from ninferkit.params.base import Section
 
 BASE = "base"
 """The name the profile's own serving goes by beside its variants (a variant may not take it)."""
-SETTABLE = ("serve.", "gpu.power_limit_w")
-"""What a variant may change: a serve option (the engine's own included) or the GPU's power limit. The engine,
-its build and the artifact are what every variant shares: another model or build is another profile."""
+SETTABLE = ("serve.", "sweeps.", "gpu.power_limit_w")
+"""What a variant may change: a serve option (the engine's own included) or the GPU's power limit, and, beside one
+of those, the cells it runs (`sweeps.*`: seed 004 measures 4 concurrent only with 4 slots). The engine, its build
+and the artifact are what every variant shares: another model or build is another profile."""
 
 
 class Variant(Section):
@@ -44,11 +46,11 @@ class Variant(Section):
     @field_validator("set")
     @classmethod
     def _settable(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [key for key in value if not (key.startswith(SETTABLE[0]) and len(key) > len(SETTABLE[0]))
-               and key != SETTABLE[1]]
+        bad = [key for key in value if not any(key.startswith(prefix) and len(key) > len(prefix) if
+                                               prefix.endswith(".") else key == prefix for prefix in SETTABLE)]
         if bad:
-            raise ValueError(f"{', '.join(bad)}: a variant changes serve.* fields or gpu.power_limit_w only (the "
-                             "engine, build and artifact are every variant's)")
+            raise ValueError(f"{', '.join(bad)}: a variant changes serve.* fields or gpu.power_limit_w (and its own "
+                             "sweeps.* cells) only; the engine, build and artifact are every variant's")
         return value
 
     def overrides(self) -> list[str]:

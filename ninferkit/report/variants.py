@@ -66,6 +66,8 @@ def _launches(run: RunData, names: list[str]) -> Table:
             record, server = run.variants[name]
             changes = "; ".join(f"{key} = {json.dumps(value)}" for key, value in
                                 (record.set if record else _profile_set(run, name)).items())
+            if record and record.why:
+                changes += f" ({record.why})"
             ledger = server.ledger if server else {}
         state = (record.state or "—") if record else ("done" if name == BASE and server else "not launched")
         if record and record.error:

@@ -110,7 +110,9 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
     before the first launch: a field its engine lacks or a value out of range, a flag the build's `--help` lacks
     (the engine's own check of the command it would run), a power limit this machine cannot set, a KV pool whose
     cache alone (with the weights) exceeds the memory the profile states, and a variant that changes nothing
-    measured (the base's serving). A problem the base's launch has too (`launch`) is listed once, for it."""
+    measured (the base's serving and cells; one with cells of its own, `sweeps.*`, is a second launch of the base's
+    serving: seed 000 §2.1's 8K / 320 cell beside its 128-token context rows). A problem the base's launch has too
+    (`launch`) is listed once, for it."""
     if not profile.variants:
         return ["objective: it chooses among the profile's variants, and it has none; allowed: variants with the "
                 "settings to search"] if profile.objective else []
@@ -126,9 +128,10 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
         except ProfileError as exc:
             found += [line if line.startswith(where) else f"{where}: {line}" for line in _lines(exc)]
             continue
-        if serving_identity(changed, None, None) == base:
+        if serving_identity(changed, None, None) == base and not any(key.startswith("sweeps.") for key in variant.set):
             found.append(f"{where}: set {', '.join(variant.set)} changes nothing that is measured (the same serving "
-                         "as the profile's own); allowed: a serve option that changes behaviour, or gpu.power_limit_w")
+                         "as the profile's own, the same cells); allowed: a serve option that changes behaviour, "
+                         "gpu.power_limit_w, or cells of its own (sweeps.*)")
         found += [f"{where}: {line}" for line in _launch_problems(changed) if line not in launch]
         if "gpu.power_limit_w" in variant.set:
             refused = power.refusal(changed, boot_unit=False)

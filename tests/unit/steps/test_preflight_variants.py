@@ -31,8 +31,9 @@ def test_a_field_the_engine_lacks_and_a_value_out_of_range_name_the_variant_and_
 def test_a_variant_that_changes_nothing_measured_is_refused() -> None:
     found = _problems("[{name: other-port, set: {serve.port: 9099, serve.startup_timeout_s: 60}}]")
     assert found == ["variant 'other-port': set serve.port, serve.startup_timeout_s changes nothing that is "
-                     "measured (the same serving as the profile's own); allowed: a serve option that changes "
-                     "behaviour, or gpu.power_limit_w"]
+                     "measured (the same serving as the profile's own, the same cells); allowed: a serve option that "
+                     "changes behaviour, gpu.power_limit_w, or cells of its own (sweeps.*)"]
+    assert _problems("[{name: long-out, set: {sweeps.context.output_tokens: 320}, kinds: [context]}]") == []
 
 
 def test_a_power_limit_this_machine_cannot_set_is_refused_before_any_launch() -> None:
@@ -58,7 +59,7 @@ def test_a_sweep_kind_a_variant_names_must_exist() -> None:
 @pytest.mark.parametrize(("variants", "words"), [
     ("[{name: base, set: {serve.threads: 2}}]", "'base' names the profile's own serving"),
     ("[{name: a, set: {serve.threads: 2}}, {name: a, set: {serve.threads: 3}}]", "variant name(s) a given twice"),
-    ("[{name: m, set: {artifact.sha256: abc}}]", "a variant changes serve.* fields or gpu.power_limit_w only"),
+    ("[{name: m, set: {artifact.sha256: abc}}]", "a variant changes serve.* fields or gpu.power_limit_w"),
     ("[{name: e, set: {}}]", "variants.0.set"),
 ])
 def test_the_profile_itself_refuses_what_no_variant_can_be(variants: str, words: str) -> None:
