@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ninferkit.deploy.actions import Host
@@ -66,3 +68,18 @@ def install_boot_unit(profile: Profile, folder: Path, host: Host) -> str:
     if code != 0 or out.strip() != "enabled":
         raise HostActionFailed(f"{UNIT} is {out.strip() or 'not enabled'} after `systemctl enable {UNIT}`")
     return out.strip()
+
+
+@contextmanager
+def held_limit(profile: Profile, host: Host) -> Iterator[None]:
+    """The profile's power limit for the block (a variant's `gpu.power_limit_w`, issue 39), then the limit the
+    cards had before it, as nvidia-smi read it. Needs what `apply_now` needs (preflight asks `refusal` first)."""
+    select = ["-i", ",".join(map(str, profile.serve.gpu_devices))] if profile.serve.gpu_devices else []
+    before = host.act("read the limit before the variant", ["nvidia-smi", *select, "--query-gpu=power.limit",
+                                                           "--format=csv,noheader,nounits"]).split()
+    apply_now(profile, host)
+    try:
+        yield
+    finally:
+        if before:
+            host.act(f"power limit back to {before[0]} W", ["nvidia-smi", *select, "-pl", before[0]])

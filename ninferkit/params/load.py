@@ -50,8 +50,13 @@ class LoadedProfile:
 
 
 def profile_hash(profile: Profile) -> str:
-    """A stable 12-hex-digit hash of the validated values (defaults included, comments excluded)."""
-    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """A stable 12-hex-digit hash of the validated values (defaults included, comments excluded). A profile with
+    no variants or objective hashes as it did before profiles had them, so its runs' rows still count as its own."""
+    values = profile.model_dump(mode="json")
+    for key in ("variants", "objective"):
+        if not values.get(key):
+            values.pop(key, None)
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

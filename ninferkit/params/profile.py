@@ -29,6 +29,7 @@ from ninferkit.params.kinds import has_build, serve_section
 from ninferkit.params.report import ReportSection
 from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection
+from ninferkit.params.variants import Objective, Variant, unique_names
 
 EngineKind = Literal["ninfer", "llama_server", "vllm"]
 Sha256Hex = str
@@ -297,6 +298,15 @@ class Profile(Section):
     capacity: CapacitySection = CapacitySection()
     report: ReportSection = ReportSection()
     deploy: DeploySection = DeploySection()
+    variants: list[Variant] = Field(default_factory=list, description="named serve-option changes, each launched "
+                                    "in turn on the same artifact by the sweeps step (issue 39)")
+    objective: Objective | None = Field(None, description="the best of the launches for a target, and a search "
+                                        "that stops launching once the answer is known (issue 39)")
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, value: list[Variant]) -> list[Variant]:
+        return unique_names(value)
 
     @field_validator("name")
     @classmethod

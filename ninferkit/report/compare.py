@@ -169,7 +169,7 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
         first = group.iloc[0]
         sides = [" / ".join(number(by_metric[m][f"median_{side}"]) if m in by_metric else "—" for m in SHAPE_METRICS)
                  + f" / {_share(first[f'acceptance_{side}'])}" for side in ("a", "b")]
-        moves = [_move(m, by_metric[m]) for m in SHAPE_METRICS if m in by_metric]
+        moves = [move_words(m, by_metric[m]) for m in SHAPE_METRICS if m in by_metric]
         lines.append((f"{sweep}: {cell}", *sides, "; ".join(moves)))
     baseline, candidates = run_ids[0], ", ".join(run_ids[1:])
     shown = "prefill / decode / acceptance"
@@ -190,7 +190,8 @@ def _share(value: Any) -> str:
     return "—" if value is None or pd.isna(value) else f"{100 * float(value):.0f}%"
 
 
-def _move(metric: str, row: Any) -> str:
+def move_words(metric: str, row: Any) -> str:
+    """A metric's move in words, as `delta` judged it: the change and whether it is inside run-to-run spread."""
     name = metric.split("_")[0]
     pct = row["delta_pct"]
     if pct is None or pd.isna(pct):
@@ -235,7 +236,7 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 unpaired.append(f"{key[0]} / {_label(key)}: only in {where}")
                 continue
             for metric, higher_better in METRICS.items():
-                row = _delta(base_cells[key], cells[key], metric, higher_better)
+                row = delta(base_cells[key], cells[key], metric, higher_better)
                 if row is None:
                     continue
                 label_key = (key[0], _label(key))
@@ -304,8 +305,10 @@ def _spread_pct(values: list[float]) -> float | None:
     return 100 * statistics.stdev(values) / statistics.mean(values)
 
 
-def _delta(rows_a: list[RequestRow], rows_b: list[RequestRow], metric: str,
-           higher_better: bool) -> dict[str, Any] | None:
+def delta(rows_a: list[RequestRow], rows_b: list[RequestRow], metric: str,
+          higher_better: bool) -> dict[str, Any] | None:
+    """The move of `metric` from cell rows `rows_a` to `rows_b` against either side's spread (and, where both
+    repeated the cell, the interval of the difference); None where a side has no value."""
     a, b = _per_repetition(rows_a, metric), _per_repetition(rows_b, metric)
     if not a or not b:
         return None

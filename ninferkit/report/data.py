@@ -24,6 +24,7 @@ from ninferkit.measure.latency import Targets
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.params.profile import Profile
 from ninferkit.params.report import ReportSection
+from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import (
     ArtifactRecord,
     CapacityRecord,
@@ -38,9 +39,10 @@ from ninferkit.rundir.records import (
     ServerRecord,
     StepEntry,
     TelemetrySample,
+    VariantRecord,
 )
 from ninferkit.rundir.runs import RunDir
-from ninferkit.rundir.servings import run_servings
+from ninferkit.rundir.servings import VARIANT, run_servings
 from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
 from ninferkit.sweeps.tables import counted, demote_unmeasured, latest_outcomes, measured_ok, sweep_table, table_cells
@@ -81,6 +83,13 @@ class RunData:
     """A table file that could not be read -> what was wrong with it; the table shown was rebuilt from the rows."""
     cells: dict[str, CellEntry] = field(default_factory=dict)
     """cell_id -> the last entry of sweeps/cells.jsonl for the run's profile (status, reason, diagnosis)."""
+    variant_requests: list[RequestRow] = field(default_factory=list)
+    """The counted rows of the profile's variants (issue 39); `requests` and `tables` hold the base's alone, so
+    every section but the variants' reads the profile's own serving as before."""
+    variant_tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """The sweep tables of a run with variants, whole: every variant's rows beside the base's (`variant` column)."""
+    variants: dict[str, tuple[VariantRecord | None, ServerRecord | None]] = field(default_factory=dict)
+    """Each variant's variant.json and its server.json (the startup ledger), by name, in the profile's order."""
 
     @property
     def run_id(self) -> str:
@@ -163,7 +172,8 @@ def load_run(path: str | Path) -> RunData:
     outcomes = latest_outcomes(run_dir, run_servings(run_dir))
     data.counted = counted(run_dir, rows, outcomes)
     data.cells = demote_unmeasured(outcomes, measured_ok(data.counted.rows))  # done means measured
-    data.requests = data.counted.rows
+    data.requests = [row for row in data.counted.rows if not (row.cell or {}).get(VARIANT)]
+    data.variant_requests = [row for row in data.counted.rows if (row.cell or {}).get(VARIANT)]
     data.superseded = data.counted.superseded
     if not rows:
         _missing(data, run_dir.name(run_dir.requests), "sweeps")
@@ -171,6 +181,10 @@ def load_run(path: str | Path) -> RunData:
     if not data.telemetry:
         _missing(data, run_dir.name(run_dir.telemetry), "sweeps")
     data.tables = _tables(data)
+    if any(VARIANT in table for table in data.tables.values()):
+        data.variant_tables = data.tables
+        data.tables = {name: _base_only(table) for name, table in data.tables.items()}
+    data.variants = _variants(run_dir, data.manifest)
     if not data.tables:
         _missing(data, run_dir.name(run_dir.tables) + "/", "sweeps")
     data.llama_bench = run_dir.read_llama_bench()  # optional: not listed as missing without it
@@ -181,6 +195,25 @@ def load_run(path: str | Path) -> RunData:
         _missing(data, run_dir.name(run_dir.server_log), "launch")
     data.ledger, data.ledger_source = _ledger(data)
     return data
+
+
+def _base_only(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table's rows of the profile's own serving, without the `variant` column."""
+    if VARIANT not in table:
+        return table
+    return table[table[VARIANT] == BASE].drop(columns=[VARIANT]).reset_index(drop=True)
+
+
+def _variants(run_dir: RunDir, manifest: Manifest) -> dict[str, tuple[VariantRecord | None, ServerRecord | None]]:
+    """The recorded profile's variants with what their launches left (variant.json, server.json); a variant not
+    launched yet has neither."""
+    found: dict[str, tuple[VariantRecord | None, ServerRecord | None]] = {}
+    for each in (manifest.profile or {}).get("variants") or []:
+        name = str(each.get("name")) if isinstance(each, dict) else None
+        if name:
+            folder = run_dir.variant(name)
+            found[name] = (folder.read_variant(), folder.read_server())
+    return found
 
 
 def _refuse_cut_import(run_dir: RunDir, manifest: Manifest) -> None:

@@ -31,6 +31,7 @@ from ninferkit.errors import ProfileError
 from ninferkit.params.kinds import KINDS, has_build, serve_section
 from ninferkit.params.load import apply_override, validate_profile
 from ninferkit.params.profile import BuildSection, Profile
+from ninferkit.params.variants import Variant
 from ninferkit.redaction import scrub
 
 EXCLUDED_SERVE = frozenset({"host", "port", "container_port", "api_key_env", "startup_timeout_s", "gpu_devices",
@@ -266,6 +267,22 @@ def spec_off_profile(profile: Profile) -> Profile:
     data = profile.model_dump(mode="json")
     apply_override(data, "serve.spec={}")
     return validate_profile(data)
+
+
+def variant_profile(profile: Profile, variant: Variant) -> Profile:
+    """The profile a variant launches: `profile` with the variant's fields set (no variants or objective of its own).
+    Raises ProfileError naming the variant and the field when the result is no valid profile (a field the engine
+    does not have, a value out of range)."""
+    data = profile.model_dump(mode="json")
+    data.pop("variants", None)
+    data.pop("objective", None)
+    where = f"variant {variant.name!r}"
+    for item in variant.overrides():
+        try:
+            apply_override(data, item)
+        except ProfileError as exc:
+            raise ProfileError(f"{where}: {exc}") from None
+    return validate_profile(data, where=where)
 
 
 def entry_serving_id(line: Mapping[str, Any], manifest: Mapping[str, Any], current: ServingIdentity | None) -> str:

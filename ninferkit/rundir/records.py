@@ -428,6 +428,25 @@ class CapacityRecord(RunFile):
     """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 
 
+class VariantRecord(RunFile):
+    """variants/<name>/variant.json: one variant's launch (issue 39): what it set, the serving its rows name,
+    how long its server took to start and the whole variant took, and how it ended. Its server's own files
+    (server.json with the startup ledger, logs/server.log) lie beside it: variants/<name>/ is a run folder."""
+
+    name: str | None = None
+    set: dict[str, Any] = {}
+    why: str = ""
+    serving_id: str | None = None
+    state: str | None = None
+    """running | done | failed (the server did not start, or died: `error` says why)."""
+    launched: str | None = None
+    ready_s: int | float | None = None
+    seconds: int | float | None = None
+    """From the launch to the stop: what the variant cost in wall time."""
+    cells_sent: int | None = None
+    error: str | None = None
+
+
 class FleetTaskRecord(RunFile):
     """fleet-task.json: the fleet task that made this run (ninferkit/fleet/): the host it names, which every
     merged row carries (the machine's own hostname is the manifest's), the GRES it asked for, the fleet, and

@@ -50,6 +50,7 @@ from ninferkit.rundir.records import (
     RunRow,
     ServerRecord,
     TelemetrySample,
+    VariantRecord,
 )
 from ninferkit.version import __version__, git_state
 
@@ -362,6 +363,23 @@ class RunDir:
     def speculation_off(self) -> Path:
         """The run directory of the speculation A/B's second server."""
         return self.path / "sweeps" / "speculation-off"
+
+    @property
+    def variants(self) -> Path:
+        """The profile's variants' run folders, one per variant (issue 39): variants/<name>/."""
+        return self.path / "variants"
+
+    def variant(self, name: str) -> RunDir:
+        """The run folder of variant `name`: its server's files and variant.json."""
+        return RunDir(self.variants / name)
+
+    @property
+    def variant_record(self) -> Path:
+        """variant.json, in a variant's run folder (RunDir.variant)."""
+        return self.path / "variant.json"
+
+    def read_variant(self) -> VariantRecord | None:
+        return _read_record(self.variant_record, VariantRecord)
 
     @property
     def tables(self) -> Path:

@@ -11,9 +11,11 @@ serving field by field (an id drifts when the schema gains a field).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ninferkit.errors import ProfileError
+from ninferkit.params.profile import Profile
 from ninferkit.rundir.identity import (
     ServingIdentity,
     entry_serving_id,
@@ -24,9 +26,12 @@ from ninferkit.rundir.identity import (
     same_serving,
     serving_identity,
     spec_off_profile,
+    variant_profile,
 )
 from ninferkit.rundir.runs import RunDir, json_object
 
+VARIANT = "variant"
+"""The cell parameter naming the variant (the profile's `variants`) a cell is measured under; absent: the base."""
 SPEC_OFF = "off"
 """The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
 
@@ -39,9 +44,16 @@ class RunServings:
     spec_off: ServingIdentity
     known: dict[str, ServingIdentity]
     manifest: dict[str, Any]
+    variants: dict[str, ServingIdentity] = field(default_factory=dict)
+    """Each variant's serving (the profile's `variants`, by name), with speculation as the variant has it."""
 
     def for_cell(self, cell: Mapping[str, Any] | None) -> ServingIdentity:
-        """The serving a cell of these parameters is measured under now."""
+        """The serving a cell of these parameters is measured under now: its variant's, where it names one (a
+        variant the profile no longer has is a serving of its own, which no current line matches)."""
+        variant = (cell or {}).get(VARIANT)
+        if variant is not None:
+            return self.variants.get(str(variant)) or ServingIdentity({}, proven=False, source="legacy",
+                                                                      legacy_of=f"variant-{variant}")
         return self.spec_off if (cell or {}).get("speculation") == SPEC_OFF else self.main
 
     def of_line(self, line: Mapping[str, Any]) -> str:
@@ -74,5 +86,22 @@ def run_servings(run_dir: RunDir) -> RunServings:
         sha, server = json_object(run_dir.artifact).get("sha256"), json_object(run_dir.server)
         main = serving_identity(profile, sha if isinstance(sha, str) else None, server)
         spec_off = serving_identity(spec_off_profile(profile), sha if isinstance(sha, str) else None, server)
-    known = {**manifest_servings(manifest), main.id: main, spec_off.id: spec_off}
-    return RunServings(main, spec_off, known, manifest)
+    variants = {} if profile is None else variant_servings(profile, json_object(run_dir.artifact).get("sha256"),
+                                                            json_object(run_dir.server))
+    known = {**manifest_servings(manifest), main.id: main, spec_off.id: spec_off,
+             **{identity.id: identity for identity in variants.values()}}
+    return RunServings(main, spec_off, known, manifest, variants)
+
+
+def variant_servings(profile: Profile, sha256: object, server: Mapping[str, Any]) -> dict[str, ServingIdentity]:
+    """Each variant's serving identity, by name: the variant's profile on the run's artifact and engine binary
+    (server.json of the base launch: every variant runs the same binary), so it is known before its launch. A
+    variant that no longer makes a valid profile has none (preflight refuses it before any launch)."""
+    found: dict[str, ServingIdentity] = {}
+    for variant in profile.variants:
+        try:
+            changed = variant_profile(profile, variant)
+        except ProfileError:
+            continue
+        found[variant.name] = serving_identity(changed, sha256 if isinstance(sha256, str) else None, server)
+    return found

@@ -14,15 +14,19 @@ which checks the plan again, checks the same steps; run on its own, it checks th
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
 from ninferkit.capacity.launches import overrides_for
 from ninferkit.capacity.observations import Setting
+from ninferkit.deploy import power
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
+from ninferkit.rundir.identity import serving_identity, variant_profile
+from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir
 from ninferkit.server import process as server
 from ninferkit.sweeps.kinds import names
@@ -57,6 +61,8 @@ def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str
         found += _sweep_problems(profile)
     if "capacity" in wanted:
         found += _capacity_problems(profile, set(launch))
+    if "sweeps" in wanted:
+        found += variant_problems(profile, set(launch))
     return list(dict.fromkeys(found))  # a problem every check meets (an unknown build) is listed once
 
 
@@ -97,6 +103,91 @@ def _sweep_problems(profile: Profile) -> list[str]:
     for kind in names():
         found += _raised(partial(build_plan, profile, adapter, [kind], explicit=False))
     return found
+
+
+def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
+    """Why a variant (the profile's `variants`) would not start, each line naming the variant and the field,
+    before the first launch: a field its engine lacks or a value out of range, a flag the build's `--help` lacks
+    (the engine's own check of the command it would run), a power limit this machine cannot set, a KV pool whose
+    cache alone (with the weights) exceeds the memory the profile states, and a variant that changes nothing
+    measured (the base's serving and cells; one with cells of its own, `sweeps.*`, is a second launch of the base's
+    serving: seed 000 §2.1's 8K / 320 cell beside its 128-token context rows). A problem the base's launch has too
+    (`launch`) is listed once, for it."""
+    if not profile.variants:
+        return ["objective: it chooses among the profile's variants, and it has none; allowed: variants with the "
+                "settings to search"] if profile.objective else []
+    if profile.artifact.served:
+        return ["variants: each variant is a launch of ninferkit's, and a --url run's server is someone else's; "
+                "allowed: none (remove variants, or run the profile without --url)"]
+    base = serving_identity(profile, None, None)
+    found: list[str] = []
+    for variant in profile.variants:
+        where = f"variant {variant.name!r}"
+        try:
+            changed = variant_profile(profile, variant)
+        except ProfileError as exc:
+            found += [line if line.startswith(where) else f"{where}: {line}" for line in _lines(exc)]
+            continue
+        if serving_identity(changed, None, None) == base and not any(key.startswith("sweeps.") for key in variant.set):
+            found.append(f"{where}: set {', '.join(variant.set)} changes nothing that is measured (the same serving "
+                         "as the profile's own, the same cells); allowed: a serve option that changes behaviour, "
+                         "gpu.power_limit_w, or cells of its own (sweeps.*)")
+        found += [f"{where}: {line}" for line in _launch_problems(changed) if line not in launch]
+        if "gpu.power_limit_w" in variant.set:
+            refused = power.refusal(changed, boot_unit=False)
+            if refused:
+                found.append(f"{where}: gpu.power_limit_w = {variant.set['gpu.power_limit_w']}: {refused}")
+        found += [f"{where}: {line}" for line in _pool_beyond_memory(changed)]
+    return found + _objective_problems(profile)
+
+
+def _objective_problems(profile: Profile) -> list[str]:
+    """An objective must name a sweep kind every variant runs and figures the rows have (a metric, or its
+    percentile `<metric>_p99`)."""
+    objective = profile.objective
+    if objective is None:
+        return []
+    found = []
+    if objective.sweep not in names():
+        found.append(f"objective.sweep = {objective.sweep!r}: not a sweep kind; allowed: {', '.join(names())}")
+    missing = [variant.name for variant in profile.variants if variant.kinds and objective.sweep not in variant.kinds]
+    if missing:
+        found.append(f"objective.sweep = {objective.sweep!r}: variant(s) {', '.join(missing)} do not run it (their "
+                     "kinds); add it there")
+    numeric = sorted(name for name, info in RequestRow.model_fields.items()
+                     if info.annotation in (float, int, float | None, int | None, int | float | None))
+    asked = [*objective.at_most, *objective.at_least, *filter(None, [objective.maximize])]
+    for name in asked:
+        metric = re.sub(r"_p\d{1,2}$", "", name) if name not in numeric else name
+        if metric not in numeric:
+            found.append(f"objective: {name!r} is no figure of the rows; allowed: a metric such as "
+                         f"decode_tok_s_server or ttft_client_s, or its percentile (ttft_client_s_p99)")
+    return found
+
+
+def _pool_beyond_memory(profile: Profile) -> list[str]:
+    """The KV pool the profile asks for, when its cache and the model's weights alone exceed the memory it
+    states (capacity.memory_budget_bytes, else gpu.memory_gib x gpu.count): the engine's own runtime comes on top,
+    so such a pool cannot start. Silent where the layout or the memory is unknown."""
+    memory = profile.capacity.memory_budget_bytes or (
+        int(profile.gpu.memory_gib * 2**30 * profile.gpu.count) if profile.gpu.memory_gib else None)
+    adapter = get_adapter(profile.engine.kind)
+    rule = adapter.capacity_pool
+    base = Setting.from_profile(profile)
+    try:
+        layout = adapter.kv_layout(profile, None, base.kv_dtype or rule.default_kv_dtype)
+    except ProfileError:
+        return []
+    if memory is None or layout is None:
+        return []
+    pool = rule.requested_pool(base.concurrency, base.context_per_slot, profile.serve.kv.capacity)
+    needed = pool * layout.bytes_per_token + (profile.artifact.size_bytes or 0)
+    if needed <= memory:
+        return []
+    return [f"serve.kv: a pool of {pool:,} tokens holds {pool * layout.bytes_per_token / 2**30:.2f} GiB of KV cache "
+            f"({layout.bytes_per_token:,} bytes a token), with the weights {needed / 2**30:.2f} GiB, more than the "
+            f"{memory / 2**30:.2f} GiB the profile states the device has; allowed: a smaller serve.max_context or "
+            "serve.max_concurrency, or a smaller KV type"]
 
 
 def _capacity_problems(profile: Profile, launch: set[str]) -> list[str]:

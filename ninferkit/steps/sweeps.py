@@ -17,32 +17,38 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from ninferkit import bounded
+from ninferkit.deploy import power
+from ninferkit.deploy.actions import Host
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
-from ninferkit.errors import ProfileError, ServerError, ServerExited, SweepFailed
+from ninferkit.errors import ProfileError, ReadinessTimeout, ServerError, ServerExited, ServerStartError, SweepFailed
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
+from ninferkit.params.variants import Variant
 from ninferkit.progress import Progress, track
+from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.records import CellEntry, RequestRow
 from ninferkit.rundir.runs import GrowingRows, Run, RunDir, record_serving
-from ninferkit.rundir.servings import run_servings
+from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
+from ninferkit.sweeps.objective import Verdict, did_not_start, judge, next_launch, said
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
 from ninferkit.sweeps.resume import resume_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, measured_ok, save_tables
 from ninferkit.sweeps.truth import record_log_truth
+from ninferkit.sweeps.variants import variant_context
 from ninferkit.transports import uses_proxy
 
 
@@ -75,7 +81,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     # the ledger and requests.jsonl are read once for the step, each line parsed once as the cells append it
     with GrowingRows(run.dir.sweep_cells, CellEntry) as ledger, GrowingRows(run.dir.requests, RequestRow) as requests:
         servings = run_servings(run.dir)
-        for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off}.values():
+        for identity in {servings.main.id: servings.main, servings.spec_off.id: servings.spec_off,
+                         **{each.id: each for each in servings.variants.values()}}.values():
             record_serving(run.dir, identity)
         write_plan(run.dir, cells, run.profile_hash, servings.main.id)
         resume = resume_plan(cells, ledger.rows(), measured_ok(requests.rows()), servings)
@@ -96,9 +103,12 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                         shown.event(resume.summary(servings.main.id))
                     if any(map(is_spec_off, pending)):
                         shown.note("starting the second server of the speculation A/B (speculation off)")
-                    with spec_off_context(ctx, any(map(is_spec_off, pending)), servings.spec_off) as spec_off:
-                        _run_cells({False: ctx, True: spec_off or ctx}, pending,
+                    base = [cell for cell in pending if variant_of(cell) is None]
+                    with spec_off_context(ctx, any(map(is_spec_off, base)), servings.spec_off) as spec_off:
+                        _run_cells({False: ctx, True: spec_off or ctx}, base,
                                    telemetry if profile.sweeps.telemetry else None, shown)
+                    unstarted = _run_variants(ctx, [cell for cell in pending if variant_of(cell) is not None],
+                                              servings, shown)
             except (ServerExited, SweepFailed):
                 record_log_truth(run, adapter, requests.rows())
                 save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
@@ -115,10 +125,72 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                             resume_summary=resume.summary(servings.main.id),
                             serving_id=servings.main.id,
                             telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+        if unstarted:
+            raise SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
+                              "saved; a rerun launches them again):\n" + "\n".join(f"  - {line}" for line in unstarted))
         if failed:
             raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
                               "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
         return SweepTables(tables)
+
+
+def variant_of(cell: Cell[Any]) -> str | None:
+    """The variant a cell is measured under (the profile's `variants`); None: the base."""
+    variant: str | None = cell.params.variant
+    return variant
+
+
+def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress) -> list[str]:
+    """Each variant with cells left, in the profile's order, or as the profile's `objective` searches them
+    (sweeps/objective.py: with `ordered` it bisects, and stops launching once the answer is pinned): the run's
+    server stopped first (a GPU holds one pool), the variant launched, its cells run against it with telemetry
+    from its own log, and stopped (sweeps/variants.py). A variant whose server does not start is recorded and
+    skipped; returns those, each with why."""
+    run, unstarted = ctx.run, []
+    objective, order = run.profile.objective, [variant.name for variant in run.profile.variants]
+    pending = {name: [cell for cell in cells if variant_of(cell) == name] for name in order}
+    verdicts: dict[str, Verdict] = {}
+    if objective is not None:  # what earlier runs measured decides first
+        rows = run.dir.read_requests()
+        verdicts = {name: judge(objective, name, rows) for name in order if not pending[name]}
+    if cells:
+        server.stop(run.dir)
+    while True:
+        if objective is None:
+            name = next((each for each in order if pending[each]), None)
+        else:
+            name = next_launch(objective, order, verdicts)
+        if name is None:
+            break
+        if not pending[name]:  # measured, yet no row at the objective's cells: it cannot meet the limits
+            verdicts[name] = Verdict(name, {}, False, ["no row at the objective's cells"])
+            continue
+        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown)
+        pending[name] = []
+        if why is not None:
+            unstarted.append(f"variant {name}: {why} (its log: {run.dir.variant(name).server_log})")
+        if objective is not None:
+            verdicts[name] = did_not_start(name, why) if why else judge(objective, name, run.dir.read_requests())
+            shown.event(f"variant {name}: {said(verdicts[name])}")
+    return unstarted
+
+
+def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], servings: RunServings,
+                 shown: Progress) -> str | None:
+    """One variant's launch, cells and stop; why it did not start (None: it did)."""
+    run = ctx.run
+    shown.note(f"launching variant {variant.name} ({', '.join(variant.overrides())})")
+    changed = variant_profile(run.profile, variant)
+    held = power.held_limit(changed, Host(say=shown.event)) if "gpu.power_limit_w" in variant.set else nullcontext()
+    try:
+        with held, variant_context(ctx, variant, servings.variants[variant.name], len(own)) as each:
+            telemetry = Telemetry(run.dir.telemetry, ctx.adapter, each.log_path, each.url, headers=ctx.headers,
+                                  hz=run.profile.sweeps.telemetry_hz)
+            _run_cells({False: each, True: each}, own, telemetry if run.profile.sweeps.telemetry else None, shown)
+    except (ServerStartError, ReadinessTimeout) as exc:
+        shown.event(f"variant {variant.name} did not start: {exc}")
+        return str(exc).splitlines()[0]
+    return None
 
 
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:

@@ -25,6 +25,7 @@ from ninferkit.errors import ProfileError
 from ninferkit.measure.client import RESPONSES_MIN_OUTPUT_TOKENS, SEED_APIS
 from ninferkit.params.profile import Profile
 from ninferkit.params.sweeps import Api
+from ninferkit.rundir.servings import VARIANT
 
 TOOLS_NOTE = ("with tools an engine may hold text back until generation ends (NInfer does, IF §4), so the "
               "client's TTFT and decode rate can be the whole request's; the server columns are the measure")
@@ -47,12 +48,16 @@ class CellParams:
     repeat: int = 0
     """Which run of the cell (`sweeps.repeats`), from 0: each repeat is a cell of its own in the ledger and the
     rows (`cell.repeat`), and the tables put the repeats of one cell together (`first_repeat_id`)."""
+    variant: str | None = None
+    """The profile's variant the cell is measured under (`variants`, issue 39); None: the profile's own serving.
+    Left out of the record while None, so a cell of the base keeps the id it had before variants."""
 
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
     def as_dict(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items()
-                if not (value is None and name in self.OMITTED_WHEN_NONE) and not (name == REPEAT and value == 0)}
+                if not (value is None and (name in self.OMITTED_WHEN_NONE or name == VARIANT))
+                and not (name == REPEAT and value == 0)}
 
     @classmethod
     def recorded(cls, params: dict[str, Any]) -> CellParams:
@@ -138,14 +143,20 @@ class Cell(Generic[P]):
         keys = {label.key for label in self.kind.labels}
         recorded = self.params.as_dict()
         shown = {k: v for k, v in recorded.items() if k in keys}
-        if REPEAT in recorded:
-            shown[REPEAT] = recorded[REPEAT]
+        for extra in (REPEAT, VARIANT):
+            if extra in recorded:
+                shown[extra] = recorded[extra]
         return f"{self.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
 
     def as_dict(self) -> dict[str, Any]:
         """The cell as plan.json records it."""
         return {"sweep": self.sweep, "params": self.params.as_dict(), "skip": self.skip, "request": self.request,
                 "notes": self.notes, "cell_id": self.cell_id}
+
+
+def of_variant(cell: Cell[P], variant: str) -> Cell[P]:
+    """The cell measured under the profile's variant `variant`: the same requests, its own id."""
+    return Cell(cell.kind, replace(cell.params, variant=variant), cell.skip, cell.request, cell.notes)
 
 
 def repeated(cell: Cell[P], repeat: int) -> Cell[P]:

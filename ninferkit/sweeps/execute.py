@@ -38,7 +38,7 @@ from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
 from ninferkit.rundir.records import RequestRow, ServerRecord
-from ninferkit.rundir.runs import GrowingRows, Run, append_jsonl, utc_now
+from ninferkit.rundir.runs import GrowingRows, Run, RunDir, append_jsonl, utc_now
 from ninferkit.server import process as server
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.rules import CellTally, StopRule
@@ -66,6 +66,13 @@ class SweepContext:
     requests: GrowingRows[RequestRow] | None = None
     """requests.jsonl as the step reads it, once (the engine's record is joined to it after every cell); None:
     read whole at each join."""
+    server_dir: RunDir | None = None
+    """The run folder whose server.json is the server these cells reach (a variant's, the speculation A/B's other
+    side), asked whether it still runs; None: the run's own."""
+
+    def server_run(self) -> RunDir:
+        """The run folder of the server the cells reach (see `server_dir`)."""
+        return self.server_dir or self.run.dir
 
     def rows(self) -> list[RequestRow] | None:
         """requests.jsonl as it stands, from the step's reading of it; None where the step has none."""
@@ -175,7 +182,7 @@ class Recorder:
             self.measured.add(stored, error, result.http_status)
         if result.status != "ok" and (result.http_status is None or result.http_status < 400):
             # broke off without an error answer: did the server die? (raises ServerExited, failing this cell)
-            await asyncio.to_thread(server.confirm_running, self.ctx.run.dir)
+            await asyncio.to_thread(server.confirm_running, self.ctx.server_run())
         if result.http_status is not None and result.http_status in ACCESS_REFUSED:
             raise AccessRefused(result.http_status, result.error)
         for rule in self.ctx.rules:
@@ -202,7 +209,7 @@ def run_cell(ctx: SweepContext, cell: Cell[Any], on_request: Callable[[CellTally
             answer = failed.__cause__.response if isinstance(failed.__cause__, httpx.HTTPStatusError) else None
             if answer is not None and answer.status_code in ACCESS_REFUSED:
                 raise AccessRefused(answer.status_code, answer.text) from failed
-            server.ensure_running(ctx.run.dir)  # is the server gone?
+            server.ensure_running(ctx.server_run())  # is the server gone?
             raise CellStopped(str(failed)) from failed
     except AccessRefused as refused:
         outcome = _failed(ctx, record, str(refused), _access_diagnosis(ctx, refused.body))

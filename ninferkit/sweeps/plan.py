@@ -11,18 +11,24 @@ repeats alike instead of on the cells planned last. A rerun after a run died run
 as it runs any such cell. The first repeat is the cell a run without repeats measures (same id), so `compare`
 and the A/B pair a run with repeats with one without; a skipped cell is planned once (a repeat of a refusal
 measures nothing).
+
+A profile's `variants` (issue 39) each plan their kinds again, from the variant's profile (its sizes checked
+against its own context), each cell naming its variant (`CellParams.variant`, so its own id). A speculation A/B
+twin is the base's only: a variant is a launch of its own, and speculation off is a variant like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.runs import RunDir, utc_now, write_json_atomic
-from ninferkit.sweeps.cell import Cell, Planner, repeated
+from ninferkit.rundir.servings import SPEC_OFF
+from ninferkit.sweeps.cell import Cell, Planner, of_variant, repeated
 from ninferkit.sweeps.kinds import kinds as all_kinds
 from ninferkit.sweeps.kinds import names
 
@@ -56,14 +62,34 @@ def build_plan(profile: Profile, adapter: ApiDialect, kinds: Iterable[str], expl
     Raises ProfileError before anything is sent when a size does not fit the served context.
     """
     chosen = set(kinds)
+    cells = _kinds_plan(profile, adapter, lambda kind, enabled: kind in chosen and (enabled or explicit), served)
+    for variant in profile.variants:
+        unknown = sorted(set(variant.kinds or ()) - set(names()))
+        if unknown:
+            raise ProfileError(f"variant {variant.name!r}: kinds: unknown sweep kind(s) {', '.join(unknown)}; "
+                               f"allowed: {', '.join(names())}")
+        wanted = set(variant.kinds or ()) & chosen
+
+        def runs(kind: str, enabled: bool, wanted: set[str] = wanted, every: bool = variant.kinds is None) -> bool:
+            return kind in wanted or (every and kind in chosen and (enabled or explicit))
+
+        own = _kinds_plan(variant_profile(profile, variant), adapter, runs, served)
+        cells += [of_variant(cell, variant.name) for cell in own
+                  if cell.params.as_dict().get("speculation") != SPEC_OFF]
+    again = [repeated(cell, repeat) for repeat in range(1, profile.sweeps.repeats) for cell in cells if not cell.skip]
+    return cells + again
+
+
+def _kinds_plan(profile: Profile, adapter: ApiDialect, runs: Callable[[str, bool], bool],
+                served: dict[str, Any] | None) -> list[Cell[Any]]:
+    """The cells of the kinds `runs(name, enabled)` picks, in the kinds' order, as `profile`'s engine runs them."""
     planner = Planner(adapter, profile, served)
     cells: list[Cell[Any]] = []
     for kind in all_kinds():
         section = kind.section(profile.sweeps)
-        if kind.name in chosen and (section.enabled or explicit):
+        if runs(kind.name, section.enabled):
             cells += kind.plan(section, planner)
-    again = [repeated(cell, repeat) for repeat in range(1, profile.sweeps.repeats) for cell in cells if not cell.skip]
-    return cells + again
+    return cells
 
 
 def write_plan(run_dir: RunDir, cells: list[Cell[Any]], profile_hash: str, serving_id: str) -> None:

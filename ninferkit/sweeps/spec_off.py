@@ -49,6 +49,6 @@ def spec_off_context(ctx: SweepContext, needed: bool, serving: ServingIdentity) 
         record = server.start(other, progress=False)
         yield replace(ctx, url=str(record.url), model_id=server.record_model_id(record, other.profile),
                       base_row=base_row(run, ctx.adapter, record, serving), log_path=Path(str(record.log)),
-                      serving=serving)
+                      serving=serving, server_dir=other.dir)
     finally:
         server.stop(other.dir)

@@ -22,6 +22,8 @@ A cell run more than once (`sweeps.repeats`) is one row over all its repeats: th
 requests, except the headline metrics (REPEATED), whose `_median` is then the median of the repeats' medians,
 with `_ci_low`/`_ci_high` its seeded bootstrap interval (ninferkit/measure/confidence.py), `repeats` how many repeats
 the ledger has and `ci_method` the method and level in words. A row of one repeat has none of these columns.
+Where the profile has variants (issue 39) every row names its `variant` (`base` for the profile's own serving),
+the base's rows first, then each variant's in the profile's order.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ from ninferkit.measure.confidence import median_interval
 from ninferkit.measure.latency import METRICS, Targets, distribution, requests_per_s, samples
 from ninferkit.measure.telemetry import LOG_POLL_S, engine_rates, window_summary
 from ninferkit.params.profile import Profile
+from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.rundir.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
-from ninferkit.rundir.servings import RunServings, run_servings
+from ninferkit.rundir.servings import VARIANT, RunServings, run_servings
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
@@ -134,12 +137,16 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
     records = []
     frame = _frame(rows)
     engine_lines = [r for r in telemetry or () if r.source == "engine_log"]
-    for repeats in _repeats(name, outcomes):
+    cells = _repeats(name, outcomes)
+    variants = list(dict.fromkeys([BASE, *(str(o.cell[VARIANT]) for each in cells for _, o in each
+                                           if o.cell and o.cell.get(VARIANT))]))
+    for repeats in cells:
         each = []
         for cell_id, outcome in repeats:
             cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
             measured = _measured(kind, cell_rows)
-            record = kind.key_columns(outcome.cell, speculation)
+            record = {VARIANT: (outcome.cell or {}).get(VARIANT) or BASE} if len(variants) > 1 else {}
+            record.update(kind.key_columns(outcome.cell, speculation))
             record.update(_cell_metrics(kind, measured, rows, targets))
             diagnosis = outcome.diagnosis or {}
             record.update(status=outcome.status, reason=outcome.reason,
@@ -156,6 +163,9 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
     table = pd.DataFrame(records)
     if len(table):
         table = table.sort_values(list(kind.table_keys[:kind.sorted_by]), key=kind.sort_key).reset_index(drop=True)
+    if VARIANT in table:  # the base's rows, then each variant's in the profile's order, as the report lays them
+        table = table.sort_values(VARIANT, key=lambda column: column.map(variants.index),
+                                  kind="stable").reset_index(drop=True)
     return table
 
 

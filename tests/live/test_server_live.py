@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from ninferkit import steps
-from ninferkit.errors import ServerStartError
+from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError, ServerStartError
 from ninferkit.rundir.runs import Run, open_run
 from ninferkit.server import process as server
 from tests.conftest import LOCAL_CPU, free_port
@@ -70,12 +72,16 @@ def test_missing_model_is_diagnosed(tmp_path: Path, llama_server: Path) -> None:
     assert "absent.gguf" in err.value.diagnosis.cause
 
 
-def test_unknown_flag_is_diagnosed(tmp_path: Path, llama_server: Path) -> None:
+def test_unknown_flag_is_refused_before_the_launch_and_diagnosed_in_a_log(tmp_path: Path, llama_server: Path) -> None:
+    """The binary's --help decides before anything starts (issue 39: a variant's flag the build lacks); a server
+    someone started by hand with such a flag is still diagnosed from what it printed."""
     run = _run(tmp_path, "serve.extra_args=[--no-such-flag]")
-    with pytest.raises(ServerStartError) as err:
+    with pytest.raises(ProfileError, match="serve.extra_args: --no-such-flag: not an option of this llama-server"):
         steps.launch(run, progress=False)
-    assert err.value.diagnosis is not None and err.value.diagnosis.code == "unknown_argument"
-    assert "--no-such-flag" in err.value.diagnosis.fix
+    assert not run.dir.server.exists()
+    printed = subprocess.run([str(llama_server), "--no-such-flag"], capture_output=True, text=True, timeout=60)
+    diagnosis = get_adapter("llama_server").diagnose(printed.stdout + printed.stderr)
+    assert diagnosis is not None and diagnosis.code == "unknown_argument" and "--no-such-flag" in diagnosis.fix
 
 
 def test_api_key_is_used_but_never_written(tmp_path: Path, llama_server: Path, monkeypatch: pytest.MonkeyPatch) -> None:

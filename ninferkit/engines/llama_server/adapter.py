@@ -220,9 +220,10 @@ class LlamaServer(EngineAdapter):
             argv += ["-t", str(serve.threads)]
         if profile.engine.built.backend == "cuda":
             argv += ["-ngl", "999"]
-        argv += spec_argv(serve.spec, self._help(profile, binary), binary.name)
+        offered = self._help(profile, binary)
+        argv += spec_argv(serve.spec, offered, binary.name)
         argv += repack_argv(profile, model_path)  # the setup step's amx_weight_repacking finding says why
-        return argv + list(serve.extra_args)
+        return argv + _offered_extra_args(serve.extra_args, offered, binary.name)
 
     def _help(self, profile: Profile, binary: Path) -> BinaryHelp | None:
         """The --help of the binary a launch runs: `binary` where it is a file or a name on PATH, else the
@@ -444,3 +445,18 @@ def _capacity_ledger(log_text: str, ledger: Mapping[str, Any]) -> dict[str, Any]
 
 
 Adapter = LlamaServer
+
+
+def _offered_extra_args(extra: list[str], offered: BinaryHelp | None, binary: str) -> list[str]:
+    """serve.extra_args as given, once each option in it is one the binary's --help lists (a variant's flag the
+    build lacks is refused before any launch, issue 39); unchecked where the --help cannot be read (no binary
+    built yet: the launch's log then says `unknown argument`). A value that looks like an option (`-1`) is none."""
+    if offered is None:
+        return list(extra)
+    options = [arg.split("=", 1)[0] for arg in extra if re.match(r"^--?[A-Za-z]", arg)]
+    missing = [option for option in options if option not in offered.options]
+    if missing:
+        raise ProfileError(f"serve.extra_args: {', '.join(missing)}: not an option of this {binary} (its --help "
+                           "does not list it); allowed: an option `llama-server --help` lists, or a llama.cpp "
+                           "version that has it (engine.build.source)")
+    return list(extra)

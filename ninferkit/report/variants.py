@@ -1,0 +1,178 @@
+"""The variants side by side (issue 39): one section of the post for the profile's own serving and its variants.
+
+The field reports' most quoted tables compare launches, not requests: seed 003's prefill-chunk row and its
+300 W vs 350 W, seed 004's MTP 3/4/5 at 2 and 4 concurrent, seed 000 §2.2's A/B. A run with `variants` measured
+each on one artifact (sweeps/variants.py); this section lays them out as the reports do: the launches (what each
+set, how long it took to start and to measure, the KV pool its startup books left, its GPU power and SM clock
+where NVML sampled them), then per sweep one row per cell with each variant's prefill / decode / TTFT beside the
+base's, each difference said inside or beyond run-to-run spread (report/compare.py's `delta`: the repeats'
+interval where `sweeps.repeats` gave one, else the cell's own spread, else the ±3% of seed 000 §2.2).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from ninferkit.params.variants import BASE, Objective
+from ninferkit.report.compare import METRICS, RUN_TO_RUN_PCT, delta, move_words
+from ninferkit.report.data import RunData
+from ninferkit.report.document import Block, Paragraph, Section, Table
+from ninferkit.report.fmt import gib, number
+from ninferkit.report.headline import params_label
+from ninferkit.rundir.records import RequestRow, ServerRecord
+from ninferkit.rundir.servings import VARIANT
+from ninferkit.sweeps.cell import REPEAT
+from ninferkit.sweeps.objective import answer, did_not_start, judge
+
+TITLE = "Variants side by side"
+SHOWN = ("prefill_tok_s_server", "decode_tok_s_server", "ttft_client_s")
+"""The figures each variant's cell shows, in this order (compare.METRICS judges their moves)."""
+
+
+def section(run: RunData) -> Section | None:
+    """The variants' section; None for a run whose profile has none."""
+    if not run.variants:
+        return None
+    names = [BASE, *run.variants]
+    blocks: list[Block] = [Paragraph(
+        f"The profile's own serving ({BASE}) and {len(run.variants)} variant(s), each launched in turn on the same "
+        "artifact and binary, measured with the same cells and stopped before the next. A difference no larger "
+        "than run-to-run spread (the interval of the repeats where sweeps.repeats gave one, else the spread of "
+        f"the cell's own repetitions, else the ±{RUN_TO_RUN_PCT:g}% a rerun of one setup moves by: seed 000 §2.2) "
+        "is said to be inside it, never a speed-up.")]
+    blocks.append(_launches(run, names))
+    blocks += _objective(run, names)
+    cells = _cells(run)
+    for sweep in dict.fromkeys(sweep for sweep, _ in cells):
+        blocks.append(_side_by_side(sweep, {key: by for key, by in cells.items() if key[0] == sweep}, names))
+    return Section(TITLE, blocks)
+
+
+def _launches(run: RunData, names: list[str]) -> Table:
+    """One row per launch: what it set, its serving, start-up and wall time, the pool it left, power and clock."""
+    power = _conditions(run)
+    rows = []
+    for name in names:
+        if name == BASE:
+            changes, server, record = "the profile as written", run.server, None
+            ledger = run.ledger
+        else:
+            record, server = run.variants[name]
+            changes = "; ".join(f"{key} = {json.dumps(value)}" for key, value in
+                                (record.set if record else _profile_set(run, name)).items())
+            if record and record.why:
+                changes += f" ({record.why})"
+            ledger = server.ledger if server else {}
+        state = (record.state or "—") if record else ("done" if name == BASE and server else "not launched")
+        if record and record.error:
+            state += f": {record.error.splitlines()[0]}"
+        rows.append((name, changes, _ready(server), number(record.seconds) if record else "—",
+                     number(ledger.get("kv_tokens")), gib(ledger.get("kv_cache_bytes")),
+                     number(power.get(name, {}).get("power_w_median")),
+                     number(power.get(name, {}).get("sm_clock_mhz_median")), state))
+    return Table(("launch", "changes", "ready (s)", "variant wall time (s)", "KV pool (tokens)", "KV cache",
+                  "GPU power median (W)", "SM clock median (MHz)", "state"), tuple(rows),
+                 "Each launch's start-up (server.json's ready time), the wall time from its launch to its stop, the "
+                 "KV pool its startup books left (the engine's own lines), and the median over its cells of NVML's "
+                 "power and SM clock (— where no GPU was sampled, as on a CPU).")
+
+
+def _ready(server: ServerRecord | None) -> str:
+    return number(server.ready_s) if server else "—"
+
+
+def _profile_set(run: RunData, name: str) -> dict[str, Any]:
+    for each in run.profile.get("variants") or []:
+        if isinstance(each, dict) and each.get("name") == name:
+            return dict(each.get("set") or {})
+    return {}
+
+
+def _conditions(run: RunData) -> dict[str, dict[str, float]]:
+    """Per launch, the median over its cells of the tables' GPU power and SM clock medians."""
+    found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for table in run.variant_tables.values():
+        if VARIANT not in table:
+            continue
+        for column in ("power_w_median", "sm_clock_mhz_median"):
+            if column in table:
+                for name, value in zip(table[VARIANT], table[column], strict=True):
+                    if value is not None and not pd.isna(value):
+                        found[str(name)][column].append(float(value))
+    return {name: {column: statistics.median(values) for column, values in by.items()} for name, by in found.items()}
+
+
+def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
+    """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
+    cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
+    for row in [*run.measured(), *_measured(run.variant_requests)]:
+        shared = {key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)}
+        name = str((row.cell or {}).get(VARIANT) or BASE)
+        cells[(str(row.sweep), json.dumps(shared, sort_keys=True))][name].append(row)
+    return cells
+
+
+def _measured(rows: list[RequestRow]) -> list[RequestRow]:
+    """As RunData.measured: finished measurements, not warm-ups or a prefix cell's seeding requests."""
+    return [row for row in rows if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
+
+
+def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str]) -> Table:
+    """One row per cell: each launch's prefill / decode / TTFT, then each variant's moves against the base."""
+    lines = []
+    for (_, key), by in sorted(cells.items(), key=lambda item: item[0][1]):
+        figures = [" / ".join(_median(by.get(name, []), metric) for metric in SHOWN) for name in names]
+        moves = []
+        for name in names[1:]:
+            if by.get(BASE) and by.get(name):
+                said = [move_words(metric, found) for metric in SHOWN
+                        if (found := delta(by[BASE], by[name], metric, METRICS[metric])) is not None]
+                moves.append(f"{name}: " + ("; ".join(said) or "no figure on both sides"))
+        lines.append((params_label(json.loads(key)), *figures, " | ".join(moves) or "—"))
+    return Table(("cell", *(f"{name}: prefill / decode tok/s / TTFT s" for name in names), "against base"),
+                 tuple(lines), f"The {sweep} sweep under each launch: server-side medians of prefill and decode "
+                 "(tok/s) and the client's TTFT (s) per cell, and each variant's move against the base.")
+
+
+def _median(rows: list[RequestRow], metric: str) -> str:
+    values = [float(value) for row in rows if (value := getattr(row, metric)) is not None]
+    return number(statistics.median(values)) if values else "—"
+
+
+def _objective(run: RunData, names: list[str]) -> list[Block]:
+    """The best setting for the profile's objective, re-derived from the rows: the answer and why, the launches it
+    took, and what each launch showed or why it was not needed."""
+    recorded = run.profile.get("objective")
+    try:
+        objective = Objective.model_validate(recorded) if isinstance(recorded, dict) else None
+    except ValidationError:
+        return [Paragraph("The recorded objective no longer reads with this ninferkit's schema; its answer is not "
+                          "derived.")]
+    if objective is None:
+        return []
+    rows = [*run.requests, *run.variant_requests]
+    verdicts = {name: judge(objective, name, rows) for name in names}
+    for name, (record, _) in run.variants.items():
+        if record is not None and record.state == "failed":
+            verdicts[name] = did_not_start(name, (record.error or "no reason recorded").splitlines()[0])
+    found = answer(objective, names[1:] if objective.ordered else names, verdicts)
+    launched = sum(1 for record, _ in run.variants.values() if record is not None)
+    asked = "; ".join([*(f"{key} ≤ {value:g}" for key, value in objective.at_most.items()),
+                       *(f"{key} ≥ {value:g}" for key, value in objective.at_least.items())])
+    at = ", ".join(f"{key}={value}" for key, value in objective.cell.items()) or "every cell"
+    goal = (f"the highest {objective.maximize}" if objective.maximize else
+            "the last variant in order" if objective.ordered else "a launch")
+    head = (f"Objective: {goal} with {asked or 'no limit'}, at the {objective.sweep} sweep's {at}. "
+            + (f"Answer: {found.best}: {found.why}." if found.best else f"No answer: {found.why}.")
+            + f" It took {launched} of {len(names) - 1} variant launch(es) besides the base.")
+    rows_shown = tuple((name, found.outcomes.get(name, "not measured")) for name in names
+                       if not (objective.ordered and name == BASE))
+    return [Paragraph(head), Table(("launch", "against the objective"), rows_shown,
+                                   "Each launch's figures at the objective's cells (from its rows), or why the "
+                                   "search did not need it.")]

@@ -1,0 +1,71 @@
+"""Variants (issue 39) on the embedded llama-server: the base and each variant launched in turn on one artifact.
+
+Two variants of the embedded default differ from it in a real llama-server flag (`--ubatch-size`) and in
+`serve.threads`; the concurrency sweep runs against each, every row names its variant and serving, each
+variant's server keeps its own startup ledger and is stopped after its cells, and a rerun keeps what was
+measured (no variant is launched again).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ninferkit import steps
+from ninferkit.errors import ProfileError
+from ninferkit.rundir.runs import open_run
+from ninferkit.server import process as server
+from ninferkit.steps.runner import run_runbook
+from ninferkit.steps.sweeps import sweeps
+from tests.conftest import LOCAL_CPU, free_port
+
+VARIANTS = ('variants=[{name: ub32, set: {serve.extra_args: [--ubatch-size, "32"]}, why: smaller micro-batch}, '
+            '{name: t2, set: {serve.threads: 2}}]')
+SMALL = ["sweeps.concurrency.levels=[1, 2]", "sweeps.concurrency.requests_per_client=1",
+         "sweeps.concurrency.prompt_tokens=128", "sweeps.concurrency.output_tokens=8", "sweeps.telemetry=false"]
+
+
+def test_each_variant_is_launched_measured_and_kept(tmp_path: Path, llama_server: Path) -> None:
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL, VARIANTS])
+    steps.launch(run, progress=False)
+    try:
+        table = sweeps(run, only="concurrency", progress=False)["concurrency"]
+    finally:
+        server.stop(run.dir)
+    assert list(table["variant"]) == ["base", "base", "ub32", "ub32", "t2", "t2"]
+    assert list(table["concurrency"]) == [1, 2] * 3 and set(table["status"]) == {"done"}
+    assert table.groupby("variant")["serving_id"].nunique().eq(1).all() and table["serving_id"].nunique() == 3
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    assert {row["cell"].get("variant", "base") for row in rows} == {"base", "ub32", "t2"}
+    ub32 = run.dir.variant("ub32")
+    argv = json.loads(ub32.server.read_text())["argv"]
+    assert argv[argv.index("--ubatch-size") + 1] == "32" and json.loads(ub32.server.read_text())["state"] == "stopped"
+    t2 = json.loads(run.dir.variant("t2").server.read_text())
+    assert t2["argv"][t2["argv"].index("-t") + 1] == "2" and t2["ledger"].get("kv_tokens")  # its own startup books
+    record = ub32.read_variant()
+    assert record is not None and record.state == "done" and record.ready_s and record.seconds
+    assert record.seconds >= record.ready_s
+    launched = record.launched
+
+    # a rerun keeps every cell: nothing is sent and no variant is launched again
+    steps.launch(run, progress=False)
+    try:
+        again = sweeps(run, only="concurrency", progress=False)["concurrency"]
+    finally:
+        server.stop(run.dir)
+    assert len(again) == 6 and ub32.read_variant().launched == launched  # type: ignore[union-attr]
+    assert run.dir.read_manifest().steps["sweeps"].cells_sent == 0
+
+
+def test_a_flag_the_build_lacks_is_refused_before_the_first_launch(tmp_path: Path, llama_server: Path) -> None:
+    """The built llama-server's own --help decides: the runner refuses the run, naming the variant and the flag,
+    and leaves no run directory (nothing was launched)."""
+    bad = 'variants=[{name: nope, set: {serve.extra_args: [--no-such-flag, "1"]}}]'
+    with pytest.raises(ProfileError) as refused:
+        run_runbook(LOCAL_CPU, tmp_path / "run", ["launch", "sweeps"], [f"serve.port={free_port()}", bad],
+                    say=lambda line: None)
+    lines = [line for line in str(refused.value).splitlines() if "variant 'nope'" in line]
+    assert len(lines) == 1 and "--no-such-flag" in lines[0] and "serve.extra_args" in lines[0]
+    assert not (tmp_path / "run").exists()
