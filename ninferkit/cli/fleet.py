@@ -46,7 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                 help="give up following after S seconds (default a day)")
     task = actions.add_parser("task", help="run one task on this host (what Slurm and SSH call)")
     task.add_argument("state_dir", type=Path)
-    task.add_argument("index", type=int)
+    task.add_argument("index", help="the task's index in the state folder's tasks.json")
     add_quiet_arg(task)
     return parser
 
@@ -57,8 +57,9 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.fleet.tasks import StateDir, line_printer, run_task
 
     if args.action == "task":
-        host = StateDir(args.state_dir.resolve()).read_tasks()[args.index].host if args.index >= 0 else "?"
-        return run_task(args.state_dir, args.index, say=line_printer(host))
+        state = StateDir(args.state_dir.resolve())
+        index = state.task_index(args.index)
+        return run_task(args.state_dir, index, say=line_printer(state.read_tasks()[index].host))
     def say(line: str) -> None:
         if not args.quiet:
             print(line, flush=True)

@@ -67,9 +67,9 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
              f"#SBATCH --job-name=ninferkit-{state.fleet_name()}",
              f"#SBATCH --array={','.join(str(task.index) for task in tasks)}",
              f"#SBATCH --time={max(task.time_limit_min for task in tasks)}",
-             f"#SBATCH --output={state.path / 'logs' / 'task-%a.log'}",
+             f"#SBATCH --output={sbatch_quote(str(state.path / 'logs' / 'task-%a.log'))}",
              "#SBATCH --open-mode=append",
-             f"#SBATCH --chdir={workdir}",
+             f"#SBATCH --chdir={sbatch_quote(str(workdir))}",
              "#SBATCH --ntasks=1",
              # Slurm requeues a job whose node is lost (its default); the first copy may still be measuring, and
              # the second would kill it mid-cell and measure finished cells again (issue 41). Never restart:
@@ -84,6 +84,14 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
               "export NINFERKIT_PROGRESS=lines",
               "exec " + " ".join(shlex.quote(part) for part in command) + ' "$SLURM_ARRAY_TASK_ID"', ""]
     return "\n".join(lines)
+
+
+def sbatch_quote(value: str) -> str:
+    """A value as one argument of an `#SBATCH` line. sbatch reads those lines with its own tokenizer, not the
+    shell's: whitespace ends a value and an unquoted `#` starts a comment, while double quotes hold a value
+    together and a backslash escapes the next character, inside quotes too (sbatch's _get_argument). A
+    state folder with a space cut `--output` and `--chdir` short (issue 40)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def queued(state: StateDir, tasks: Sequence[Task]) -> dict[int, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -124,6 +125,15 @@ class StateDir:
             return [Task.model_validate(entry) for entry in data["tasks"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"{self.tasks} is not a fleet's task table: {exc}") from None
+
+    def task_index(self, given: str) -> int:
+        """`given` as the index of one of the table's tasks; BadInput naming the valid range otherwise (the
+        batch script and the SSH command pass it, and so may a person rerunning one task by hand)."""
+        count = len(self.read_tasks())
+        index = int(given) if re.fullmatch(r"[0-9]{1,9}", given) else None
+        if index is None or index >= count:
+            raise BadInput(f"task {given!r}: {self.tasks} has tasks 0..{count - 1}; give one of those")
+        return index
 
     def fleet_name(self) -> str:
         return str(read_json(self.tasks).get("fleet"))
@@ -296,10 +306,7 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     from ninferkit.steps.runner import run_runbook
 
     state = StateDir(state_path.resolve())
-    tasks = state.read_tasks()
-    if not 0 <= index < len(tasks):
-        raise BadInput(f"{state.tasks} has tasks 0..{len(tasks) - 1}; there is no task {index}")
-    task = tasks[index]
+    task = state.read_tasks()[state.task_index(str(index))]
     fleet_name = state.fleet_name()
     previous = state.read_status(index)
     run_dir = state.run_dir(task)
