@@ -47,6 +47,10 @@ class SshTarget(Section):
         return value
 
 
+SLURM_FIELDS = ("partition", "account", "qos", "constraint", "mem", "container_image")
+"""A host's fields that only a Slurm host has: each is an `#SBATCH` line (the image, pyxis's srun option)."""
+
+
 class Host(Section):
     """One box (or Slurm partition) and what it runs."""
 
@@ -61,6 +65,16 @@ class Host(Section):
                                                     "folder (no '..')")
     time_limit_min: int | None = Field(None, ge=1, le=30 * 24 * 60,
                                        description="overrides the limit estimated from the plan")
+    account: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --account to charge")
+    qos: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --qos")
+    constraint: str | None = Field(None, pattern=r"^[A-Za-z0-9_.&|,*\[\]-]{1,256}$",
+                                   description="Slurm: --constraint, node features (a100&ib, [rack1|rack2])")
+    mem: str | None = Field(None, pattern=r"^[1-9][0-9]{0,8}[KMGT]?$",
+                            description="Slurm: --mem per node (16G; a bare number is megabytes)")
+    container_image: str | None = Field(None, pattern=r"^[^\s\"'\\]{1,512}$",
+                                        description="Slurm with pyxis: the task runs in this enroot image "
+                                                    "(srun --container-image: nvcr.io#nvidia/pytorch:24.05-py3, or a "
+                                                    "squashfs path); the image must hold the checkout's Python")
 
     @field_validator("name")
     @classmethod
@@ -92,6 +106,10 @@ class Host(Section):
         if self.via == "ssh" and not PurePosixPath(self.run_root).is_absolute():
             raise ValueError(f"host {self.name} runs via ssh: its run_root must be an absolute path on the host, "
                              f"not {self.run_root!r}")
+        slurm_only = [name for name in SLURM_FIELDS if getattr(self, name) is not None]
+        if self.via == "ssh" and slurm_only:
+            raise ValueError(f"host {self.name} runs via ssh: {', '.join(slurm_only)} "
+                             f"{'is a Slurm field' if len(slurm_only) == 1 else 'are Slurm fields'} (via: slurm)")
         if self.via == "slurm" and self.ssh is not None:
             raise ValueError(f"host {self.name} runs via slurm: an ssh section is for via: ssh")
         if self.via == "slurm" and PurePosixPath(self.run_root).is_absolute():

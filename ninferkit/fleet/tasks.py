@@ -35,7 +35,9 @@ from ninferkit.rundir.records import FleetTaskRecord
 from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_json_atomic
 
 TASKS_FILE = "tasks.json"
-TaskState = Literal["pending", "running", "ok", "failed", "interrupted"]
+TaskState = Literal["pending", "running", "ok", "failed", "interrupted", "lost"]
+"""What a task says of itself; `lost` only as `fleet status` shows a running task whose node Slurm lost (never
+written: the task may still write its own end)."""
 
 
 class Task(BaseModel):
@@ -59,6 +61,11 @@ class Task(BaseModel):
     gres: str | None
     partition: str | None
     time_limit_min: int
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    mem: str | None = None
+    container_image: str | None = None
 
 
 class TaskStatus(BaseModel):
@@ -195,7 +202,9 @@ def plan_tasks(fleet: LoadedFleet, remote_root: Callable[[Host], str]) -> list[T
                 profile_hash=loaded.hash, profile_file=f"profiles/task-{index}-{Path(written).name}",
                 overrides=list(loaded.overrides), steps=list(fleet.spec.steps),
                 run_dir=str(Path(remote_root(host)) / run_dir_name(host, loaded)),
-                gres=host.gres, partition=host.partition, time_limit_min=time_limit_min(host, loaded, fleet)))
+                gres=host.gres, partition=host.partition, time_limit_min=time_limit_min(host, loaded, fleet),
+                account=host.account, qos=host.qos, constraint=host.constraint, mem=host.mem,
+                container_image=host.container_image))
     return tasks
 
 
