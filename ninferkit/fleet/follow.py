@@ -109,7 +109,7 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
         slurm_state = word.get("state", "")
         if held is not None and slurm_state in slurm.QUEUED:
             held.add(task.index)
-        if slurm_state == "NODE_FAIL" and status is not None and status.state == "running" \
+        if slurm_state == "NODE_FAIL" and status is not None and status.state in ("running", "pending") \
                 and word.get("node_state", "*").endswith("*"):  # shown, not written: it may still be measuring
             status = status.model_copy(update={"state": "lost", "reason": (
                 f"Slurm lost its node {word.get('node') or status.node} (NODE_FAIL: it stopped answering) while the "
