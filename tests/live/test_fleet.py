@@ -357,7 +357,7 @@ def watch_lost_node(env: dict[str, str], fleet: Path, lost: float, seen: list[st
                                check=True)
         if shown["state"] in ("lost", "interrupted", "ok", "failed"):
             return
-        time.sleep(0.5)
+        time.sleep(2.0)  # each round is a whole `fleet status` (Slurm and the SSH host): on 2 cores, not a loop
 
 
 def job_fields(env: dict[str, str], job: str) -> dict[str, str]:
