@@ -1,13 +1,14 @@
 """`ninferkit fleet submit|status|collect FLEET`: a lab's hosts, each running its profile through Slurm or SSH.
 
-`submit` checks the fleet file, every host's profile and every host (Slurm's partitions and GRES, each SSH host
-reached with its key and host key; nothing starts anywhere when one is refused; `--dry-run` stops there and
-prints what would run where), then submits the Slurm tasks as sbatch job arrays and starts the SSH hosts' tasks
-in the background there; again, it resumes only what has no finished run and no job holding it. `status` says
-where each task stands (a host that does not answer within its bound: `unknown`, with its reason, beside the
-others); `collect` follows them all to their end (their lines prefixed by host), brings the SSH hosts' runs back
-and, with `-o OUT`, merges every run into one write-up. A failed task is listed with its step, reason, diagnosis
-and log, and the exit code is 1.
+`submit` checks the fleet file, every host's profile and every host (Slurm's partitions, GRES, features and
+memory, pyxis for an image, each SSH host reached with its key and host key; nothing starts anywhere when one
+is refused; `--dry-run` stops there and prints what would run where), then submits the Slurm tasks as sbatch
+job arrays and starts the SSH hosts' tasks in the background there; again, it resumes only what has no finished
+run and no job holding it. `status` says where each task stands (a host that does not answer within its bound:
+`unknown`, with its reason, beside the others; `--watch` again at a bound until every task ended); `collect`
+follows them all to their end (their lines prefixed by host), brings the SSH hosts' runs back and, with
+`-o OUT`, merges every run into one write-up. A failed task is listed with its step, reason, diagnosis and log,
+and the exit code is 1.
 `fleet task STATE_DIR INDEX` is what runs on a host (the batch script and the SSH command call it).
 """
 
@@ -39,14 +40,18 @@ def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
                                 help="check every host (Slurm's partitions and GRES, SSH keys and hosts), print "
                                      "what would run where; submit nothing")
         if name == "status":
-            action.add_argument("--json", action="store_true", help="print the tasks as JSON")
+            output = action.add_mutually_exclusive_group()
+            output.add_argument("--json", action="store_true", help="print the tasks as JSON")
+            output.add_argument("--watch", type=_watch_seconds, metavar="S", nargs="?", const=10.0,
+                                help="a live view: the tasks again every S seconds (default 10, 2..3600) until "
+                                     "none is pending or running; plain lines when not a terminal")
         if name == "collect":
             action.add_argument("-o", "--out", type=Path, help="merge every run into this folder")
             action.add_argument("--timeout", type=float, default=86_400.0, metavar="S",
                                 help="give up following after S seconds (default a day)")
     task = actions.add_parser("task", help="run one task on this host (what Slurm and SSH call)")
     task.add_argument("state_dir", type=Path)
-    task.add_argument("index", type=int)
+    task.add_argument("index", help="the task's index in the state folder's tasks.json")
     add_quiet_arg(task)
     return parser
 
@@ -57,8 +62,9 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.fleet.tasks import StateDir, line_printer, run_task
 
     if args.action == "task":
-        host = StateDir(args.state_dir.resolve()).read_tasks()[args.index].host if args.index >= 0 else "?"
-        return run_task(args.state_dir, args.index, say=line_printer(host))
+        state = StateDir(args.state_dir.resolve())
+        index = state.task_index(args.index)
+        return run_task(args.state_dir, index, say=line_printer(state.read_tasks()[index].host))
     def say(line: str) -> None:
         if not args.quiet:
             print(line, flush=True)
@@ -70,13 +76,19 @@ def main(args: argparse.Namespace) -> int:
             return 0
         say(f"{len(tasks)} task(s); state: {fleet.state_dir}; follow with `ninferkit fleet collect {args.fleet}`")
         return 0
+    if args.action == "status" and args.watch is not None:
+        try:
+            shown = follow.watch(fleet, args.watch, _write, sys.stdout.isatty())
+        except KeyboardInterrupt:
+            return 130
+        return 1 if any(task["state"] in ("failed", "unknown", "lost") for task in shown) else 0
     if args.action == "status":
         shown = follow.status(fleet)
         if args.json:
             print(json.dumps(shown, indent=2))
         else:
             _print_tasks(shown)
-        return 1 if any(task["state"] in ("failed", "unknown") for task in shown) else 0
+        return 1 if any(task["state"] in ("failed", "unknown", "lost") for task in shown) else 0
     shown = follow.collect(fleet, say, args.timeout)
     _print_tasks(shown)
     if args.out is not None:
@@ -85,6 +97,24 @@ def main(args: argparse.Namespace) -> int:
         merged = merge(follow.run_dirs(fleet), args.out)
         print(f"merged report: {merged.folder / 'report' / 'index.md'}")
     return 1 if any(task["state"] != "ok" for task in shown) else 0
+
+
+def _watch_seconds(given: str) -> float:
+    from ninferkit.fleet.follow import WATCH_BOUNDS_S
+
+    low, high = WATCH_BOUNDS_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{given!r} is not a number of seconds") from None
+    if not low <= seconds <= high:
+        raise argparse.ArgumentTypeError(f"{given} s: give {low:g} to {high:g} seconds")
+    return seconds
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _print_tasks(shown: list[dict[str, Any]]) -> None:

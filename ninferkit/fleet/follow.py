@@ -14,6 +14,7 @@ from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.fleet import slurm, ssh
 from ninferkit.fleet.spec import LoadedFleet
 from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines, write_tasks
+from ninferkit.rundir.runs import utc_now
 
 POLL_S = 2.0
 
@@ -39,6 +40,11 @@ def submit(fleet: LoadedFleet, say: Callable[[str], None] = print, dry_run: bool
     held = slurm.queued(state, tasks) if state.slurm.exists() else {}
     for index, job in sorted(held.items()):
         say(f"slurm: task {index} is still held by job {job}; not submitted again")
+    if state.slurm.exists():  # a task on a lost node may still be measuring there: a second copy would double it
+        for index, found in slurm_statuses(state, tasks).items():
+            if found is not None and found.state == "lost":
+                held[index] = "lost"
+                say(f"slurm: task {index} is not submitted again: {found.reason}")
     for entry in slurm.submit(state, tasks, Path.cwd(), held):
         say(f"slurm: job array {entry['job_id']} (tasks {', '.join(map(str, entry['tasks']))}; "
             f"gres {entry['gres'] or 'none'}; script {entry['script']})")
@@ -103,7 +109,14 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
         slurm_state = word.get("state", "")
         if held is not None and slurm_state in slurm.QUEUED:
             held.add(task.index)
-        if slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
+        if slurm_state == "NODE_FAIL" and status is not None and status.state in ("running", "pending") \
+                and word.get("node_state", "*").endswith("*"):  # shown, not written: it may still be measuring
+            status = status.model_copy(update={"state": "lost", "reason": (
+                f"Slurm lost its node {word.get('node') or status.node} (NODE_FAIL: it stopped answering) while the "
+                "task ran; it may still run there, unreachable, or "
+                "have died with the node. Slurm does not run it again (--no-requeue); when the node answers again "
+                "Slurm ends what is left of it, and `fleet submit` resumes it, keeping its finished cells")})
+        elif slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
             shown = status or TaskStatus(index=task.index, host=task.host, state="failed")
             status = shown.model_copy(update={
                 "state": "failed", "node": word.get("node") or shown.node, "log": str(state.log(task.index)),
@@ -112,18 +125,31 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
                           f"saying how ({ENDED_WORDS.get(slurm_state, 'killed, out of memory, its node lost')}); "
                           f"the log ends:\n{slurm.log_tail(state.log(task.index))}"})
             state.write_status(status)
-        elif status is not None and status.state == "interrupted" and slurm_state == "TIMEOUT" \
-                and not (status.reason or "").startswith("Slurm's time limit"):
-            status = status.model_copy(update={"reason": f"Slurm's time limit ({task.time_limit_min} min) ended it, "
-                                               f"not a scancel ({status.reason}); give the host a larger "
-                                               "time_limit_min (or the fleet a larger seconds_per_cell)"})
+        elif status is not None and status.state == "interrupted" and slurm_state in INTERRUPTED_BY \
+                and not (status.reason or "").startswith(INTERRUPTED_BY[slurm_state][:20]):
+            cause = INTERRUPTED_BY[slurm_state].format(limit=task.time_limit_min, node=word.get("node") or status.node)
+            status = status.model_copy(update={"reason": f"{cause} ({status.reason})"})
             state.write_status(status)
+        elif status is not None and status.state == "running" and slurm_state == "RUNNING" \
+                and word.get("node_state", "").endswith("*"):  # shown, not written: the node may answer again
+            status = status.model_copy(update={"reason": f"Slurm: its node {word.get('node')} is not responding "
+                                               f"(sinfo: {word['node_state']}); if it stays silent past the "
+                                               "cluster's SlurmdTimeout, Slurm ends the task (NODE_FAIL) and does "
+                                               "not run it again"})
         elif status is None and slurm_state:
             status = TaskStatus(index=task.index, host=task.host, state="pending", node=word.get("node") or None,
                                 reason=f"Slurm: {slurm_state} {word.get('reason', '')}".strip())
         found[task.index] = status
     return found
 
+
+INTERRUPTED_BY = {
+    "TIMEOUT": "Slurm's time limit ({limit} min) ended it, not a scancel; give the host a larger time_limit_min (or "
+               "the fleet a larger seconds_per_cell)",
+    "NODE_FAIL": "Slurm lost its node {node} (NODE_FAIL: it stopped answering) and ended the task there, not a "
+                 "scancel; it was not run again (--no-requeue): `fleet submit` again resumes it, keeping its finished "
+                 "cells, once the node (or another with its GRES) is back"}
+"""What a task interrupted by SIGTERM learns only from Slurm: its signal reads as a scancel's to the task itself."""
 
 ENDED_WORDS = {"TIMEOUT": "Slurm's time limit", "CANCELLED": "cancelled", "NODE_FAIL": "its node was lost",
                "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted", "BOOT_FAIL": "its node did not boot"}
@@ -155,6 +181,44 @@ def status(fleet: LoadedFleet) -> list[dict[str, Any]]:
     return shown
 
 
+CLEAR = "\x1b[H\x1b[2J"
+"""Cursor home and erase: a terminal's view is redrawn in place; a log gets no control codes."""
+WATCH_BOUNDS_S = (2.0, 3600.0)
+"""`fleet status --watch S`: asking Slurm and every SSH host more often than every 2 s loads the controller for
+nothing (a task's state changes in minutes); less often than hourly is no live view."""
+
+
+def watch(fleet: LoadedFleet, every_s: float, write: Callable[[str], None], terminal: bool,
+          sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+    """A live view of the fleet: its tasks' states every `every_s` seconds until none is pending, running or lost
+    (each round bounded as `status` is). On a terminal the view is redrawn in place; elsewhere (a log, a pipe)
+    a round is printed as plain lines, stamped, and only when a task's line changed. The last round's tasks."""
+    last: list[str] = []
+    while True:
+        shown = status(fleet)
+        lines = [watch_line(task) for task in shown]
+        going = sum(1 for task in shown if task["state"] in ("pending", "running", "lost"))
+        head = f"{utc_now()}  {fleet.spec.name}: {len(shown)} task(s), {going} pending or running"
+        if terminal:
+            write(CLEAR + "\n".join([head, *lines, f"(every {every_s:g} s; Ctrl-C stops watching, not the tasks)"])
+                  + "\n")
+        elif lines != last:
+            write("\n".join([head, *lines]) + "\n")
+        last = lines
+        if not going:
+            return shown
+        sleep(every_s)
+
+
+def watch_line(task: dict[str, Any]) -> str:
+    """One task on one line: its state, where it runs, and the first line of why (not for a finished task)."""
+    where = f" on {task['node']}" if task.get("node") else ""
+    step = f" at {task['step']}" if task.get("step") else ""
+    why = str(task.get("reason") or "").splitlines()[0] if task["state"] != "ok" and task.get("reason") else ""
+    return f"task {task['task']} {task['host']} ({task['profile']}): {task['state']}{where}{step}" + \
+        (f": {why[:160]}" if why else "")
+
+
 def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
             timeout_s: float = 86_400.0) -> list[dict[str, Any]]:
     """Follow every task to its end, streaming each one's lines (they carry their host) and bringing the SSH
@@ -180,6 +244,7 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
     offsets: dict[int, int] = {}
     waiting = [task for task in tasks if task.via == "slurm"]
     silent = ""
+    lost: set[int] = set()
     while waiting and time.monotonic() < deadline:
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
@@ -195,6 +260,11 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
         if silent:
             locked("[slurm] Slurm answers again")
             silent = ""
+        for task in waiting:
+            found_now = found.get(task.index)
+            if found_now is not None and found_now.state == "lost" and task.index not in lost:
+                lost.add(task.index)
+                locked(f"[slurm] task {task.index} {task.host}: {found_now.reason}")
         waiting = [task for task in waiting if _unfinished(found.get(task.index)) or task.index in held]
         if waiting:
             time.sleep(POLL_S)
@@ -212,7 +282,9 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
 
 
 def _unfinished(status: TaskStatus | None) -> bool:
-    return status is None or status.state in ("running", "pending")
+    """Still to follow: pending or running; and lost (its node does not answer, the task may still write its
+    end), which `collect` follows until the node answers again or the deadline, saying so."""
+    return status is None or status.state in ("running", "pending", "lost")
 
 
 def _relay(log: Path, offset: int, say: Callable[[str], None]) -> int:

@@ -14,6 +14,7 @@ still holds the job (MinJobAge). A task Slurm says ended that never wrote its st
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -67,23 +68,43 @@ def batch_script(state: StateDir, tasks: Sequence[Task], workdir: Path, python: 
              f"#SBATCH --job-name=ninferkit-{state.fleet_name()}",
              f"#SBATCH --array={','.join(str(task.index) for task in tasks)}",
              f"#SBATCH --time={max(task.time_limit_min for task in tasks)}",
-             f"#SBATCH --output={state.path / 'logs' / 'task-%a.log'}",
+             f"#SBATCH --output={sbatch_quote(str(state.path / 'logs' / 'task-%a.log'))}",
              "#SBATCH --open-mode=append",
-             f"#SBATCH --chdir={workdir}",
+             f"#SBATCH --chdir={sbatch_quote(str(workdir))}",
              "#SBATCH --ntasks=1",
              # Slurm requeues a job whose node is lost (its default); the first copy may still be measuring, and
              # the second would kill it mid-cell and measure finished cells again (issue 41). Never restart:
              # the task ends failed, and `fleet submit` again resumes it, keeping its finished cells.
              "#SBATCH --no-requeue"]
-    if first.gres:
-        lines.append(f"#SBATCH --gres={first.gres}")
-    if first.partition:
-        lines.append(f"#SBATCH --partition={first.partition}")
+    lines += request_lines(first)
     command = [python, "-m", "ninferkit", "fleet", "task", str(state.path)]
+    if first.container_image:  # pyxis: the task in the image, the checkout and the state folder mounted as here
+        mounts = ",".join(f"{path}:{path}" for path in dict.fromkeys([str(workdir), str(state.path)]))
+        command = ["srun", "--ntasks=1", f"--container-image={first.container_image}",
+                   f"--container-mounts={mounts}", f"--container-workdir={workdir}", *command]
     lines += ["# one task of the fleet: its runbook, its status in status/task-$SLURM_ARRAY_TASK_ID.json",
               "export NINFERKIT_PROGRESS=lines",
               "exec " + " ".join(shlex.quote(part) for part in command) + ' "$SLURM_ARRAY_TASK_ID"', ""]
     return "\n".join(lines)
+
+
+REQUESTS = (("gres", "gres"), ("partition", "partition"), ("account", "account"), ("qos", "qos"),
+            ("constraint", "constraint"), ("mem", "mem"))
+"""A task's fields that are sbatch options (field, option): tasks that differ in one go in separate arrays."""
+
+
+def request_lines(task: Task) -> list[str]:
+    """The `#SBATCH` lines of what a task asks of Slurm, each value quoted for sbatch's reader."""
+    return [f"#SBATCH --{option}={sbatch_quote(str(getattr(task, field)))}" for field, option in REQUESTS
+            if getattr(task, field)]
+
+
+def sbatch_quote(value: str) -> str:
+    """A value as one argument of an `#SBATCH` line. sbatch reads those lines with its own tokenizer, not the
+    shell's: whitespace ends a value and an unquoted `#` starts a comment, while double quotes hold a value
+    together and a backslash escapes the next character, inside quotes too (sbatch's _get_argument). A
+    state folder with a space cut `--output` and `--chdir` short (issue 40)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def queued(state: StateDir, tasks: Sequence[Task]) -> dict[int, str]:
@@ -96,12 +117,13 @@ def queued(state: StateDir, tasks: Sequence[Task]) -> dict[int, str]:
 
 def submit(state: StateDir, tasks: Sequence[Task], workdir: Path, held: dict[int, str]) -> list[dict[str, Any]]:
     """Submit the Slurm tasks that have no finished run and no job holding them (`held`, from `queued`), one
-    array per (GRES, partition); the arrays submitted (also appended to slurm.json)."""
+    array per request (GRES, partition, account, QOS, constraint, memory, image); the arrays submitted (also
+    appended to slurm.json)."""
     waiting = [task for task in tasks if task.via == "slurm" and not _finished(state, task)
                and task.index not in held]
-    groups: dict[tuple[str | None, str | None], list[Task]] = {}
+    groups: dict[tuple[str, ...], list[Task]] = {}
     for task in waiting:
-        groups.setdefault((task.gres, task.partition), []).append(task)
+        groups.setdefault((*request_lines(task), task.container_image or ""), []).append(task)
     (state.path / "logs").mkdir(parents=True, exist_ok=True)
     (state.path / "slurm").mkdir(parents=True, exist_ok=True)
     known = _arrays(state)
@@ -148,7 +170,9 @@ def job_ids(state: StateDir) -> dict[int, str]:
 
 
 def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
-    """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason"} by task index."""
+    """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason"} by task index, and for a
+    running job or one whose node failed, its node's state now ("node_state", from sinfo: `alloc*` or `down*`
+    for a node that does not answer)."""
     ids = job_ids(state)
     arrays = sorted({job.split("_")[0] for job in ids.values()})
     if not arrays:
@@ -176,7 +200,20 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
                 job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
                 found.setdefault(job, {"state": fields.get("JobState", ""), "exit_code": fields.get("ExitCode", ""),
                                        "node": fields.get("NodeList", ""), "reason": fields.get("Reason", "")})
-    return {index: found[job] for index, job in ids.items() if job in found}
+    mine = {index: found[job] for index, job in ids.items() if job in found}
+    watched = {word["node"] for word in mine.values() if word["state"] in ("RUNNING", "NODE_FAIL") and word["node"]}
+    nodes = node_states(watched) if watched else {}
+    for word in mine.values():
+        if word["node"] in nodes:
+            word["node_state"] = nodes[word["node"]]
+    return mine
+
+
+def node_states(nodes: set[str]) -> dict[str, str]:
+    """sinfo's state of each node (`alloc`, `mix`; a `*` after it: the node is not responding), those it names."""
+    shown = _slurm(["sinfo", "-h", "-N", "-n", ",".join(sorted(nodes)), "-o", "%N|%t"])
+    pairs = (line.split("|", 1) for line in shown.stdout.splitlines() if "|" in line)
+    return {node: state for node, state in pairs} if shown.returncode == 0 else {}
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
@@ -190,11 +227,12 @@ def log_tail(path: Path, lines: int = 8) -> str:
 
 
 def cluster_problems(hosts: Sequence[Host]) -> list[str]:
-    """What the cluster lacks for the Slurm hosts (a partition, a GRES type, enough of it on one node), from
-    `sinfo`, before anything is submitted: sbatch would find it only after an earlier array was queued."""
+    """What the cluster lacks for the Slurm hosts (a partition, a GRES type or enough of it on one node, a
+    constraint's features, the memory asked, from `sinfo`; pyxis for a container image, from `srun --help`),
+    before anything is submitted: sbatch would find it only after an earlier array was queued."""
     if not hosts:
         return []
-    argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%G"]
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%G|%f|%m"]
     try:
         shown = _slurm(argv)
     except SlurmError as exc:
@@ -202,15 +240,19 @@ def cluster_problems(hosts: Sequence[Host]) -> list[str]:
     if shown.returncode != 0:
         return [f"hosts {', '.join(host.name for host in hosts)}: {_unreachable(argv, shown)}"]
     nodes: dict[str, dict[str, int]] = {}
+    features: dict[str, set[str]] = {}
+    memory_mb: dict[str, int] = {}
     partitions: dict[str, set[str]] = {}
     default: str | None = None
     for line in shown.stdout.splitlines():
-        node, partition, gres = (line.split("|") + ["", "", ""])[:3]
+        node, partition, gres, offered_features, memory = (line.split("|") + ["", "", "", "", ""])[:5]
         if partition.endswith("*"):
             partition = default = partition[:-1]
         partitions.setdefault(partition, set()).add(node)
         nodes[node] = gres_counts(gres)
-    problems = []
+        features[node] = set(offered_features.split(",")) - {"(null)", ""}
+        memory_mb[node] = int(memory) if memory.isdigit() else 0
+    problems = container_problems(hosts)
     for host in hosts:
         wanted = host.partition or default
         if wanted is None or wanted not in partitions:
@@ -218,16 +260,51 @@ def cluster_problems(hosts: Sequence[Host]) -> list[str]:
                             f"{', '.join(sorted(partitions)) or 'none'})" if host.partition else
                             f"host {host.name}: the cluster has no default partition; give the host a partition")
             continue
-        partition = wanted
-        if host.gres is None:
-            continue
-        name, kind, count = host.gres.split(":")
-        offered = {node: nodes[node].get(f"{name}:{kind}", 0) for node in sorted(partitions[partition])}
-        if max(offered.values(), default=0) < int(count):
-            have = "; ".join(f"{node}: {_gres_words(nodes[node])}" for node in sorted(partitions[partition]))
-            problems.append(f"host {host.name}: gres {host.gres}: no node of partition {partition} has {count} "
-                            f"{name} of type {kind} ({have})")
+        members = sorted(partitions[wanted])
+        if host.gres is not None:
+            name, kind, count = host.gres.split(":")
+            if max((nodes[node].get(f"{name}:{kind}", 0) for node in members), default=0) < int(count):
+                have = "; ".join(f"{node}: {_gres_words(nodes[node])}" for node in members)
+                problems.append(f"host {host.name}: gres {host.gres}: no node of partition {wanted} has {count} "
+                                f"{name} of type {kind} ({have})")
+        if host.constraint is not None:
+            known = set().union(*(features[node] for node in members))
+            unknown = sorted({word for word in re.findall(r"[A-Za-z_.-][A-Za-z0-9_.-]*", host.constraint)}
+                             - known)
+            if unknown:
+                problems.append(f"host {host.name}: constraint {host.constraint}: no node of partition {wanted} "
+                                f"has the feature(s) {', '.join(unknown)} (they have: "
+                                f"{', '.join(sorted(known)) or 'no features'})")
+        if host.mem is not None and mem_mb(host.mem) > max((memory_mb[node] for node in members), default=0):
+            problems.append(f"host {host.name}: mem {host.mem}: no node of partition {wanted} has that much "
+                            f"(the most: {max(memory_mb[node] for node in members)} MB)")
     return problems
+
+
+def mem_mb(given: str) -> int:
+    """sbatch's --mem as megabytes: a bare number is MB; K, M, G, T suffixes (validated by spec.Host)."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    unit = given[-1] if given[-1] in scale else "M"
+    return int(int(given.rstrip("KMGT")) * scale[unit])
+
+
+def container_problems(hosts: Sequence[Host]) -> list[str]:
+    """Hosts that ask for a container image on a submit host whose srun has no `--container-image` (the option
+    pyxis, the enroot SPANK plugin, adds): without it the batch script's srun would refuse the option only once
+    the job runs."""
+    wanting = [host for host in hosts if host.container_image]
+    if not wanting:
+        return []
+    shown = _slurm(["srun", "--help"])
+    if "--container-image" in shown.stdout + shown.stderr:
+        return []
+    if shown.returncode != 0:
+        said = (shown.stderr.strip() or shown.stdout.strip() or "no output").splitlines()[-1]
+        return [f"host {host.name}: container_image: `srun --help` failed here ({said}), so pyxis cannot be "
+                "confirmed" for host in wanting]
+    return [f"host {host.name}: container_image {host.container_image} needs pyxis (the enroot plugin for "
+            "Slurm), and `srun --help` here has no --container-image: install enroot and pyxis on the cluster, or "
+            "remove container_image to run the task on the node itself" for host in wanting]
 
 
 def gres_counts(field: str) -> dict[str, int]:

@@ -47,6 +47,10 @@ class SshTarget(Section):
         return value
 
 
+SLURM_FIELDS = ("partition", "account", "qos", "constraint", "mem", "container_image")
+"""A host's fields that only a Slurm host has: each is an `#SBATCH` line (the image, pyxis's srun option)."""
+
+
 class Host(Section):
     """One box (or Slurm partition) and what it runs."""
 
@@ -56,16 +60,35 @@ class Host(Section):
     gres: str | None = Field(None, description="the GPUs it must have, by Slurm GRES type: gpu:v100:2")
     partition: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
     ssh: SshTarget | None = None
-    run_root: str = Field(min_length=1, description="where its run directories go (on the host; a relative "
-                                                    "path is under the fleet's state folder)")
+    run_root: str = Field(min_length=1, description="where its run directories go: an SSH host's, an absolute "
+                                                    "path there; a Slurm host's, a folder under the fleet's state "
+                                                    "folder (no '..')")
     time_limit_min: int | None = Field(None, ge=1, le=30 * 24 * 60,
                                        description="overrides the limit estimated from the plan")
+    account: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --account to charge")
+    qos: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --qos")
+    constraint: str | None = Field(None, pattern=r"^[A-Za-z0-9_.&|,*\[\]-]{1,256}$",
+                                   description="Slurm: --constraint, node features (a100&ib, [rack1|rack2])")
+    mem: str | None = Field(None, pattern=r"^[1-9][0-9]{0,8}[KMGT]?$",
+                            description="Slurm: --mem per node (16G; a bare number is megabytes)")
+    container_image: str | None = Field(None, pattern=r"^[^\s\"'\\]{1,512}$",
+                                        description="Slurm with pyxis: the task runs in this enroot image "
+                                                    "(srun --container-image: nvcr.io#nvidia/pytorch:24.05-py3, or a "
+                                                    "squashfs path); the image must hold the checkout's Python")
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         if not NAME.match(value):
             raise ValueError(f"{value!r}: a host name is letters, digits, '_', '.', '-' (up to 63)")
+        return value
+
+    @field_validator("run_root")
+    @classmethod
+    def _run_root(cls, value: str) -> str:
+        if ".." in PurePosixPath(value).parts:
+            raise ValueError(f"{value!r}: a run_root may not contain '..' (it would leave the folder it names: "
+                             "the fleet's state folder, or the path given on an SSH host)")
         return value
 
     @field_validator("gres")
@@ -83,8 +106,15 @@ class Host(Section):
         if self.via == "ssh" and not PurePosixPath(self.run_root).is_absolute():
             raise ValueError(f"host {self.name} runs via ssh: its run_root must be an absolute path on the host, "
                              f"not {self.run_root!r}")
+        slurm_only = [name for name in SLURM_FIELDS if getattr(self, name) is not None]
+        if self.via == "ssh" and slurm_only:
+            raise ValueError(f"host {self.name} runs via ssh: {', '.join(slurm_only)} "
+                             f"{'is a Slurm field' if len(slurm_only) == 1 else 'are Slurm fields'} (via: slurm)")
         if self.via == "slurm" and self.ssh is not None:
             raise ValueError(f"host {self.name} runs via slurm: an ssh section is for via: ssh")
+        if self.via == "slurm" and PurePosixPath(self.run_root).is_absolute():
+            raise ValueError(f"host {self.name} runs via slurm: its run_root is a folder under the fleet's state "
+                             f"folder (which the cluster shares), not the absolute path {self.run_root!r}")
         return self
 
 
@@ -171,11 +201,23 @@ def load_fleet(path: str | Path, overrides: list[str] | tuple[str, ...] = (), ro
                 refused.append(f"host {host.name}, profile {written}: {exc}")
                 continue
             loaded[(host.name, written)] = profile
+    refused += run_roots_outside(spec)
     refused += shared_run_dirs(spec, loaded)
     if refused:
         raise ProfileError(f"{source}: nothing was submitted or started; {len(refused)} host profile(s) refused:\n"
                            + "\n".join(f"  - {line}" for line in refused))
     return LoadedFleet(spec, source.resolve(), loaded)
+
+
+def run_roots_outside(spec: FleetFile) -> list[str]:
+    """Slurm hosts whose run_root, through a symlink already there, lands outside the fleet's state folder:
+    validation refuses '..' and absolute paths, and this, the last way out (merge and collect read the runs
+    from under the state folder, and a resubmission writes there)."""
+    state = Path(spec.state_dir).resolve()
+    return [f"hosts.{place}.run_root: {host.run_root!r}: host {host.name}'s run_root resolves to "
+            f"{(state / host.run_root).resolve()}, outside the fleet's state folder {state} (a symlink); give a "
+            "folder under it" for place, host in enumerate(spec.hosts)
+            if host.via == "slurm" and not (state / host.run_root).resolve().is_relative_to(state)]
 
 
 def run_dir_name(host: Host, profile: LoadedProfile) -> str:

@@ -2,10 +2,12 @@
 
 Through asyncssh (a maintained asyncio SSH library: keys from a file, the host's key checked against a
 known_hosts file, SFTP for the files). `start` copies the task table and the tasks' profiles into the host's
-state folder (`<run_root>/.fleet-<fleet>/`) and starts each task not yet finished there as `setsid nohup
-python -m ninferkit fleet task ...`, its output appended to its log: the task belongs to no SSH session, so a
-dropped connection (or this machine going away) does not stop it. A task the host says is running, with its
-process alive, is left alone; any other unfinished one starts again and resumes its run directory.
+state folder (`<run_root>/.fleet-<fleet>/`) and starts each task not yet finished there through
+`python -m ninferkit.fleet.start` on the host (`start.py`: checked and started under a lock, so two submits at
+once start it once), in a session of its own, its output appended to its log: the task belongs to no SSH
+session, so a dropped connection (or this machine going away) does not stop it. A task the host says is
+running, with its process alive, is left alone; any other unfinished one starts again and resumes its run
+directory.
 
 `follow` reconnects as often as it must: it reads each task's log from where it stopped (the lines carry their
 host: the task prints them so), and when a task has ended copies its run directory, log and status back under
@@ -28,7 +30,7 @@ from typing import Any
 
 from ninferkit.errors import NinferkitError
 from ninferkit.fleet.spec import Host, LoadedFleet
-from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, pending, whole_lines
+from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, whole_lines
 
 ENDED = ("ok", "failed", "interrupted")
 RECONNECT_S = 2.0
@@ -108,15 +110,6 @@ async def _remote_status(sftp: Any, folder: PurePosixPath, index: int) -> TaskSt
         return None  # not written yet (an atomic write never shows half a file)
 
 
-async def _write_status(sftp: Any, folder: PurePosixPath, status: TaskStatus) -> None:
-    """Replace a task's status on the host whole (written beside it, then renamed over it)."""
-    path = folder / "status" / f"task-{status.index}.json"
-    partial = path.with_name(path.name + ".partial")
-    async with sftp.open(str(partial), "w") as handle:
-        await handle.write(json.dumps(status.model_dump(mode="json", exclude_none=True)))
-    await sftp.posix_rename(str(partial), str(path))
-
-
 async def _alive(connection: Any, pid: int | None) -> bool:
     if pid is None:
         return False
@@ -150,30 +143,20 @@ async def _start_tasks(connection: Any, fleet: LoadedFleet, host: Host, tasks: S
         await sftp.put(str(state.tasks), str(folder / "tasks.json"))
         for task in tasks:
             await sftp.put(str(state.path / task.profile_file), str(folder / task.profile_file))
-        for task in tasks:
-            status = await _remote_status(sftp, folder, task.index)
-            if status is not None and status.state == "ok":
-                say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
-                continue
-            if status is not None and status.state in ("pending", "running") and await _alive(connection,
-                                                                                              status.pid):
-                say(f"[{host.name}] task {task.index} is running there (pid {status.pid}); not started again")
-                continue
-            await _write_status(sftp, folder, pending(status, task, f"started over SSH on {host.name}"))
-            python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
-            log = str(folder / "logs" / f"task-{task.index}.log")
-            command = [python, "-m", "ninferkit", "fleet", "task", str(folder), str(task.index)]
-            # in ( ): the & takes only the task, whose output is its log, so the session closes at once
-            line = (f"cd {shlex.quote(host.ssh.checkout)} && (NINFERKIT_PROGRESS=lines setsid nohup "
-                    f"{shlex.join(command)} >> {shlex.quote(log)} 2>&1 < /dev/null & echo $!)")
-            done = await connection.run(line, check=False)
-            if done.exit_status != 0:
-                raise SshError(f"host {host.name}: starting task {task.index} failed: {str(done.stderr)[-800:]}")
-            pid = int(str(done.stdout).strip())
-            started = pending(status, task, f"started over SSH on {host.name}").model_copy(update={"pid": pid})
-            if await _remote_status(sftp, folder, task.index) == pending(status, task, started.reason or ""):
-                await _write_status(sftp, folder, started)  # its pid, until the task writes its own status
-            say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {pid}")
+    python = str(PurePosixPath(host.ssh.checkout) / host.ssh.python)
+    for task in tasks:  # checked and started on the host under a lock: two submits at once start it once
+        command = [python, "-m", "ninferkit.fleet.start", str(folder), str(task.index)]
+        done = await connection.run(f"cd {shlex.quote(host.ssh.checkout)} && {shlex.join(command)}", check=False)
+        said = str(done.stdout).strip()
+        if done.exit_status != 0 or not said:
+            raise SshError(f"host {host.name}: starting task {task.index} failed (exit {done.exit_status}): "
+                           f"{str(done.stderr).strip()[-800:]}")
+        if said == "finished":
+            say(f"[{host.name}] task {task.index} ({task.profile_name}) already finished there")
+        elif said.startswith("running "):
+            say(f"[{host.name}] task {task.index} is running there (pid {said.split()[1]}); not started again")
+        else:
+            say(f"[{host.name}] task {task.index} ({task.profile_name}) started, pid {said.split()[-1]}")
 
 
 def start(fleet: LoadedFleet, tasks: Sequence[Task], say: Callable[[str], None] = print) -> None:

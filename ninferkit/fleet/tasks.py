@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,7 +35,9 @@ from ninferkit.rundir.records import FleetTaskRecord
 from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_json_atomic
 
 TASKS_FILE = "tasks.json"
-TaskState = Literal["pending", "running", "ok", "failed", "interrupted"]
+TaskState = Literal["pending", "running", "ok", "failed", "interrupted", "lost"]
+"""What a task says of itself; `lost` only as `fleet status` shows a running task whose node Slurm lost (never
+written: the task may still write its own end)."""
 
 
 class Task(BaseModel):
@@ -58,6 +61,11 @@ class Task(BaseModel):
     gres: str | None
     partition: str | None
     time_limit_min: int
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    mem: str | None = None
+    container_image: str | None = None
 
 
 class TaskStatus(BaseModel):
@@ -125,6 +133,15 @@ class StateDir:
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"{self.tasks} is not a fleet's task table: {exc}") from None
 
+    def task_index(self, given: str) -> int:
+        """`given` as the index of one of the table's tasks; BadInput naming the valid range otherwise (the
+        batch script and the SSH command pass it, and so may a person rerunning one task by hand)."""
+        count = len(self.read_tasks())
+        index = int(given) if re.fullmatch(r"[0-9]{1,9}", given) else None
+        if index is None or index >= count:
+            raise BadInput(f"task {given!r}: {self.tasks} has tasks 0..{count - 1}; give one of those")
+        return index
+
     def fleet_name(self) -> str:
         return str(read_json(self.tasks).get("fleet"))
 
@@ -185,7 +202,9 @@ def plan_tasks(fleet: LoadedFleet, remote_root: Callable[[Host], str]) -> list[T
                 profile_hash=loaded.hash, profile_file=f"profiles/task-{index}-{Path(written).name}",
                 overrides=list(loaded.overrides), steps=list(fleet.spec.steps),
                 run_dir=str(Path(remote_root(host)) / run_dir_name(host, loaded)),
-                gres=host.gres, partition=host.partition, time_limit_min=time_limit_min(host, loaded, fleet)))
+                gres=host.gres, partition=host.partition, time_limit_min=time_limit_min(host, loaded, fleet),
+                account=host.account, qos=host.qos, constraint=host.constraint, mem=host.mem,
+                container_image=host.container_image))
     return tasks
 
 
@@ -296,10 +315,7 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     from ninferkit.steps.runner import run_runbook
 
     state = StateDir(state_path.resolve())
-    tasks = state.read_tasks()
-    if not 0 <= index < len(tasks):
-        raise BadInput(f"{state.tasks} has tasks 0..{len(tasks) - 1}; there is no task {index}")
-    task = tasks[index]
+    task = state.read_tasks()[state.task_index(str(index))]
     fleet_name = state.fleet_name()
     previous = state.read_status(index)
     run_dir = state.run_dir(task)

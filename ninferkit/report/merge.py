@@ -133,6 +133,27 @@ def _tokens_per_joule(run_dir: RunDir, rows: Sequence[RequestRow]) -> float | No
     return tokens / joules if joules > 0 and tokens else None
 
 
+def refuse_copies(runs: Sequence[MergedRun], given: Sequence[Path]) -> None:
+    """BadInput, before anything is written, when two inputs hold the same requests: a run and its copy under
+    another folder (or one folder reached by two paths) would count every shared request twice (issue 40).
+    Known by the rows' request ids (a fresh uuid per request measured), not by path or name: two hosts' runs
+    may share a folder name, a copy never shares none of its rows."""
+    owner: dict[str, int] = {}
+    for place, run in enumerate(runs):
+        shared: dict[int, int] = defaultdict(int)
+        for row in run.rows:
+            if row.request_uid is None:
+                continue  # an older row without an id proves nothing
+            first = owner.setdefault(str(row.request_uid), place)
+            if first != place:
+                shared[first] += 1
+        if shared:
+            first, count = next(iter(shared.items()))
+            raise BadInput(f"{given[first]} and {given[place]} are the same run: {count} of {len(run.rows)} "
+                           f"measured requests of {given[place]} are also {given[first]}'s (the same request ids); "
+                           "a copy merged with its original would count them twice: give each run once")
+
+
 def cell_key(group: int, row: RequestRow) -> str:
     """What makes rows comparable: one serving (the group of identities that pool, `pool_groups`), the sweep and
     the cell's parameters (a repeat is the same cell)."""
@@ -246,6 +267,7 @@ def merge(paths: Sequence[Path], out: Path, same_serving_stated: bool = False) -
     if not paths:
         raise BadInput("merge needs at least one run directory")
     runs = [read_run(Path(path)) for path in paths]
+    refuse_copies(runs, [Path(path) for path in paths])
     hosts = [run.host for run in runs]
     if len(set(hosts)) < len(hosts):  # two runs of one host stay two: name them by their folder too
         for run in runs:

@@ -1,7 +1,7 @@
-"""Real daemons the fleet tests drive: a one-node Slurm cluster (munged, slurmctld, slurmd from Debian's
-slurm-wlm and munge) and an sshd on loopback with a key made for the test (openssh-server). scripts/test
-installs the packages; nothing of them runs as a service in CI, so each is started here, in a folder of
-its own, and stopped by its process id at the end."""
+"""Real daemons the fleet tests drive: a two-node Slurm cluster (munged, slurmctld and two slurmd from Debian's
+slurm-wlm and munge, each slurmd in a network namespace of its own) and an sshd on loopback with a key made for
+the test (openssh-server). scripts/test installs the packages; nothing of them runs as a service in CI, so each
+is started here, in a folder of its own, and stopped by its process id at the end."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from tests.conftest import free_port
 
 GRES_FILES = ("/dev/null", "/dev/zero", "/dev/full")
-"""Three stand-in devices behind the typed GRES gpu:fake: Slurm counts and hands them out by type as it would
-GPUs (TaskPlugin=task/none: nothing is fenced off, so any file that exists serves)."""
+"""Three stand-in devices behind each node's typed GRES (gpu:fakea, gpu:fakeb): Slurm counts and hands them out
+by type as it would GPUs (TaskPlugin=task/none: nothing is fenced off, so any file that exists serves)."""
 
 
 def missing(*programs: str) -> list[str]:
@@ -50,41 +50,103 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-@dataclass(frozen=True)
+NODES = (("nodea", "fakea", "ib,fast"), ("nodeb", "fakeb", "ib"))
+"""The test cluster's nodes, the GPU type each offers (gpu:<type>:3) and its features (for --constraint): a
+fleet's hosts that ask for different types must land on different nodes."""
+
+
+def namespaces_missing() -> str | None:
+    """Why this machine cannot give each slurmd a network namespace of its own (None: it can). Each node needs
+    its own address: Debian's slurmd is built without --enable-multiple-slurmd, so two on one network stack
+    are not an option, and a lost node is only real when its slurmd is cut off alone."""
+    if os.geteuid() != 0:
+        return "network namespaces for the two Slurm nodes need root"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "network namespaces for the two Slurm nodes need `ip` (iproute2) and `nsenter` (util-linux)"
+    probe = f"nkprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"`ip netns add` failed here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
 class SlurmCluster:
-    conf: Path
-    env: dict[str, str]
-    """What a Slurm command needs to find this cluster: SLURM_CONF."""
+    """A running cluster: its conf, the environment a Slurm command needs (SLURM_CONF), and its nodes' slurmd,
+    which a test may kill (a lost node) and start again (the node returns)."""
+
+    def __init__(self, folder: Path, conf: Path, namespaces: dict[str, str]) -> None:
+        self.folder, self.conf, self.namespaces = folder, conf, namespaces
+        self.env = {"SLURM_CONF": str(conf)}
+        self.slurmd: dict[str, subprocess.Popen[bytes]] = {}
+
+    def log(self, node: str) -> Path:
+        return self.folder / f"slurmd-{node}.log"
+
+    def start_node(self, node: str) -> None:
+        """Start `node`'s slurmd in its namespace and wait until Slurm has it back in service."""
+        self.slurmd[node] = subprocess.Popen(
+            # nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup tree slurmd reads
+            ["nsenter", f"--net=/run/netns/{self.namespaces[node]}", "slurmd", "-D", "-N", node, "-f", str(self.conf)],
+            env={**os.environ, **self.env}, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+        def in_service() -> bool:
+            now = self.node_state(node)
+            if now == "down":  # answering, but set down by hand (a lost node declared): returned as an admin does
+                subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                               env={**os.environ, **self.env}, capture_output=True)
+            return now in ("idle", "mix", "alloc")
+
+        _wait(in_service, f"slurmd of {node} (node in service)", self.log(node), 60)
+
+    def kill_node(self, node: str) -> None:
+        """SIGKILL `node`'s slurmd: the node stops answering; the job steps it started run on (slurmstepd)."""
+        process = self.slurmd.pop(node)
+        process.kill()
+        process.wait()
+
+    def node_state(self, node: str) -> str:
+        return subprocess.run(["sinfo", "-h", "-n", node, "-o", "%t"], env={**os.environ, **self.env},
+                              capture_output=True, text=True).stdout.strip()
+
+
+def _net(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True)
 
 
 @contextmanager
-def slurm_cluster(folder: Path, gres_type: str = "fake") -> Iterator[SlurmCluster]:
-    """munged + slurmctld + slurmd, one node (this machine) with GRES gpu:<type>:3, in `folder`."""
+def slurm_cluster(folder: Path) -> Iterator[SlurmCluster]:
+    """munged + slurmctld on this machine and one slurmd per node of NODES, each in a network namespace of its
+    own (its own address, its own loopback: a task's llama-server there is the node's), joined to this
+    machine by a veth pair; everything in `folder`, torn down (namespaces and links included) at the end."""
     folder.mkdir(parents=True, exist_ok=True)
-    node = socket.gethostname()
+    tag = f"nk{os.getpid() % 100_000}"
+    subnet = 16 + (os.getpid() % 100) * 2
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     munge_socket = folder / "munge.socket"
-    for sub in ("state", "spool"):
-        (folder / sub).mkdir(exist_ok=True)
+    (folder / "state").mkdir(exist_ok=True)
     ctld_port, slurmd_port = free_port(), free_port()
     cpus = os.cpu_count() or 1
+    controller = f"10.213.{subnet}.1"  # this machine's end of the first node's link
+    namespaces = {node: f"{tag}-{node}" for node, _, _ in NODES}
+    addresses = {node: f"10.213.{subnet + place}.2" for place, (node, _, _) in enumerate(NODES)}
     conf = folder / "slurm.conf"
     conf.write_text("\n".join([
         "ClusterName=ninferkit-test",
-        f"SlurmctldHost={node}(127.0.0.1)",
+        f"SlurmctldHost={socket.gethostname()}({controller})",
         f"SlurmctldPort={ctld_port}",
         f"SlurmdPort={slurmd_port}",
         "SlurmUser=root",
         "SlurmdUser=root",
         f"AuthInfo=socket={munge_socket}",
         f"StateSaveLocation={folder / 'state'}",
-        f"SlurmdSpoolDir={folder / 'spool'}",
+        f"SlurmdSpoolDir={folder / 'spool-%n'}",
         f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-        f"SlurmdPidFile={folder / 'slurmd.pid'}",
+        f"SlurmdPidFile={folder / 'slurmd-%n.pid'}",
         f"SlurmctldLogFile={folder / 'slurmctld.log'}",
-        f"SlurmdLogFile={folder / 'slurmd.log'}",
+        f"SlurmdLogFile={folder / 'slurmd-%n.log'}",
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
@@ -92,20 +154,38 @@ def slurm_cluster(folder: Path, gres_type: str = "fake") -> Iterator[SlurmCluste
         "GresTypes=gpu",
         "MpiDefault=none",
         "ReturnToService=2",
+        "SlurmdTimeout=5",  # a lost node is declared within seconds, not Slurm's default 5 minutes
         "MinJobAge=3600",  # finished jobs stay in scontrol's view (this cluster has no accounting database)
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "SchedulerType=sched/backfill",
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:{gres_type}:{len(GRES_FILES)} State=UNKNOWN",
-        f"PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4",
+        *(f"NodeName={node} NodeAddr={addresses[node]} CPUs={cpus} RealMemory=4096 Features={features} "
+          f"Gres=gpu:{kind}:{len(GRES_FILES)} State=UNKNOWN" for node, kind, features in NODES),
+        f"PartitionName=test Nodes={','.join(node for node, _, _ in NODES)} Default=YES MaxTime=INFINITE State=UP "
+        "OverSubscribe=FORCE:4",
         "",
     ]))
-    (folder / "gres.conf").write_text(
-        f"NodeName={node} Name=gpu Type={gres_type} File={','.join(GRES_FILES)}\n")
+    (folder / "gres.conf").write_text("".join(f"NodeName={node} Name=gpu Type={kind} File={','.join(GRES_FILES)}\n"
+                                              for node, kind, _ in NODES))
     (folder / "cgroup.conf").write_text("")
     env = {**os.environ, "SLURM_CONF": str(conf)}
     processes: list[subprocess.Popen[bytes]] = []
+    cluster = SlurmCluster(folder, conf, namespaces)
+    made: list[tuple[str, str]] = []
     try:
+        for place, (node, _, _) in enumerate(NODES):
+            outside, inside = f"{tag}{place}h", f"{tag}{place}n"
+            _net("netns", "add", namespaces[node])
+            made.append(("netns", namespaces[node]))
+            _net("link", "add", outside, "type", "veth", "peer", "name", inside)
+            made.append(("link", outside))
+            _net("link", "set", inside, "netns", namespaces[node])
+            _net("addr", "add", f"10.213.{subnet + place}.1/24", "dev", outside)
+            _net("link", "set", outside, "up")
+            for argv in (["addr", "add", f"{addresses[node]}/24", "dev", inside], ["link", "set", inside, "up"],
+                         ["link", "set", "lo", "up"], ["route", "add", "default", "via",
+                                                      f"10.213.{subnet + place}.1"]):
+                _net("-n", namespaces[node], *argv)
         munge_log = folder / "munged.log"
         processes.append(subprocess.Popen(
             ["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
@@ -117,18 +197,14 @@ def slurm_cluster(folder: Path, gres_type: str = "fake") -> Iterator[SlurmCluste
                                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
         _wait(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True)
               .stdout.count("UP") > 0, "slurmctld", ctld_log)
-        slurmd_log = folder / "slurmd.log"
-        processes.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-
-        def idle() -> bool:
-            out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout
-            return out.strip() in ("idle", "mix", "alloc")
-
-        _wait(idle, "slurmd (node idle)", slurmd_log)
-        yield SlurmCluster(conf, {"SLURM_CONF": str(conf)})
+        for node, _, _ in NODES:
+            cluster.start_node(node)
+        yield cluster
     finally:
+        _stop(list(cluster.slurmd.values()))
         _stop(processes)
+        for kind, name in reversed(made):
+            subprocess.run(["ip", kind, "del", name], capture_output=True)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
-"""`ninferkit fleet` against a real one-node Slurm cluster (munged, slurmctld, slurmd; a typed GRES gpu:fake) and
-a real sshd on loopback with a key made here (tests/live/daemons.py), each host running the embedded default with
-its sweeps trimmed: hosts checked before submit (a GRES the cluster lacks, an empty known_hosts, a closed SSH port
-refused; --dry-run), submit, a second submit refused, one task killed with kill -9 (its watchdog stops its server)
-and one cancelled mid-run, collect, merge, submit again (only the killed tasks, on their ports), merge.
+"""`ninferkit fleet` against a real two-node Slurm cluster (munged, slurmctld, and one slurmd per node, each in a
+network namespace of its own with a typed GRES: gpu:fakea on nodea, gpu:fakeb on nodeb) and a real sshd on
+loopback with a key made here (tests/live/daemons.py), each host running the embedded default with its sweeps
+trimmed, from a state folder whose path has a space: hosts checked before submit (a GRES the cluster lacks, an
+empty known_hosts, a closed SSH port refused; --dry-run), submit (one array per GRES type, each on its node), a
+second submit refused, one task killed with kill -9 (its watchdog stops its server) and one whose node is lost
+mid-run (its slurmd killed: Slurm declares NODE_FAIL, ends the task and does not run it again), collect, merge,
+submit again (only the killed tasks, on their ports and nodes), merge; each row says which node ran it.
 
 The figures of the closing note come from here: the time from submit to the first merged report, and after
 the resume; the merged percentiles are checked against numpy over the concatenated raw rows."""
@@ -11,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -25,14 +30,16 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, free_port
-from tests.live.daemons import SlurmCluster, SshServer, missing, slurm_cluster, ssh_server
+from tests.live.daemons import SlurmCluster, SshServer, missing, namespaces_missing, slurm_cluster, ssh_server
 
 TRIM = ["sweeps.context.targets=[256, 512]", "sweeps.context.repetitions=3", "sweeps.tasks.enabled=false",
         "sweeps.concurrency.enabled=false", "sweeps.prefix_reuse.enabled=false", "sweeps.telemetry=false"]
 
-pytestmark = pytest.mark.skipif(bool(missing("slurmctld", "slurmd", "munged", "sshd", "sbatch")),
-                                reason=f"needs {missing('slurmctld', 'slurmd', 'munged', 'sshd', 'sbatch')} "
-                                       "(scripts/test installs slurm-wlm, munge, openssh-server)")
+pytestmark = [
+    pytest.mark.skipif(bool(missing("slurmctld", "slurmd", "munged", "sshd", "sbatch")),
+                       reason=f"needs {missing('slurmctld', 'slurmd', 'munged', 'sshd', 'sbatch')} "
+                              "(scripts/test installs slurm-wlm, munge, openssh-server)"),
+    pytest.mark.skipif(namespaces_missing() is not None, reason=f"{namespaces_missing()}")]
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +55,15 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
 
 
 def fleet_file(folder: Path, sshd: SshServer) -> Path:
-    """Two Slurm hosts (GRES gpu:fake:1 each) and one SSH host (this checkout, reached over loopback)."""
+    """Two Slurm hosts (GRES gpu:fakea:1 and gpu:fakeb:1: one per node) and one SSH host (this checkout, reached
+    over loopback)."""
     fleet = {
         "name": "live-three", "state_dir": str(folder / "state"), "steps": ["setup", "verify", "launch", "sweeps"],
         "overrides": TRIM, "seconds_per_cell": 120, "setup_allowance_s": 900,
         "hosts": [
-            {"name": "slurm-a", "via": "slurm", "gres": "gpu:fake:1", "profiles": ["params/local-cpu.yaml"],
+            {"name": "slurm-a", "via": "slurm", "gres": "gpu:fakea:1", "profiles": ["params/local-cpu.yaml"],
              "run_root": "runs"},
-            {"name": "slurm-b", "via": "slurm", "gres": "gpu:fake:1", "profiles": ["params/local-cpu.yaml"],
+            {"name": "slurm-b", "via": "slurm", "gres": "gpu:fakeb:1", "profiles": ["params/local-cpu.yaml"],
              "run_root": "runs"},
             {"name": "ssh-c", "via": "ssh", "profiles": ["params/local-cpu.yaml"],
              "run_root": str(folder / "remote"),
@@ -92,6 +100,8 @@ def union_percentiles(run_dirs: list[Path]) -> dict[tuple[str, int], dict[str, f
 def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: SlurmCluster, sshd: SshServer,
                                                       llama_server: Path) -> None:
     env = {**os.environ, **cluster.env, "NINFERKIT_PROGRESS": "lines"}
+    tmp_path = tmp_path / "lab runs"  # a space in every path: the batch script's, the runbook's, the SSH host's
+    tmp_path.mkdir()
     fleet = fleet_file(tmp_path, sshd)
     state = tmp_path / "state"
 
@@ -127,7 +137,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert not state.exists()
     dry = ninferkit(env, "fleet", "submit", str(fleet), "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "task 0 slurm-a (params/local-cpu.yaml, name local-cpu): slurm partition (default), gres gpu:fake:1, " \
+    assert "task 0 slurm-a (params/local-cpu.yaml, name local-cpu): slurm partition (default), gres gpu:fakea:1, " \
            "time limit 21 min" in dry.stdout and "nothing was submitted or started" in dry.stdout
     assert f"task 2 ssh-c (params/local-cpu.yaml, name local-cpu): ssh {sshd.user}@127.0.0.1:{sshd.port}" in dry.stdout
     assert not state.exists()
@@ -140,18 +150,45 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert again.returncode == 0, again.stdout + again.stderr
     assert "slurm: task 0 is still held by job " in again.stdout and "slurm: task 1 is still held by job " \
         in again.stdout and "ssh-c] task 2 is running there" in again.stdout, again.stdout
-    assert len(json.loads((state / "slurm.json").read_text())["arrays"]) == 1  # not submitted twice
+    assert len(json.loads((state / "slurm.json").read_text())["arrays"]) == 2  # not submitted twice
     remote_status = tmp_path / "remote" / ".fleet-live-three" / "status" / "task-2.json"
     assert json.loads(remote_status.read_text())["state"] in ("pending", "running")  # submit
     # returned while the SSH host's task runs in the background
-    arrays = json.loads((state / "slurm.json").read_text())["arrays"]
-    assert len(arrays) == 1 and arrays[0]["tasks"] == [0, 1] and arrays[0]["gres"] == "gpu:fake:1"
-    script = Path(arrays[0]["script"]).read_text()
-    assert "#SBATCH --gres=gpu:fake:1" in script and "#SBATCH --array=0,1" in script
-    assert "#SBATCH --time=" in script and "#SBATCH --no-requeue" in script
-    shown = subprocess.run(["scontrol", "show", "job", "-o", arrays[0]["job_id"]], env=env, capture_output=True,
-                           text=True).stdout
-    assert "TresPerNode=gres:gpu:fake:1" in shown  # Slurm itself holds the typed request
+    arrays = json.loads((state / "slurm.json").read_text())["arrays"]  # one array per GRES type (issue 41)
+    assert [(entry["tasks"], entry["gres"]) for entry in arrays] == [([0], "gpu:fakea:1"), ([1], "gpu:fakeb:1")]
+    for entry, node in zip(arrays, ("nodea", "nodeb"), strict=True):
+        script = Path(entry["script"]).read_text()
+        assert f'#SBATCH --gres="{entry["gres"]}"' in script and f"#SBATCH --array={entry['tasks'][0]}" in script
+        assert "#SBATCH --time=" in script and "#SBATCH --no-requeue" in script
+        shown = job_fields(env, f"{entry['job_id']}_{entry['tasks'][0]}")
+        assert shown["TresPerNode"] == f"gres:{entry['gres']}"  # Slurm itself holds the typed request
+        # sbatch read the quoted paths whole (issue 40: a space cut them)
+        assert shown["StdOut"] == f"{state}/logs/task-{entry['tasks'][0]}.log" and shown["WorkDir"] == str(REPO)
+        deadline = time.monotonic() + 120
+        while shown["JobState"] == "PENDING":
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.5)
+            shown = job_fields(env, f"{entry['job_id']}_{entry['tasks'][0]}")
+        assert shown["NodeList"] == node, shown  # each GRES type on the node that has it
+
+    # slurm-b's node is lost early in its run (its slurmd killed once the task says it runs): the node stops
+    # answering, and `fleet status` says so; then Slurm declares the node down (NODE_FAIL for its job) and never
+    # starts the task again. Slurm's own declaration waits for SlurmdTimeout and a ping round (30 to 50 s here,
+    # under load), so once status has said "not responding" the node is set down as an admin (or the timeout)
+    # does. A thread watches `fleet status` meanwhile; the other faults go on beside it.
+    status_b = state / "status" / "task-1.json"
+    deadline = time.monotonic() + 120
+    while json.loads(status_b.read_text())["state"] != "running":
+        assert time.monotonic() < deadline, status_b.read_text()
+        time.sleep(0.2)
+    job_b = f"{arrays[1]['job_id']}_1"
+    killed_cells = state / "runs" / "slurm-b-local-cpu" / "sweeps" / "cells.jsonl"
+    cluster.kill_node("nodeb")
+    lost = time.monotonic()
+    seen: list[str] = []  # each thing `fleet status` said of task 1, in order
+    stamps: list[float] = []  # when, in seconds after the node was lost
+    watcher = threading.Thread(target=watch_lost_node, args=(env, fleet, lost, seen, stamps), daemon=True)
+    watcher.start()
 
     # the follower's SSH connection drops (its process killed) while ssh-c sweeps: the task there goes on
     follower = subprocess.Popen([sys.executable, "-m", "ninferkit", "fleet", "collect", str(fleet)], cwd=REPO,
@@ -194,26 +231,45 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert f"its server (pid {server['pid']}" in said["reason"] and said["port"] == before["port"], said
     cells_a_killed = [json.loads(line) for line in cells_a.read_text().splitlines()]
 
-    # slurm-b dies mid-run: cancelled by Slurm once the first of its two cells has finished
-    killed_cells = state / "runs" / "slurm-b-local-cpu" / "sweeps" / "cells.jsonl"
-    deadline = time.monotonic() + 600
-    while not (killed_cells.exists() and killed_cells.read_text().strip()):
-        assert time.monotonic() < deadline, "slurm-b finished no cell in 600 s"
-        time.sleep(0.2)
-    subprocess.run(["scancel", f"{arrays[0]['job_id']}_1"], env=env, check=True)
+    watcher.join(timeout=240)
+    assert not watcher.is_alive(), f"fleet status never said task 1's node was lost: {seen}"
+    assert seen[1].startswith("running: Slurm: its node nodeb is not responding (sinfo: "), seen
+    # Slurm ends the task on NODE_FAIL when its message reaches the job's step (interrupted), or the task runs on
+    # unreachable (lost), as in issue 41; either way it is said, and never written as "ended without saying how"
+    assert seen[-1].startswith(("lost: Slurm lost its node nodeb (NODE_FAIL: it stopped answering) while the task "
+                                "ran; it may still run there",
+                                "interrupted: Slurm lost its node nodeb (NODE_FAIL: it stopped answering) and ended "
+                                "the task there")), seen
+    assert not any(said.startswith("failed") for said in seen), seen
+    silent_s, node_fail_s = stamps[1], stamps[-1]
+    ended_b = job_fields(env, job_b)
+    assert ended_b["JobState"] == "NODE_FAIL" and ended_b["Restarts"] == "0", ended_b  # never started twice
+    cluster.start_node("nodeb")  # the node returns: Slurm ends what is left of the task there, if anything is
+    while json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1]["state"] not in (
+            "interrupted", "ok"):
+        assert time.monotonic() - lost < 300, "the task was never ended after its node came back"
+        time.sleep(1)
+    settled_s = time.monotonic() - lost
+    b_state = json.loads((state / "status" / "task-1.json").read_text())["state"]
+    assert b_state in ("interrupted", "ok"), b_state
+    assert json.loads((state / "runs" / "slurm-b-local-cpu" / "fleet-task.json").read_text())["jobs"] == [job_b]
 
     collected = ninferkit(env, "fleet", "collect", str(fleet), "-o", str(tmp_path / "merged-1"))
     first_report_s = time.monotonic() - started
     assert collected.returncode == 1, collected.stdout + collected.stderr  # a task did not finish: said, not dropped
     assert "[ssh-c]" in collected.stdout and "[slurm-a]" in collected.stdout  # lines prefixed by their host
-    assert "task 1 slurm-b (local-cpu): interrupted\n  step: sweeps\n" in collected.stdout, collected.stdout
+    assert f"task 1 slurm-b (local-cpu): {b_state}\n" in collected.stdout, collected.stdout
     assert "task 0 slurm-a (local-cpu): failed\n" in collected.stdout, collected.stdout
     assert "DeadKernelError" not in collected.stdout
     status = ninferkit(env, "fleet", "status", str(fleet), "--json")
     killed = json.loads(status.stdout)[1]
     assert status.returncode == 1 and killed["host"] == "slurm-b", status.stdout + status.stderr
-    assert killed["state"] == "interrupted" and killed["step"] == "sweeps", killed
-    assert killed["reason"].startswith("interrupted (signal 15)") and killed["log"].endswith("task-1.log")
+    assert killed["state"] == b_state and killed["node"] == "nodeb", killed
+    if b_state == "interrupted":
+        assert killed.get("step") in (None, "setup", "verify", "launch", "sweeps"), killed  # where SIGTERM landed
+        assert killed["log"].endswith("task-1.log"), killed
+        assert killed["reason"].startswith("Slurm lost its node nodeb (NODE_FAIL"), killed
+        assert killed["reason"].endswith("(interrupted (signal 15))"), killed
     merged = tmp_path / "merged-1"
     report = (merged / "report" / "index.md").read_text()
     assert "incomplete: sweeps" in report
@@ -223,13 +279,13 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     resumed = ninferkit(env, "fleet", "submit", str(fleet))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     arrays = json.loads((state / "slurm.json").read_text())["arrays"]
-    assert arrays[-1]["tasks"] == [0, 1]  # only what is missing
+    assert [entry["tasks"] for entry in arrays[2:]] == ([[0], [1]] if b_state == "interrupted" else [[0]])
     assert "ssh-c] task 2 (local-cpu) already finished there" in resumed.stdout
     again = ninferkit(env, "fleet", "collect", str(fleet), "-o", str(tmp_path / "merged-2"))
     resumed_report_s = time.monotonic() - started
     assert again.returncode == 0, again.stdout + again.stderr
     done = [json.loads(line) for line in killed_cells.read_text().splitlines()]
-    assert sorted(entry["status"] for entry in done) == ["done", "done"]  # the resume ran only the missing cell
+    assert sorted(entry["status"] for entry in done) == ["done", "done"]  # each cell measured, once
     resumed_a = [json.loads(line) for line in cells_a.read_text().splitlines()]
     assert resumed_a[: len(cells_a_killed)] == cells_a_killed  # what the killed attempt finished stands
     assert json.loads(status_a.read_text())["port"] == before["port"]  # on the port it had: same profile hash
@@ -247,16 +303,19 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     merged_rows = [json.loads(line) for line in (tmp_path / "merged-2" / "requests.jsonl").read_text().splitlines()]
     assert {row["host"] for row in merged_rows} == {"slurm-a", "slurm-b", "ssh-c"}
     assert all(row["gpu"] and row["engine_build"] and row["profile_hash"] for row in merged_rows)
-    jobs = [f"{entry['job_id']}_{{0}}" for entry in arrays]  # both attempts of the resumed Slurm tasks
-    for row in merged_rows:
+    jobs = {index: [f"{entry['job_id']}_{index}" for entry in arrays if index in entry["tasks"]] for index in (0, 1)}
+    assert len(jobs[1]) == (2 if b_state == "interrupted" else 1)  # the lost node's attempt, then a resume
+    for row in merged_rows:  # which node (and job, and GRES) ran each row
         if row["host"] == "ssh-c":
             assert "jobs" not in row and row["nodes"] == [socket.gethostname()] and "gres" not in row
         else:
-            index = 0 if row["host"] == "slurm-a" else 1
-            assert row["jobs"] == [job.format(index) for job in jobs] and row["gres"] == "gpu:fake:1", row
-            assert row["nodes"] == [socket.gethostname()]
+            index, node = (0, "nodea") if row["host"] == "slurm-a" else (1, "nodeb")
+            assert row["jobs"] == jobs[index], row  # every attempt of the run
+            assert row["gres"] == f"gpu:fake{node[-1]}:1" and row["nodes"] == [node], row
     assert "incomplete" not in (tmp_path / "merged-2" / "report" / "index.md").read_text()
     print(f"\nchecks before submit refused 4 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
+    print(f"node lost: status said 'not responding' {silent_s:.1f} s after, then {seen[-1].split(':')[0]} "
+          f"{node_fail_s:.1f} s after; task settled ({b_state}) {settled_s:.1f} s after, node back")
     print(f"fleet of 3 (2 Slurm + 1 SSH), two killed: submit {submit_s:.1f} s, "
           f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")
@@ -269,7 +328,7 @@ def test_a_failed_task_is_reported_with_its_step_diagnosis_and_log(tmp_path: Pat
     env = {**os.environ, **cluster.env, "NINFERKIT_PROGRESS": "lines"}
     fleet = {"name": "live-failing", "state_dir": str(tmp_path / "state"), "steps": ["setup", "verify", "launch"],
              "overrides": ["serve.startup_timeout_s=0.01"], "hosts": [
-                 {"name": "slow", "via": "slurm", "gres": "gpu:fake:1", "profiles": ["params/local-cpu.yaml"],
+                 {"name": "slow", "via": "slurm", "gres": "gpu:fakea:1", "profiles": ["params/local-cpu.yaml"],
                   "run_root": "runs"}]}
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet))
@@ -284,9 +343,80 @@ def test_a_failed_task_is_reported_with_its_step_diagnosis_and_log(tmp_path: Pat
     assert "  diagnosis: " in collected.stdout and "  log: " in collected.stdout
 
 
+def watch_lost_node(env: dict[str, str], fleet: Path, lost: float, seen: list[str], stamps: list[float]) -> None:
+    """Poll `fleet status` for task 1 until it is lost or ended, recording each change; once it says its node is
+    not responding, set the node down (what SlurmdTimeout does, later)."""
+    while time.monotonic() - lost < 240:
+        shown = json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1]
+        word = f"{shown['state']}: {shown.get('reason', '')}"
+        if not seen or seen[-1] != word:
+            seen.append(word)
+            stamps.append(time.monotonic() - lost)
+            if word.startswith("running: Slurm: its node nodeb is not responding"):
+                subprocess.run(["scontrol", "update", "NodeName=nodeb", "State=DOWN", "Reason=lost"], env=env,
+                               check=True)
+        if shown["state"] in ("lost", "interrupted", "ok", "failed"):
+            return
+        time.sleep(2.0)  # each round is a whole `fleet status` (Slurm and the SSH host): on 2 cores, not a loop
+
+
+def job_fields(env: dict[str, str], job: str) -> dict[str, str]:
+    """`scontrol show job -o` of one job as its fields (what Slurm itself parsed and decided); a value may hold a
+    space (a path), so a field starts only where a space is followed by `Name=`."""
+    line = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True,
+                          check=True).stdout.splitlines()[0]
+    return dict(part.split("=", 1) for part in re.split(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)", line.strip()))
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             return handle.read().split(") ")[1][0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+def test_slurm_request_fields_reach_sbatch_and_what_the_cluster_lacks_is_refused(tmp_path: Path,
+                                                                                 cluster: SlurmCluster) -> None:
+    """account, qos, constraint and mem become #SBATCH lines that the real sbatch parses (the script submitted
+    held, read back with scontrol, cancelled: nothing runs); a constraint no node offers, more memory than any
+    node has, and a container image without pyxis (this machine: srun has only its own --container) are
+    refused before anything is submitted. This cluster has no slurmdbd (AccountingStorageType=none): Slurm keeps
+    the account as given and drops the QOS (QOS=(null)), so neither is checked against sacctmgr here."""
+    from ninferkit.fleet.slurm import batch_script
+    from ninferkit.fleet.spec import load_fleet
+    from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
+
+    env = {**os.environ, **cluster.env}
+    host = {"name": "req", "via": "slurm", "gres": "gpu:fakea:1", "profiles": ["params/local-cpu.yaml"],
+            "run_root": "runs", "account": "labx", "qos": "high", "constraint": "ib&fast", "mem": "1G"}
+    bad = [{**host, "name": "nofeature", "constraint": "ib&nosuch"}, {**host, "name": "toobig", "mem": "64G"},
+           {**host, "name": "image", "container_image": "nvcr.io#nvidia/pytorch:24.05-py3"}]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump({"name": "live-requests", "state_dir": str(tmp_path / "state dir"),
+                                    "steps": ["setup"], "hosts": bad}))
+    refused = ninferkit(env, "fleet", "submit", str(path))
+    assert refused.returncode == 2 and "3 host problem(s)" in refused.stderr, refused.stdout + refused.stderr
+    assert "host nofeature: constraint ib&nosuch: no node of partition test has the feature(s) nosuch (they " \
+           "have: fast, ib)" in refused.stderr
+    assert "host toobig: mem 64G: no node of partition test has that much (the most: 4096 MB)" in refused.stderr
+    assert "host image: container_image nvcr.io#nvidia/pytorch:24.05-py3 needs pyxis" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "state dir").exists()
+
+    path.write_text(yaml.safe_dump({"name": "live-requests", "state_dir": str(tmp_path / "state dir"),
+                                    "steps": ["setup"], "hosts": [host]}))
+    fleet = load_fleet(path, root=REPO)
+    tasks = plan_tasks(fleet, lambda each: each.run_root)
+    write_tasks(fleet, tasks)
+    script = tmp_path / "state dir" / "held.sbatch"
+    script.write_text(batch_script(StateDir(fleet.state_dir), tasks, REPO))
+    job = subprocess.run(["sbatch", "--parsable", "--hold", str(script)], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    try:
+        shown = job_fields(env, f"{job}_0")
+    finally:
+        subprocess.run(["scancel", job], env=env, check=True)
+    assert (shown["Account"], shown["Features"], shown["MinMemoryNode"], shown["TresPerNode"]) == \
+        ("labx", "ib&fast", "1G", "gres:gpu:fakea:1"), shown
+    assert shown["QOS"] == "(null)"  # no slurmdbd: Slurm keeps no QOS (see the docstring)
+    assert shown["StdOut"] == f"{tmp_path / 'state dir'}/logs/task-0.log" and shown["JobState"] == "PENDING"

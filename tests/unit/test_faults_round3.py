@@ -56,6 +56,7 @@ FAULTS: dict[str, tuple[str, str, str]] = {
     "merge -o naming one of its inputs, or inside one": (
         "2 merge", "clear error", "test_merge_refuses_its_own_input_and_a_run_twice"),
     "the same folder twice": ("2 merge", "clear error", "test_merge_refuses_its_own_input_and_a_run_twice"),
+    "a run merged with its copy": ("2 merge", "clear error", "test_merge_refuses_a_run_merged_with_its_copy"),
     "a trace gap of 10^15 ms": ("3 trace replay", "clear error", "test_a_trace_gap_over_an_hour_is_refused"),
     "planning: tokenize round trips one at a time": (
         "3 trace replay", "handled", "test_trace_planning_asks_each_block_once_and_several_at_a_time"),
@@ -76,6 +77,11 @@ FAULTS: dict[str, tuple[str, str, str]] = {
         "6 --url messages", "handled", "test_a_complete_stream_on_a_connection_left_open_is_ok"),
     "a key echoed URL-encoded (any safe set, either hex case)": (
         "7 scrubber", "handled", "test_a_key_echoed_url_encoded_in_any_form_is_not_stored"),
+    "fleet run_root with '..', absolute (Slurm) or a symlink out": (
+        "8 fleet files", "clear error", "test_a_run_root_leaving_the_state_folder_is_refused_naming_the_field"),
+    "#SBATCH --output/--chdir under a folder with a space": (
+        "8 fleet files", "handled", "test_sbatch_paths_are_quoted_for_sbatchs_own_reader"),
+    "fleet task STATE 99 (or x)": ("8 fleet files", "clear error", "test_fleet_task_out_of_range_names_the_range"),
     "a 5,000-digit integer in a profile, -p or --fixed": (
         "9 edges", "clear error", "test_a_5000_digit_number_is_a_clear_error"),
     "a 300-character run-dir name": ("9 edges", "clear error", "test_a_run_dir_name_too_long_is_one_clear_error"),
@@ -179,10 +185,9 @@ def test_a_call_whose_fields_are_of_the_wrong_json_type_is_a_parse_failure() -> 
     assert not run.parsed and run.result.startswith("error: no tool named")
 
 
-# -- 2. merge (the check in cli/merge.py; report/merge.py is another engineer's) ----------------------------
+# -- 2. merge (paths in cli/merge.py, copies by their request ids in report/merge.py) --------------------------
 
 def test_merge_refuses_its_own_input_and_a_run_twice(tmp_path: Path) -> None:
-    """A run merged with a copy of itself is not refused: the fleet's merge tests make their hosts that way."""
     run = tmp_path / "run"
     shutil.copytree(RECORDED, run)
     rows = (run / "requests.jsonl").read_bytes()
@@ -193,6 +198,24 @@ def test_merge_refuses_its_own_input_and_a_run_twice(tmp_path: Path) -> None:
                  "given twice")
     assert (run / "requests.jsonl").read_bytes() == rows and not (run / "merged").exists()
     assert not (tmp_path / "m1").exists()
+
+
+def test_merge_refuses_a_run_merged_with_its_copy(tmp_path: Path) -> None:
+    """The same rows under another folder (and under another host's name) are one run: named, nothing written;
+    `fleet collect -o` goes through the same check (report/merge.py). A copy given ids of its own is another
+    run, and merges."""
+    from tests.run_copies import copy_as_another_run
+
+    run, copy = tmp_path / "run", tmp_path / "elsewhere" / "copy"
+    shutil.copytree(RECORDED, run)
+    shutil.copytree(RECORDED, copy)
+    (copy / "fleet-task.json").write_text(json.dumps({"schema_version": 1, "host": "other-host", "fleet": "f"}))
+    done = _ninferkit("merge", str(run), str(copy), "-o", str(tmp_path / "m"))
+    _clear_error(done, f"{run} and {copy} are the same run: ")
+    assert "measured requests of" in done.stderr and "(the same request ids)" in done.stderr
+    assert not (tmp_path / "m").exists()
+    copy_as_another_run(RECORDED, tmp_path / "another")
+    assert _ninferkit("merge", str(run), str(tmp_path / "another"), "-o", str(tmp_path / "m2")).returncode == 0
 
 
 # -- 3. trace replay --------------------------------------------------------------------------------------------
@@ -386,6 +409,74 @@ def test_a_key_echoed_url_encoded_in_any_form_is_not_stored(tmp_path: Path) -> N
     stored = (tmp_path / "requests.jsonl").read_text()
     assert stored.count(REDACTED) == len(forms)
     assert not [form for form in forms if form.removeprefix("Bearer%20")[2:-2] in stored]
+
+
+# -- 8. fleet files --------------------------------------------------------------------------------------------
+
+FLEET = REPO / "params" / "fleets" / "embedded-three.yaml"
+
+
+def _fleet_file(tmp_path: Path, run_root: str) -> Path:
+    import yaml
+
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"][0]["run_root"] = run_root
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_run_root_leaving_the_state_folder_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """`..` (the issue's case), an absolute path on a Slurm host and a symlink out: refused before anything is
+    written or submitted, naming hosts.0.run_root."""
+    for run_root, says in (("runs/../../escape", "hosts.0.run_root: 'runs/../../escape': a run_root may not "
+                                                 "contain '..'"),
+                           ("/tmp/escape", "host slurm-a runs via slurm: its run_root is a folder under the "
+                                           "fleet's state folder (which the cluster shares), not the absolute path "
+                                           "'/tmp/escape'")):
+        done = _ninferkit("fleet", "submit", str(_fleet_file(tmp_path, run_root)))
+        _clear_error(done, says)
+        assert "hosts.0" in done.stderr and not (tmp_path / "state").exists()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "state" / "runs").symlink_to(tmp_path / "outside")
+    done = _ninferkit("fleet", "submit", str(_fleet_file(tmp_path, "runs")))
+    _clear_error(done, f"hosts.0.run_root: 'runs': host slurm-a's run_root resolves to {tmp_path / 'outside'}, "
+                       f"outside the fleet's state folder {tmp_path / 'state'} (a symlink)")
+    assert sorted(path.name for path in (tmp_path / "state").iterdir()) == ["runs"]
+
+
+def test_sbatch_paths_are_quoted_for_sbatchs_own_reader(tmp_path: Path) -> None:
+    """sbatch reads #SBATCH lines itself: a space ends a value, an unquoted # starts a comment. The generated
+    lines hold such a folder whole (tests/live/test_fleet.py submits one to a real sbatch and reads back what
+    Slurm parsed)."""
+    from ninferkit.fleet.slurm import batch_script, sbatch_quote
+    from ninferkit.fleet.spec import load_fleet
+    from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
+
+    assert sbatch_quote('a b#"c\\d') == '"a b#\\"c\\\\d"'
+    folder = tmp_path / "lab runs #2"
+    folder.mkdir()
+    fleet = load_fleet(_fleet_file(folder, "runs"), root=REPO)
+    tasks = plan_tasks(fleet, lambda host: host.run_root)
+    write_tasks(fleet, tasks)
+    script = batch_script(StateDir(fleet.state_dir), tasks[:2], folder / "work dir", python="/v env/python")
+    assert f'#SBATCH --output="{folder}/state/logs/task-%a.log"\n' in script
+    assert f'#SBATCH --chdir="{folder}/work dir"\n' in script
+    assert f"exec '/v env/python' -m ninferkit fleet task '{folder}/state' \"$SLURM_ARRAY_TASK_ID\"" in script
+
+
+def test_fleet_task_out_of_range_names_the_range(tmp_path: Path) -> None:
+    from ninferkit.fleet.spec import load_fleet
+    from ninferkit.fleet.tasks import plan_tasks, write_tasks
+
+    fleet = load_fleet(_fleet_file(tmp_path, "runs"), root=REPO)
+    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    for given in ("99", "3", "-1", "x", "1.5", "\u0662"):
+        done = _ninferkit("fleet", "task", str(tmp_path / "state"), given)
+        _clear_error(done, f"task {given!r}: {tmp_path / 'state' / 'tasks.json'} has tasks 0..2; give one of those")
+    assert not (tmp_path / "state" / "status").exists()  # no task ran, none wrote a status
 
 
 # -- 9. numbers and names at the edges --------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_one_array_asks_gres_by_type_and_the_plans_time(tmp_path: Path) -> None:
     state = StateDir(fleet.state_dir)
     assert (state.path / tasks[0].profile_file).read_text() == (REPO / "params" / "local-cpu.yaml").read_text()
     script = batch_script(state, tasks[:2], REPO, python="/venv/bin/python")
-    assert "#SBATCH --array=0,1\n" in script and "#SBATCH --gres=gpu:fake:1\n" in script
+    assert "#SBATCH --array=0,1\n" in script and "#SBATCH --gres=\"gpu:fake:1\"\n" in script
     assert "#SBATCH --time=21\n" in script and "#SBATCH --job-name=ninferkit-embedded-three\n" in script
     command = f'exec /venv/bin/python -m ninferkit fleet task {state.path} "$SLURM_ARRAY_TASK_ID"'
     assert script.rstrip().endswith(command)
@@ -202,3 +202,87 @@ def test_a_second_attempt_does_not_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert status.reason is not None and status.reason.startswith(expected), status.reason
     assert status.port == (40001 if previous else None)
     assert not state.run_dir(tasks[0]).exists() and said == [f"slurm-a: task 0 refused: {status.reason}"]
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    ({"mem": "16 GB"}, "hosts.0.mem = '16 GB': String should match pattern"),
+    ({"constraint": "a b"}, "hosts.0.constraint = 'a b': String should match pattern"),
+    ({"account": "lab;rm"}, "hosts.0.account = 'lab;rm': String should match pattern"),
+    ({"container_image": "img with space"}, "hosts.0.container_image = 'img with space': String should match"),
+])
+def test_slurm_request_fields_are_validated(tmp_path: Path, host: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_fleet(written(tmp_path, host=host), root=REPO)
+    assert expected in str(caught.value), str(caught.value)
+
+
+def test_a_slurm_field_on_an_ssh_host_is_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(FLEET.read_text())
+    data["hosts"][2].update(account="labx", mem="8G")
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError, match="host ssh-c runs via ssh: account, mem are Slurm fields"):
+        load_fleet(path, root=REPO)
+
+
+def test_request_fields_are_sbatch_lines_and_an_image_runs_the_task_through_pyxis(tmp_path: Path) -> None:
+    """Each field an #SBATCH line (quoted for sbatch's reader); tasks that ask differently go in separate arrays
+    (the grouping key is the lines); an image wraps the task in pyxis's srun (generated only: pyxis is absent
+    here, and `fleet submit` refuses an image then; tests/live/test_fleet.py)."""
+    from ninferkit.fleet.slurm import request_lines
+
+    fleet = load_fleet(written(tmp_path, host={"account": "labx", "qos": "high", "constraint": "ib&[r1|r2]",
+                                               "mem": "16G", "container_image": "nvcr.io#nvidia/pytorch:24.05-py3"}),
+                       root=REPO)
+    tasks = plan_tasks(fleet, lambda host: host.run_root)
+    write_tasks(fleet, tasks)
+    assert request_lines(tasks[0]) == ['#SBATCH --gres="gpu:fake:1"', '#SBATCH --account="labx"',
+                                       '#SBATCH --qos="high"', '#SBATCH --constraint="ib&[r1|r2]"',
+                                       '#SBATCH --mem="16G"']
+    assert request_lines(tasks[1]) == ['#SBATCH --gres="gpu:fake:1"']
+    state = StateDir(fleet.state_dir)
+    script = batch_script(state, tasks[:1], REPO, python="/venv/bin/python")
+    assert (f"exec srun --ntasks=1 '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts="
+            f"{REPO}:{REPO},{state.path}:{state.path} --container-workdir={REPO} /venv/bin/python -m ninferkit "
+            f"fleet task {state.path} \"$SLURM_ARRAY_TASK_ID\"") in script
+
+
+def test_status_watch_redraws_a_terminal_and_prints_plain_changed_lines_elsewhere(tmp_path: Path) -> None:
+    """Two Slurm tasks never submitted (nothing asks Slurm), their statuses written as the tasks write them:
+    round one shows one running and one finished; between rounds the running one ends; the view stops once
+    none is pending or running. Not a terminal: stamped plain lines, no control codes."""
+    from ninferkit.fleet.follow import CLEAR, watch
+    from ninferkit.fleet.tasks import TaskStatus
+
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"] = data["hosts"][:2]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    fleet = load_fleet(path, root=REPO)
+    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    state = StateDir(fleet.state_dir)
+    waits: list[float] = []
+
+    def between_rounds(seconds: float) -> None:  # what the task itself writes when it ends
+        waits.append(seconds)
+        state.write_status(TaskStatus(index=0, host="slurm-a", state="failed", node="nodea", step="sweeps",
+                                      reason="a step failed\nsecond line"))
+
+    for terminal in (False, True):
+        state.write_status(TaskStatus(index=0, host="slurm-a", state="running", node="nodea", step="sweeps"))
+        state.write_status(TaskStatus(index=1, host="slurm-b", state="ok", node="nodeb"))
+        written_out: list[str] = []
+        shown = watch(fleet, 5.0, written_out.append, terminal, sleep=between_rounds)
+        assert [task["state"] for task in shown] == ["failed", "ok"]
+        assert len(written_out) == 2
+        first, last = written_out
+        assert "task 0 slurm-a (local-cpu): running on nodea at sweeps\n" in first
+        assert "task 1 slurm-b (local-cpu): ok on nodeb\n" in first
+        assert "task 0 slurm-a (local-cpu): failed on nodea at sweeps: a step failed\n" in last
+        assert "embedded-three: 2 task(s), 0 pending or running" in last
+        if terminal:
+            assert first.startswith(CLEAR) and "(every 5 s; Ctrl-C stops watching, not the tasks)" in first
+        else:
+            assert "\x1b" not in first + last and "\r" not in first + last
+    assert waits == [5.0, 5.0]

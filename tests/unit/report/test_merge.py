@@ -15,6 +15,7 @@ import pytest
 from ninferkit.cli import main
 from ninferkit.report.merge import merge
 from tests.conftest import REPO
+from tests.run_copies import copy_as_another_run
 
 SMOLLM2 = REPO / "docs" / "examples" / "h200-vllm" / "h200-llamacpp-smollm2"
 QWEN_SHAPE = REPO / "docs" / "examples" / "h200-llamacpp"
@@ -23,7 +24,7 @@ QWEN_SHAPE = REPO / "docs" / "examples" / "h200-llamacpp"
 def as_host(source: Path, folder: Path, host: str) -> Path:
     """A copy of a recorded run, as the fleet task of `host` would have left it."""
     copy = folder / host
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("report", "notebooks", "capacity"))
+    copy_as_another_run(source, copy, ignore=shutil.ignore_patterns("report", "notebooks", "capacity"))
     (copy / "fleet-task.json").write_text(json.dumps({"schema_version": 1, "host": host, "fleet": "test"}))
     return copy
 

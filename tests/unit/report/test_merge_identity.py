@@ -18,6 +18,7 @@ from ninferkit.cli import main
 from ninferkit.report.compare import compare_runs
 from ninferkit.report.merge import merge, serving_lines
 from tests.conftest import DATA
+from tests.run_copies import copy_as_another_run
 
 RUN = DATA / "run_dirs" / "embedded-spec-ab"
 
@@ -25,7 +26,7 @@ RUN = DATA / "run_dirs" / "embedded-spec-ab"
 def copy_with(folder: Path, name: str, **serve: object) -> Path:
     """A copy of the recorded run whose manifest's profile sets these serve options."""
     copy = folder / name
-    shutil.copytree(RUN, copy, ignore=shutil.ignore_patterns("report", "notebooks"))
+    copy_as_another_run(RUN, copy, ignore=shutil.ignore_patterns("report", "notebooks"))
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["profile"]["serve"].update(serve)
     (copy / "manifest.json").write_text(json.dumps(manifest))
