@@ -34,7 +34,8 @@ TESTS = [str(path.relative_to(REPO)) for name in (
 ruamel.yaml (profiles and their comments),
 prometheus_client (telemetry's /metrics), psutil (the server's process group), httpx and sniffio (the client),
 numpy (latency, capacity), pandas, pyarrow and matplotlib (tables and the write-up), gguf (GGUF headers
-and KV layouts), nvidia-ml-py (telemetry), papermill, nbformat and JupyterLab's kernel (packaging), tqdm, rich (the console's tables)."""
+and KV layouts), nvidia-ml-py (telemetry), papermill, nbformat and JupyterLab's kernel (packaging), tqdm, rich
+(the console's tables)."""
 
 
 def floors(requirements: list[str]) -> list[str]:
