@@ -31,7 +31,7 @@ from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.records import CellEntry, RequestRow
-from ninferkit.rundir.runs import GrowingRows, Run, RunDir, record_serving
+from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_serving
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -61,8 +61,11 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     try:
         record = server.ensure_running(run.dir)
     except ServerError:
-        _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
-        raise
+        cells, baseline = _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
+        finished = _done_without_server(run, kinds, cells, baseline)
+        if finished is None:
+            raise
+        return finished
     url = str(record.url)
     headers = server.auth_headers(profile)
     # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
@@ -119,6 +122,23 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
             raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
                               "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
         return SweepTables(tables)
+
+
+def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
+                         baseline: RunDir | None) -> SweepTables | None:
+    """The tables, rebuilt from the rows, where every planned cell is done for the run's serving: a rerun of
+    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server. None where a cell
+    is still to be sent (the caller raises why no server answers)."""
+    if not run.dir.sweep_cells.exists():
+        return None
+    ledger, requests = read_rows(run.dir.sweep_cells, CellEntry), read_rows(run.dir.requests, RequestRow)
+    if resume_plan(cells, ledger, measured_ok(requests), run_servings(run.dir)).send:
+        return None
+    tables = build_tables(run, kinds, ledger, requests)
+    if baseline is not None:
+        tables[AB] = ab_table(baseline, run.dir)
+    save_tables(run.dir, tables)
+    return SweepTables(tables)
 
 
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:

@@ -16,7 +16,7 @@ from ninferkit import steps
 from ninferkit.cli import main as cli_main
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.llama_server.embedded import llama_cpp_source
-from ninferkit.errors import ProfileError, SweepFailed
+from ninferkit.errors import ProfileError, ServerExited, SweepFailed
 from ninferkit.rundir.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.server import process as server
 from ninferkit.steps.sweeps import plan, sweeps
@@ -342,3 +342,20 @@ def test_reasoning_at_xhigh_and_the_agent_task_only_where_the_template_renders_t
     assert "output_tokens 4 raised to 16" in context["notes"] and "seed not sent" in context["notes"]
     assert all(r["seed"] is None and r["max_tokens"] == 16 for r in read_jsonl(tools.dir.requests)
                if r["sweep"] == "context")
+
+
+def test_a_rerun_with_every_cell_done_needs_no_server(tmp_path: Path, llama_server: Path) -> None:
+    """04_capacity_fit stops the launch step's server; running 03_sweeps again after it (issue 44) returns the
+    tables from the rows, since nothing is left to send, and still refuses where a cell is left to measure."""
+    run = open_small(tmp_path / "run", "sweeps.context.targets=[64]", "sweeps.context.repetitions=1")
+    steps.launch(run, progress=False)
+    try:
+        first = sweeps(run, only="context", progress=False)
+    finally:
+        server.stop(run.dir)
+    rows = len(list(read_jsonl(run.dir.requests)))
+    again = sweeps(run, only="context", progress=False)
+    pd.testing.assert_frame_equal(again["context"], first["context"])
+    assert len(list(read_jsonl(run.dir.requests))) == rows  # nothing sent
+    with pytest.raises(ServerExited):  # the concurrency cells were never run: they need the server
+        sweeps(run, only="context,concurrency", progress=False)
