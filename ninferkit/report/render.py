@@ -202,9 +202,21 @@ def render_html(document: Document, folder: Path) -> Path:
 def html_fragment(blocks: Sequence[Block]) -> str:
     """Blocks as HTML with no page around them: a notebook cell's output, with the write-up's table style
     scoped to a `ninferkit-report` box (ninferkit.report.notebook_view)."""
-    style = "\n".join(f".ninferkit-report {rule}" for rule in _FRAGMENT_CSS)
+    style = "\n".join(scoped(rule, FRAGMENT_SCOPE) for rule in _FRAGMENT_CSS)
     return (f'<div class="ninferkit-report">\n<style>\n{style}\n</style>\n'
             + "\n".join(_html_block(block) for block in blocks) + "\n</div>")
+
+
+FRAGMENT_SCOPE = "div.ninferkit-report"
+"""Every rule of a notebook's table style applies under this box alone, and wins over JupyterLab's own
+`.jp-RenderedHTMLCommon td { text-align: right }` (an element more in its selector)."""
+
+
+def scoped(rule: str, scope: str) -> str:
+    """`rule` with each selector of its comma list under `scope`: `th, td {...}` scoped as `scope th, td` left
+    `td` unscoped and weaker than JupyterLab's, so every notebook table's text was right-aligned (issue 44)."""
+    selectors, body = rule.split("{", 1)
+    return ", ".join(f"{scope} {selector.strip()}" for selector in selectors.split(",")) + " {" + body
 
 
 _FRAGMENT_CSS = (
