@@ -41,4 +41,5 @@ def test_every_rule_of_a_notebook_table_style_is_scoped_to_its_box() -> None:
     selectors = [selector.strip() for rule in style.splitlines() for selector in rule.split("{", 1)[0].split(",")]
     assert len(selectors) > len(style.splitlines())  # a comma list is among them
     assert all(selector.startswith(f"{FRAGMENT_SCOPE} ") for selector in selectors), selectors
-    assert f"{FRAGMENT_SCOPE} th, {FRAGMENT_SCOPE} td {{ border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left;" in style
+    cells = next(rule for rule in style.splitlines() if rule.startswith(f"{FRAGMENT_SCOPE} th, {FRAGMENT_SCOPE} td {{"))
+    assert "text-align: left;" in cells
