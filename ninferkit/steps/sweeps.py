@@ -185,6 +185,9 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telem
     names the cell at hand and counts its requests as they end (a cell of long prompts on a CPU takes minutes)."""
     if telemetry is not None:
         telemetry.start()
+        if telemetry.without_gpu:
+            shown.event(f"no GPU samples: NVML is {telemetry.nvml_status}; fine for the embedded default, which "
+                        "runs on the CPU")
     try:
         for index, cell in enumerate(cells, 1):
             label = f"cell {index}/{len(cells)} {cell.label}"
