@@ -236,6 +236,12 @@ def test_notebook_runs_headless_against_a_live_server(tmp_path: Path, llama_serv
     shown = "".join(json.dumps(cell["outputs"]) for cell in executed["cells"] if cell["cell_type"] == "code")
     assert "prefill, tok/s (server)" in shown and "identical_resend" in shown  # the write-up's views
     assert "prefill_tok_s_server_median" not in shown and "TTFT, ms" in shown  # not the raw frames; latency in ms
+    # the figures where the sweep ran (issue 44): the context curves and the latency distributions, embedded
+    figures = sorted(path.name for path in (run.dir.path / "sweeps" / "figures").glob("*.png"))
+    assert {"context_ttft.png", "context_speed.png", "latency_distributions.png"} <= set(figures)
+    assert shown.count("data:image/png;base64,") == len(figures) and "share of requests at or below" in shown
+    assert "NVML" not in "".join(json.dumps(o) for c in executed["cells"] if c["cell_type"] == "code"
+                                 for o in c["outputs"] if o.get("name") == "stderr")  # no red box on a CPU host
 
 
 def test_ab_pairs_the_same_plan_by_cell(sweep_run: Run, tmp_path: Path) -> None:
