@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -84,25 +83,29 @@ def headline_text(rows: list[dict[str, Any]]) -> str:
 
     measured = [row for row in rows if row.get("best") is not None]
     lines = [wrapped("headline (the write-up's numbers, recomputed from the run's raw rows; under each metric, "
-                     "where in the run it is):", "")]
+                     "where in the run it is and its spread):", "")]
     spread = [key for key in dict.fromkeys(key for row in measured for key in row)
               if key not in SHOWN_APART and key != ABOUT and any(row.get(key) is not None for row in measured)]
-    header = ["metric", "best", "unit", "range", *spread, "samples"]
-    cells = [[f"{row['metric']}\nat {row['where']}", number(row["best"]), str(row["unit"]),
-              span(row["low"], row["high"]), *(number(row.get(key)) for key in spread), number(row.get("samples"))]
-             for row in measured]
+    header = ["metric", "best", "unit", "range", "samples"]
+    cells = [[f"{row['metric']}\nat {row['where']}" + _spread_line(row, spread), number(row["best"]),
+              str(row["unit"]), span(row["low"], row["high"]), number(row.get("samples"))] for row in measured]
     if measured:
-        numbers = set(range(1, len(header))) - {header.index("unit"), header.index("range")}
-        lines.append(table(header, cells, right=numbers, no_wrap=set(range(1, len(header))), spaced=True))
+        lines.append(table(header, cells, right={1, 4}, no_wrap={1, 2, 3, 4}, spaced=True))
     lines += [wrapped(f"  {row['metric']}: {row['where']}", "    ") for row in rows if row.get("best") is None]
     return "\n".join(lines)
+
+
+def _spread_line(row: dict[str, Any], spread: list[str]) -> str:
+    """The row's spread fields (p50, p90, p99, std: whichever it has) as one line under its where."""
+    from ninferkit.report.fmt import number
+
+    shown = [f"{key} {number(row[key])}" for key in spread if row.get(key) is not None]
+    return "\n" + ", ".join(shown) if shown else ""
 
 
 PEER_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "e2e"))
 """The latencies of the closing summary, under the names vLLM prints (AIPerf and GuideLLM call TPOT "ITL")."""
 PEER_STATS = (("mean", "mean"), ("median", "p50"), ("p99", "p99"))
-LABEL_WIDTH = 36
-"""The cell column's width in the latency summary: the other columns take the rest of 100."""
 
 
 def latency_rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -129,24 +132,20 @@ def latency_text(cells: list[dict[str, Any]]) -> str:
 
     if not cells:
         return "latency per cell: none (no request was measured)"
-    shown: list[list[str]] = []
-    for row in cells:
-        if shown:
-            shown.append([""] * 8)
-        failed = f" ({row['failed']} failed)" if row["failed"] else ""
-        label = textwrap.wrap(str(row["label"]), LABEL_WIDTH, break_long_words=False)  # a line per metric's row
-        flow = [f"{row['requests']}{failed}", number(row["requests_per_s"]), number(row["output_tok_s"])]
-        metrics = [[name, *(number(row[f"{short}_{stat}_ms"]) for stat, _ in PEER_STATS)]
-                   for short, name in PEER_METRICS]
-        for index in range(max(len(label), len(metrics))):
-            shown.append([label[index] if index < len(label) else "", *(flow if index == 0 else [""] * len(flow)),
-                          *(metrics[index] if index < len(metrics) else [""] * len(metrics[0]))])
-    header = ["cell", "reqs", "req/s", "out tok/s", "ms", *(label for _, label in PEER_STATS)]
     intro = ("latency per cell in ms, as AIPerf and GuideLLM print it (mean, p50, p99 over the measured requests; "
              "TPOT: (last token - first) / (tokens - 1), AIPerf's and GuideLLM's ITL; ITL: every gap between text "
              "events, pooled, vLLM's; e2e: send to end of stream), with request and output token throughput over "
              "the cell's wall time:")
-    return wrapped(intro, "") + "\n" + table(header, shown, right={1, 2, 3, 5, 6, 7}, no_wrap={1, 2, 3, 4, 5, 6, 7})
+    lines = [wrapped(intro, "")]
+    for row in cells:
+        failed = f" ({row['failed']} failed)" if row["failed"] else ""
+        lines.append(wrapped(f"{row['label']}: {row['requests']} requests{failed}, {number(row['requests_per_s'])} "
+                             f"req/s, {number(row['output_tok_s'])} output tok/s", "  "))
+        metrics = [[name, *(number(row[f"{short}_{stat}_ms"]) for stat, _ in PEER_STATS)]
+                   for short, name in PEER_METRICS]
+        shown = table(["ms", *(label for _, label in PEER_STATS)], metrics, right={1, 2, 3}, no_wrap={0, 1, 2, 3})
+        lines += ["  " + line for line in shown.splitlines()]
+    return "\n".join(lines)
 
 
 CHECK_REQUEST = "1 acceptance check (a short chat request, sent on attaching to or launching the server)"

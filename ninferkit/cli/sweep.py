@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         before = len(run.dir.read_requests())
         with serving(run) as launched:
             if launched:
-                say(f"launched the server of {run.dir.path} (it is stopped at the end)")
+                say(wrapped(f"launched the server of {run.dir.path} (it is stopped at the end)"))
                 checked = True
             tables = sweeps(run, only=args.only)
     sent = requests_sent(run.dir.read_requests()[before:], checked)

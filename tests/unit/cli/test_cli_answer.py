@@ -45,8 +45,12 @@ def test_the_text_answer_shows_each_measured_number_with_its_metric_and_where() 
     named = {" ".join(line.split("  ")[0].strip() for line in block if not line.startswith("  ")): block[0]
              for block in blocks}
     for row in measured:  # each row's first line: its metric, its best value; under it, its where (wrapped)
-        first = next(line for name, line in named.items() if name.endswith(f"{row['metric']} at {row['where']}"))
+        name, first = next((name, line) for name, line in named.items()
+                           if name.startswith(f"{row['metric']} at {row['where']}"))
         assert f"  {number(row['best'])}  " in first, row
+        if row.get("p50") is not None:  # its spread on a line of its own under the where
+            assert name.endswith(f"p50 {number(row['p50'])}, p90 {number(row['p90'])}, p99 {number(row['p99'])}, "
+                                 f"std {number(row['std'])}"), name
     assert all(len(line) <= 100 and "\r" not in line and "\x1b" not in line for line in lines)
 
 
@@ -93,16 +97,16 @@ def test_the_latency_summary_gives_each_cell_in_the_peers_terms_and_units(monkey
     lines = text.splitlines()
     assert all(len(line) <= 100 and "\x1b" not in line and "\r" not in line for line in lines)
     assert len(cells) == len(run_source(RECORDED).cells) > 1
-    blocks = [block.splitlines() for block in text.split("─\n", 1)[1].split("\n\n")]  # a blank line between cells
-    assert len(blocks) == len(cells)
-    for cell, block in zip(cells, blocks, strict=True):
-        assert " ".join(line[:37].strip() for line in block).strip() == cell["label"]
-        ttft, tpot, itl, e2e = (block[i].split()[-4:] if i else block[0].split() for i in range(4))
-        assert ttft[-7:] == [str(cell["requests"]), number(cell["requests_per_s"]), number(cell["output_tok_s"]),
-                             "TTFT", *(number(cell[f"ttft_{stat}_ms"]) for stat in ("mean", "median", "p99"))]
-        for shown, short in ((tpot, "tpot"), (itl, "itl"), (e2e, "e2e")):
-            assert shown == [short.upper() if short != "e2e" else "e2e",
-                             *(number(cell[f"{short}_{stat}_ms"]) for stat in ("mean", "median", "p99"))]
+    heads = [i for i, line in enumerate(lines) if line.startswith("  ms ")]  # each cell's table: after its title
+    assert len(heads) == len(cells)
+    for cell, head in zip(cells, heads, strict=True):
+        title = " ".join(line.strip() for line in lines[heads[heads.index(head) - 1] + 6 if head != heads[0] else 0:
+                                                        head])
+        assert title.endswith(f"{cell['label']}: {cell['requests']} requests, {number(cell['requests_per_s'])} "
+                              f"req/s, {number(cell['output_tok_s'])} output tok/s"), title
+        for offset, (short, name) in enumerate((("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "e2e"))):
+            assert lines[head + 2 + offset].split() == [
+                name, *(number(cell[f"{short}_{stat}_ms"]) for stat in ("mean", "median", "p99"))]
 
 
 def test_a_run_that_measured_nothing_says_so() -> None:
