@@ -197,3 +197,38 @@ def test_a_vllm_bench_round_trip_keeps_end_to_end_and_throughput(tmp_path: Path)
         assert float(cell["output_tok_s"]) == pytest.approx(sum(found["output_lens"][i] for i in ok) / wall)
     notes = json.loads((tmp_path / "run" / "imported.json").read_text())["notes"]
     assert any("E2EL" in note for note in notes)
+
+
+PEERS = REPO / "tests" / "data" / "peers"
+
+
+def test_the_guidellm_rates_are_guidellms_own_on_the_file_it_wrote() -> None:
+    """GuideLLM 0.8.1's benchmarks.json (tests/data/peers, written by GuideLLM itself): its requests, through the
+    export's rate code, give the requests and tokens per second GuideLLM wrote beside them, every figure of every
+    status (issue 44: a ninferkit export left them empty, and GuideLLM's HTML showed RPS and tok/s blank)."""
+    from ninferkit.interop.guidellm import RATES, _rates
+
+    written = json.loads((PEERS / "guidellm-0.8.1" / "benchmarks.json").read_text())["benchmarks"][0]
+    window = written["scheduler_metrics"]
+    requests = {status: written["requests"].get(status) or [] for status in ("successful", "errored", "incomplete")}
+    ours = _rates(requests, window["measure_start_time"], window["measure_end_time"])
+    for name in RATES:
+        for status in ("successful", "errored", "incomplete", "total"):
+            theirs = written["metrics"][name][status]
+            mine = ours[name][status]
+            for key in ("mean", "median", "mode", "variance", "std_dev", "min", "max", "count", "total_sum"):
+                assert mine[key] == pytest.approx(theirs[key], rel=1e-9, abs=1e-12), (name, status, key)
+            assert mine["percentiles"] == pytest.approx(theirs["percentiles"], rel=1e-9, abs=1e-12), (name, status)
+
+
+def test_a_guidellm_export_carries_the_rates_its_html_shows(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.json"
+    assert main(["export", str(EXAMPLE), "--format", "guidellm", "-o", str(out)]) == 0
+    for benchmark in json.loads(out.read_text())["benchmarks"]:
+        metrics = benchmark["metrics"]
+        ok = len(benchmark["requests"]["successful"])
+        assert metrics["requests_per_second"]["successful"]["count"] == ok
+        if ok:
+            assert metrics["requests_per_second"]["successful"]["mean"] > 0
+            assert metrics["output_tokens_per_second"]["successful"]["count"] == sum(
+                request["output_metrics"]["text_tokens"] for request in benchmark["requests"]["successful"])
