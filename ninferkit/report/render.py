@@ -208,8 +208,7 @@ def html_fragment(blocks: Sequence[Block]) -> str:
 
 
 FRAGMENT_SCOPE = "div.ninferkit-report"
-"""Every rule of a notebook's table style applies under this box alone, and wins over JupyterLab's own
-`.jp-RenderedHTMLCommon td { text-align: right }` (an element more in its selector)."""
+"""Every rule of a notebook's table style applies under this box alone."""
 
 
 def scoped(rule: str, scope: str) -> str:
@@ -222,11 +221,15 @@ def scoped(rule: str, scope: str) -> str:
 _FRAGMENT_CSS = (
     ".scroll { max-width: 100%; overflow-x: auto; }",
     "table { border-collapse: collapse; font-size: 0.9rem; }",
-    "th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }",
+    ".scroll th, .scroll td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; "
+    "vertical-align: top; }",
     "th { background: #f3f3f3; }",
     "figcaption { font-style: italic; font-size: 0.9rem; margin-bottom: 0.3rem; }",
 )
-"""The write-up's table rules (CSS above), for a table inside a notebook's page."""
+"""The write-up's table rules (CSS above), for a table inside a notebook's page. A cell's rule names the table's
+scrolling box: `div.ninferkit-report .scroll td` (two classes, two elements) outweighs JupyterLab 4's
+`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td { text-align: right }` (two classes, one element), which
+right-aligned every notebook table's text (issue 44; seen in a real browser, tests/live has no CSS engine)."""
 
 
 def _inline(text: str) -> str:
