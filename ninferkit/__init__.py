@@ -25,14 +25,15 @@ from ninferkit.errors import (
 from ninferkit.version import __version__
 
 if TYPE_CHECKING:
-    from ninferkit import artifact, capacity, deploy, report, steps, sweeps
+    from ninferkit import artifact, capacity, console, deploy, report, steps, sweeps
     from ninferkit.params import Profile, load_profile
     from ninferkit.rundir.runs import Run, RunDir, open_run
     from ninferkit.steps import probe
     from ninferkit.steps.runner import run_runbook
 
 
-_SUBMODULES = {"artifact": "ninferkit.artifact", "capacity": "ninferkit.capacity", "deploy": "ninferkit.deploy",
+_SUBMODULES = {"artifact": "ninferkit.artifact", "capacity": "ninferkit.capacity", "console": "ninferkit.console",
+               "deploy": "ninferkit.deploy",
                "probe": "ninferkit.steps.probe", "report": "ninferkit.report", "steps": "ninferkit.steps",
                "sweeps": "ninferkit.sweeps"}
 _NAMES = {"Profile": "ninferkit.params", "load_profile": "ninferkit.params", "run_runbook": "ninferkit.steps.runner",
@@ -65,6 +66,7 @@ __all__ = [
     "__version__",
     "artifact",
     "capacity",
+    "console",
     "deploy",
     "load_profile",
     "open_run",

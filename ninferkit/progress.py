@@ -269,6 +269,9 @@ class _Bar(Progress):
         self._bar.write(text)
 
     def close(self, finished: bool = True) -> None:
+        """The bar's last frame says how the work ended, not what it was at (a widget stays on the page: a
+        waiting-for-health bar kept the server's raw last log line there)."""
+        self._bar.set_postfix_str("done" if finished else "stopped", refresh=False)
         self._bar.close()
 
 

@@ -55,6 +55,6 @@ def main(args: argparse.Namespace) -> int:
     folder = result.run.dir
     write_up = folder.write_up
     print_answer(folder.path, {"write_up": write_up if write_up.exists() else None, "run_directory": folder.path},
-                 args.json, steps=[{"step": s.step, "status": s.status, "seconds": round(s.seconds, 1)}
+                 args.json, latency=True, steps=[{"step": s.step, "status": s.status, "seconds": round(s.seconds, 1)}
                                    for s in result.steps])
     return 0

@@ -13,9 +13,9 @@ many it kept of how many it made); each benchmark's metrics as aggregates.
 
 Written: one benchmark per cell, its requests with their timings moved to the wall clock (`started_utc` less
 the monotonic send), its per-request metrics (latency, TTFT, ITL, TPOT, token counts) computed from those
-requests as GuideLLM computes them (`distribution`). Absent (`{}`, null), never made up: the rate and
-concurrency distributions over time (requests, tokens per second, concurrency: GuideLLM's time-weighted
-windows, which this export does not reproduce), the outputs' text, words and characters, the stream
+requests as GuideLLM computes them (`distribution`), and its rates over the benchmark's window (requests, prompt,
+output and total tokens per second: `rate`, what its HTML report shows as RPS and tok/s). Absent (`{}`, null),
+never made up: the concurrency distribution over time, the outputs' text, words and characters, the stream
 iterations a run recorded before the client counted them, and the scheduler's own delays, which GuideLLM's
 schema requires as numbers and this export writes as NaN (`json.loads` and GuideLLM's loader read it; a strict
 JSON reader refuses it).
@@ -157,13 +157,14 @@ Weighted = list[tuple[float, float]]
 """(value, weight) samples: GuideLLM weighs TPOT by a request's output tokens and ITL by them less one."""
 
 
-def distribution(samples: Weighted) -> dict[str, Any]:
+def distribution(samples: Weighted, count: int | None = None) -> dict[str, Any]:
     """A DistributionSummary as GuideLLM 0.8.1 computes one (DistributionSummary.from_values and from_pdf): equal
     values merged, weights made probabilities; a percentile is the first value whose cumulative probability
     reaches it (no interpolation), the median p50, the mode the most probable value, the variance the
-    population's, the count the sum of the weights. For no sample, GuideLLM's own: every figure 0, count 0."""
+    population's, the count the sum of the weights (or `count`: a rate's events). For no sample, GuideLLM's own:
+    every figure 0, count 0 (or `count`)."""
     if not samples:
-        return EMPTY
+        return EMPTY if not count else EMPTY | {"count": count}
     data = np.asarray(samples, dtype=float)
     values, inverse = np.unique(data[:, 0], return_inverse=True)
     weights = np.zeros_like(values)
@@ -176,10 +177,98 @@ def distribution(samples: Weighted) -> dict[str, Any]:
                    for key, p in PERCENTILE_KEYS.items()}
     mean = float(np.sum(values * probabilities))
     variance = float(np.sum((values - mean) ** 2 * probabilities))
-    count = round(float(data[:, 1].sum()))
+    count = round(float(data[:, 1].sum())) if count is None else count
     return {"mean": mean, "median": percentiles["p50"], "mode": float(values[np.argmax(probabilities)]),
             "variance": variance, "std_dev": variance ** 0.5, "min": float(values[0]), "max": float(values[-1]),
             "count": count, "total_sum": mean * count, "percentiles": percentiles, "pdf": None}
+
+
+RATES = ("requests_per_second", "prompt_tokens_per_second", "output_tokens_per_second", "tokens_per_second")
+MERGE_S = 1e-4
+"""GuideLLM merges events this close in time into one before it computes a rate (a tenth of a millisecond)."""
+SHORTEST_S = 1e-6
+"""The shortest last interval of a rate: GuideLLM's epsilon."""
+
+
+def _merged(events: np.ndarray) -> np.ndarray:
+    """(time, weight) events sorted by time with those within MERGE_S of a group's first summed onto it, as
+    GuideLLM 0.8.1 merges them (DistributionSummary._merge_sorted_times_with_weights): equal times first, then
+    each run of close ones, again until none is left."""
+    times, inverse = np.unique(events[:, 0], return_inverse=True)
+    weights = np.zeros_like(times)
+    np.add.at(weights, inverse, events[:, 1])
+    while len(times) > 1:
+        close = np.diff(times) <= MERGE_S
+        if not close.any():
+            break
+        starts = np.where(np.diff(np.insert(close.astype(int), 0, 0)) == 1)[0]
+        ends = np.searchsorted(times, times[starts] + MERGE_S, side="right") - 1
+        if len(starts) > 1:
+            apart = np.concatenate([[True], starts[1:] > ends[:-1]])
+            starts, ends = starts[apart], ends[apart]
+        sums = np.concatenate(([0.0], np.cumsum(weights)))
+        weights[starts] = sums[ends + 1] - sums[starts]
+        marks = np.zeros(len(times) + 1, dtype=int)
+        np.add.at(marks, starts, 1)
+        np.add.at(marks, ends + 1, -1)
+        gone = np.cumsum(marks[:-1]) > 0
+        gone[starts] = False
+        times, weights = times[~gone], weights[~gone]
+    return np.column_stack((times, weights))
+
+
+def rate(events: Weighted, start: float, end: float) -> dict[str, Any]:
+    """A rate over time as GuideLLM 0.8.1 computes one (DistributionSummary.rate_distribution_from_timings): the
+    (time, count) events inside the benchmark's window, with its start and end as events of no count, merged
+    (MERGE_S); each event's count over the time around it (half way to its neighbours), weighed by that time; the
+    count is the events'. Checked against the rates GuideLLM wrote (tests/data/peers)."""
+    data = np.asarray(events, dtype=float).reshape(-1, 2)
+    data = data[(data[:, 0] >= start) & (data[:, 0] <= end)]
+    data = _merged(np.vstack(([[start, 0.0]], data, [[end, 0.0]])))
+    if len(data) <= 1:
+        return distribution([], count=len(data))
+    times, counts = data[:, 0], data[:, 1]
+    middles = (times[1:] + times[:-1]) / 2
+    spans = np.empty_like(times)
+    spans[0] = middles[0] - times[0]
+    spans[1:-1] = middles[1:] - middles[:-1]
+    spans[-1] = max(times[-1] - middles[-1], SHORTEST_S)
+    return distribution(list(zip((counts / spans).tolist(), spans.tolist(), strict=True)),
+                        count=round(float(counts.sum())))
+
+
+def _token_events(request: dict[str, Any], kind: str) -> Weighted:
+    """When a request's tokens of `kind` (prompt, output, total) came, as GuideLLM 0.8.1 spreads them
+    (GenerativeRequestStats.*_tokens_timings): the prompt at the first token (else the end), the first output token
+    at the first text event and the rest evenly over the text events to the last (without events: all at the last
+    token, else the end)."""
+    timings = request["info"]["timings"]
+    first, last, end = timings["first_token_iteration"], timings["last_token_iteration"], timings["request_end"]
+    prompt = (first if first is not None else end, float(request["input_metrics"]["text_tokens"] or 0))
+    output = request["output_metrics"]["text_tokens"] or 0
+    iterations = timings["token_iterations"]
+    if first is None or last is None or iterations <= 1:
+        outputs = [(last if last is not None else end, float(output))]
+    else:
+        per = (output - 1) / (iterations - 1)
+        outputs = [(first, float(bool(output))), *((float(at), per) for at in
+                                                     np.linspace(first, last, num=iterations)[1:])]
+    return {"prompt": [prompt], "output": outputs, "total": [prompt, *outputs]}[kind]
+
+
+def _rates(requests: dict[str, list[dict[str, Any]]], start: float, end: float) -> dict[str, Any]:
+    """requests_per_second (each request's end) and the prompt, output and total tokens per second, by status, as
+    GuideLLM computes them over the benchmark's window: its HTML report's RPS and tok/s."""
+    def summary(events: Any) -> dict[str, Any]:
+        by_status = {status: [e for request in requests[status] for e in events(request)] for status in STATUSES}
+        everything = [e for found in by_status.values() for e in found]
+        return {status: rate(found, start, end) for status, found in by_status.items()} | {
+            "total": rate(everything, start, end)}
+
+    return {"requests_per_second": summary(lambda request: [(request["info"]["timings"]["request_end"], 1.0)]),
+            **{name: summary(lambda request, kind=kind: _token_events(request, kind)) for name, kind in
+               (("prompt_tokens_per_second", "prompt"), ("output_tokens_per_second", "output"),
+                ("tokens_per_second", "total"))}}
 
 
 def _status_summary(by_status: dict[str, Weighted]) -> dict[str, Any]:
@@ -275,10 +364,11 @@ def benchmark(source: Source, cell: Cell, run_id: str, index: int) -> dict[str, 
     figures = ("request_latency", "prompt_token_count", "output_token_count", "total_token_count",
                "time_to_first_token_ms", "time_per_output_token_ms", "inter_token_latency_ms")
     metrics: dict[str, Any] = {name: _per_request(requests, name) for name in figures}
-    metrics |= {"request_totals": counts, "requests_per_second": {}, "request_concurrency": {},
-                "request_streaming_iterations_count": {}, "output_tokens_per_second": {},
+    rates = _rates(requests, start, end) if sends and ends else dict.fromkeys(RATES, {})
+    metrics |= {"request_totals": counts, **rates, "request_concurrency": {},
+                "request_streaming_iterations_count": {},
                 "time_to_first_output_token_ms": {}, "time_to_last_round_trip_ms": {}, "avg_round_trip_time_ms": {},
-                "prompt_tokens_per_second": {}, "tokens_per_second": {}, "output_tokens_per_iteration": {},
+                "output_tokens_per_iteration": {},
                 "iter_tokens_per_iteration": {}, **{kind: dict.fromkeys(parts) for kind, parts in MODALITIES.items()}}
     strategy_ = strategy(cell)
     return {

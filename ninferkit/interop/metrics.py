@@ -32,7 +32,8 @@ MAPPING: tuple[MetricName, ...] = (
                "vLLM counts the first chunk with `choices`, even an empty role delta; ours waits for text"),
     MetricName(VLLM, "itls[i]", "s (list)", "itl_client_s", "s (list)", "the gaps between text events"),
     MetricName(VLLM, "latencies[i]", "s", "t_last_token - t_send", "s",
-               "vLLM's E2EL stops at the last text chunk; our e2e_client_s also waits for the final usage event"),
+               "vLLM's E2EL stops at the last text chunk; our e2e_client_s also waits for the final usage event "
+               "(an import takes E2EL as e2e_client_s and the request's end, t_done: vLLM keeps no later time)"),
     MetricName(VLLM, "start_times[i]", "s (perf_counter)", "t_send", "s (monotonic)",
                "both clocks' origin is arbitrary"),
     MetricName(VLLM, "input_lens[i]", "tokens", "prompt_tokens", "tokens"),

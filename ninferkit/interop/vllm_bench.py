@@ -7,8 +7,8 @@ TTFT and E2EL over finished requests, TPOT over those with more than one output 
 does not record is left out, never filled: `generated_texts` (ninferkit keeps no text), `queue_times`, and
 `max_output_tokens_per_s` (vLLM's own chunk timeline). ninferkit's cell rides along as `--metadata` keys do.
 
-Read: a file vLLM wrote with `--save-detailed` gives one row per request; without it, only the statistics,
-kept as aggregates.
+Read: a file vLLM wrote with `--save-detailed` gives one row per request (end to end and the end of each request
+from its E2EL, E2E_NOTE); without it, only the statistics, kept as aggregates.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ TOTALS = {"duration": ("wall_s", "s"), "completed": ("completed", "requests"), "
           "total_token_throughput": ("total_tok_s", "tokens/s"), "total_input_tokens": ("prompt_tokens", "tokens"),
           "total_output_tokens": ("completion_tokens", "tokens"),
           "max_concurrent_requests": ("peak_in_flight", "requests")}
+
+
+E2E_NOTE = ("end to end and the wall time are vLLM's `latencies` (E2EL: send to the last text event; vLLM keeps no "
+            "time of the stream's end after it), so request and token throughput are over the first send to the "
+            "last text event")
+"""What an import's rows take from vLLM's E2EL: a round trip keeps end to end and throughput (issue 44)."""
 
 
 def result(source: Source, cell: Cell) -> dict[str, Any]:
@@ -111,6 +117,8 @@ def read(path: Path) -> Imported:
         imported.aggregates.extend(_aggregates(found, name))
         if "ttfts" in found:
             imported.rows.extend(_rows(found, load, path, index))
+            if index == 0:
+                imported.notes.append(E2E_NOTE)
         else:
             imported.notes.append(f"{name or 'the result'}: no per-request lists (saved without --save-detailed): "
                                   "its statistics are kept as aggregates, no request rows are made from them")
@@ -172,8 +180,10 @@ def _rows(found: dict[str, Any], load: dict[str, Any], path: Path, index: int) -
             row["t_send"] = start
             if ttft is not None:
                 row["t_first_token"] = start + ttft
-            if latency is not None:
-                row["t_last_token"] = start + latency
+            if latency is not None:  # vLLM's E2EL ends at the last text event: the stream's end, as vLLM has it
+                row["t_last_token"] = row["t_done"] = start + latency
+        if latency is not None:
+            row["e2e_client_s"] = latency
         if ttft is not None and latency is not None and isinstance(out_tokens, int) and out_tokens > 1:
             row["tpot_client_s"] = (latency - ttft) / (out_tokens - 1)
         rows.append(row)

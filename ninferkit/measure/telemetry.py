@@ -96,7 +96,7 @@ class Telemetry:
         # The log is read from where it stands now (before the threads run), so nothing written after
         # start() is missed and nothing from before is taken for this sweep's.
         self._log_position = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
-        targets = [self._nvml_loop]
+        targets = [self._nvml_loop] if self._nvml_starts() else []
         if self.log_path is not None:
             targets.append(self._log_loop)
         if self.base_url is not None:
@@ -126,13 +126,25 @@ class Telemetry:
                 log.warning("%s", self.failure)
                 self._stop.set()
 
-    def _nvml_loop(self) -> None:
+    def _nvml_starts(self) -> bool:
+        """Whether NVML starts, before any thread does: where it does not (LibraryNotFound, DriverNotLoaded: no
+        NVIDIA driver here), `nvml_status` says why, for the caller to tell the user in its own words (a CPU host
+        is fine for the embedded default: a logged warning was a red box in every notebook there)."""
         try:
             pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:  # LibraryNotFound, DriverNotLoaded, ...: no NVIDIA driver here
+        except pynvml.NVMLError as exc:
             self.nvml_status = f"unavailable: {type(exc).__name__}: {exc}"
-            log.warning("NVML telemetry off (%s); no GPU samples will be recorded", self.nvml_status)
-            return
+            log.info("NVML telemetry off (%s); no GPU samples will be recorded", self.nvml_status)
+            return False
+        return True
+
+    @property
+    def without_gpu(self) -> bool:
+        """NVML did not start: no GPU sample is recorded."""
+        return self.nvml_status.startswith("unavailable")
+
+    def _nvml_loop(self) -> None:
+        """Samples every GPU until stopped (NVML started by `_nvml_starts`; shut down here)."""
         try:
             handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
             self.nvml_status = f"sampling {len(handles)} GPU(s) at {1 / self.interval_s:.0f} Hz"

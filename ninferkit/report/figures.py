@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ninferkit.measure.latency import samples
 from ninferkit.report.caveats import acceptance
 from ninferkit.report.conditions import load_window
 from ninferkit.report.data import RunData
@@ -234,6 +235,38 @@ def telemetry_timeline(run: RunData) -> MplFigure | None:
     return figure
 
 
+LATENCIES = (("ttft_client_s", "TTFT"), ("tpot_client_s", "TPOT"), ("e2e_client_s", "end to end"))
+"""The latencies whose distribution latency_distributions draws: the client's, one sample per request."""
+
+
+def latency_distributions(run: RunData) -> MplFigure | None:
+    """Each sweep's TTFT, TPOT and end-to-end latency as an empirical CDF over its measured requests (every
+    request a step), so the spread and the tail show where a table gives a median."""
+    sweeps = [name for name in dict.fromkeys(str(row.sweep) for row in run.measured())
+              if any(row.ttft_client_s is not None for row in run.measured(name))]
+    if not sweeps:
+        return None
+    figure = _new(10.0, 3.6)
+    axes = figure.subplots(1, len(LATENCIES))
+    for ax, (metric, title) in zip(axes, LATENCIES, strict=True):
+        for index, sweep in enumerate(sweeps):
+            values = sorted(1000 * value for value in samples(run.measured(sweep), metric))
+            if values:
+                shares = [(rank + 1) / len(values) for rank in range(len(values))]
+                ax.step(values, shares, where="post", color=COLORS[index % len(COLORS)],
+                        label=f"{sweep.replace('_', ' ')} ({len(values)})")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(f"{title}, ms (client; log scale)")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("share of requests at or below")
+    axes[0].legend(fontsize=8, title="sweep (requests)", title_fontsize=8)
+    figure.suptitle("Latency distributions per sweep")
+    return figure
+
+
 FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("context_speed", "Prefill and decode speed (server) vs prompt length; dots are requests, "
                "lines are medians per cell.", context_speed),
@@ -247,11 +280,21 @@ FIGURES: tuple[FigureSpec, ...] = (
 )
 
 
-def write_figures(run: RunData, folder: Path, dpi: int) -> dict[str, Figure]:
-    """Draw every figure the data supports into folder/*.png; remove PNGs of figures that no longer apply."""
+SWEEP_FIGURES: tuple[FigureSpec, ...] = (
+    *(spec for spec in FIGURES if spec.name in ("context_speed", "context_ttft", "concurrency_scaling",
+                                                "prefix_reuse_ttft")),
+    FigureSpec("latency_distributions", "TTFT, TPOT and end-to-end latency per sweep as the share of requests at "
+               "or below each value (client, log scale).", latency_distributions),
+)
+"""What 03_sweeps shows where the sweep ran: the write-up's figures of the sweeps, and the latency distributions."""
+
+
+def write_figures(run: RunData, folder: Path, dpi: int, specs: Sequence[FigureSpec] = FIGURES) -> dict[str, Figure]:
+    """Draw every figure of `specs` the data supports into folder/*.png; remove PNGs of figures that no longer
+    apply."""
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Figure] = {}
-    for spec in FIGURES:
+    for spec in specs:
         path = folder / f"{spec.name}.png"
         drawn = spec.draw(run)
         if drawn is None:

@@ -18,7 +18,8 @@ import pandas as pd
 from ninferkit.errors import NinferkitError
 from ninferkit.report.build import build_document
 from ninferkit.report.data import load_run
-from ninferkit.report.document import Block, Table, table_from_frame
+from ninferkit.report.document import Block, Paragraph, Table, table_from_frame
+from ninferkit.report.figures import SWEEP_FIGURES, write_figures
 from ninferkit.report.render import html_fragment, markdown_fragment
 from ninferkit.report.views import sweep_view
 
@@ -60,3 +61,13 @@ def frame_table(frame: pd.DataFrame, caption: str = "") -> Shown:
     """Any frame as the write-up shows a table: every cell whole (pandas cuts long text at 50 characters),
     numbers rounded by report/fmt.py."""
     return Shown([table_from_frame(frame, caption)])
+
+
+def sweep_figures(run_dir: str | Path) -> Shown:
+    """The sweeps' figures where they ran (report.figures.SWEEP_FIGURES: the context curves, the concurrency and
+    prefix-reuse figures, the latency distributions), drawn from the run directory into sweeps/figures/; a
+    figure without data is left out, and with none drawn the cell says so."""
+    run = load_run(run_dir)
+    drawn = write_figures(run, run.dir.sweep_figures, run.settings.figure_dpi, SWEEP_FIGURES)
+    blocks: list[Block] = list(drawn.values())
+    return Shown(blocks or [Paragraph("No figure: the sweeps measured no request yet.")])

@@ -202,19 +202,34 @@ def render_html(document: Document, folder: Path) -> Path:
 def html_fragment(blocks: Sequence[Block]) -> str:
     """Blocks as HTML with no page around them: a notebook cell's output, with the write-up's table style
     scoped to a `ninferkit-report` box (ninferkit.report.notebook_view)."""
-    style = "\n".join(f".ninferkit-report {rule}" for rule in _FRAGMENT_CSS)
+    style = "\n".join(scoped(rule, FRAGMENT_SCOPE) for rule in _FRAGMENT_CSS)
     return (f'<div class="ninferkit-report">\n<style>\n{style}\n</style>\n'
             + "\n".join(_html_block(block) for block in blocks) + "\n</div>")
+
+
+FRAGMENT_SCOPE = "div.ninferkit-report"
+"""Every rule of a notebook's table style applies under this box alone."""
+
+
+def scoped(rule: str, scope: str) -> str:
+    """`rule` with each selector of its comma list under `scope`: `th, td {...}` scoped as `scope th, td` left
+    `td` unscoped and weaker than JupyterLab's, so every notebook table's text was right-aligned (issue 44)."""
+    selectors, body = rule.split("{", 1)
+    return ", ".join(f"{scope} {selector.strip()}" for selector in selectors.split(",")) + " {" + body
 
 
 _FRAGMENT_CSS = (
     ".scroll { max-width: 100%; overflow-x: auto; }",
     "table { border-collapse: collapse; font-size: 0.9rem; }",
-    "th, td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; vertical-align: top; }",
+    ".scroll th, .scroll td { border: 1px solid #d0d0d0; padding: 0.25rem 0.55rem; text-align: left; "
+    "vertical-align: top; }",
     "th { background: #f3f3f3; }",
     "figcaption { font-style: italic; font-size: 0.9rem; margin-bottom: 0.3rem; }",
 )
-"""The write-up's table rules (CSS above), for a table inside a notebook's page."""
+"""The write-up's table rules (CSS above), for a table inside a notebook's page. A cell's rule names the table's
+scrolling box: `div.ninferkit-report .scroll td` (two classes, two elements) outweighs JupyterLab 4's
+`:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td { text-align: right }` (two classes, one element), which
+right-aligned every notebook table's text (issue 44; seen in a real browser, tests/live has no CSS engine)."""
 
 
 def _inline(text: str) -> str:

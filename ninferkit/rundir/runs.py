@@ -382,6 +382,11 @@ class RunDir:
         return _read_record(self.variant_record, VariantRecord)
 
     @property
+    def sweep_figures(self) -> Path:
+        """The figures 03_sweeps shows where the sweep ran (report.notebook_view.sweep_figures)."""
+        return self.path / "sweeps" / "figures"
+
+    @property
     def tables(self) -> Path:
         """The sweep tables, tables/<name>.csv and its .parquet twin."""
         return self.path / "tables"

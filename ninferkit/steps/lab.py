@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -79,9 +80,14 @@ def _parameters(profile: str, run_dir: str, overrides: list[str]) -> list[str]:
     return [line + "\n" for line in lines[:-1]] + [lines[-1]]
 
 
-def command(lab: Path, port: int | None = None, open_browser: bool = True) -> list[str]:
-    """The JupyterLab argv: loopback only, the token JupyterLab makes (never disabled), root allowed."""
-    argv = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={lab}", "--ServerApp.ip=127.0.0.1"]
+def command(lab: Path, sockets: Path, port: int | None = None, open_browser: bool = True) -> list[str]:
+    """The JupyterLab argv: loopback only, the token JupyterLab makes (never disabled), root allowed, and kernels
+    over Unix-domain sockets named `sockets`/kernel-N, as the runner's (steps/runner.py): a kernel over TCP
+    listens where any local user can connect in plain text, and ipykernel warns of it at every start. `sockets`
+    is a short folder of the session's own: a socket's path holds at most 107 bytes, which one in a deep runtime
+    folder (kernel-<uuid>-ipc-N) can pass, and the kernel then never starts."""
+    argv = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={lab}", "--ServerApp.ip=127.0.0.1",
+            "--KernelManager.transport=ipc", f"--KernelManager.ip={sockets / 'kernel'}"]
     if port is not None:
         argv.append(f"--ServerApp.port={port}")
     if not open_browser or not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -92,6 +98,7 @@ def command(lab: Path, port: int | None = None, open_browser: bool = True) -> li
 
 
 def start(lab: Path, port: int | None = None, open_browser: bool = True) -> NoReturn:
-    """Replace this process with JupyterLab, which prints the URL with its token."""
-    argv = command(lab, port, open_browser)
+    """Replace this process with JupyterLab, which prints the URL with its token. Its kernels' sockets go in a
+    folder of its own under the system's temporary folder (a short path; the kernels remove their sockets)."""
+    argv = command(lab, Path(tempfile.mkdtemp(prefix="ninferkit-lab-")), port, open_browser)
     os.execv(argv[0], argv)

@@ -35,7 +35,7 @@ from ninferkit.params.variants import Variant
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.records import CellEntry, RequestRow
-from ninferkit.rundir.runs import GrowingRows, Run, RunDir, record_serving
+from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_serving
 from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
@@ -67,8 +67,11 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     try:
         record = server.ensure_running(run.dir)
     except ServerError:
-        _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
-        raise
+        cells, baseline = _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
+        finished = _done_without_server(run, kinds, cells, baseline)
+        if finished is None:
+            raise
+        return finished
     url = str(record.url)
     headers = server.auth_headers(profile)
     # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
@@ -193,6 +196,23 @@ def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], serv
     return None
 
 
+def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
+                         baseline: RunDir | None) -> SweepTables | None:
+    """The tables, rebuilt from the rows, where every planned cell is done for the run's serving: a rerun of
+    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server. None where a cell
+    is still to be sent (the caller raises why no server answers)."""
+    if not run.dir.sweep_cells.exists():
+        return None
+    ledger, requests = read_rows(run.dir.sweep_cells, CellEntry), read_rows(run.dir.requests, RequestRow)
+    if resume_plan(cells, ledger, measured_ok(requests), run_servings(run.dir)).send:
+        return None
+    tables = build_tables(run, kinds, ledger, requests)
+    if baseline is not None:
+        tables[AB] = ab_table(baseline, run.dir)
+    save_tables(run.dir, tables)
+    return SweepTables(tables)
+
+
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:
     """The cell's status in the ledger's last entry for it; None for a cell never run."""
     entry = outcomes.get(cell.cell_id)
@@ -237,6 +257,9 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telem
     names the cell at hand and counts its requests as they end (a cell of long prompts on a CPU takes minutes)."""
     if telemetry is not None:
         telemetry.start()
+        if telemetry.without_gpu:
+            shown.event(f"no GPU samples: NVML is {telemetry.nvml_status}; fine for the embedded default, which "
+                        "runs on the CPU")
     try:
         for index, cell in enumerate(cells, 1):
             label = f"cell {index}/{len(cells)} {cell.label}"

@@ -35,12 +35,22 @@ def test_sweep_ends_with_its_cells_the_headline_and_the_paths(tmp_path: Path, ll
     out = done.stdout.splitlines()
     decode = next(row for row in _expected(run_dir) if row["metric"].startswith("Decode"))
     assert decode["best"] is not None
-    table = out.index("headline (the write-up's numbers, recomputed from the run's raw rows):")
-    assert any(line.lstrip().startswith(decode["metric"]) and f"  {number(decode['best'])}  " in line
-               for line in out[table:])
+    table = next(i for i, line in enumerate(out) if line.startswith("headline (the write-up's numbers"))
+    assert any(line.startswith(decode["metric"]) and f"  {number(decode['best'])}  " in line for line in out[table:]), \
+        done.stdout
     assert out[-2:] == [f"tables: {run_dir / 'tables'}", f"run directory: {run_dir}"]
     assert out[0].startswith("launched the server of")  # none was running: the command started one, and stopped it
-    assert out[1].split() == ["table", "cells", "done", "failed", "skipped"] and out[2].split() == ["context", "1", "1",
-                                                                                                     "0", "0"]
+    # every request the server served (llama-server logs each one's release) is counted in the answer, the
+    # launch's acceptance check included
+    served = (run_dir / "logs" / "server.log").read_text().count("stop processing")
+    sent = next(line for line in out if line.startswith("requests sent to the server: "))
+    assert served == 3 and sent.startswith("requests sent to the server: 3 (2 measured, 1 acceptance check")
+    cells = next(i for i, line in enumerate(out) if line.split() == ["table", "cells", "done", "failed", "skipped"])
+    assert out[cells + 2].split() == ["context", "1", "1", "0", "0"]
+    latency = next(i for i, line in enumerate(out) if line.startswith("latency per cell in ms"))
+    cell = next(i for i in range(latency, table) if out[i].startswith("context target_prompt_tokens=128, api=chat: 2 "))
+    head = next(i for i in range(cell, table) if out[i].startswith("  ms "))  # under the title, wrapped or not
+    assert [out[i].split()[0] for i in range(head + 2, head + 6)] == ["TTFT", "TPOT", "ITL", "e2e"]
+    assert all(len(line) <= 100 for line in out if not line.startswith(("tables: ", "run directory: ")))
     assert "sweeps: 0 of 1 cells" in done.stderr  # its progress, as lines: stderr is a pipe here
-    assert "\r" not in done.stderr
+    assert "\r" not in done.stderr + done.stdout and "\x1b" not in done.stdout

@@ -29,12 +29,13 @@ FLOOR_PYTHON = (3, 11)
 TESTS = [str(path.relative_to(REPO)) for name in (
     "test_params", "test_client", "test_client_stream", "test_latency", "test_report", "test_report_compare",
     "test_capacity_architecture", "test_telemetry", "test_packaging", "test_cli_diagnose", "test_h200_captured",
-    "test_server_processes") for path in sorted((REPO / "tests" / "unit").rglob(f"{name}.py"))]
+    "test_server_processes", "test_console") for path in sorted((REPO / "tests" / "unit").rglob(f"{name}.py"))]
 """The tests that reach each dependency (found by name wherever tests/unit keeps them): pydantic, PyYAML and
 ruamel.yaml (profiles and their comments),
 prometheus_client (telemetry's /metrics), psutil (the server's process group), httpx and sniffio (the client),
 numpy (latency, capacity), pandas, pyarrow and matplotlib (tables and the write-up), gguf (GGUF headers
-and KV layouts), nvidia-ml-py (telemetry), papermill, nbformat and JupyterLab's kernel (packaging), tqdm."""
+and KV layouts), nvidia-ml-py (telemetry), papermill, nbformat and JupyterLab's kernel (packaging), tqdm, rich
+(the console's tables)."""
 
 
 def floors(requirements: list[str]) -> list[str]:

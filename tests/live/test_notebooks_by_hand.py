@@ -58,5 +58,10 @@ def test_every_notebook_after_setup_takes_the_runs_profile(tmp_path: Path, llama
     assert "columns]" not in plain  # no frame cut short (pandas ends one with "[4 rows x 60 columns]")
     html, plain = _shown(tmp_path / "capacity.ipynb")
     assert "GiB" in plain
+    outputs = json.loads((tmp_path / "capacity.ipynb").read_text())["cells"][3]["outputs"]
+    printed = "".join("".join(o["text"]) for o in outputs if o.get("name") == "stdout").splitlines()
+    start = next(i for i, line in enumerate(printed) if line.startswith("runtime(C, S, K) = "))
+    formula = [printed[start], *(line for line in printed[start + 1:] if line.startswith("  "))]
+    assert len(formula) > 1 and all(len(line) <= 100 for line in formula)  # wrapped, not one 500-column line
     html, plain = _shown(tmp_path / "launch.ipynb")
     assert "startup ledger" in plain and ("GiB" in plain or "MiB" in plain)

@@ -16,7 +16,7 @@ from ninferkit import steps
 from ninferkit.cli import main as cli_main
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.llama_server.embedded import llama_cpp_source
-from ninferkit.errors import ProfileError, SweepFailed
+from ninferkit.errors import ProfileError, ServerExited, SweepFailed
 from ninferkit.rundir.runs import Run, open_run, read_json, read_jsonl
 from ninferkit.server import process as server
 from ninferkit.steps.sweeps import plan, sweeps
@@ -236,6 +236,12 @@ def test_notebook_runs_headless_against_a_live_server(tmp_path: Path, llama_serv
     shown = "".join(json.dumps(cell["outputs"]) for cell in executed["cells"] if cell["cell_type"] == "code")
     assert "prefill, tok/s (server)" in shown and "identical_resend" in shown  # the write-up's views
     assert "prefill_tok_s_server_median" not in shown and "TTFT, ms" in shown  # not the raw frames; latency in ms
+    # the figures where the sweep ran (issue 44): the context curves and the latency distributions, embedded
+    figures = sorted(path.name for path in (run.dir.path / "sweeps" / "figures").glob("*.png"))
+    assert {"context_ttft.png", "context_speed.png", "latency_distributions.png"} <= set(figures)
+    assert shown.count("data:image/png;base64,") == len(figures) and "share of requests at or below" in shown
+    assert "NVML" not in "".join(json.dumps(o) for c in executed["cells"] if c["cell_type"] == "code"
+                                 for o in c["outputs"] if o.get("name") == "stderr")  # no red box on a CPU host
 
 
 def test_ab_pairs_the_same_plan_by_cell(sweep_run: Run, tmp_path: Path) -> None:
@@ -342,3 +348,20 @@ def test_reasoning_at_xhigh_and_the_agent_task_only_where_the_template_renders_t
     assert "output_tokens 4 raised to 16" in context["notes"] and "seed not sent" in context["notes"]
     assert all(r["seed"] is None and r["max_tokens"] == 16 for r in read_jsonl(tools.dir.requests)
                if r["sweep"] == "context")
+
+
+def test_a_rerun_with_every_cell_done_needs_no_server(tmp_path: Path, llama_server: Path) -> None:
+    """04_capacity_fit stops the launch step's server; running 03_sweeps again after it (issue 44) returns the
+    tables from the rows, since nothing is left to send, and still refuses where a cell is left to measure."""
+    run = open_small(tmp_path / "run", "sweeps.context.targets=[64]", "sweeps.context.repetitions=1")
+    steps.launch(run, progress=False)
+    try:
+        first = sweeps(run, only="context", progress=False)
+    finally:
+        server.stop(run.dir)
+    rows = len(list(read_jsonl(run.dir.requests)))
+    again = sweeps(run, only="context", progress=False)
+    pd.testing.assert_frame_equal(again["context"], first["context"])
+    assert len(list(read_jsonl(run.dir.requests))) == rows  # nothing sent
+    with pytest.raises(ServerExited):  # the concurrency cells were never run: they need the server
+        sweeps(run, only="context,concurrency", progress=False)

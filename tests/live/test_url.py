@@ -73,13 +73,21 @@ def ninferkit(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_sweep_url_measures_a_server_ninferkit_did_not_start(hand_started: HandStarted, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
+    served_before = hand_started.log.read_text().count("stop processing")  # llama-server logs each request's end
     done = ninferkit("sweep", "--url", hand_started.url + "/v1", "--api-key-env", KEY_VAR, "--log",
                      str(hand_started.log), "--run-dir", str(run_dir), "--only", "context,concurrency",
                      "-p", "sweeps.context.targets=[256]", "-p", "sweeps.context.repetitions=2",
                      "-p", "sweeps.context.warmup=0", "-p", "sweeps.concurrency.levels=[2]",
                      "-p", "sweeps.concurrency.requests_per_client=1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "not started by ninferkit, so it is left running" in done.stdout
+    assert "not started by ninferkit, so it is left running" in done.stdout.replace("\n  ", " ")
+    # what it says it sent is what the server served: the measured four, the concurrency level's warm-up and the
+    # attach's acceptance check (issue 44: that check was the request more than the sweep said)
+    served = hand_started.log.read_text().count("stop processing") - served_before
+    assert served == 6 and "requests sent to the server: 6 (4 measured, 1 warm-up, 1 acceptance check" in done.stdout
+    latency = done.stdout.split("latency per cell in ms", 1)[1]
+    assert "context target_prompt_tokens=256" in latency and "concurrency concurrency=2" in latency
+    assert all(len(line) <= 100 for line in done.stdout.splitlines() if not line.startswith(("tables:", "run dir")))
     record = json.loads((run_dir / "server.json").read_text())
     assert record["external"] is True and record.get("pid") is None and not record.get("argv")
     assert record["engine"] == "llama_server" and not record["engine_given"]

@@ -24,7 +24,7 @@ LAYERS = (
     {"host"},
     {"params", "rundir", "pip_download", "os_errors"},
     {"errors", "units", "registry", "transports", "progress", "finding", "redaction", "cache", "bounded",
-     "plain_output", "version", "prometheus_text"},
+     "plain_output", "version", "prometheus_text", "console"},
 )
 """Top to bottom: the command line and the fleet; the runbook's steps; what the steps do (the write-up, other
 tools' runs, capacity, sweeps, deployment); the server, the measurements and the model file; the engines; the

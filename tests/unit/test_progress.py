@@ -167,3 +167,19 @@ def test_a_download_over_http_ends_on_its_bytes_total_and_rate(tmp_path: Path, m
     assert lines[0] == "downloading model.gguf: 0.0 MiB of 3.0 MiB (0%), 0 s"
     assert lines[-1].startswith("downloading model.gguf: 3.0 MiB of 3.0 MiB (100%) at "), lines[-1]
     assert lines[-1].endswith("(done)") and " MiB/s, " in lines[-1]
+
+
+def test_a_closed_bar_says_how_the_work_ended_not_its_last_note(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A bar (a widget in JupyterLab) stays on the page: its last frame keeps no raw server log line (issue 44)."""
+    monkeypatch.setenv(progress.MODE_VARIABLE, "bar")
+    raw = "srv  update_slots: all slots are idle"
+    with progress.track("waiting for http://127.0.0.1:8080/health") as shown:
+        shown.note(raw)
+    last = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
+    assert raw not in last and last.rstrip().endswith("done"), last
+    with pytest.raises(RuntimeError), progress.track("waiting") as shown:
+        shown.note(raw)
+        raise RuntimeError("the server exited")
+    last = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
+    assert raw not in last and last.rstrip().endswith("stopped"), last

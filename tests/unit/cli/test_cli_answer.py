@@ -1,4 +1,5 @@
-"""`ninferkit run` and `ninferkit sweep` end with their answer: the write-up's headline numbers, then the paths.
+"""`ninferkit run` and `ninferkit sweep` end with their answer: each cell's latency in the peers' terms, the
+write-up's headline numbers, then the paths; as text that fits 100 columns and holds no control code.
 
 The recorded run is tests/data/run_dirs/embedded-spec-ab (the embedded default run headless on 2 cores, see
 its README); the sweep test measures the live embedded llama-server.
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from ninferkit.cli._answer import headline_text, print_answer
+from ninferkit.cli._answer import headline_text, latency_rows, latency_text, print_answer, requests_sent, sent_text
+from ninferkit.interop.source import run_source
+from ninferkit.interop.summary import summary_row
 from ninferkit.report import headline, load_run
 from ninferkit.report.fmt import number
 from tests.conftest import LOCAL_CPU, REPO
@@ -31,16 +34,24 @@ def _expected(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def test_the_text_answer_shows_each_measured_number_on_its_metric_line() -> None:
+def test_the_text_answer_shows_each_measured_number_with_its_metric_and_where() -> None:
     rows = _expected(RECORDED)
     text = headline_text(rows)
     lines = text.splitlines()
     measured = [row for row in rows if row["best"] is not None]
     assert measured, "the recorded run measured something"
-    for row in measured:  # each row's line: its metric, its best value, its where
-        assert any(line.lstrip().startswith(row["metric"]) and f"  {number(row['best'])}  " in line
-                   and line.endswith(row["where"]) for line in lines), row
-    assert all("\r" not in line for line in lines)
+    body = text.split("─\n", 1)[1].split("\n  ")[0]  # under the header's rule, above the lines of no data
+    blocks = [block.splitlines() for block in body.split("\n\n")]  # a blank line between rows
+    named = {" ".join(line.split("  ")[0].strip() for line in block if not line.startswith("  ")): block[0]
+             for block in blocks}
+    for row in measured:  # each row's first line: its metric, its best value; under it, its where (wrapped)
+        name, first = next((name, line) for name, line in named.items()
+                           if name.startswith(f"{row['metric']} at {row['where']}"))
+        assert f"  {number(row['best'])}  " in first, row
+        if row.get("p50") is not None:  # its spread on a line of its own under the where
+            assert name.endswith(f"p50 {number(row['p50'])}, p90 {number(row['p90'])}, p99 {number(row['p99'])}, "
+                                 f"std {number(row['std'])}"), name
+    assert all(len(line) <= 100 and "\r" not in line and "\x1b" not in line for line in lines)
 
 
 def test_a_run_without_measurements_says_which_numbers_it_lacks() -> None:
@@ -48,13 +59,16 @@ def test_a_run_without_measurements_says_which_numbers_it_lacks() -> None:
     text = headline_text(rows)
     for row in rows:
         if row["best"] is None:
-            assert f"  {row['metric']}: {row['where']}" in text.splitlines()
+            assert f"  {row['metric']}: {row['where']}" in text.replace("\n    ", " ").splitlines()
 
 
 def test_json_carries_the_same_rows_and_the_paths(capsys: pytest.CaptureFixture[str]) -> None:
-    print_answer(RECORDED, {"write_up": None, "run_directory": RECORDED}, True, steps=[])
+    print_answer(RECORDED, {"write_up": None, "run_directory": RECORDED}, True, latency=True, steps=[])
     answer = json.loads(capsys.readouterr().out)
     assert answer["headline"] == _expected(RECORDED)
+    source = run_source(RECORDED)  # the latency rows are export --format summary's, cell by cell
+    assert [{k: v for k, v in row.items() if k != "label"} for row in answer["latency"]] == json.loads(
+        json.dumps([summary_row(source.run_id, cell) for cell in source.cells]))
     assert answer["write_up"] is None and answer["run_directory"] == str(RECORDED) and answer["steps"] == []
 
 
@@ -71,3 +85,44 @@ def test_run_ends_with_the_headline_as_json(tmp_path: Path) -> None:
     assert Path(answer["write_up"]) == run_dir / "report" / "index.md" and Path(answer["write_up"]).exists()
     assert answer["steps"][0]["step"] == "writeup" and answer["steps"][0]["status"] == "ok"
     assert "[1/1] writeup   ok" in done.stderr
+
+
+def test_the_latency_summary_gives_each_cell_in_the_peers_terms_and_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TTFT, TPOT, ITL and e2e in ms (mean, p50, p99) and the throughput of every cell, as the summary export has
+    them; at most 100 columns and no colour even where a Jupyter kernel forces it (FORCE_COLOR)."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    cells = latency_rows(RECORDED)
+    text = latency_text(cells)
+    lines = text.splitlines()
+    assert all(len(line) <= 100 and "\x1b" not in line and "\r" not in line for line in lines)
+    assert len(cells) == len(run_source(RECORDED).cells) > 1
+    heads = [i for i, line in enumerate(lines) if line.startswith("  ms ")]  # each cell's table: after its title
+    assert len(heads) == len(cells)
+    for cell, head in zip(cells, heads, strict=True):
+        title = " ".join(line.strip() for line in lines[heads[heads.index(head) - 1] + 6 if head != heads[0] else 0:
+                                                        head])
+        assert title.endswith(f"{cell['label']}: {cell['requests']} requests, {number(cell['requests_per_s'])} "
+                              f"req/s, {number(cell['output_tok_s'])} output tok/s"), title
+        for offset, (short, name) in enumerate((("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "e2e"))):
+            assert lines[head + 2 + offset].split() == [
+                name, *(number(cell[f"{short}_{stat}_ms"]) for stat in ("mean", "median", "p99"))]
+
+
+def test_a_run_that_measured_nothing_says_so() -> None:
+    assert latency_rows(REPO / "tests" / "data" / "run_dirs" / "launch-only") == []
+    assert latency_text([]) == "latency per cell: none (no request was measured)"
+
+
+def test_the_requests_sent_count_every_request_the_server_saw() -> None:
+    """The rows of the recorded run by role, plus the acceptance check's one chat request where the command
+    attached or launched: the count the server's own log gives (tests/live/test_url.py checks it live)."""
+    rows = load_run(RECORDED).requests
+    sent = requests_sent(rows, checked=True)
+    warmups = sum(1 for row in rows if row.warmup)
+    assert warmups > 0 and sent["warmup"] == warmups and sent["acceptance_check"] == 1
+    assert sent["total"] == len(rows) + 1 == sent["measured"] + sent["warmup"] + sent["cache_seed"] + 1
+    assert requests_sent(rows, checked=False)["total"] == len(rows)
+    text = sent_text(sent)
+    assert text.startswith(f"requests sent to the server: {len(rows) + 1} ({sent['measured']} measured")
+    assert f"{warmups} warm-ups" in text and "1 acceptance check" in text.replace("\n  ", " ")

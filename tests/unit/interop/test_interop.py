@@ -4,6 +4,7 @@ figure is computed here from its requests.jsonl with numpy, not by the code unde
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -169,3 +170,65 @@ def test_dash_writes_one_file_formats_to_standard_output(tmp_path: Path, monkeyp
     folder = subprocess.run([sys.executable, "-m", "ninferkit", "export", str(EXAMPLE), "--format", "aiperf", "-o",
                              "-"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert folder.returncode == 2 and "give -o PATH" in folder.stderr and "Traceback" not in folder.stderr
+
+
+def test_a_vllm_bench_round_trip_keeps_end_to_end_and_throughput(tmp_path: Path) -> None:
+    """Exported, imported, summarised (issue 44): each cell's e2e mean is the exported E2EL mean, and its request
+    and output token throughput are over the same requests (first send to the last text event), computed here."""
+    exported = tmp_path / "vllm.json"
+    main(["export", str(EXAMPLE), "--format", "vllm-bench", "-o", str(exported)])
+    assert main(["import", str(exported), "--format", "vllm-bench", "-o", str(tmp_path / "run")]) == 0
+    results = [json.loads(line) for line in exported.read_text().splitlines()]
+    summary = tmp_path / "summary.csv"
+    assert main(["export", str(tmp_path / "run"), "--format", "summary", "-o", str(summary)]) == 0
+    with summary.open() as handle:
+        cells = {json.loads(cell["cell"])["label"]: cell for cell in csv.DictReader(handle)}
+    assert len(cells) == len(results)
+    for found in results:
+        cell = cells[found["label"]]
+        if not found["completed"]:  # every request refused: no latency either side, and no throughput
+            assert found["mean_e2el_ms"] is None and cell["e2e_mean_ms"] == cell["requests_per_s"] == ""
+            continue
+        assert float(cell["e2e_mean_ms"]) == pytest.approx(found["mean_e2el_ms"])
+        ok = [i for i, error in enumerate(found["errors"]) if not error]
+        ends = [found["start_times"][i] + found["latencies"][i] for i in ok]
+        wall = max(ends) - min(found["start_times"])
+        assert float(cell["requests_per_s"]) == pytest.approx(len(ok) / wall)
+        assert float(cell["output_tok_s"]) == pytest.approx(sum(found["output_lens"][i] for i in ok) / wall)
+    notes = json.loads((tmp_path / "run" / "imported.json").read_text())["notes"]
+    assert any("E2EL" in note for note in notes)
+
+
+PEERS = REPO / "tests" / "data" / "peers"
+
+
+def test_the_guidellm_rates_are_guidellms_own_on_the_file_it_wrote() -> None:
+    """GuideLLM 0.8.1's benchmarks.json (tests/data/peers, written by GuideLLM itself): its requests, through the
+    export's rate code, give the requests and tokens per second GuideLLM wrote beside them, every figure of every
+    status (issue 44: a ninferkit export left them empty, and GuideLLM's HTML showed RPS and tok/s blank)."""
+    from ninferkit.interop.guidellm import RATES, _rates
+
+    written = json.loads((PEERS / "guidellm-0.8.1" / "benchmarks.json").read_text())["benchmarks"][0]
+    window = written["scheduler_metrics"]
+    requests = {status: written["requests"].get(status) or [] for status in ("successful", "errored", "incomplete")}
+    ours = _rates(requests, window["measure_start_time"], window["measure_end_time"])
+    for name in RATES:
+        for status in ("successful", "errored", "incomplete", "total"):
+            theirs = written["metrics"][name][status]
+            mine = ours[name][status]
+            for key in ("mean", "median", "mode", "variance", "std_dev", "min", "max", "count", "total_sum"):
+                assert mine[key] == pytest.approx(theirs[key], rel=1e-9, abs=1e-12), (name, status, key)
+            assert mine["percentiles"] == pytest.approx(theirs["percentiles"], rel=1e-9, abs=1e-12), (name, status)
+
+
+def test_a_guidellm_export_carries_the_rates_its_html_shows(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.json"
+    assert main(["export", str(EXAMPLE), "--format", "guidellm", "-o", str(out)]) == 0
+    for benchmark in json.loads(out.read_text())["benchmarks"]:
+        metrics = benchmark["metrics"]
+        ok = len(benchmark["requests"]["successful"])
+        assert metrics["requests_per_second"]["successful"]["count"] == ok
+        if ok:
+            assert metrics["requests_per_second"]["successful"]["mean"] > 0
+            assert metrics["output_tokens_per_second"]["successful"]["count"] == sum(
+                request["output_metrics"]["text_tokens"] for request in benchmark["requests"]["successful"])

@@ -8,6 +8,7 @@ operational_log.cpp render_throughput); NInfer cannot run here.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -139,3 +140,21 @@ def test_a_full_disk_stops_the_sampling_with_its_reason_and_no_thread_traceback(
         threading.excepthook = previous
     assert telemetry.failure is not None and "telemetry stopped" in telemetry.failure
     assert failures == []
+
+
+def test_a_host_without_nvidia_driver_is_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """On a CPU host NVML does not start: the status says why and nothing is logged as a warning (a warning was a
+    red stderr box in every notebook there; the sweeps step says it as a note, issue 44)."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML starts on this host: it has an NVIDIA driver")
+    with caplog.at_level(logging.INFO), Telemetry(tmp_path / "t.jsonl", get_adapter("ninfer"), None, None) as seen:
+        assert seen.without_gpu and seen.nvml_status.startswith("unavailable: NVMLError")
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert any("NVML telemetry off" in record.getMessage() for record in caplog.records)

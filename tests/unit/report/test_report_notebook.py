@@ -30,3 +30,19 @@ def test_notebook_runs_headless_and_writes_the_write_up(tmp_path: Path) -> None:
     assert "<th>" in headline and "\n<table>\n" in headline and "..." not in headline
     plain = "".join("".join(o["data"]["text/plain"]) for o in shown if "text/html" in o.get("data", {}))
     assert "| run profile | value |" in plain  # where only text is shown (papermill's log), the Markdown
+
+
+def test_every_rule_of_a_notebook_table_style_is_scoped_to_its_box() -> None:
+    """`.ninferkit-report th, td` scoped th alone: td fell to JupyterLab's right alignment in every notebook table
+    (issue 44). Every selector of every rule now starts with the box, with an element more than JupyterLab's."""
+    from ninferkit.report.document import Table
+    from ninferkit.report.render import FRAGMENT_SCOPE, html_fragment
+
+    style = html_fragment([]).split("<style>\n", 1)[1].split("\n</style>", 1)[0]
+    selectors = [selector.strip() for rule in style.splitlines() for selector in rule.split("{", 1)[0].split(",")]
+    assert len(selectors) > len(style.splitlines())  # a comma list is among them
+    assert all(selector.startswith(f"{FRAGMENT_SCOPE} ") for selector in selectors), selectors
+    # two classes and two elements: more than JupyterLab 4's `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`
+    cells = next(rule for rule in style.splitlines()
+                 if rule.startswith(f"{FRAGMENT_SCOPE} .scroll th, {FRAGMENT_SCOPE} .scroll td {{"))
+    assert "text-align: left;" in cells and '<div class="scroll">' in html_fragment([Table(("a",), (("b",),))])

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,3 +116,45 @@ def test_the_lab_command_refuses_a_changed_profile_before_jupyterlab_starts(tmp_
     assert done.returncode == 2 and "serve.port: the run's 8099, the new 8088" in done.stderr
     assert "--allow-profile-change changes it" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run" / "lab").exists()
+
+
+def test_the_labs_kernels_talk_over_unix_sockets_without_the_tcp_warning(tmp_path: Path) -> None:
+    """JupyterLab as `ninferkit lab` starts it, and a kernel started in it: its connection file names the ipc
+    transport, and the kernel's log (JupyterLab's) has no "running over TCP without encryption" (issue 44)."""
+    from ninferkit.steps.lab import command
+
+    port, runtime = free_port(), tmp_path / "runtime"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    with tempfile.TemporaryDirectory(prefix="nk-") as sockets:  # as start() makes it: short, whatever tmp_path is
+        argv = [*command(tmp_path, Path(sockets), port, open_browser=False), "--IdentityProvider.token=test-token"]
+        _start_a_kernel(argv, env, port, runtime, tmp_path / "lab.log")
+    assert "without encryption" not in (tmp_path / "lab.log").read_text()
+
+
+def _start_a_kernel(argv: list[str], env: dict[str, str], port: int, runtime: Path, log_path: Path) -> None:
+    """JupyterLab started with `argv`, one kernel started in it through its REST API: its connection file names
+    the ipc transport, and it binds its five sockets there."""
+    with log_path.open("w") as log:
+        lab = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        headers, url = {"Authorization": "token test-token"}, f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert time.monotonic() < deadline and lab.poll() is None, log_path.read_text()
+            try:
+                started = httpx.post(f"{url}/api/kernels", headers=headers, json={"name": "python3"}, timeout=30)
+            except httpx.TransportError:
+                started = None
+            if started is not None and started.status_code == 201:
+                kernel = started.json()
+                break
+            time.sleep(0.2)
+        connection = read_json(runtime / f"kernel-{kernel['id']}.json")
+        assert connection["transport"] == "ipc"
+        bound = Path(connection["ip"]).parent
+        while len(list(bound.glob(f"{Path(connection['ip']).name}-*"))) < 5:  # its five sockets bound: it runs
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+    finally:
+        lab.terminate()
+        lab.wait(timeout=60)
