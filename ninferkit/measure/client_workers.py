@@ -40,7 +40,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
 
-import ninferkit
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
@@ -60,6 +59,9 @@ _CHUNK = (b'{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"%d "
 """A llama-server chat chunk (live capture of the embedded server's, the id and content changed)."""
 _LAST = (b'{"choices":[],"usage":{"completion_tokens":%d,"prompt_tokens":9,"total_tokens":%d},'
          b'"timings":{"prompt_n":9,"prompt_ms":1.0,"predicted_n":%d,"predicted_ms":60.0}}')
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds this ninferkit package: a worker runs the parent's own code, not an installed copy."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,7 @@ class WorkerClient:
         # a fresh interpreter each (no fork of a process running an event loop and threads, and unlike
         # multiprocessing's spawn, no re-run of the caller's main module), on the parent's own ninferkit; the
         # config (the key in the headers with it) goes over the socket, never in argv
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(ninferkit.__file__).parent.parent),
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PACKAGE_ROOT),
                                                                         os.environ.get("PYTHONPATH")]))}
         for index in range(self._count):
             ours, theirs = socket.socketpair()
