@@ -4,7 +4,7 @@
 pieces=.carry/vllm/pieces
 if [ ! -f /tmp/site/.unpacked ]; then
   (cd "$pieces" && sha256sum -c --quiet SHA256SUMS) || { echo "vllm-h200-unpack: a piece is missing or damaged" >&2; return 1; }
-  cat "$pieces"/site.tar.xz.* | xz -dc | tar -x -C /tmp && touch /tmp/site/.unpacked
+  cat "$pieces"/site.tar.gz.* | gzip -dc | tar -x -C /tmp && touch /tmp/site/.unpacked
   echo "vllm-h200-unpack: /tmp/site unpacked ($(du -sh /tmp/site | cut -f1))"
 fi
 if [ -d .carry/smollm2 ] && [ ! -f /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
