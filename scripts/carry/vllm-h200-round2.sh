@@ -67,6 +67,12 @@ otlp)
     -p sweeps.agent.enabled=true -p sweeps.agent.tool_choice=auto -p 'sweeps.agent.apis=[chat]' \
     > "$out/agent-auto-run.log" 2>&1
   echo "exit $?" >> "$out/agent-auto-run.log"; tail -8 "$out/agent-auto-run.log"
+  step "raw tool-call streams (required, a named function, auto), with their spans"
+  timeout 150 $py -m ninferkit launch params/h200-vllm.yaml --run-dir /tmp/runs/toolstream "${common[@]}" \
+    -p serve.otlp_traces_jsonl=/tmp/runs/spans-toolstream.jsonl > "$out/toolstream-launch.log" 2>&1 \
+    && $py scripts/carry/tool-streams-http.py "$out/tool-streams" http://127.0.0.1:8100 smollm2-135m
+  $py -m ninferkit stop /tmp/runs/toolstream > /dev/null 2>&1
+  cp /tmp/runs/spans-toolstream.jsonl "$out/tool-streams/" 2>/dev/null
   tar -C /tmp/runs -czf "$out/otlp-runs.tar.gz" h200-vllm-otlp h200-vllm-agent-auto spans-otlp.jsonl spans-auto.jsonl
   ;;
 qwen3)
