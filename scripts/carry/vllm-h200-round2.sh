@@ -47,10 +47,10 @@ flashinfer)
   argv=$($py -m ninferkit launch params/h200-vllm.yaml --dry-run)
   echo "$argv" > "$out/flashinfer-argv.txt"
   step "start with VLLM_USE_FLASHINFER_SAMPLER=0: $argv"
-  eval "VLLM_USE_FLASHINFER_SAMPLER=0 $argv" > "$out/flashinfer-0.log" 2>&1 &
-  pid=$!
+  VLLM_USE_FLASHINFER_SAMPLER=0 setsid bash -c "exec $argv" > "$out/flashinfer-0.log" 2>&1 &
+  pid=$!  # its own process group: vLLM's engine process goes with it
   echo "VLLM_USE_FLASHINFER_SAMPLER=0 ready after: $(ready 8100 $pid || echo failed) s" | tee -a "$out/flashinfer.txt"
-  kill -INT $pid; wait $pid
+  kill -INT -- -$pid; timeout 30 tail --pid=$pid -f /dev/null; kill -KILL -- -$pid 2>/dev/null; sleep 2
   ;;
 otlp)
   common=(-p serve.otlp_traces_jsonl=/tmp/runs/spans-otlp.jsonl -p serve.tool_call_parser=hermes
