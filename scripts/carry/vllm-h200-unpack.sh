@@ -12,3 +12,7 @@ if [ -d .carry/smollm2 ] && [ ! -f /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf ]
 fi
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machine's rule: no NVLink multicast
+# vLLM's first start on a fresh machine (same argv, H100, 2026-12-06, tests/data/vllm-live/session5): with
+# FlashInfer's top-k/top-p sampler "init engine" took 105.3 s (ready after 160 s), without it 14.5 s (ready after
+# 92 s); the sampler's kernels are compiled on first use. Kept off: the runs are greedy (temperature 0).
+export VLLM_USE_FLASHINFER_SAMPLER=0

@@ -19,8 +19,9 @@
 # Why gzip -1, not xz (issue 42 item 5), timed here on the 2-core machine with others working on it, same tar:
 #   gzip -1     7.0 s   188,587,033 B  -> 5 pieces of 40 MiB
 #   xz -T0 -4 210.7 s   117,649,100 B  -> 3 pieces  (an earlier session: over 18 minutes on a busier machine)
-# xz saves two carrying calls; each carried 40 MiB in a call of about CARRY_S s of device time (the calls that
-# carried these pieces), far less than the 204 s (or 18 minutes) xz takes here, and gzip unpacks faster there.
+# xz saves two carrying calls, but a call carrying 40 MiB to a held machine cost 3 to 8 s of device time (session
+# of 2026-12-06: held time 542.8, 546.7, 550.5, 553.5, 556.8 s after each), far less than the 204 s (or 18
+# minutes) xz takes here; gzip -dc unpacked all five pieces there within the first call's 10 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -7,6 +7,11 @@ a named function `calculate`, "auto"; max_tokens 128, temperature 0, seed 1):
   this project's CPU machine. Its grammar for "required" lets content come before the first <tool_call>
   (common/chat-auto-parser-generator.cpp: `content_before_tools`), and SmolLM2-135M wrote prose in all three:
   no call, which the client must read as no call.
+- tests/data/vllm-live/session5/tool-streams/: vLLM 0.26.0 on an H100 (the device machine, 2026-12-06), serving
+  SmolLM2-135M-Instruct with params/h200-vllm.yaml plus `--enable-auto-tool-choice --tool-call-parser hermes`
+  (scripts/carry/vllm-h200-round2.sh, stage otlp). "required" and the named function are constrained to calls
+  (structured outputs): two `search_document` calls (finish_reason `tool_calls`), and one `calculate` call whose
+  arguments were cut at max_tokens mid-string (`length`); "auto" wrote prose (`stop`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from tests.conftest import DATA
 
 LLAMA = DATA / "llama-server-live" / "tool-streams"
+VLLM = DATA / "vllm-live" / "session5" / "tool-streams"
 
 
 def _replay(body: bytes) -> httpx.MockTransport:
@@ -65,3 +71,25 @@ def test_llama_server_wrote_prose_under_every_tool_choice(choice: str) -> None:
     assert result.status == "ok" and result.reply.tool_calls == []
     assert text and result.reply.text == text
     assert not any("tool_calls" in c["delta"] for e in events for c in e.get("choices") or ())
+
+
+def test_vllm_required_streams_two_whole_calls() -> None:
+    result, _ = read_capture(VLLM / "tool_required.json", "vllm")
+    calls = result.reply.tool_calls
+    assert result.status == "ok" and [call.name for call in calls] == ["search_document", "search_document"]
+    assert [json.loads(call.arguments) for call in calls] == [{"query": "search_record.md"}] * 2
+    assert all(call.call_id and call.call_id.startswith("chatcmpl-tool-") for call in calls)
+    assert result.reply.text == ""
+
+
+def test_vllm_named_call_cut_at_max_tokens_is_one_call_whose_arguments_do_not_parse() -> None:
+    result, _ = read_capture(VLLM / "tool_named.json", "vllm")
+    [call] = result.reply.tool_calls
+    assert call.name == "calculate" and call.arguments.startswith('{\n    "expression": "The record says')
+    with pytest.raises(ValueError):
+        json.loads(call.arguments)
+
+
+def test_vllm_auto_is_prose() -> None:
+    result, events = read_capture(VLLM / "tool_auto.json", "vllm")
+    assert result.reply.tool_calls == [] and result.reply.text.startswith("The record says that the water")
