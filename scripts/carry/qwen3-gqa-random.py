@@ -5,8 +5,8 @@ made with transformers on the machine that serves it (nothing to download or car
 
 Its shape differs from SmolLM2-135M's where the KV arithmetic can go wrong: grouped-query attention (16 query
 heads share 4 KV heads, SmolLM2 has 9 and 3), a head_dim of its own (128, while hidden_size / heads is 64), and
-Qwen3's per-head q/k norms. 8 layers, hidden 1024, MLP 3072: about 190 M parameters, 0.4 GB in bfloat16, so a
-start spends its time in vLLM, not in loading. KV bytes per token: 8 layers x 2 x 4 heads x 128 x 2 B = 16,384.
+Qwen3's per-head q/k norms. 8 layers, hidden 1024, MLP 3072: 167,791,616 parameters, 0.34 GB in bfloat16 (as made
+on the H100 machine, 2026-12-06: vLLM loaded 0.31 GiB), so a start spends its time in vLLM, not in loading. KV bytes per token: 8 layers x 2 x 4 heads x 128 x 2 B = 16,384.
 The tokenizer and chat template are SmolLM2's (TOKENIZER_DIR: the folder smollm2-safetensors.py wrote), so
 prompts tokenize as the embedded default's do; the vocabulary size follows it. Weights are seeded (0): the same
 on every run. transformers 5 writes `dtype` in config.json, before 5 `torch_dtype`; ninferkit reads both.
