@@ -3,9 +3,9 @@
 # pieces small enough to carry to a machine with no network (the device tool carries at most 64 MiB a call,
 # the working tree included; ignored files already there stay while the machine is held).
 #
-#   scripts/carry/vllm-h200.sh          here (needs pip and PyPI): writes .carry/vllm/pieces/site.tar.xz.NN
+#   scripts/carry/vllm-h200.sh          here (needs pip and PyPI): writes .carry/vllm/pieces/site.tar.gz.NN
 #
-# then, on the device machine, one call per piece with `carry: [".carry/vllm/pieces/site.tar.xz.NN"]` (any
+# then, on the device machine, one call per piece with `carry: [".carry/vllm/pieces/site.tar.gz.NN"]` (any
 # command), and in the call that serves: `source scripts/carry/vllm-h200-unpack.sh` (joins the pieces, unpacks
 # them into /tmp/site once, exports PYTHONPATH) before `python3 -m ninferkit run params/h200-vllm.yaml`.
 #
@@ -14,7 +14,14 @@
 # optional in vllm 0.26.0, guarded by try/except or an explicit backend choice): FlashAttention 2's kernels
 # (sm_90 runs FlashAttention 3), the MoE kernels, the Rust frontend (used only with VLLM_USE_RUST_FRONTEND=1),
 # and the Blackwell FMHA and DeepGEMM (FP8) sources. That takes the engine from 304 MB (the wheel) to about
-# 110 MB once xz-compressed: FlashAttention 3's fat binary shrinks 38 MB -> 11 MB under xz.
+# 189 MB under gzip -1 (582 MB unpacked, the OpenTelemetry exporters included).
+#
+# Why gzip -1, not xz (issue 42 item 5), timed here on the 2-core machine with others working on it, same tar:
+#   gzip -1     7.0 s   188,587,033 B  -> 5 pieces of 40 MiB
+#   xz -T0 -4 210.7 s   117,649,100 B  -> 3 pieces  (an earlier session: over 18 minutes on a busier machine)
+# xz saves two carrying calls, but a call carrying 40 MiB to a held machine cost 3 to 8 s of device time (session
+# of 2026-12-06: held time 542.8, 546.7, 550.5, 553.5, 556.8 s after each), far less than the 204 s (or 18
+# minutes) xz takes here; gzip -dc unpacked all five pieces there within the first call's 10 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -46,12 +53,12 @@ for path in "${DROPPED[@]}"; do
 done
 rm -rf "$out/site/bin"
 
-# 44 MiB: a call carries 64 MiB with the working tree, which is about 19 MB (docs/examples/ included)
-echo "== packing $(du -sh "$out/site" | cut -f1) into 44 MiB xz pieces (a few minutes on 2 cores)"
+# 40 MiB: a call carries 64 MiB with the working tree, which is about 20 MB (docs/examples/ included)
+echo "== packing $(du -sh "$out/site" | cut -f1) into 40 MiB gzip pieces (seconds)"
 mkdir -p "$out/pieces"
-tar -C "$out" -cf - site | xz -T0 -4 | split -b 44M -d -a 2 - "$out/pieces/site.tar.xz."
-(cd "$out/pieces" && sha256sum site.tar.xz.* > SHA256SUMS)
+tar -C "$out" -cf - site | gzip -1 | split -b 40M -d -a 2 - "$out/pieces/site.tar.gz."
+(cd "$out/pieces" && sha256sum site.tar.gz.* > SHA256SUMS)
 ls -l "$out/pieces"
 echo "carry each piece in its own call, in order, while the machine stays held:"
-for piece in "$out"/pieces/site.tar.xz.*; do echo "   carry: [\"$piece\"]"; done
+for piece in "$out"/pieces/site.tar.gz.*; do echo "   carry: [\"$piece\"]"; done
 echo "   and with the last one also \"$out/pieces/SHA256SUMS\"; then: source scripts/carry/vllm-h200-unpack.sh"

@@ -41,3 +41,11 @@ esac
 #     bash scripts/carry/h200-vllm-search.sh wait 560; bash scripts/carry/h200-vllm-search.sh collect "$OUT"
 # and here `ninferkit report` of the run directory unpacked at /tmp/runs/h200-vllm-search. The first attempt, on
 # the machine before, is tests/data/vllm-live/session4/.
+# Issue 42 (session 5, an H100: no H200 started; nothing in this folder was regenerated from it, the runbook ran
+# only in parts): .carry/vllm/pieces/site.tar.gz.00 .. .04 (scripts/carry/vllm-h200.sh, gzip -1) and the GGUF as
+# .carry/smollm2/gguf.0-2 (40 MiB pieces) carried in six calls (00; 01; 02; 03; 04 + SHA256SUMS + gguf.2; gguf.0),
+# then, carrying gguf.1 and this checkout as .carry/wt (547 s, then 490 s):
+#   source .carry/wt/scripts/carry/vllm-h200-unpack.sh && cd .carry/wt && export PYTHONPATH=/tmp/site:$PWD &&
+#     bash scripts/carry/vllm-h200-round2.sh chain /tmp/round2 && bash scripts/carry/vllm-h200-round2.sh wait 540
+#   bash scripts/carry/vllm-h200-round2.sh collect "$OUT"
+# What came back is tests/data/vllm-live/session5/.

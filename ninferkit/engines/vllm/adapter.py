@@ -4,9 +4,11 @@ vLLM sizes its KV pool from `--gpu-memory-utilization` (a fraction of *total* me
 profiling pass, so a profile gives no token count for the pool; the pool it chose is in the
 startup log ("GPU KV cache size: N tokens", "Maximum concurrency for M tokens per request: Xx").
 Responses carry no per-request timings: server-side truth is the Prometheus `/metrics` counters,
-read before and after a request (`metrics_deltas`). The log lines, refusals, metric names and answers are
-those a real vLLM 0.26.0 printed on an H200 (tests/data/vllm-live/); its flags are checked against the
-installed vLLM's own parser and lists (facts.py) before anything starts.
+read before and after a request that ran alone (`metrics_deltas`), and, where the profile sets
+`serve.otlp_traces_jsonl`, vLLM's own span of every request, concurrent ones included (otlp.py).
+The log lines, refusals, metric names and answers are those a real vLLM 0.26.0 printed on an H200
+(tests/data/vllm-live/); its flags are checked against the installed vLLM's own parser
+and lists (facts.py) before anything starts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ from ninferkit.engines.pool import PoolRule
 from ninferkit.engines.vllm.facts import VllmFacts, installed_facts, recorded_facts
 from ninferkit.engines.vllm.kv_layout import vllm_kv_layout
 from ninferkit.engines.vllm.options import Serve
+from ninferkit.engines.vllm.otlp import join_spans, read_spans, span_rows
+from ninferkit.engines.vllm.otlp_receiver import endpoint
 from ninferkit.errors import BadInput, ProfileError, ToolMissing
 from ninferkit.params.profile import Profile
 from ninferkit.prometheus_text import samples
@@ -37,6 +42,7 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_
                    "fp8_per_token_head", "nvfp4")
 NO_BFLOAT16_ARCHS = ("sm_60", "sm_61", "sm_70", "sm_75")  # compute capability below 8.0
 API_KEY_VARIABLE = "VLLM_API_KEY"  # vLLM's server reads its --api-key default from here
+RECEIVER_MODULE = "ninferkit.engines.vllm.otlp_receiver"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """The OpenAI server as `python -m` runs it (seed 001 §5.2): every vLLM version has it, `vllm serve` came later."""
 
@@ -190,6 +196,9 @@ class VLLM(EngineAdapter):
             elif serve.weights_dtype == "bfloat16" and profile.gpu.arch in NO_BFLOAT16_ARCHS:
                 problems.append(f"serve.weights_dtype = 'bfloat16': {profile.gpu.arch} has no bfloat16; "
                                 "allowed: float16, half, float32")
+        if serve.otlp_traces_jsonl is not None and serve.docker:
+            problems.append("serve.otlp_traces_jsonl: the OTLP receiver runs beside a native launch only; allowed: "
+                            "null, or serve.docker false")
         if serve.gpu_devices is not None and len(serve.gpu_devices) != serve.tensor_parallel:
             problems.append(f"serve.gpu_devices = {serve.gpu_devices}: needs exactly serve.tensor_parallel "
                             f"({serve.tensor_parallel}) devices")
@@ -236,9 +245,17 @@ class VLLM(EngineAdapter):
             argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
         elif serve.spec.options or serve.spec.num_speculative_tokens:
             raise ProfileError("serve.spec: options of no method; set serve.spec.method")
+        if serve.tool_call_parser is not None:
+            argv += ["--enable-auto-tool-choice", "--tool-call-parser", serve.tool_call_parser]
+        if serve.otlp_traces_jsonl is not None:
+            argv += ["--otlp-traces-endpoint", endpoint(serve.otlp_port)]
         argv += list(serve.extra_args)
         check_against_vllm(profile, argv, self.facts(profile, binary))
-        return argv
+        if serve.otlp_traces_jsonl is None:
+            return argv
+        # the receiver runs vLLM as its child, so both live and stop together (otlp_receiver.py)
+        return [sys.executable, "-m", RECEIVER_MODULE, "--port", str(serve.otlp_port), "--jsonl",
+                str(Path(serve.otlp_traces_jsonl).expanduser()), "--", *argv]
 
     def pool_bytes(self, profile: Profile, model_path: Path, tokens: int) -> int:
         """The `--kv-cache-memory-bytes` that gives a pool of `tokens` (whole 16-token blocks): vLLM divides
@@ -265,8 +282,13 @@ class VLLM(EngineAdapter):
         return facts
 
     def env(self, profile: Profile) -> dict[str, str]:
-        """The API key through VLLM_API_KEY (out of argv and `ps`), and the GPUs for a native launch."""
-        out = {}
+        """The API key through VLLM_API_KEY (out of argv and `ps`), the GPUs for a native launch, and with the
+        OTLP receiver the exporter's protocol (vLLM's default is gRPC; the receiver speaks OTLP/HTTP) and a
+        short batch delay, so a request's span arrives within a fraction of a second of its end, before the
+        join after its cell (the SDK's default waits 5 s)."""
+        out: dict[str, str] = {}
+        if serve_of(profile, Serve).otlp_traces_jsonl is not None:
+            out |= {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "100"}
         name = profile.serve.api_key_env
         if name and os.environ.get(name):
             out[API_KEY_VARIABLE] = os.environ[name]
@@ -401,6 +423,32 @@ class VLLM(EngineAdapter):
         tp = 1 if profile.serve.gpu_devices is None else len(profile.serve.gpu_devices)
         return vllm_kv_layout(json.loads(path.read_text()), kv_dtype, tp)
 
+    def request_log_path(self, profile: Profile) -> Path | None:
+        """The OTLP receiver's span file (serve.otlp_traces_jsonl), kept in the run directory like a request log."""
+        found = serve_of(profile, Serve).otlp_traces_jsonl
+        return None if found is None else Path(found).expanduser()
+
+    def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
+                         server_log: Path | None = None,
+                         request_log: Path | None = None) -> list[dict[str, Any]] | None:
+        """vLLM's own span of each row's request, joined by request id (otlp.join_spans); None without
+        serve.otlp_traces_jsonl. A span file that cannot be read gives every row a `server_note` saying why."""
+        path = request_log or self.request_log_path(profile)
+        if path is None:
+            return None
+        if not path.is_file():
+            return [{"server_note": f"no vLLM spans: {path} does not exist (the receiver received none)"}
+                    for _ in rows]
+        try:
+            spans = read_spans(path)
+        except (OSError, BadInput) as exc:
+            return [{"server_note": f"vLLM's spans not read: {exc}"} for _ in rows]
+        return join_spans(rows, span_rows(spans))
+
+    def request_extensions(self, profile: Profile, served: Mapping[str, Any] | None = None) -> frozenset[str]:
+        """`tools` where the profile names a tool-call parser (vLLM refuses tool_choice "auto" without one)."""
+        return frozenset({"tools"}) if serve_of(profile, Serve).tool_call_parser is not None else frozenset()
+
     def server_timings(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """Only cached tokens ride on a vLLM response; timings come from /metrics (metrics_deltas)."""
         cached = ((response.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
@@ -499,7 +547,9 @@ _FLAG_FIELDS = {"--swap-space": "serve.swap_space_gib", "--attention-backend": "
                 "--max-num-batched-tokens": "serve.prefill_chunk", "--tensor-parallel-size": "serve.tensor_parallel",
                 "--trust-remote-code": "serve.trust_remote_code", "--enforce-eager": "serve.enforce_eager",
                 "--enable-prefix-caching": "serve.prefix_caching", "--no-enable-prefix-caching": "serve.prefix_caching",
-                "--served-model-name": "serve.model_id"}
+                "--served-model-name": "serve.model_id", "--tool-call-parser": "serve.tool_call_parser",
+                "--enable-auto-tool-choice": "serve.tool_call_parser",
+                "--otlp-traces-endpoint": "serve.otlp_traces_jsonl"}
 """The profile field each flag of argv() comes from (profile_field_of), so a refusal names what to change."""
 _REMOVED = {"--swap-space": " (removed from vLLM's arguments in 0.18); remove serve.swap_space_gib"}
 """Options vLLM removed without leaving a word in its parser: when, and what to do."""

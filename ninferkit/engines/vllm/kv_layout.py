@@ -19,7 +19,7 @@ def vllm_kv_layout(config: Mapping[str, Any], kv_cache_dtype: str = "auto", tens
     heads = int(cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
     head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // int(cfg["num_attention_heads"]))
     if kv_cache_dtype == "auto":
-        dtype_name = str(cfg.get("torch_dtype") or config.get("torch_dtype") or "bfloat16")
+        dtype_name = str(_dtype(cfg) or _dtype(config) or "bfloat16")
         size = _TORCH_BYTES.get(dtype_name)
     else:
         size = _VLLM_KV_BYTES.get(kv_cache_dtype)
@@ -32,3 +32,8 @@ def vllm_kv_layout(config: Mapping[str, Any], kv_cache_dtype: str = "auto", tens
     total = full * 2 * per_rank * head_dim * size
     return KVLayout(total, full, f"{full} full-attention layers x 2 x {per_rank} KV heads/rank x {head_dim} x "
                     f"{size} B = {total:,} B/token", {"other": len(kinds) - full})
+
+
+def _dtype(config: Mapping[str, Any]) -> Any:
+    """The weights' dtype a config.json names: `dtype` (transformers 5 writes it) or `torch_dtype` (before 5)."""
+    return config.get("dtype") or config.get("torch_dtype")

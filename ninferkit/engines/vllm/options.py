@@ -59,6 +59,14 @@ class Serve(ServeSection):
                                         "null: vLLM's default")
     enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs and no torch.compile (a "
                                 "faster start, a slower decode)")
+    tool_call_parser: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$", description="--enable-auto-tool-"
+                                         "choice --tool-call-parser NAME (e.g. hermes): vLLM reads `tools` and "
+                                         "streams the model's calls as tool_calls; null: no tools")
+    otlp_traces_jsonl: str | None = Field(None, description="where ninferkit's OTLP receiver keeps vLLM's own "
+                                          "per-request spans (--otlp-traces-endpoint), joined to the rows by "
+                                          "request id, concurrent requests included; null: no tracing")
+    otlp_port: int = Field(4318, ge=1, le=65_535, description="the loopback port of that receiver (OTLP/HTTP's "
+                           "own port by default)")
     spec: Spec = Spec()
 
     def tensor_parallel_size(self) -> int:

@@ -12,6 +12,7 @@ model does not render tools (llama-server's /props), as the tasks' agent task is
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -148,7 +149,7 @@ def _sent_back(api: str, step: int, text: str, calls: list[StreamedCall], runs: 
     ids = [call.call_id or f"call_{step}_{number}" for number, call in enumerate(calls, 1)]
     if api == "chat":
         assistant = {"role": "assistant", "content": text, "tool_calls": [
-            {"id": id_, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            {"id": id_, "type": "function", "function": {"name": call.name, "arguments": _arguments(call)}}
             for id_, call in zip(ids, calls, strict=True)]}
         return [assistant, *({"role": "tool", "tool_call_id": id_, "content": run.result}
                              for id_, run in zip(ids, runs, strict=True))]
@@ -158,6 +159,13 @@ def _sent_back(api: str, step: int, text: str, calls: list[StreamedCall], runs: 
     results = [{"type": "tool_result", "tool_use_id": id_, "content": run.result}
                for id_, run in zip(ids, runs, strict=True)]
     return [{"role": "assistant", "content": blocks}, {"role": "user", "content": results}]
+
+
+def _arguments(call: StreamedCall) -> str:
+    """A chat call's arguments as sent back: the model's own text where it is a JSON object, else "{}" (its
+    result says why it could not run). vLLM 0.26.0 parses the history's arguments and refused a call cut off at
+    max_tokens mid-string with 400 "Unterminated string" (tests/data/vllm-live/session5), ending the session."""
+    return call.arguments if call.arguments and _input(call) else json.dumps(_input(call))
 
 
 def _input(call: StreamedCall) -> dict[str, Any]:

@@ -126,3 +126,14 @@ def test_gguf_header_reader_agrees_with_the_gguf_package(tmp_path) -> None:
         if key != "tokenizer.ggml.tokens":
             assert ours[key] == value, key
     assert llama_cpp_kv_layout(ours).bytes_per_token == 2 * 2 * (2 * 64 * 2)
+
+
+def test_vllm_config_dtype_by_either_name() -> None:
+    """transformers 5 writes `dtype` in config.json, earlier versions `torch_dtype` (issue 42 item 4); the shape is
+    scripts/carry/qwen3-gqa-random.py's: GQA 16/4 with head_dim 128 of its own (hidden 1024 / 16 heads is 64)."""
+    shape = {"num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+             "hidden_size": 1024}
+    assert vllm_kv_layout({**shape, "dtype": "bfloat16"}).bytes_per_token == 8 * 2 * 4 * 128 * 2 == 16_384
+    assert vllm_kv_layout({**shape, "dtype": "float32"}).bytes_per_token == 8 * 2 * 4 * 128 * 4
+    assert vllm_kv_layout({**shape, "torch_dtype": "float32"}).bytes_per_token == 8 * 2 * 4 * 128 * 4
+    assert vllm_kv_layout({"text_config": shape, "dtype": "float32"}).bytes_per_token == 8 * 2 * 4 * 128 * 4

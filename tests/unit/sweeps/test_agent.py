@@ -1,7 +1,7 @@
 """The agent loop offline: its local tools (deterministic, and a call they cannot run is a parse failure
-whose result says why), what it sends back per API, and its plan on each engine. No engine output is
-replayed here: no recorded stream with tool calls exists yet (the embedded model writes none, and the NInfer
-captures' agent requests kept no reply), so the loop's parsing of real calls is checked live only."""
+whose result says why), what it sends back per API, and its plan on each engine. Real streams with tool calls
+(vLLM 0.26.0, tests/data/vllm-live/session5) are parsed in tests/unit/measure/test_tool_streams.py; the loop's
+own rows on vLLM are in that session's run directories."""
 
 from __future__ import annotations
 
@@ -62,6 +62,8 @@ def test_each_api_gets_the_calls_and_results_back_in_its_own_form() -> None:
     calls = [StreamedCall("call_a", "calculate", '{"expression": "1+1"}'), StreamedCall(None, "shell", "{")]
     runs = [run_call(call) for call in calls]
     chat = _sent_back("chat", 1, "", calls, runs)
+    assert chat[0]["tool_calls"][1]["function"]["arguments"] == "{}"  # vLLM refuses "{" in the history (400)
+    assert chat[0]["tool_calls"][0]["function"]["arguments"] == '{"expression": "1+1"}'  # the model's own text
     assert chat[0]["tool_calls"][1]["id"] == "call_1_2" and chat[1] == {
         "role": "tool", "tool_call_id": "call_a", "content": '{"result": 2}'}
     messages = _sent_back("messages", 1, "Let me see.", calls, runs)
@@ -94,3 +96,8 @@ def test_ninfer_reads_tools_and_vllm_serves_messages(tmp_path: Path) -> None:
     vllm = planned(tmp_path / "v", REPO / "params" / "vllm-v100-baseline.yaml")
     # vLLM 0.26.0 answered /v1/messages (tests/data/vllm-live), but says nothing of reading tools there
     assert vllm["messages"].skip == "vllm does not read the request field tools"
+
+
+def test_vllm_runs_the_loop_where_the_profile_names_a_tool_parser(tmp_path: Path) -> None:
+    vllm = planned(tmp_path / "v", REPO / "params" / "h200-vllm.yaml", "serve.tool_call_parser=hermes")
+    assert all(c.skip is None for c in vllm.values())
