@@ -81,14 +81,14 @@ def main(args: argparse.Namespace) -> int:
             shown = follow.watch(fleet, args.watch, _write, sys.stdout.isatty())
         except KeyboardInterrupt:
             return 130
-        return 1 if any(task["state"] in ("failed", "unknown", "lost") for task in shown) else 0
+        return _needs_you(shown)
     if args.action == "status":
         shown = follow.status(fleet)
         if args.json:
             print(json.dumps(shown, indent=2))
         else:
             _print_tasks(shown)
-        return 1 if any(task["state"] in ("failed", "unknown", "lost") for task in shown) else 0
+        return _needs_you(shown)
     shown = follow.collect(fleet, say, args.timeout)
     _print_tasks(shown)
     if args.out is not None:
@@ -123,3 +123,13 @@ def _print_tasks(shown: list[dict[str, Any]]) -> None:
         for key in ("step", "reason", "diagnosis", "log", "notebook", "run_dir"):
             if key in task and (task["state"] != "ok" or key == "run_dir"):
                 print(f"  {key}: {task[key]}", file=sys.stdout)
+
+
+NEEDS_YOU = ("failed", "interrupted", "unknown", "lost")
+"""Task states `status` exits 1 for: each needs a look or a `fleet submit` to resume (an interrupted task stopped
+midway, as a failed one did; it had exited 0)."""
+
+
+def _needs_you(shown: list[dict[str, Any]]) -> int:
+    return 1 if any(task["state"] in NEEDS_YOU for task in shown) else 0
+

@@ -286,3 +286,25 @@ def test_status_watch_redraws_a_terminal_and_prints_plain_changed_lines_elsewher
         else:
             assert "\x1b" not in first + last and "\r" not in first + last
     assert waits == [5.0, 5.0]
+
+
+@pytest.mark.parametrize(("state", "code"), [("interrupted", 1), ("failed", 1), ("ok", 0)])
+def test_status_exits_1_while_a_task_needs_you(tmp_path: Path, state: str, code: int,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Two Slurm tasks never submitted (nothing asks Slurm), their statuses as the tasks write them: an interrupted
+    task stopped midway as a failed one did, and `fleet status` says so in its exit code (it had exited 0)."""
+    from ninferkit.cli import main
+    from ninferkit.fleet.tasks import TaskStatus
+
+    data = yaml.safe_load(FLEET.read_text())
+    data["state_dir"] = str(tmp_path / "state")
+    data["hosts"] = data["hosts"][:2]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    fleet = load_fleet(path, root=REPO)
+    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    status = StateDir(fleet.state_dir)
+    status.write_status(TaskStatus(index=0, host="slurm-a", state=state, node="nodea"))  # type: ignore[arg-type]
+    status.write_status(TaskStatus(index=1, host="slurm-b", state="ok", node="nodeb"))
+    assert main(["fleet", "status", str(path)]) == code
+    assert f"task 0 slurm-a (local-cpu): {state}" in capsys.readouterr().out
