@@ -525,9 +525,10 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
 
 def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
     """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak)."""
-    lengths = pd.concat([frame["engine_window_s"] for frame in tables.values() if "engine_window_s" in frame.columns])
-    window = lengths.median() if len(lengths) else None
-    length = f"{window:g} s " if window is not None and pd.notna(window) else ""
+    lengths = pd.to_numeric(pd.concat([frame["engine_window_s"] for frame in tables.values()
+                                       if "engine_window_s" in frame.columns]), errors="coerce").dropna()
+    window = lengths.median() if len(lengths) else None  # none measured: no median of nothing (numpy warns)
+    length = f"{window:g} s " if window is not None else ""
     mixed = sum(int(pd.to_numeric(frame["engine_windows_mixed"], errors="coerce").fillna(0).sum())
                 for frame in tables.values() if "engine_windows_mixed" in frame.columns)
     alone = sum(int(pd.to_numeric(frame["engine_windows"], errors="coerce").fillna(0).sum())

@@ -26,10 +26,11 @@ from tests.conftest import REPO
 
 FLOOR_PYTHON = (3, 11)
 """pyproject's requires-python floor: the floors are the lowest versions that install and work there."""
-TESTS = [str(path.relative_to(REPO)) for name in (
-    "test_params", "test_client", "test_client_stream", "test_latency", "test_report", "test_report_compare",
-    "test_capacity_architecture", "test_telemetry", "test_packaging", "test_cli_diagnose", "test_h200_captured",
-    "test_server_processes", "test_console") for path in sorted((REPO / "tests" / "unit").rglob(f"{name}.py"))]
+NAMES = ("test_params", "test_client", "test_client_stream", "test_latency", "test_report", "test_report_compare",
+         "test_capacity_architecture", "test_telemetry", "test_packaging", "test_cli_diagnose", "test_h200_captured",
+         "test_server_processes", "test_console")
+TESTS = [str(path.relative_to(REPO)) for name in NAMES
+         for path in sorted((REPO / "tests" / "unit").rglob(f"{name}.py"))]
 """The tests that reach each dependency (found by name wherever tests/unit keeps them): pydantic, PyYAML and
 ruamel.yaml (profiles and their comments),
 prometheus_client (telemetry's /metrics), psutil (the server's process group), httpx and sniffio (the client),
@@ -62,7 +63,7 @@ def test_every_requirement_states_a_floor() -> None:
 
 
 def test_the_code_works_with_every_floor(tmp_path: Path) -> None:
-    assert len(TESTS) == 12, TESTS  # each named test file found, wherever tests/unit keeps it
+    assert len(TESTS) == len(NAMES), TESTS  # each named test file found once, wherever tests/unit keeps it
     python = floor_python()
     if python is None:
         pytest.skip("no Python {}.{} interpreter to install the floors for".format(*FLOOR_PYTHON))

@@ -32,7 +32,7 @@ def nvml_present() -> bool:
 def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     out = tmp_path / "telemetry.jsonl"
     url = f"http://127.0.0.1:{live_run.profile.serve.port}"
-    with caplog.at_level(logging.WARNING, logger="ninferkit.measure.telemetry"):
+    with caplog.at_level(logging.INFO, logger="ninferkit.measure.telemetry"):
         with Telemetry(out, get_adapter("llama_server"), None, url, hz=10) as telemetry:
             started = time.monotonic()
             time.sleep(1.6)  # the samplers' own pace: 1 s for /metrics, 0.1 s for NVML
@@ -49,4 +49,5 @@ def test_live_metrics_and_nvml(live_run: Run, tmp_path: Path, caplog: pytest.Log
         assert len(nvml) >= 5 and {"power_w", "sm_clock_mhz", "throttle_reasons"} <= set(nvml[0])
     else:
         assert nvml == [] and telemetry.nvml_status.startswith("unavailable")
-        assert len([r for r in caplog.records if "NVML telemetry off" in r.getMessage()]) == 1
+        said = [r for r in caplog.records if "NVML telemetry off" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.INFO]  # a note on a CPU host, not a warning (issue 44)
