@@ -247,13 +247,8 @@ def test_request_fields_are_sbatch_lines_and_an_image_runs_the_task_through_pyxi
             f"fleet task {state.path} \"$SLURM_ARRAY_TASK_ID\"") in script
 
 
-def test_status_watch_redraws_a_terminal_and_prints_plain_changed_lines_elsewhere(tmp_path: Path) -> None:
-    """Two Slurm tasks never submitted (nothing asks Slurm), their statuses written as the tasks write them:
-    round one shows one running and one finished; between rounds the running one ends; the view stops once
-    none is pending or running. Not a terminal: stamped plain lines, no control codes."""
-    from ninferkit.fleet.follow import CLEAR, watch
-    from ninferkit.fleet.tasks import TaskStatus
-
+def two_slurm_tasks(tmp_path: Path) -> tuple[Path, Any]:
+    """The example fleet's two Slurm hosts, their tasks planned and written, never submitted (nothing asks Slurm)."""
     data = yaml.safe_load(FLEET.read_text())
     data["state_dir"] = str(tmp_path / "state")
     data["hosts"] = data["hosts"][:2]
@@ -261,6 +256,17 @@ def test_status_watch_redraws_a_terminal_and_prints_plain_changed_lines_elsewher
     path.write_text(yaml.safe_dump(data))
     fleet = load_fleet(path, root=REPO)
     write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    return path, fleet
+
+
+def test_status_watch_redraws_a_terminal_and_prints_plain_changed_lines_elsewhere(tmp_path: Path) -> None:
+    """Two Slurm tasks never submitted (nothing asks Slurm), their statuses written as the tasks write them:
+    round one shows one running and one finished; between rounds the running one ends; the view stops once
+    none is pending or running. Not a terminal: stamped plain lines, no control codes."""
+    from ninferkit.fleet.follow import CLEAR, watch
+    from ninferkit.fleet.tasks import TaskStatus
+
+    path, fleet = two_slurm_tasks(tmp_path)
     state = StateDir(fleet.state_dir)
     waits: list[float] = []
 
@@ -296,13 +302,7 @@ def test_status_exits_1_while_a_task_needs_you(tmp_path: Path, state: str, code:
     from ninferkit.cli import main
     from ninferkit.fleet.tasks import TaskStatus
 
-    data = yaml.safe_load(FLEET.read_text())
-    data["state_dir"] = str(tmp_path / "state")
-    data["hosts"] = data["hosts"][:2]
-    path = tmp_path / "fleet.yaml"
-    path.write_text(yaml.safe_dump(data))
-    fleet = load_fleet(path, root=REPO)
-    write_tasks(fleet, plan_tasks(fleet, lambda host: host.run_root))
+    path, fleet = two_slurm_tasks(tmp_path)
     status = StateDir(fleet.state_dir)
     status.write_status(TaskStatus(index=0, host="slurm-a", state=state, node="nodea"))  # type: ignore[arg-type]
     status.write_status(TaskStatus(index=1, host="slurm-b", state="ok", node="nodeb"))
