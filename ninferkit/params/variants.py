@@ -57,6 +57,11 @@ class Variant(Section):
         """The changes as `-p` overrides (the value as JSON, which the override reads as YAML)."""
         return [f"{key}={json.dumps(value)}" for key, value in self.set.items()]
 
+    def launch_overrides(self) -> list[str]:
+        """The overrides that make the run's profile this variant's: its changes, and no variants or objective of
+        its own. One list for the profile its identity is computed from and the one its server is launched with."""
+        return ["variants=[]", "objective=null", *self.overrides()]
+
 
 def unique_names(variants: list[Variant]) -> list[Variant]:
     """Refuses two variants of one name (their rows and folders would mix)."""

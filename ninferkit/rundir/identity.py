@@ -274,10 +274,8 @@ def variant_profile(profile: Profile, variant: Variant) -> Profile:
     Raises ProfileError naming the variant and the field when the result is no valid profile (a field the engine
     does not have, a value out of range)."""
     data = profile.model_dump(mode="json")
-    data.pop("variants", None)
-    data.pop("objective", None)
     where = f"variant {variant.name!r}"
-    for item in variant.overrides():
+    for item in variant.launch_overrides():
         try:
             apply_override(data, item)
         except ProfileError as exc:

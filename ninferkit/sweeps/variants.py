@@ -46,7 +46,7 @@ def variant_context(ctx: SweepContext, variant: Variant, serving: ServingIdentit
     write_record(folder.variant_record, record)
     started = time.monotonic()
     other: Run = open_run(run.loaded.source, folder.path,
-                          [*run.loaded.overrides, "variants=[]", "objective=null", *variant.overrides(),
+                          [*run.loaded.overrides, *variant.launch_overrides(),
                            f"serve.port={free_port()}"])
     try:
         try:
