@@ -31,7 +31,7 @@ from ninferkit.engines.api_dialect import ApiDialect
 from ninferkit.errors import ProfileError, ReadinessTimeout, ServerError, ServerExited, ServerStartError, SweepFailed
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
-from ninferkit.params.variants import Variant
+from ninferkit.params.variants import BASE, Variant
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.records import CellEntry, RequestRow
@@ -41,7 +41,7 @@ from ninferkit.server import process as server
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
-from ninferkit.sweeps.objective import Verdict, did_not_start, judge, next_launch, said
+from ninferkit.sweeps.objective import Verdict, answer, did_not_start, judge, next_launch, said
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
 from ninferkit.sweeps.resume import resume_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
@@ -175,6 +175,11 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
         if objective is not None:
             verdicts[name] = did_not_start(name, why) if why else judge(objective, name, run.dir.read_requests())
             shown.event(f"variant {name}: {said(verdicts[name])}")
+    if objective is not None:
+        rows, searched = run.dir.read_requests(), order if objective.ordered else [BASE, *order]
+        found = answer(objective, searched, {name: verdicts.get(name) or judge(objective, name, rows)
+                                             for name in searched})
+        shown.event(f"objective: {found.best or 'no answer'}: {found.why}")
     return unstarted
 
 
