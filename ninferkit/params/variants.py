@@ -112,8 +112,6 @@ class Objective(Section):
         if self.largest and (self.maximize or self.ordered):
             raise ValueError("largest asks for the largest cell that meets the limits; maximize and ordered for the "
                              "best launch: give one")
-        if self.largest and not (self.at_most or self.at_least):
-            raise ValueError(f"largest: {self.largest} needs limits (at_most, at_least) its cells must keep")
         if self.largest and self.largest in self.cell:
             raise ValueError(f"largest: {self.largest} is fixed by cell; leave it out of cell")
         asked = {*self.at_most, *self.at_least, *filter(None, [self.maximize])}

@@ -50,8 +50,7 @@ def _answer(run: RunData, objective: Objective) -> list[Block]:
             + (f" ({number(sum(seconds))} s from their launches to their stops)." if seconds else ".")
             if run.variants else " The base's own cells decide: no launch beyond the base's.")
     said = f"Answer: {found.best}: {found.why}." if found.best else f"No answer: {found.why}."
-    head = (f"Objective: {_goal(objective)} with {_limits(objective)}, at the {objective.sweep} sweep's "
-            f"{_at(objective)}. {said}{took}")
+    head = f"Objective: {_goal(objective)} with {_limits(objective)}, at {_at(objective)}. {said}{took}"
     blocks: list[Block] = [Paragraph(head)]
     if objective.goodput is not None:
         blocks.append(Paragraph(
@@ -90,4 +89,5 @@ def _targets(objective: Objective) -> str:
 
 
 def _at(objective: Objective) -> str:
-    return ", ".join(f"{key}={value}" for key, value in objective.cell.items()) or "every cell"
+    cell = ", ".join(f"{key}={value}" for key, value in objective.cell.items())
+    return f"the {objective.sweep} sweep's {cell}" if cell else f"every cell of the {objective.sweep} sweep"

@@ -195,36 +195,53 @@ def _bracket(order: Sequence[str], verdicts: Mapping[str, Verdict]) -> tuple[int
 
 @dataclass(frozen=True)
 class _Peak:
-    """Where the peak of an ordered `maximize` may lie: order[low..high], and the launches that ruled out the rest
-    (below low: a pair whose figure rises after them; above high: a pair whose figure falls, or a launch that missed
-    the limits, which every later variant then misses too). high < low: the figure is not single-peaked."""
+    """Where the peak of an ordered `maximize` may lie, order[low..high], from the launches' figures (`values`: by
+    index; none where the launch missed the limits, which every later variant then misses too). high < low: the
+    figure is not single-peaked along the order."""
 
     low: int
     high: int
-    below: tuple[str, ...] = ()
-    above: tuple[str, ...] = ()
+    values: dict[int, float]
 
     @staticmethod
     def of(order: Sequence[str], verdicts: Mapping[str, Verdict]) -> _Peak:
-        value = {index: _value(verdicts[name]) for index, name in enumerate(order) if name in verdicts
-                 and (verdicts[name].meets is False or verdicts[name].meets and verdicts[name].score is not None)}
+        values = {index: _value(verdicts[name]) for index, name in enumerate(order) if name in verdicts
+                  and (verdicts[name].meets is False or verdicts[name].meets and verdicts[name].score is not None)}
         low, high = 0, len(order) - 1
-        below: tuple[str, ...] = ()
-        above: tuple[str, ...] = ()
-        for k, v in sorted(value.items()):
-            if v == -math.inf and k - 1 < high:
-                high, above = k - 1, (order[k],)
-        for i, vi in value.items():
-            for j, vj in value.items():
-                if i >= j or -math.inf in (vi, vj):
-                    continue
-                if vi < vj and i + 1 > low:
-                    low, below = i + 1, (order[i], order[j])
-                elif vi > vj and j - 1 < high:
-                    high, above = j - 1, (order[i], order[j])
-                elif vi == vj:
-                    low, high = max(low, i), min(high, j)
-        return _Peak(low, high, below, above)
+        for k, v in values.items():
+            if v == -math.inf:
+                high = min(high, k - 1)
+        for i, j, vi, vj in _pairs(values):
+            if vi < vj:
+                low = max(low, i + 1)
+            elif vi > vj:
+                high = min(high, j - 1)
+            else:
+                low, high = max(low, i), min(high, j)
+        return _Peak(low, high, values)
+
+    def why_not(self, index: int, order: Sequence[str], key: str) -> tuple[str, str] | None:
+        """What ruled out the variant at `index` (outside low..high), in words, and the launch nearest it that did."""
+        if index < self.low:
+            rising = [(i, j) for i, j, vi, vj in _pairs(self.values) if index < i and vi < vj]
+            if rising:
+                i, j = min(rising)
+                return f"{key} rises from {order[i]} to {order[j]}, after it", order[j]
+        if index > self.high:
+            missed = [k for k, v in self.values.items() if k < index and v == -math.inf]
+            falling = [(i, j) for i, j, vi, vj in _pairs(self.values) if j < index and vi > vj]
+            if falling and (not missed or max(falling)[1] > max(missed)):
+                i, j = max(falling, key=lambda pair: (pair[1], pair[0]))
+                return f"{key} falls from {order[i]} to {order[j]}, before it", order[j]
+            if missed:
+                return f"{order[max(missed)]}, earlier in the order, misses the limits", order[max(missed)]
+        return None
+
+
+def _pairs(values: Mapping[int, float]) -> list[tuple[int, int, float, float]]:
+    """Every two measured launches in order, (i, j, their figures), where both met the limits."""
+    found = sorted((index, value) for index, value in values.items() if value != -math.inf)
+    return [(i, j, vi, vj) for a, (i, vi) in enumerate(found) for j, vj in found[a + 1:]]
 
 
 def _value(verdict: Verdict) -> float:
@@ -246,7 +263,7 @@ def answer(objective: Objective, order: Sequence[str], verdicts: Mapping[str, Ve
     outcomes = {name: said(verdict) for name, verdict in verdicts.items() if verdict.meets is not None}
     ruled: dict[str, list[str]] = defaultdict(list)  # a launch -> the variants its verdict spared launching
     if objective.ordered and objective.maximize:
-        found = _climbed(objective, order, verdicts, outcomes, ruled)
+        found = _climbed(objective.maximize, order, verdicts, outcomes, ruled)
     elif objective.ordered:
         found = _bisected(order, verdicts, outcomes, ruled)
     else:
@@ -272,12 +289,15 @@ def _best(objective: Objective, order: Sequence[str], verdicts: Mapping[str, Ver
     best = max(passing, key=lambda verdict: verdict.score if verdict.score is not None else -math.inf)
     if best.score is None:
         return Answer(best.launch, f"meets the limits; no launch has {key}", outcomes)
+    level = [verdict.launch for verdict in passing if verdict is not best and verdict.score == best.score]
     for verdict in passing:
         if verdict is not best and verdict.score is not None:
-            outcomes[verdict.launch] += f"; below {best.launch}'s {key} {best.score:.4g}"
+            than = "level with" if verdict.launch in level else "below"
+            outcomes[verdict.launch] += f"; {than} {best.launch}'s {key} {best.score:.4g}"
     most = "highest" if objective.maximize else "largest"
+    tie = f"; {', '.join(level)} level with it (a tie names the first in order)" if level else ""
     return Answer(best.launch, f"the {most} {key} ({best.score:.4g}) of the {len(passing)} launch(es) that meet "
-                  "the limits", outcomes)
+                  f"the limits{tie}", outcomes)
 
 
 def _bisected(order: Sequence[str], verdicts: Mapping[str, Verdict], outcomes: dict[str, str],
@@ -304,25 +324,19 @@ def _bisected(order: Sequence[str], verdicts: Mapping[str, Verdict], outcomes: d
     return Answer(order[low], f"the last variant in order that meets the limits{bound}", outcomes)
 
 
-def _climbed(objective: Objective, order: Sequence[str], verdicts: Mapping[str, Verdict],
-             outcomes: dict[str, str], ruled: dict[str, list[str]]) -> Answer:
-    """The peak of `maximize` along the order, and what ruled out each variant not launched."""
-    key = objective.maximize
+def _climbed(key: str, order: Sequence[str], verdicts: Mapping[str, Verdict], outcomes: dict[str, str],
+             ruled: dict[str, list[str]]) -> Answer:
+    """The peak of the figure `key` along the order, and what ruled out each variant not launched."""
     peak = _Peak.of(order, verdicts)
     for index, name in enumerate(order):
         if name in outcomes:
             continue
-        if index < peak.low and peak.below:
-            outcomes[name] = f"not launched: {key} rises from {peak.below[0]} to {peak.below[1]}, after it"
-            ruled[peak.below[-1]].append(name)
-        elif index > peak.high and len(peak.above) == 2:
-            outcomes[name] = f"not launched: {key} falls from {peak.above[0]} to {peak.above[1]}, before it"
-            ruled[peak.above[-1]].append(name)
-        elif index > peak.high and peak.above:
-            outcomes[name] = f"not launched: {peak.above[0]}, earlier in the order, misses the limits"
-            ruled[peak.above[0]].append(name)
-        else:
+        ruled_out = peak.why_not(index, order, key)
+        if ruled_out is None:
             outcomes[name] = "not measured"
+        else:
+            outcomes[name], by = f"not launched: {ruled_out[0]}", ruled_out[1]
+            ruled[by].append(name)
     measured = [verdicts[name] for name in order if name in verdicts and verdicts[name].meets]
     best = max(measured, key=_value, default=None)
     if best is None or best.score is None:
@@ -347,5 +361,5 @@ def said(verdict: Verdict) -> str:
     shown = ", ".join(f"{name} {value:.4g}" for name, value in verdict.figures.items()
                       if value is not None and name != "score")
     head = "meets the limits" if verdict.meets else "misses: " + "; ".join(verdict.missed)
-    text = f"{head} ({shown}; {verdict.rows} requests)" if shown else head
+    text = f"{head} ({shown}; {verdict.rows} request{'' if verdict.rows == 1 else 's'})" if shown else head
     return f"{text}: {verdict.detail}" if verdict.detail else text
