@@ -162,9 +162,9 @@ def distribution(samples: Weighted, count: int | None = None) -> dict[str, Any]:
     values merged, weights made probabilities; a percentile is the first value whose cumulative probability
     reaches it (no interpolation), the median p50, the mode the most probable value, the variance the
     population's, the count the sum of the weights (or `count`: a rate's events). For no sample, GuideLLM's own:
-    every figure 0, count 0 (or `count`)."""
+    every figure 0, count 0 (from_values ignores the count it is given then)."""
     if not samples:
-        return EMPTY if not count else EMPTY | {"count": count}
+        return EMPTY
     data = np.asarray(samples, dtype=float)
     values, inverse = np.unique(data[:, 0], return_inverse=True)
     weights = np.zeros_like(values)
@@ -226,7 +226,7 @@ def rate(events: Weighted, start: float, end: float) -> dict[str, Any]:
     data = data[(data[:, 0] >= start) & (data[:, 0] <= end)]
     data = _merged(np.vstack(([[start, 0.0]], data, [[end, 0.0]])))
     if len(data) <= 1:
-        return distribution([], count=len(data))
+        return distribution([])
     times, counts = data[:, 0], data[:, 1]
     middles = (times[1:] + times[:-1]) / 2
     spans = np.empty_like(times)
