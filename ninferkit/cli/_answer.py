@@ -111,14 +111,12 @@ PEER_STATS = (("mean", "mean"), ("median", "p50"), ("p99", "p99"))
 def latency_rows(run_dir: Path) -> list[dict[str, Any]]:
     """Each cell's row of `export --format summary` (interop.summary): latencies in ms, throughput; none where the
     run measured no request."""
-    from ninferkit.interop.source import run_source
+    from ninferkit.interop.source import measured_source
     from ninferkit.interop.summary import summary_row
+    from ninferkit.report.data import load_run
     from ninferkit.report.headline import params_label
-    from ninferkit.rundir.runs import RunDir
 
-    if not any(not row.warmup and row.prefix_role != "seed" for row in RunDir(run_dir).read_requests()):
-        return []
-    source = run_source(run_dir)
+    source = measured_source(load_run(run_dir))
     return [{"label": f"{cell.sweep} {params_label(cell.params)}", **summary_row(source.run_id, cell)}
             for cell in source.cells]
 

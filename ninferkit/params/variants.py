@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.sweeps import LatencyTargets
 
 BASE = "base"
@@ -29,7 +29,8 @@ and the artifact are what every variant shares: another model or build is anothe
 
 
 class Variant(Section):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,39}$",
+    name: str = Field(**shaped(r"^[a-z0-9][a-z0-9._-]{0,39}$",
+                               "1-40 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"),
                       description="names the variant in every row, table and folder (variants/<name>/)")
     set: dict[str, Any] = Field(min_length=1, description="the profile fields it changes, by their dotted path "
                                 "as -p writes them: serve.* or gpu.power_limit_w")

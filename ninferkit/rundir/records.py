@@ -230,7 +230,8 @@ class ServerRecord(RunFile):
     pgid: int | None = None
     process: dict[str, Any] | None = None
     """Who the started process was beyond its reusable pid (server/process.py: process_identity): start_ticks,
-    boot_id, exe; stop signals its group only while that still holds. None: it was gone when asked."""
+    boot_id, exe, host; stop signals its group only while that still holds, and only on that host. None: it was
+    gone when asked."""
     container: str | None = None
     """The Docker container's name, in Docker mode (stop runs `docker stop` on it)."""
     url: str | None = None
