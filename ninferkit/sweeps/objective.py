@@ -55,6 +55,8 @@ class Verdict:
     rows: int = 0
     detail: str = ""
     """With `largest`: the cell that refutes the next one (and any smaller cell that missed)."""
+    limited: bool = True
+    """False where the objective sets no limit (`maximize` alone): the launch is measured, not judged."""
 
     @property
     def score(self) -> float | None:
@@ -126,7 +128,8 @@ def judge(objective: Objective, launch: str, rows: Sequence[RequestRow]) -> Verd
     missed = _missed(objective, figures)
     if objective.maximize:
         figures["score"] = figures[objective.maximize]
-    return Verdict(launch, figures, not missed, missed, sum(row.status == "ok" for row in sent))
+    return Verdict(launch, figures, not missed, missed, sum(row.status == "ok" for row in sent),
+                   limited=bool(objective.at_most or objective.at_least))
 
 
 def _largest(objective: Objective, parameter: str, launch: str, sent: Sequence[RequestRow]) -> Verdict:
@@ -296,8 +299,9 @@ def _best(objective: Objective, order: Sequence[str], verdicts: Mapping[str, Ver
             outcomes[verdict.launch] += f"; {than} {best.launch}'s {key} {best.score:.4g}"
     most = "highest" if objective.maximize else "largest"
     tie = f"; {', '.join(level)} level with it (a tie names the first in order)" if level else ""
-    return Answer(best.launch, f"the {most} {key} ({best.score:.4g}) of the {len(passing)} launch(es) that meet "
-                  f"the limits{tie}", outcomes)
+    among = "that meet the limits" if best.limited else "measured"
+    return Answer(best.launch, f"the {most} {key} ({best.score:.4g}) of the {len(passing)} launch(es) {among}{tie}",
+                  outcomes)
 
 
 def _bisected(order: Sequence[str], verdicts: Mapping[str, Verdict], outcomes: dict[str, str],
@@ -360,6 +364,7 @@ def said(verdict: Verdict) -> str:
     """A verdict in words: met or missed (which limits), with its figures and how many requests decided."""
     shown = ", ".join(f"{name} {value:.4g}" for name, value in verdict.figures.items()
                       if value is not None and name != "score")
-    head = "meets the limits" if verdict.meets else "misses: " + "; ".join(verdict.missed)
+    head = ("meets the limits" if verdict.limited else "measured") if verdict.meets else "misses: " + "; ".join(
+        verdict.missed)
     text = f"{head} ({shown}; {verdict.rows} request{'' if verdict.rows == 1 else 's'})" if shown else head
     return f"{text}: {verdict.detail}" if verdict.detail else text

@@ -78,8 +78,8 @@ def test_the_peak_of_goodput_along_the_order_with_the_launches_it_took() -> None
     assert f"It took 3 of 4 variant launch(es) besides the base ({number(_seconds(GOODPUT))} s" in said
     assert outcomes["slots-1"] == "not launched: goodput_rps rises from slots-2 to slots-4, after it"
     assert outcomes["slots-4"].endswith("; so slots-1 need(s) no launch")
-    for name, value in goodput.items():
-        assert f"goodput_rps {value:.4g}; 8 requests" in outcomes[name]
+    for name, value in goodput.items():  # no limit beside the goodput targets: each launch is measured, not judged
+        assert outcomes[name].startswith(f"measured (goodput_rps {value:.4g}; 8 requests)")
 
 
 def test_the_largest_context_that_keeps_decode_per_launch_with_the_cell_that_refutes_the_next() -> None:
