@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import NinferkitError, ProfileError
-from ninferkit.fleet import slurm, ssh
+from ninferkit.fleet import cluster, slurm, ssh
 from ninferkit.fleet.spec import LoadedFleet
 from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines, write_tasks
 from ninferkit.rundir.runs import utc_now
@@ -31,7 +31,8 @@ def submit(fleet: LoadedFleet, say: Callable[[str], None] = print, dry_run: bool
     running) is not submitted twice. `dry_run`: the checks, then what would run where; nothing written."""
     tasks = plan_tasks(fleet, _root(fleet))
     state = StateDir(fleet.state_dir)
-    check(fleet, tasks)
+    for note in check(fleet, tasks):
+        say(f"note: {note}")
     if dry_run:
         for line in where(fleet, tasks):
             say(line)
@@ -55,16 +56,18 @@ def submit(fleet: LoadedFleet, say: Callable[[str], None] = print, dry_run: bool
     return tasks
 
 
-def check(fleet: LoadedFleet, tasks: Sequence[Task]) -> None:
-    """The cluster has each Slurm host's partition and GRES (sinfo), each SSH host answers with its key and host
-    key within a bound, runs ninferkit and has the GPUs asked for: ProfileError naming every host that does not,
-    before anything is submitted or started."""
+def check(fleet: LoadedFleet, tasks: Sequence[Task]) -> list[str]:
+    """The cluster has what each Slurm host asks on one node (`cluster.check_cluster`: partition, GRES, constraint,
+    memory, pyxis, account and QOS), each SSH host answers with its key and host key within a bound, runs ninferkit
+    and has the GPUs asked for: ProfileError naming every host that does not, before anything is submitted or
+    started. What cannot be checked from here (Slurm decides) comes back as notes, for the user to read."""
     hosts = {task.host for task in tasks if task.via == "slurm"}
-    problems = slurm.cluster_problems([host for host in fleet.spec.hosts if host.name in hosts])
-    problems += ssh.check_hosts(fleet, tasks)
+    checked = cluster.check_cluster([host for host in fleet.spec.hosts if host.name in hosts])
+    problems = checked.problems + ssh.check_hosts(fleet, tasks)
     if problems:
         raise ProfileError(f"{fleet.source}: nothing was submitted or started; {len(problems)} host problem(s):\n"
                            + "\n".join(f"  - {line}" for line in problems))
+    return checked.notes
 
 
 def where(fleet: LoadedFleet, tasks: Sequence[Task]) -> list[str]:

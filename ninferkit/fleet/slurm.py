@@ -14,7 +14,6 @@ still holds the job (MinJobAge). A task Slurm says ended that never wrote its st
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import BadInput, NinferkitError
-from ninferkit.fleet.spec import Host
 from ninferkit.fleet.tasks import StateDir, Task, pending
 from ninferkit.rundir.runs import read_json, utc_now, write_json_atomic
 
@@ -45,7 +43,8 @@ QUEUED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEU
 """A job in these states still holds (or will hold) its task: a second submit would run the task twice."""
 
 
-def _slurm(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def slurm_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """A Slurm command's answer within ANSWER_S; SlurmError when it is not installed or does not answer."""
     if shutil.which(argv[0]) is None:
         raise SlurmError(f"{argv[0]} is not on PATH: this machine is no Slurm submit host (install slurm-client, "
                          "or use via: ssh)")
@@ -56,7 +55,8 @@ def _slurm(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
                          "(slurmctld down, or its host unreachable)") from None
 
 
-def _unreachable(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> SlurmError:
+def unreachable(argv: Sequence[str], done: subprocess.CompletedProcess[str]) -> SlurmError:
+    """A Slurm command that answered with a failure, as the error that names it and its last line."""
     said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
     return SlurmError(f"Slurm is unreachable: `{' '.join(argv[:2])}` exited {done.returncode}: {said}")
 
@@ -131,7 +131,7 @@ def submit(state: StateDir, tasks: Sequence[Task], workdir: Path, held: dict[int
     for number, members in enumerate(groups.values(), len(known)):
         script = state.path / "slurm" / f"array-{number}.sbatch"
         script.write_text(batch_script(state, members, workdir))
-        done = _slurm(["sbatch", "--parsable", str(script)])
+        done = slurm_command(["sbatch", "--parsable", str(script)])
         if done.returncode != 0:
             raise SlurmError(f"sbatch {script} failed (exit {done.returncode}): {done.stderr.strip() or done.stdout}")
         job_id = done.stdout.strip().split(";")[0]
@@ -179,14 +179,15 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
         return {}
     found: dict[str, dict[str, str]] = {}
     argv = ["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%T|%r|%N"]
-    listed = _slurm(argv)
+    listed = slurm_command(argv)
     if listed.returncode != 0 and "Invalid job id" not in listed.stderr:  # (a job the controller forgot)
-        raise _unreachable(argv, listed)
+        raise unreachable(argv, listed)
     if listed.returncode == 0:
         for line in listed.stdout.splitlines():
             job, state_word, reason, node = (line.split("|") + ["", "", "", ""])[:4]
             found[job.strip()] = {"state": state_word, "reason": reason, "node": node}
-    accounted = _slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "-o", "JobID,State,ExitCode,NodeList"])
+    accounted = slurm_command(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "-o",
+                               "JobID,State,ExitCode,NodeList"])
     if accounted.returncode == 0:
         for line in accounted.stdout.splitlines():
             job, state_word, code, node = (line.split("|") + ["", "", "", ""])[:4]
@@ -194,7 +195,7 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
                                    "node": node})
     else:  # no accounting database: the controller's memory of jobs that ended
         for array in arrays:
-            shown = _slurm(["scontrol", "show", "job", "-o", array])
+            shown = slurm_command(["scontrol", "show", "job", "-o", array])
             for line in shown.stdout.splitlines() if shown.returncode == 0 else ():
                 fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
                 job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
@@ -211,7 +212,7 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
 
 def node_states(nodes: set[str]) -> dict[str, str]:
     """sinfo's state of each node (`alloc`, `mix`; a `*` after it: the node is not responding), those it names."""
-    shown = _slurm(["sinfo", "-h", "-N", "-n", ",".join(sorted(nodes)), "-o", "%N|%t"])
+    shown = slurm_command(["sinfo", "-h", "-N", "-n", ",".join(sorted(nodes)), "-o", "%N|%t"])
     pairs = (line.split("|", 1) for line in shown.stdout.splitlines() if "|" in line)
     return {node: state for node, state in pairs} if shown.returncode == 0 else {}
 
@@ -224,98 +225,3 @@ def log_tail(path: Path, lines: int = 8) -> str:
         handle.seek(max(0, os.path.getsize(path) - 16_384))
         text = handle.read().decode(errors="replace")
     return "\n".join(text.splitlines()[-lines:])
-
-
-def cluster_problems(hosts: Sequence[Host]) -> list[str]:
-    """What the cluster lacks for the Slurm hosts (a partition, a GRES type or enough of it on one node, a
-    constraint's features, the memory asked, from `sinfo`; pyxis for a container image, from `srun --help`),
-    before anything is submitted: sbatch would find it only after an earlier array was queued."""
-    if not hosts:
-        return []
-    argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%G|%f|%m"]
-    try:
-        shown = _slurm(argv)
-    except SlurmError as exc:
-        return [f"hosts {', '.join(host.name for host in hosts)}: {exc}"]
-    if shown.returncode != 0:
-        return [f"hosts {', '.join(host.name for host in hosts)}: {_unreachable(argv, shown)}"]
-    nodes: dict[str, dict[str, int]] = {}
-    features: dict[str, set[str]] = {}
-    memory_mb: dict[str, int] = {}
-    partitions: dict[str, set[str]] = {}
-    default: str | None = None
-    for line in shown.stdout.splitlines():
-        node, partition, gres, offered_features, memory = (line.split("|") + ["", "", "", "", ""])[:5]
-        if partition.endswith("*"):
-            partition = default = partition[:-1]
-        partitions.setdefault(partition, set()).add(node)
-        nodes[node] = gres_counts(gres)
-        features[node] = set(offered_features.split(",")) - {"(null)", ""}
-        memory_mb[node] = int(memory) if memory.isdigit() else 0
-    problems = container_problems(hosts)
-    for host in hosts:
-        wanted = host.partition or default
-        if wanted is None or wanted not in partitions:
-            problems.append(f"host {host.name}: the cluster has no partition {wanted!r} (it has "
-                            f"{', '.join(sorted(partitions)) or 'none'})" if host.partition else
-                            f"host {host.name}: the cluster has no default partition; give the host a partition")
-            continue
-        members = sorted(partitions[wanted])
-        if host.gres is not None:
-            name, kind, count = host.gres.split(":")
-            if max((nodes[node].get(f"{name}:{kind}", 0) for node in members), default=0) < int(count):
-                have = "; ".join(f"{node}: {_gres_words(nodes[node])}" for node in members)
-                problems.append(f"host {host.name}: gres {host.gres}: no node of partition {wanted} has {count} "
-                                f"{name} of type {kind} ({have})")
-        if host.constraint is not None:
-            known = set().union(*(features[node] for node in members))
-            unknown = sorted({word for word in re.findall(r"[A-Za-z_.-][A-Za-z0-9_.-]*", host.constraint)}
-                             - known)
-            if unknown:
-                problems.append(f"host {host.name}: constraint {host.constraint}: no node of partition {wanted} "
-                                f"has the feature(s) {', '.join(unknown)} (they have: "
-                                f"{', '.join(sorted(known)) or 'no features'})")
-        if host.mem is not None and mem_mb(host.mem) > max((memory_mb[node] for node in members), default=0):
-            problems.append(f"host {host.name}: mem {host.mem}: no node of partition {wanted} has that much "
-                            f"(the most: {max(memory_mb[node] for node in members)} MB)")
-    return problems
-
-
-def mem_mb(given: str) -> int:
-    """sbatch's --mem as megabytes: a bare number is MB; K, M, G, T suffixes (validated by spec.Host)."""
-    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    unit = given[-1] if given[-1] in scale else "M"
-    return int(int(given.rstrip("KMGT")) * scale[unit])
-
-
-def container_problems(hosts: Sequence[Host]) -> list[str]:
-    """Hosts that ask for a container image on a submit host whose srun has no `--container-image` (the option
-    pyxis, the enroot SPANK plugin, adds): without it the batch script's srun would refuse the option only once
-    the job runs."""
-    wanting = [host for host in hosts if host.container_image]
-    if not wanting:
-        return []
-    shown = _slurm(["srun", "--help"])
-    if "--container-image" in shown.stdout + shown.stderr:
-        return []
-    if shown.returncode != 0:
-        said = (shown.stderr.strip() or shown.stdout.strip() or "no output").splitlines()[-1]
-        return [f"host {host.name}: container_image: `srun --help` failed here ({said}), so pyxis cannot be "
-                "confirmed" for host in wanting]
-    return [f"host {host.name}: container_image {host.container_image} needs pyxis (the enroot plugin for "
-            "Slurm), and `srun --help` here has no --container-image: install enroot and pyxis on the cluster, or "
-            "remove container_image to run the task on the node itself" for host in wanting]
-
-
-def gres_counts(field: str) -> dict[str, int]:
-    """sinfo's %G (`gpu:fakea:3(S:0),gpu:fakeb:1`) as {"gpu:fakea": 3, "gpu:fakeb": 1}."""
-    counts: dict[str, int] = {}
-    for part in field.split(","):
-        pieces = part.split("(")[0].split(":")
-        if len(pieces) == 3 and pieces[2].isdigit():
-            counts[f"{pieces[0]}:{pieces[1]}"] = counts.get(f"{pieces[0]}:{pieces[1]}", 0) + int(pieces[2])
-    return counts
-
-
-def _gres_words(counts: dict[str, int]) -> str:
-    return ", ".join(f"{key}:{value}" for key, value in counts.items()) or "no typed GRES"

@@ -73,10 +73,11 @@ class Host(Section):
                          description="Slurm: --account to charge")
     qos: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.-]{1,64}$", "1-64 letters, digits, '_', '.' or '-'"),
                      description="Slurm: --qos")
-    constraint: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.&|,*\[\]-]{1,256}$",
-                                                  "node feature names joined by & | , * [ ] (a100&ib, [rack1|rack2]), "
-                                                  "at most 256 characters"),
-                                   description="Slurm: --constraint, node features (a100&ib, [rack1|rack2])")
+    constraint: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.&|,*()\[\]-]{1,256}$",
+                                                  "node feature names joined by & | , * ( ) [ ] (a100&ib, "
+                                                  "[rack1|rack2], (a100|h100)&ib), at most 256 characters"),
+                                   description="Slurm: --constraint, node features (a100&ib, [rack1|rack2]), read "
+                                               "left to right as Slurm does")
     mem: str | None = Field(None, **shaped(r"^[1-9][0-9]{0,8}[KMGT]?$",
                                            "a whole number with an optional K, M, G or T (16G)"),
                             description="Slurm: --mem per node (16G; a bare number is megabytes)")

@@ -50,9 +50,10 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-NODES = (("nodea", "fakea", "ib,fast"), ("nodeb", "fakeb", "ib"))
+NODES = (("nodea", "fakea", "ib,fast"), ("nodeb", "fakeb", "ib,big"))
 """The test cluster's nodes, the GPU type each offers (gpu:<type>:3) and its features (for --constraint): a
-fleet's hosts that ask for different types must land on different nodes."""
+fleet's hosts that ask for different types must land on different nodes, and `fast&big` names features of the
+cluster that no one node has (the pair together would satisfy it, which Slurm never counts)."""
 
 
 def namespaces_missing() -> str | None:

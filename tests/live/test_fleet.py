@@ -379,10 +379,12 @@ def _alive(pid: int) -> bool:
 def test_slurm_request_fields_reach_sbatch_and_what_the_cluster_lacks_is_refused(tmp_path: Path,
                                                                                  cluster: SlurmCluster) -> None:
     """account, qos, constraint and mem become #SBATCH lines that the real sbatch parses (the script submitted
-    held, read back with scontrol, cancelled: nothing runs); a constraint no node offers, more memory than any
-    node has, and a container image without pyxis (this machine: srun has only its own --container) are
-    refused before anything is submitted. This cluster has no slurmdbd (AccountingStorageType=none): Slurm keeps
-    the account as given and drops the QOS (QOS=(null)), so neither is checked against sacctmgr here."""
+    held, read back with scontrol, cancelled: nothing runs); a constraint no node offers, one whose features only
+    the two nodes together have (fast on nodea, big on nodeb: Slurm itself refuses `fast&big`, "Requested node
+    configuration is not available"), more memory than any node has, and a container image without pyxis (this
+    machine: srun has only its own --container) are refused by the dry run before anything is submitted. This
+    cluster has no slurmdbd (AccountingStorageType=none): Slurm keeps the account as given and drops the QOS
+    (QOS=(null)), so neither is checked against sacctmgr here."""
     from ninferkit.fleet.slurm import batch_script
     from ninferkit.fleet.spec import load_fleet
     from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
@@ -391,14 +393,18 @@ def test_slurm_request_fields_reach_sbatch_and_what_the_cluster_lacks_is_refused
     host = {"name": "req", "via": "slurm", "gres": "gpu:fakea:1", "profiles": ["params/local-cpu.yaml"],
             "run_root": "runs", "account": "labx", "qos": "high", "constraint": "ib&fast", "mem": "1G"}
     bad = [{**host, "name": "nofeature", "constraint": "ib&nosuch"}, {**host, "name": "toobig", "mem": "64G"},
-           {**host, "name": "image", "container_image": "nvcr.io#nvidia/pytorch:24.05-py3"}]
+           {**host, "name": "image", "container_image": "nvcr.io#nvidia/pytorch:24.05-py3"},
+           {**host, "name": "pair", "gres": None, "constraint": "fast&big"}]
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump({"name": "live-requests", "state_dir": str(tmp_path / "state dir"),
                                     "steps": ["setup"], "hosts": bad}))
-    refused = ninferkit(env, "fleet", "submit", str(path))
-    assert refused.returncode == 2 and "3 host problem(s)" in refused.stderr, refused.stdout + refused.stderr
-    assert "host nofeature: constraint ib&nosuch: no node of partition test has the feature(s) nosuch (they " \
-           "have: fast, ib)" in refused.stderr
+    refused = ninferkit(env, "fleet", "submit", str(path), "--dry-run")
+    assert refused.returncode == 2 and "4 host problem(s)" in refused.stderr, refused.stdout + refused.stderr
+    assert "host nofeature: constraint ib&nosuch: no node of the cluster has the feature(s) nosuch (sbatch refuses " \
+           "it: Invalid feature specification); the nodes of partition test have: nodea has fast, ib; nodeb has " \
+           "big, ib" in refused.stderr
+    assert "host pair: constraint fast&big: no node of partition test satisfies it; nodea has fast, ib; nodeb has " \
+           "big, ib" in refused.stderr
     assert "host toobig: mem 64G: no node of partition test has that much (the most: 4096 MB)" in refused.stderr
     assert "host image: container_image nvcr.io#nvidia/pytorch:24.05-py3 needs pyxis" in refused.stderr
     assert "Traceback" not in refused.stderr and not (tmp_path / "state dir").exists()

@@ -138,7 +138,7 @@ def test_two_tasks_sharing_a_run_directory_are_refused_naming_both(tmp_path: Pat
 
 def test_sinfo_gres_is_read_by_type_and_count() -> None:
     """sinfo's %G as Slurm 22-23 print it (a socket binding in parentheses, several types on one node)."""
-    from ninferkit.fleet.slurm import gres_counts
+    from ninferkit.fleet.cluster import gres_counts
 
     assert gres_counts("gpu:fakea:3(S:0),gpu:fakeb:1") == {"gpu:fakea": 3, "gpu:fakeb": 1}
     assert gres_counts("(null)") == {}
