@@ -3,11 +3,13 @@ find a missing partition, GRES, feature, memory, account or QOS only once an ear
 
 A task runs on one node, so a host's requests are checked node by node: a partition where one node has the GPUs
 and another the features runs nothing (each node is named with what it lacks). The constraint is read as Slurm
-reads it (`constraint.py`).
+reads it (`constraint.py`); the account and QOS against Slurm's accounting database where the cluster keeps one
+(`sacctmgr`), and where it keeps none the dry run says they cannot be checked: sbatch decides.
 """
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -67,7 +69,7 @@ def read_sinfo(text: str) -> Cluster:
 
 
 def check_cluster(hosts: Sequence[Host]) -> Checked:
-    """Every Slurm host against the cluster (sinfo, pyxis): problems refuse the fleet, notes are said."""
+    """Every Slurm host against the cluster (sinfo, pyxis, accounting): problems refuse the fleet, notes are said."""
     checked = Checked()
     if not hosts:
         return checked
@@ -81,6 +83,11 @@ def check_cluster(hosts: Sequence[Host]) -> Checked:
     checked.problems += container_problems(hosts)
     for host in hosts:
         checked.add(host_against(host, cluster))
+    try:
+        checked.add(accounting(hosts))
+    except SlurmError as exc:  # slurmdbd down: slurmctld may still take the job on what it cached
+        checked.notes.append(f"hosts {', '.join(host.name for host in hosts if host.account or host.qos)}: account "
+                             f"and qos could not be checked ({exc}); sbatch decides")
     return checked
 
 
@@ -183,6 +190,87 @@ def _all_and(expression: Expression) -> bool:
 def _features(cluster: Cluster, members: Sequence[str]) -> str:
     return "; ".join(f"{node} has {', '.join(sorted(cluster.nodes[node].features)) or 'no features'}"
                      for node in members)
+
+
+def accounting(hosts: Sequence[Host]) -> Checked:
+    """The hosts' account and QOS against Slurm's accounting database (`sacctmgr`), where the cluster keeps one
+    (`scontrol show config`: AccountingStorageType other than none). Without one they cannot be checked: a note
+    says so (sbatch takes the account as given and drops the QOS). With one, an account that is not one of the
+    user's associations, or a QOS the database lacks or the association does not allow, is a problem where
+    Slurm enforces associations (AccountingStorageEnforce), and a note where it does not."""
+    asking = [host for host in hosts if host.account or host.qos]
+    if not asking:
+        return Checked()
+    config = slurm_config()
+    storage = config.get("AccountingStorageType", "")
+    if not storage or storage.endswith("/none"):
+        return Checked(notes=[
+            f"host {host.name}: {_asked(host)}: this cluster keeps no accounting database (AccountingStorageType="
+            f"{storage or 'unset'}), so they cannot be checked before submitting; sbatch decides (without one, "
+            "Slurm keeps the account as given and drops the QOS)" for host in asking])
+    user = getpass.getuser()
+    associations = _sacctmgr(["show", "assoc", "where", f"users={user}", "format=Account,Partition,QOS"])
+    known_qos = {line.split("|")[0] for line in _sacctmgr(["show", "qos", "format=Name"])}
+    enforce = set(config.get("AccountingStorageEnforce", "none").lower().split(","))
+    enforced = bool(enforce & {"associations", "limits", "qos", "safe"})
+    checked = Checked()
+    for host in asking:
+        wrong = account_words(host, user, associations, known_qos)
+        if wrong:
+            words = f"host {host.name}: {'; '.join(wrong)}"
+            if enforced:
+                checked.problems.append(f"{words} (sacctmgr; sbatch refuses it: AccountingStorageEnforce="
+                                        f"{','.join(sorted(enforce))})")
+            else:
+                checked.notes.append(f"{words} (sacctmgr); this cluster does not enforce associations "
+                                     "(AccountingStorageEnforce=none), so sbatch will take it")
+    return checked
+
+
+def account_words(host: Host, user: str, associations: list[str], known_qos: set[str]) -> list[str]:
+    """What is wrong with a host's account and QOS, from `sacctmgr -nP show assoc` lines (Account|Partition|QOS)
+    and the QOS names the database has."""
+    rows = [(line.split("|") + ["", "", ""])[:3] for line in associations]
+    if host.partition is not None:
+        rows = [row for row in rows if row[1] in ("", host.partition)]
+    wrong = []
+    accounts = sorted({row[0] for row in rows})
+    if host.account and host.account not in accounts:
+        wrong.append(f"account {host.account} is not one of {user}'s associations"
+                     f"{' in partition ' + host.partition if host.partition else ''} (they are: "
+                     f"{', '.join(accounts) or 'none'})")
+    if host.qos and host.qos not in known_qos:
+        wrong.append(f"qos {host.qos} is not a QOS of this cluster (it has: {', '.join(sorted(known_qos)) or 'none'})")
+    elif host.qos:
+        allowed = {qos for row in rows if not host.account or row[0] == host.account for qos in row[2].split(",")
+                   if qos}
+        if allowed and host.qos not in allowed:
+            wrong.append(f"qos {host.qos} is not allowed to {user}'s association"
+                         f"{' with account ' + host.account if host.account else ''} (it allows: "
+                         f"{', '.join(sorted(allowed))})")
+    return wrong
+
+
+def _asked(host: Host) -> str:
+    return ", ".join(f"{name} {value}" for name, value in (("account", host.account), ("qos", host.qos)) if value)
+
+
+def _sacctmgr(words: list[str]) -> list[str]:
+    argv = ["sacctmgr", "-nP", *words]
+    done = slurm_command(argv)
+    if done.returncode != 0:
+        raise unreachable(argv, done)
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def slurm_config() -> dict[str, str]:
+    """`scontrol show config` as its settings (`Name = value` lines)."""
+    argv = ["scontrol", "show", "config"]
+    done = slurm_command(argv)
+    if done.returncode != 0:
+        raise unreachable(argv, done)
+    pairs = (line.split("=", 1) for line in done.stdout.splitlines() if " = " in line)
+    return {name.strip(): value.strip() for name, value in pairs}
 
 
 def mem_mb(given: str) -> int:

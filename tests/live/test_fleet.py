@@ -384,7 +384,7 @@ def test_slurm_request_fields_reach_sbatch_and_what_the_cluster_lacks_is_refused
     configuration is not available"), more memory than any node has, and a container image without pyxis (this
     machine: srun has only its own --container) are refused by the dry run before anything is submitted. This
     cluster has no slurmdbd (AccountingStorageType=none): Slurm keeps the account as given and drops the QOS
-    (QOS=(null)), so neither is checked against sacctmgr here."""
+    (QOS=(null)), and the dry run says neither can be checked (sacctmgr answers nothing without slurmdbd)."""
     from ninferkit.fleet.slurm import batch_script
     from ninferkit.fleet.spec import load_fleet
     from ninferkit.fleet.tasks import StateDir, plan_tasks, write_tasks
@@ -411,6 +411,10 @@ def test_slurm_request_fields_reach_sbatch_and_what_the_cluster_lacks_is_refused
 
     path.write_text(yaml.safe_dump({"name": "live-requests", "state_dir": str(tmp_path / "state dir"),
                                     "steps": ["setup"], "hosts": [host]}))
+    dry = ninferkit(env, "fleet", "submit", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "note: host req: account labx, qos high: this cluster keeps no accounting database (AccountingStorageType=" \
+           "accounting_storage/none), so they cannot be checked before submitting; sbatch decides" in dry.stdout
     fleet = load_fleet(path, root=REPO)
     tasks = plan_tasks(fleet, lambda each: each.run_root)
     write_tasks(fleet, tasks)
