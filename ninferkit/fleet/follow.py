@@ -41,11 +41,10 @@ def submit(fleet: LoadedFleet, say: Callable[[str], None] = print, dry_run: bool
     held = slurm.queued(state, tasks) if state.slurm.exists() else {}
     for index, job in sorted(held.items()):
         say(f"slurm: task {index} is still held by job {job}; not submitted again")
-    if state.slurm.exists():  # a task on a lost node may still be measuring there: a second copy would double it
-        for index, found in slurm_statuses(state, tasks).items():
-            if found is not None and found.state == "lost":
-                held[index] = "lost"
-                say(f"slurm: task {index} is not submitted again: {found.reason}")
+    if state.slurm.exists():
+        for index, reason in lost_tasks(slurm_statuses(state, tasks)).items():
+            held[index] = "lost"
+            say(f"slurm: task {index} is not submitted again: {reason}")
     for entry in slurm.submit(state, tasks, Path.cwd(), held):
         say(f"slurm: job array {entry['job_id']} (tasks {', '.join(map(str, entry['tasks']))}; "
             f"gres {entry['gres'] or 'none'}; script {entry['script']})")
@@ -112,13 +111,8 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
         slurm_state = word.get("state", "")
         if held is not None and slurm_state in slurm.QUEUED:
             held.add(task.index)
-        if slurm_state == "NODE_FAIL" and status is not None and status.state in ("running", "pending") \
-                and word.get("node_state", "*").endswith("*"):  # shown, not written: it may still be measuring
-            status = status.model_copy(update={"state": "lost", "reason": (
-                f"Slurm lost its node {word.get('node') or status.node} (NODE_FAIL: it stopped answering) while the "
-                "task ran; it may still run there, unreachable, or "
-                "have died with the node. Slurm does not run it again (--no-requeue); when the node answers again "
-                "Slurm ends what is left of it, and `fleet submit` resumes it, keeping its finished cells")})
+        if (lost := seen_lost(status, word)) is not None:  # shown, not written: it may still be measuring
+            status = lost
         elif slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
             shown = status or TaskStatus(index=task.index, host=task.host, state="failed")
             status = shown.model_copy(update={
@@ -144,6 +138,27 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
                                 reason=f"Slurm: {slurm_state} {word.get('reason', '')}".strip())
         found[task.index] = status
     return found
+
+
+def seen_lost(status: TaskStatus | None, word: dict[str, str]) -> TaskStatus | None:
+    """A task that says it runs (or waits) on a node Slurm declared failed (NODE_FAIL) and that still does not
+    answer (sinfo's `*`), as `lost`: it may still be measuring there. None for any other task."""
+    if word.get("state") != "NODE_FAIL" or status is None or status.state not in ("running", "pending") \
+            or not word.get("node_state", "*").endswith("*"):
+        return None
+    return status.model_copy(update={"state": "lost", "reason": (
+        f"Slurm lost its node {word.get('node') or status.node} (NODE_FAIL: it stopped answering) while the "
+        "task ran; it may still run there, unreachable, or "
+        "have died with the node. Slurm does not run it again (--no-requeue); when the node answers again "
+        "Slurm ends what is left of it, and `fleet submit` resumes it, keeping its finished cells")})
+
+
+def lost_tasks(found: dict[int, TaskStatus | None]) -> dict[int, str]:
+    """The tasks `fleet submit` leaves alone because their node is lost, with why: a second copy beside one still
+    measuring, unreachable, would measure its cells twice. Once the node answers and the task has ended, it is
+    submitted again and resumes."""
+    return {index: status.reason or "lost" for index, status in found.items()
+            if status is not None and status.state == "lost"}
 
 
 INTERRUPTED_BY = {

@@ -196,11 +196,8 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     else:  # no accounting database: the controller's memory of jobs that ended
         for array in arrays:
             shown = slurm_command(["scontrol", "show", "job", "-o", array])
-            for line in shown.stdout.splitlines() if shown.returncode == 0 else ():
-                fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-                job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
-                found.setdefault(job, {"state": fields.get("JobState", ""), "exit_code": fields.get("ExitCode", ""),
-                                       "node": fields.get("NodeList", ""), "reason": fields.get("Reason", "")})
+            for job, word in (scontrol_jobs(shown.stdout, array) if shown.returncode == 0 else {}).items():
+                found.setdefault(job, word)
     mine = {index: found[job] for index, job in ids.items() if job in found}
     watched = {word["node"] for word in mine.values() if word["state"] in ("RUNNING", "NODE_FAIL") and word["node"]}
     nodes = node_states(watched) if watched else {}
@@ -210,11 +207,28 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     return mine
 
 
+def scontrol_jobs(text: str, array: str) -> dict[str, dict[str, str]]:
+    """`scontrol show job -o ARRAY`'s lines as Slurm's word on each element (`<array>_<task>`): state, exit code,
+    node and reason."""
+    found = {}
+    for line in text.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
+        found[job] = {"state": fields.get("JobState", ""), "exit_code": fields.get("ExitCode", ""),
+                      "node": fields.get("NodeList", ""), "reason": fields.get("Reason", "")}
+    return found
+
+
 def node_states(nodes: set[str]) -> dict[str, str]:
     """sinfo's state of each node (`alloc`, `mix`; a `*` after it: the node is not responding), those it names."""
     shown = slurm_command(["sinfo", "-h", "-N", "-n", ",".join(sorted(nodes)), "-o", "%N|%t"])
-    pairs = (line.split("|", 1) for line in shown.stdout.splitlines() if "|" in line)
-    return {node: state for node, state in pairs} if shown.returncode == 0 else {}
+    return sinfo_node_states(shown.stdout) if shown.returncode == 0 else {}
+
+
+def sinfo_node_states(text: str) -> dict[str, str]:
+    """`sinfo -h -N -o %N|%t`'s lines as each node's state."""
+    pairs = (line.split("|", 1) for line in text.splitlines() if "|" in line)
+    return {node: state.strip() for node, state in pairs}
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
