@@ -1,8 +1,9 @@
 """`ninferkit fleet submit|status|collect FLEET`: a lab's hosts, each running its profile through Slurm or SSH.
 
-`submit` checks the fleet file, every host's profile and every host (Slurm's partitions, GRES, features and
-memory, pyxis for an image, each SSH host reached with its key and host key; nothing starts anywhere when one
-is refused; `--dry-run` stops there and prints what would run where), then submits the Slurm tasks as sbatch
+`submit` checks the fleet file, every host's profile and every host (Slurm's partitions, and GRES, constraint
+and memory on one node, pyxis for an image, account and QOS where the cluster keeps accounting, each SSH host
+reached with its key and host key; nothing starts anywhere when one is refused, and what cannot be checked is said
+as a note; `--dry-run` stops there and prints what would run where), then submits the Slurm tasks as sbatch
 job arrays and starts the SSH hosts' tasks in the background there; again, it resumes only what has no finished
 run and no job holding it. `status` says where each task stands (a host that does not answer within its bound:
 `unknown`, with its reason, beside the others; `--watch` again at a bound until every task ended); `collect`
@@ -37,8 +38,8 @@ def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
         add_quiet_arg(action)
         if name == "submit":
             action.add_argument("--dry-run", action="store_true",
-                                help="check every host (Slurm's partitions and GRES, SSH keys and hosts), print "
-                                     "what would run where; submit nothing")
+                                help="check every host (Slurm's partitions, GRES, constraint, memory, account and "
+                                     "QOS; SSH keys and hosts), print what would run where; submit nothing")
         if name == "status":
             output = action.add_mutually_exclusive_group()
             output.add_argument("--json", action="store_true", help="print the tasks as JSON")
