@@ -211,16 +211,14 @@ def accounting(hosts: Sequence[Host]) -> Checked:
     user = getpass.getuser()
     associations = _sacctmgr(["show", "assoc", "where", f"users={user}", "format=Account,Partition,QOS"])
     known_qos = {line.split("|")[0] for line in _sacctmgr(["show", "qos", "format=Name"])}
-    enforce = set(config.get("AccountingStorageEnforce", "none").lower().split(","))
-    enforced = bool(enforce & {"associations", "limits", "qos", "safe"})
+    enforce = config.get("AccountingStorageEnforce", "none")
     checked = Checked()
     for host in asking:
         wrong = account_words(host, user, associations, known_qos)
         if wrong:
             words = f"host {host.name}: {'; '.join(wrong)}"
-            if enforced:
-                checked.problems.append(f"{words} (sacctmgr; sbatch refuses it: AccountingStorageEnforce="
-                                        f"{','.join(sorted(enforce))})")
+            if enforces_associations(config):
+                checked.problems.append(f"{words} (sacctmgr; sbatch refuses it: AccountingStorageEnforce={enforce})")
             else:
                 checked.notes.append(f"{words} (sacctmgr); this cluster does not enforce associations "
                                      "(AccountingStorageEnforce=none), so sbatch will take it")
@@ -264,13 +262,25 @@ def _sacctmgr(words: list[str]) -> list[str]:
 
 
 def slurm_config() -> dict[str, str]:
-    """`scontrol show config` as its settings (`Name = value` lines)."""
+    """`scontrol show config`'s settings."""
     argv = ["scontrol", "show", "config"]
     done = slurm_command(argv)
     if done.returncode != 0:
         raise unreachable(argv, done)
-    pairs = (line.split("=", 1) for line in done.stdout.splitlines() if " = " in line)
+    return config_settings(done.stdout)
+
+
+def config_settings(text: str) -> dict[str, str]:
+    """`scontrol show config`'s `Name = value` lines as settings."""
+    pairs = (line.split("=", 1) for line in text.splitlines() if " = " in line)
     return {name.strip(): value.strip() for name, value in pairs}
+
+
+def enforces_associations(config: dict[str, str]) -> bool:
+    """Whether sbatch refuses an account outside the user's associations and a QOS they do not allow
+    (AccountingStorageEnforce with associations, or limits, qos or safe, which imply it)."""
+    enforce = set(config.get("AccountingStorageEnforce", "none").lower().split(","))
+    return bool(enforce & {"associations", "limits", "qos", "safe"})
 
 
 def mem_mb(given: str) -> int:

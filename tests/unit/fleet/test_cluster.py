@@ -1,7 +1,8 @@
 """A Slurm host's requests against the cluster's nodes, one node at a time, from sinfo's lines: the constraint read
 as Slurm 22.05 reads it (left to right, no precedence; each reading below was put to the fleet tests' real
 slurmctld with `sbatch -w <node> -C ...`, which ran or refused it alike), and GPUs, features and memory that exist
-only on different nodes refused, since a task runs on one."""
+only on different nodes refused, since a task runs on one; an account and QOS judged from a real slurmdbd's
+answers, as sbatch judged them there."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from typing import Any
 
 import pytest
 
-from ninferkit.fleet.cluster import Checked, host_against, read_sinfo
+from ninferkit.fleet.cluster import (
+    Checked,
+    account_words,
+    config_settings,
+    enforces_associations,
+    host_against,
+    read_sinfo,
+)
 from ninferkit.fleet.constraint import ConstraintSyntax, parse, spelled
 from ninferkit.fleet.spec import Host
+from tests.conftest import REPO
 
 SINFO = "nodea|test*|gpu:fakea:3|ib,fast|4096\nnodeb|test*|gpu:fakeb:3(S:0)|ib,big|8192\nnodec|cpu|(null)|(null)|2048\n"
 """`sinfo -h -N -o '%N|%P|%G|%f|%m'`: the first two lines as the live test cluster prints them (tests/live/daemons.py),
@@ -107,3 +116,34 @@ def test_counts_the_partition_cannot_meet_are_refused_and_others_left_to_slurm()
         checked = against(constraint=counted)
         assert checked.problems == [] and len(checked.notes) == 1, checked
         assert "which nodes that will be is not evaluated here (sbatch decides)" in checked.notes[0]
+
+
+ACCOUNTING = REPO / "tests" / "data" / "slurm_accounting"
+
+
+@pytest.mark.parametrize(("account", "qos", "wrong"), [
+    ("labx", "high", ""),
+    ("laby", "high", "account laby is not one of root's associations (they are: labx, root)"),
+    ("labx", "low", "qos low is not allowed to root's association with account labx (it allows: high, normal)"),
+    ("labx", "nosuch", "qos nosuch is not a QOS of this cluster (it has: high, low, normal)"),
+    ("nosuch", None, "account nosuch is not one of root's associations (they are: labx, root)"),
+])
+def test_account_and_qos_are_judged_as_sbatch_judged_them(account: str, qos: str | None, wrong: str) -> None:
+    """Against a real slurmdbd's answers (tests/data/slurm_accounting): each pair sbatch refused is named, the
+    one it took is not, and the cluster enforces associations, so a wrong one refuses the fleet."""
+    config = config_settings((ACCOUNTING / "scontrol-show-config.txt").read_text())
+    assert config["AccountingStorageType"] == "accounting_storage/slurmdbd" and enforces_associations(config)
+    host = Host.model_validate({"name": "h", "via": "slurm", "profiles": ["p.yaml"], "run_root": "runs",
+                                "account": account, "qos": qos})
+    associations = (ACCOUNTING / "sacctmgr-show-assoc.txt").read_text().splitlines()
+    known_qos = set((ACCOUNTING / "sacctmgr-show-qos.txt").read_text().split())
+    assert "; ".join(account_words(host, "root", associations, known_qos)) == wrong
+    flags = f" --qos={qos}" if qos else ""
+    said = (ACCOUNTING / "sbatch.txt").read_text().split(f"--account={account}{flags} --wrap true\n")[1]
+    assert said.startswith("exit 0" if not wrong else "exit 1: sbatch: error: Batch job submission failed: Invalid")
+
+
+def test_without_enforcement_a_wrong_account_is_not_refused() -> None:
+    assert not enforces_associations({"AccountingStorageEnforce": "none"})
+    assert not enforces_associations({})
+    assert enforces_associations({"AccountingStorageEnforce": "safe"})
