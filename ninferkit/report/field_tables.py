@@ -130,13 +130,22 @@ def _lanes(run: RunData) -> list[Block]:
                       number(row.ttft_s_server),
                       number(queued), number(row.prefill_tok_s_server), number(row.completion_tokens),
                       number(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
+    shown = lines if len(lines) <= 2 * LANES_AT_EACH_END else \
+        [*lines[:LANES_AT_EACH_END], *lines[-LANES_AT_EACH_END:]]
+    cut = (f" The first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(lines)} lanes in the order "
+           f"admitted; the other {len(lines) - len(shown)} are rows of requests.jsonl." if len(shown) < len(lines)
+           else "")
     cell = rows[0].cell or {}
     caption = (f"requests.jsonl with the engine's record: the concurrency cell of {cell.get('concurrency')} clients at "
                f"{number(cell.get('prompt_tokens'))} prompt tokens. TTFT and queueing are the engine's (queued: "
                f"{', '.join(sorted(how)) or 'not recorded'}); wall is the client's, send to last byte. A lane without "
-               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why).")
+               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why)." + cut)
     return [title, Table(("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
-                          "output tokens", "wall, s (client)", "status"), tuple(lines), caption)]
+                          "output tokens", "wall, s (client)", "status"), tuple(shown), caption)]
+
+
+LANES_AT_EACH_END = 4
+"""A post shows the first and the last lanes admitted (how the queue grew); a 32-lane table is raw detail."""
 
 
 def _count(values: dict[str, Any], name: str) -> int | None:

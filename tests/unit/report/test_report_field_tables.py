@@ -23,6 +23,7 @@ from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA, REPO
+from tests.unit.report.test_report import whole
 
 LIVE = DATA / "ninfer_live" / "g1-h200-v100flags"
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
@@ -89,13 +90,13 @@ def live_post(tmp_path: Path) -> str:
     outcomes = latest_outcomes(folder, run_servings(folder))
     rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
     save_tables(folder, {kind.name: sweep_table(kind.name, rows, outcomes, telemetry, "mtp") for kind in kinds()})
-    return write_report(run_dir).markdown.read_text()
+    return whole(write_report(run_dir))
 
 
 def example_post(tmp_path: Path) -> str:
     run_dir = tmp_path / "example"
     shutil.copytree(EXAMPLE, run_dir, ignore=shutil.ignore_patterns("report"))
-    return write_report(run_dir).markdown.read_text()
+    return whole(write_report(run_dir))
 
 
 @pytest.fixture(scope="module")
