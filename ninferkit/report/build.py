@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.deploy.service import command, plan
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
-from ninferkit.host.findings import environment_rows
+from ninferkit.host.findings import environment_rows, topology_pairs
 from ninferkit.measure.latency import recorded_itl
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
@@ -265,6 +265,9 @@ def _environment(run: RunData) -> Section:
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]
     blocks: list[Any] = [Table(("fact", "value"), tuple(rows))]
+    if topology_pairs(facts):
+        blocks += [Paragraph("`nvidia-smi topo -m`, as it printed the GPUs:"),
+                   Code("\n".join(facts.gpu_topology.lines))]
     if findings:
         blocks += [Paragraph("Setup findings:"), Bullets(tuple(findings))]
     return Section("Environment", blocks)

@@ -1,6 +1,6 @@
 """Renderers, registered by name: each turns a Document into one file in the report folder.
 
-`markdown` writes index.md (figures linked from figures/); `html` writes one self-contained
+`markdown` writes <stem>.md (index, or the appendix; figures linked from figures/); `html` one self-contained
 index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
 from loading anything, so it opens offline and never calls out. Both open with the same table of
 contents, linking each section by the anchor GitHub gives its heading (`anchor`), which the HTML

@@ -102,6 +102,16 @@ class KernelLog(RecordPart):
     lines: list[str] = []
 
 
+class GpuTopology(RecordPart):
+    """`nvidia-smi topo -m` (host/evidence.py: gpu_topology): its GPU matrix as printed and each pair's connection
+    (`links["GPU0"]["GPU1"] == "NV4"`); source None: not read, `reason` says why."""
+
+    source: str | None = None
+    reason: str | None = None
+    lines: list[str] = []
+    links: dict[str, dict[str, str]] = {}
+
+
 class DriverPackage(RecordPart):
     name: str | None = None
     version: str | None = None
@@ -151,6 +161,7 @@ class ProbeFacts(RecordPart):
     kernel_module: KernelModule = Field(default_factory=KernelModule)
     kernel_log: KernelLog = Field(default_factory=KernelLog)
     driver_packages: DriverPackages = Field(default_factory=DriverPackages)
+    gpu_topology: GpuTopology = Field(default_factory=GpuTopology)
     cuda_toolkit: CudaToolkit = Field(default_factory=CudaToolkit)
     docker: DockerFacts = Field(default_factory=DockerFacts)
     cpu: CpuFacts = Field(default_factory=CpuFacts)
