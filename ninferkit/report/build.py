@@ -418,19 +418,21 @@ def _acceptance(run: RunData) -> list[Section]:
     if run.server is None:
         return [Section("Acceptance checks",
                         [Note("No server.json: the launch step (02_launch) produced no data.")])]
-    rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds), _detail(c.detail))
-                 for c in run.server.checks)
+    rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds)) for c in run.server.checks)
+    details = tuple((str(c.name), _detail(c.detail)) for c in run.server.checks)
     blocks: list[Any] = [Paragraph(
         f"Server state {run.server.state} at {run.server.url}, checked when the run attached to it (not started by "
         "ninferkit)." if run.server.external
         else f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
-    blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
+    blocks.append(Table(("check", "result", "seconds"), rows, "What each check saw: the appendix.") if rows
                   else Paragraph("The server recorded no acceptance checks."))
-    ledger = [Section("Appendix: the startup ledger", [Table(
+    appendices = [Section("Appendix: the acceptance checks' answers", [Table(("check", "detail"), details)],
+                      appendix=True)] if details else []
+    appendices += [Section("Appendix: the startup ledger", [Table(
         ("startup ledger", "value"), _ledger_rows(run.ledger),
         f"Numbers the server printed while starting (memory in MiB/GiB; a resolution is how finely the printed "
         f"figures pin a value), read from {run.ledger_source}.")], appendix=True)] if run.ledger else []
-    return [Section("Acceptance checks", blocks), *ledger]
+    return [Section("Acceptance checks", blocks), *appendices]
 
 
 def _ledger_rows(ledger: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -533,8 +535,8 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> list[Section]:
             detail += views
         else:
             blocks += views
-    if any("decode_tok_s_engine_peak" in frame.columns for frame in run.tables.values()):
-        blocks.append(Paragraph(_engine_windows_note(run.tables)))
+    if (windows := _engine_windows_note(run.tables)) is not None:
+        blocks.append(Paragraph(windows))
     if not run.tables:
         blocks.append(Note("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
     comparison = run.llama_bench.comparison if run.llama_bench else []
@@ -559,8 +561,11 @@ BENCH_COLUMNS = {"prompt_tokens": "prompt tokens", "prefill_tok_s_server": "pref
 """llama_bench.json's comparison fields in words."""
 
 
-def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
-    """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak)."""
+def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str | None:
+    """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak), or why
+    it holds no rate; None where the engine printed no window during any cell (nothing to explain)."""
+    if not any("decode_tok_s_engine_peak" in frame.columns for frame in tables.values()):
+        return None
     lengths = pd.to_numeric(pd.concat([frame["engine_window_s"] for frame in tables.values()
                                        if "engine_window_s" in frame.columns]), errors="coerce").dropna()
     window = lengths.median() if len(lengths) else None  # none measured: no median of nothing (numpy warns)
@@ -569,6 +574,10 @@ def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
                 for frame in tables.values() if "engine_windows_mixed" in frame.columns)
     alone = sum(int(pd.to_numeric(frame["engine_windows"], errors="coerce").fillna(0).sum())
                 for frame in tables.values() if "engine_windows" in frame.columns)
+    peaks = any(frame["decode_tok_s_engine_peak"].notna().any() for frame in tables.values()
+                if "decode_tok_s_engine_peak" in frame.columns)
+    if not (peaks or mixed or alone):
+        return None
     counted = (f" Over the cells, {alone} windows only decoded and {mixed} decoded beside a prefill"
                + (": no engine mean or peak is shown, since every window that decoded also prefilled (outputs too "
                   "short to fill one; the tables' engine_decode_note says how short)." if mixed and not alone else

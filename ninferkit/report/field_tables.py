@@ -48,10 +48,22 @@ def _value(frame: pd.DataFrame, index: int, name: str) -> Any:
 
 
 def _decode_mtp(frame: pd.DataFrame, index: int) -> str:
+    """The cell's decode rate, with its acceptance where the table has any (a run without speculation has none, and a
+    column of "/ —" would say nothing)."""
     decode, share = _value(frame, index, "decode_tok_s_server_median"), _value(frame, index, "acceptance_server_median")
     if decode is None:
         return NONE
+    if not _speculated(frame):
+        return number(decode)
     return number(decode) + (f" / {100 * float(share):.0f}%" if share is not None else " / —")
+
+
+def _speculated(frame: pd.DataFrame) -> bool:
+    return "acceptance_server_median" in frame.columns and bool(frame["acceptance_server_median"].notna().any())
+
+
+def _decode_header(frame: pd.DataFrame) -> str:
+    return "decode tok/s (server)" + (" / acceptance" if _speculated(frame) else "")
 
 
 def _own_speculation(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -77,7 +89,7 @@ def tasks_by_depth(run: RunData) -> list[Block]:
         outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
         rows.append((str(name), " / ".join(sorted(outputs)),
                      *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
-    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: decode tok/s (server) / acceptance"
+    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: {_decode_header(tasks)}"
                                                              for d in depths)), tuple(rows),
                                  "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
                                  "context depth (seed 000 §2.3's layout).")]
@@ -317,7 +329,7 @@ def coding_and_agent(run: RunData) -> list[Block]:
                       _decode_mtp(tasks, i), number(_value(tasks, i, "tokens_per_round_server_median"))]
         rows.append((number(depth), *shown))
     columns = [f"{name}: {column}" for name in scenarios for column in
-               ("prompt tokens", "TTFT, s (server)", "decode tok/s (server) / acceptance", "tokens per round")]
+               ("prompt tokens", "TTFT, s (server)", _decode_header(tasks), "tokens per round")]
     blocks: list[Block] = [Table(("depth", *columns), tuple(rows),
                                  "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
                                  "003's layout); TTFT is the engine's prompt time, tokens per round the engine's.")]
