@@ -17,7 +17,7 @@ import pytest
 
 from ninferkit.cli import main as cli_main
 from ninferkit.errors import BadInput, NinferkitError
-from ninferkit.report import Report, headline, load_run, renderers, write_report
+from ninferkit.report import headline, load_run, renderers, write_report
 from ninferkit.report.caveats import caveats
 from ninferkit.report.data import RunData
 from ninferkit.report.fmt import number
@@ -25,7 +25,7 @@ from ninferkit.report.recipe import launch_flags
 from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
 from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.sweeps.tables import save_tables
-from tests.conftest import DATA, LOCAL_CPU, REPO
+from tests.conftest import DATA, LOCAL_CPU, REPO, whole
 
 RUNS = DATA / "run_dirs"
 RUN_A, RUN_B = "embedded-1", "embedded-2"
@@ -51,11 +51,6 @@ def markdown_table(text: str, heading: str, index: int = 0) -> list[dict[str, st
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
             for line in lines[2:]]
-
-
-def whole(report: Report) -> str:
-    """The post (index.md) and its appendix (appendix.md) as one text: each heading is in one or the other."""
-    return report.markdown.read_text() + "\n" + report.appendix["markdown"].read_text()
 
 
 BY_LENGTH = "Appendix: headline figures by prompt length"

@@ -22,8 +22,7 @@ from ninferkit.rundir.runs import RunDir
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.kinds import kinds
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
-from tests.conftest import DATA, REPO
-from tests.unit.report.test_report import whole
+from tests.conftest import DATA, REPO, whole
 
 LIVE = DATA / "ninfer_live" / "g1-h200-v100flags"
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"

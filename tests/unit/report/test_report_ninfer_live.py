@@ -21,8 +21,8 @@ from ninferkit.report.fmt import number
 from ninferkit.rundir.runs import RunDir
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
-from tests.conftest import DATA
-from tests.unit.report.test_report import SOURCES, markdown_table, whole
+from tests.conftest import DATA, whole
+from tests.unit.report.test_report import SOURCES, markdown_table
 
 LIVE = DATA / "ninfer_live"
 GIB = 2**30

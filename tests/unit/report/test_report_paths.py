@@ -18,8 +18,7 @@ import pytest
 
 from ninferkit.report import load_run, write_report
 from ninferkit.report.paths import machine_paths
-from tests.conftest import DATA, REPO
-from tests.unit.report.test_report import whole
+from tests.conftest import DATA, REPO, whole
 
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
 LIVE = DATA / "ninfer_live"

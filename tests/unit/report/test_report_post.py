@@ -23,8 +23,8 @@ from ninferkit.report import write_report
 from ninferkit.report.data import load_run
 from ninferkit.report.field_tables import whole_decode
 from ninferkit.report.lead import prefill_is_overhead
-from tests.conftest import DATA, REPO
-from tests.unit.report.test_report import markdown_table, whole
+from tests.conftest import DATA, REPO, whole
+from tests.unit.report.test_report import markdown_table
 
 LIVE = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
 VLLM = REPO / "docs" / "examples" / "h200-vllm"
