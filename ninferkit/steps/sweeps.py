@@ -38,6 +38,7 @@ from ninferkit.rundir.records import CellEntry, RequestRow
 from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_serving
 from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.server import process as server
+from ninferkit.steps import preflight
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
@@ -278,17 +279,9 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telem
 
 
 def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
-    section = run.profile.sweeps.ab
-    if AB not in kinds or not (section.enabled or explicit):
+    if AB not in kinds or not (run.profile.sweeps.ab.enabled or explicit):
         return None
-    if not section.baseline_run_dir:
-        raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
-                           "profile's sweep (run the same plan there first)")
-    path = Path(section.baseline_run_dir).expanduser().resolve()
-    if not RunDir(path).requests.exists():
-        raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
-                           "run the sweeps against the other profile into that directory first")
-    return RunDir(path)
+    return preflight.ab_baseline(run.profile)
 
 
 @contextmanager
