@@ -70,7 +70,8 @@ class SearchResult:
                 "answer_context_per_slot": per_slot, "server_kv_tokens": reported[-1] if reported else None,
                 "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
                 "bounded_by": self.bounded_by, "shared_pool": self.shared_pool,
-                "refused_kv_tokens": self.refused_tokens, "refused_by": self.refused_by, "step_tokens": self.step_tokens,
+                "refused_kv_tokens": self.refused_tokens, "refused_by": self.refused_by,
+                "step_tokens": self.step_tokens,
                 "memory_allows_kv_tokens": None if self.memory_allows is None else [
                     None if v is None else int(v) for v in (self.memory_allows.low, self.memory_allows.high)],
                 "note": self.note}
