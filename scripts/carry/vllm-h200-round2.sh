@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 42's device work, once scripts/carry/vllm-h200.sh's pieces and the GGUF's are carried (the session's
-# calls are in docs/examples/h200-vllm/run.sh's closing note). Run there from this checkout's root after
-# `source scripts/carry/vllm-h200-unpack.sh`, one stage per call or several in one:
+# Issue 42's device work, once scripts/carry/vllm-h200.sh's pieces and the GGUF's are carried (the sessions' calls
+# are in docs/examples/h200-vllm/run.sh's closing note and docs/examples/h200-vllm-qwen3/run.sh). Run there, in
+# this checkout's root, after `source scripts/carry/vllm-h200-unpack.sh`, one stage per call or several in one:
 #   vllm-h200-round2.sh prep OUT        the random Qwen3 shape (item 4), and the carried packages' bytecode (every
 #                                       vLLM launch imports them twice); the SmolLM2 stages make its folder first
 #   vllm-h200-round2.sh flashinfer OUT  the machine's first start, with VLLM_USE_FLASHINFER_SAMPLER=0 (item 5);
@@ -106,7 +106,7 @@ qwen3)
       -p serve.kv.capacity="$tokens" > "$out/byhand-$tokens.log" 2>&1
     echo "serve.kv.capacity=$tokens: launch exit $?" | tee -a "$out/byhand.txt"
     $py -m ninferkit stop "/tmp/runs/byhand-$tokens" > /dev/null 2>&1
-    tar -C /tmp/runs -czf "$out/byhand-runs.tar.gz" byhand-*
+    (cd /tmp/runs && tar -czf "$out/byhand-runs.tar.gz" byhand-*)  # the glob in /tmp/runs, not here
   done
   ;;
 chain)  # the stages named, in order, in their own process session: it outlives the call that starts it
