@@ -360,6 +360,13 @@ class CapacitySearch(RecordPart):
     """The pool memory alone would allow at this setting, from the fit."""
     shared_pool: bool | None = None
     """Whether the slots share one pool (its per-slot figure is then the setting's context); None in older files."""
+    refused_kv_tokens: int | None = None
+    """The smallest pool shown not to fit, and by what ("launch" or "fit"); None where no upper side was found and
+    in capacity.json files older than these fields."""
+    refused_by: str | None = None
+    step_tokens: int | None = None
+    """The search's unit (one page of a shared pool, one page a slot otherwise): refused - answer = step_tokens is
+    an answer pinned to one page."""
     note: str | None = None
     results: list[SearchStep] = []
 
