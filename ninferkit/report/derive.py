@@ -31,7 +31,7 @@ from ninferkit.rundir.identity import recorded_profile
 from ninferkit.rundir.runs import RunDir, json_object, utc_now, write_json_atomic, write_text_atomic
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import latest_outcomes, save_tables, tables_of
-from ninferkit.sweeps.truth import latest_truth
+from ninferkit.sweeps.truth import join_to_keep, latest_truth, log_truth
 from ninferkit.version import __version__, git_state
 
 DERIVED = "derived.json"
@@ -158,15 +158,16 @@ def _rejoin(run_dir: RunDir, profile: Profile) -> bool:
     record = run_dir.engine_record()
     if not rows or (record is None and not run_dir.server_log.is_file()):
         return False
-    found = get_adapter(profile.engine.kind).server_log_truth(profile, [row.as_dict() for row in rows],
-                                                              run_dir.server_log, record)
+    found = log_truth(run_dir, profile, get_adapter(profile.engine.kind), rows)
     if found is None:
         return False
+    earlier = latest_truth(run_dir)
     joined = {row.request_uid for row in rows}
-    kept = [{"request_uid": uid, **fields} for uid, (_, fields) in latest_truth(run_dir).items() if uid not in joined]
+    kept = [{"request_uid": uid, **fields} for uid, (_, fields) in earlier.items() if uid not in joined]
     written = utc_now()
     fresh = [{"request_uid": row.request_uid, "cell_id": row.cell_id, "attempt": row.attempt, "written_utc": written,
-              **fields} for row, fields in zip(rows, found, strict=True) if row.request_uid and fields]
+              **join_to_keep(fields, earlier.get(str(row.request_uid), (0, None))[1])}
+             for row, fields in zip(rows, found, strict=True) if row.request_uid and fields]
     write_text_atomic(run_dir.server_truth, "".join(json.dumps(line) + "\n" for line in [*kept, *fresh]))
     return True
 
