@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit import steps
-from ninferkit.errors import ProfileError
+from ninferkit.errors import ProfileError, ServerError
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
 from ninferkit.steps.runner import run_runbook
@@ -69,3 +69,33 @@ def test_a_flag_the_build_lacks_is_refused_before_the_first_launch(tmp_path: Pat
     lines = [line for line in str(refused.value).splitlines() if "variant 'nope'" in line]
     assert len(lines) == 1 and "--no-such-flag" in lines[0] and "serve.extra_args" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_step_leaves_the_base_running_and_a_rerun_launches_only_the_variant(tmp_path: Path,
+                                                                               llama_server: Path) -> None:
+    """After its variants the sweeps step launches the run's own server again (the user finds the base serving as
+    the step found it), keeping the first launch's log; a rerun whose only missing cells are a variant's needs no
+    base server: it launches that variant alone and leaves the base as it found it (stopped)."""
+    one = 'variants=[{name: ub32, set: {serve.extra_args: [--ubatch-size, "32"]}}]'
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL, one])
+    first = steps.launch(run, progress=False)
+    try:
+        sweeps(run, only="concurrency", progress=False)
+        now = server.ensure_running(run.dir)  # raises where no base server runs
+    finally:
+        server.stop(run.dir)
+    assert now.pid != first.pid and now.argv == first.argv and now.state == "ready"
+    kept = run.dir.logs / "server.1.log"  # the first launch's log, which the base's rows were joined to
+    assert kept.is_file() and "listening on" in kept.read_text()
+    assert run.dir.read_manifest().steps["sweeps"].server_relaunched
+
+    # a run killed during the variant's cells: the ledger holds the base's cells only (it is appended cell by cell)
+    lines = run.dir.sweep_cells.read_text().splitlines(keepends=True)
+    run.dir.sweep_cells.write_text("".join(line for line in lines if '"variant"' not in line))
+    launched = run.dir.variant("ub32").read_variant().launched  # type: ignore[union-attr]
+    table = sweeps(run, only="concurrency", progress=False)["concurrency"]  # no base server runs
+    assert list(table["variant"]) == ["base", "base", "ub32", "ub32"] and set(table["status"]) == {"done"}
+    assert run.dir.read_manifest().steps["sweeps"].cells_sent == 2
+    assert run.dir.variant("ub32").read_variant().launched != launched  # type: ignore[union-attr]
+    with pytest.raises(ServerError):
+        server.ensure_running(run.dir)  # the base was stopped before the rerun, and stays so
