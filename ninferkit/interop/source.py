@@ -13,12 +13,13 @@ from ninferkit.rundir.records import RequestRow
 
 def run_source(path: Path) -> Source:
     """The run's measured requests, failed ones included (a peer's file counts its failures), without warm-ups
-    and the requests a prefix-reuse cell sends only to seed the cache; grouped by cell in the order they ran.
+    and the requests a prefix-reuse cell sends only to seed the cache; grouped by cell in the order they ran, the
+    variants' cells (issue 39) after the base's, each naming its variant.
 
     Raises BadInput when the folder has no such request (the sweeps step never ran there)."""
     data = load_run(path)
     by_cell: dict[tuple[str, str], list[RequestRow]] = defaultdict(list)
-    for row in data.requests:
+    for row in [*data.requests, *data.variant_requests]:
         if not row.warmup and row.prefix_role != "seed" and row.status in ("ok", "errored"):
             by_cell[(str(row.sweep), str(row.cell_id))].append(row)
     if not by_cell and data.imported is not None:
@@ -31,7 +32,8 @@ def run_source(path: Path) -> Source:
     cells.sort(key=lambda cell: min(_sent(row) for row in cell.rows))
     server = data.server
     model = (server.model_id if server else None) or (data.profile.get("serve") or {}).get("model_id")
-    return Source(data.run_id, model, data.engine, server.url if server else None, cells)
+    urls = {name: launched.url for name, (_, launched) in data.variants.items() if launched is not None}
+    return Source(data.run_id, model, data.engine, server.url if server else None, cells, urls)
 
 
 def _sent(row: RequestRow) -> float:
