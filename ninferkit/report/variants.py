@@ -125,16 +125,11 @@ def _conditions(run: RunData) -> dict[str, dict[str, float]]:
 def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
     """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
     cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
-    for row in [*run.measured(), *_measured(run.variant_requests)]:
+    for row in [*run.measured(), *run.measured_variants()]:
         shared = {key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)}
         name = str((row.cell or {}).get(VARIANT) or BASE)
         cells[(str(row.sweep), json.dumps(shared, sort_keys=True))][name].append(row)
     return cells
-
-
-def _measured(rows: list[RequestRow]) -> list[RequestRow]:
-    """As RunData.measured: finished measurements, not warm-ups or a prefix cell's seeding requests."""
-    return [row for row in rows if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
 
 
 def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str]) -> Table:
