@@ -16,7 +16,7 @@ second server of the profile with speculation off, started for them and stopped 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                                        telemetry if profile.sweeps.telemetry else None, shown)
                     variants = [cell for cell in pending if variant_of(cell) is not None]
                     relaunch = bool(variants) and server.stop(run.dir)  # a GPU holds one pool: the base's goes first
-                    unstarted = _run_variants(ctx, variants, servings, shown)
+                    unstarted = _run_variants(ctx, variants, servings, shown,
+                                              lambda said: _checked_plan(run, kinds, explicit, said)[0])
             except (ServerExited, SweepFailed) as error:
                 record_log_truth(run, adapter, requests.rows())
                 save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
@@ -156,12 +157,14 @@ def variant_of(cell: Cell[Any]) -> str | None:
     return variant
 
 
-def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress) -> list[str]:
+def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress,
+                  replan: Callable[[dict[str, Any] | None], list[Cell[Any]]]) -> list[str]:
     """Each variant with cells left, in the profile's order, or as the profile's `objective` searches them
     (sweeps/objective.py: with `ordered` it bisects, and stops launching once the answer is pinned): the variant
     launched (the caller has stopped the run's server: a GPU holds one pool), its cells run against it with
     telemetry from its own log, and stopped (sweeps/variants.py). A variant whose server does not start is
-    recorded and skipped; returns those, each with why."""
+    recorded and skipped; returns those, each with why. `replan`: the plan as a server's answer at the adapter's
+    `request_extensions_path` makes it (`served`), asked of each variant's own server."""
     run, unstarted = ctx.run, []
     objective, order = run.profile.objective, [variant.name for variant in run.profile.variants]
     pending = {name: [cell for cell in cells if variant_of(cell) == name] for name in order}
@@ -179,7 +182,7 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
         if not pending[name]:  # measured, yet no row at the objective's cells: it cannot meet the limits
             verdicts[name] = Verdict(name, {}, False, ["no row at the objective's cells"])
             continue
-        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown)
+        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown, replan)
         pending[name] = []
         if why is not None:
             unstarted.append(f"variant {name}: {why} (its log: {run.dir.variant(name).server_log})")
@@ -190,14 +193,18 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
 
 
 def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], servings: RunServings,
-                 shown: Progress) -> str | None:
-    """One variant's launch, cells and stop; why it did not start (None: it did)."""
+                 shown: Progress, replan: Callable[[dict[str, Any] | None], list[Cell[Any]]]) -> str | None:
+    """One variant's launch, cells and stop; why it did not start (None: it did). Its cells are planned again with
+    what its own server says it reads (a variant may change the chat template; a rerun of variants alone planned
+    them without any server)."""
     run = ctx.run
     shown.note(f"launching variant {variant.name} ({', '.join(variant.overrides())})")
     changed = variant_profile(run.profile, variant)
     held = power.held_limit(changed, Host(say=shown.event)) if "gpu.power_limit_w" in variant.set else nullcontext()
     try:
         with held, variant_context(ctx, variant, servings.variants[variant.name], len(own)) as each:
+            planned = {cell.cell_id: cell for cell in replan(served(ctx.adapter, each.url, ctx.headers))}
+            own = [planned.get(cell.cell_id, cell) for cell in own]
             telemetry = Telemetry(run.dir.telemetry, ctx.adapter, each.log_path, each.url, headers=ctx.headers,
                                   hz=run.profile.sweeps.telemetry_hz)
             _run_cells({False: each, True: each}, own, telemetry if run.profile.sweeps.telemetry else None, shown)

@@ -15,6 +15,7 @@ import pytest
 
 from ninferkit import steps
 from ninferkit.errors import ProfileError, ServerError
+from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
 from ninferkit.steps.runner import run_runbook
@@ -99,3 +100,26 @@ def test_the_step_leaves_the_base_running_and_a_rerun_launches_only_the_variant(
     assert run.dir.variant("ub32").read_variant().launched != launched  # type: ignore[union-attr]
     with pytest.raises(ServerError):
         server.ensure_running(run.dir)  # the base was stopped before the rerun, and stays so
+
+
+def test_a_variant_cells_are_planned_with_what_its_own_server_reads(tmp_path: Path, llama_server: Path) -> None:
+    """The agent task needs a chat template that renders tools. The embedded default's does not, so the base's agent
+    cell is skipped; a variant that launches with params/local-cpu-tools.yaml's template (SmolLM2's ChatML with
+    Hermes-style tools) is asked by its own server's /props, so its agent cell is sent (it was planned with the
+    base's answer, and skipped)."""
+    template = load_profile(LOCAL_CPU.parent / "local-cpu-tools.yaml").profile.serve.extra_args
+    tools = "variants=" + json.dumps([{"name": "tools", "set": {"serve.extra_args": template}}])
+    agent = ["sweeps.agent.sessions=1", "sweeps.agent.max_round_trips=1", "sweeps.agent.output_tokens=16",
+             "sweeps.agent.apis=[chat]", "sweeps.telemetry=false"]
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *agent, tools])
+    steps.launch(run, progress=False)
+    try:
+        sweeps(run, only="agent", progress=False)
+    finally:
+        server.stop(run.dir)
+    ledger = [json.loads(line) for line in run.dir.sweep_cells.read_text().splitlines()]
+    status = {entry["cell"].get("variant", "base"): entry for entry in ledger}
+    assert status["base"]["status"] == "skipped" and "tools" in status["base"]["reason"]
+    assert status["tools"]["status"] in ("done", "failed") and status["tools"]["status"] != "skipped"
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    assert any(row["cell"].get("variant") == "tools" and row["status"] == "ok" for row in rows)
