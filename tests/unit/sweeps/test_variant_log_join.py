@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.engines import get_adapter
+from ninferkit.report.derive import JOIN, rederive
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.truth import record_log_truth
@@ -106,3 +107,17 @@ def test_a_join_stands_when_its_launch_log_is_replaced(tmp_path: Path) -> None:
     run.dir.server_log.write_text("".join(lines[:lines.index(next(x for x in lines if "listening on" in x)) + 1]))
     assert record_log_truth(run, ADAPTER) == 0
     assert run.dir.server_truth.read_text() == before
+
+
+def test_rederiving_the_join_reads_each_launch_log(tmp_path: Path) -> None:
+    """`ninferkit report` rebuilds server_truth.jsonl from the raw files: the variant's rows again from its own log,
+    and derived.json's inputs name that log (a change to it makes the join stale)."""
+    run, first_variant = run_with_a_variant(tmp_path)
+    result = rederive(run.dir)
+    assert JOIN in result.changed
+    truth = {entry["request_uid"]: entry for entry in read_jsonl(run.dir.server_truth)}
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    for row in rows:
+        assert truth[row["request_uid"]].get("server_request_id") == row["expected_request_id"], row["request_uid"]
+    inputs = json.loads((run.dir.path / "derived.json").read_text())["files"]
+    assert any(f"variants/{VARIANT}/logs/server.log" in entry["inputs"] for entry in inputs.values())
