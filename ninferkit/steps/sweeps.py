@@ -28,7 +28,15 @@ from ninferkit.deploy import power
 from ninferkit.deploy.actions import Host
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
-from ninferkit.errors import ProfileError, ReadinessTimeout, ServerError, ServerExited, ServerStartError, SweepFailed
+from ninferkit.errors import (
+    NinferkitError,
+    ProfileError,
+    ReadinessTimeout,
+    ServerError,
+    ServerExited,
+    ServerStartError,
+    SweepFailed,
+)
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.variants import Variant
@@ -119,9 +127,10 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                     relaunch = bool(variants) and server.stop(run.dir)  # a GPU holds one pool: the base's goes first
                     unstarted = _run_variants(ctx, variants, servings, shown,
                                               lambda said: _checked_plan(run, kinds, explicit, said)[0])
-            except (ServerExited, SweepFailed) as error:
-                record_log_truth(run, adapter, requests.rows())
-                save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
+            except NinferkitError as error:  # a variant's power limit that did not take or come back included
+                if isinstance(error, (ServerExited, SweepFailed)):
+                    record_log_truth(run, adapter, requests.rows())
+                    save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
                 if relaunch:
                     try:
                         _relaunch_base(run, progress)

@@ -9,12 +9,13 @@ measured (no variant is launched again).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ninferkit import steps
-from ninferkit.errors import ProfileError, ServerError
+from ninferkit.errors import ProfileError, ServerError, ToolMissing
 from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
@@ -123,3 +124,23 @@ def test_a_variant_cells_are_planned_with_what_its_own_server_reads(tmp_path: Pa
     assert status["tools"]["status"] in ("done", "failed") and status["tools"]["status"] != "skipped"
     rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
     assert any(row["cell"].get("variant") == "tools" and row["status"] == "ok" for row in rows)
+
+
+def test_a_power_variant_without_nvidia_smi_is_refused_and_the_base_left_running(tmp_path: Path,
+                                                                               llama_server: Path) -> None:
+    """The runner's preflight refuses a power limit this machine cannot set; the sweeps step called alone meets the
+    missing nvidia-smi at its first read (nothing changed, no variant launched), says so, and still launches the
+    run's server again."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("nvidia-smi is installed here: the variant would change this machine's power limit")
+    power = "variants=[{name: w350, set: {gpu.power_limit_w: 350}}]"
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL, power])
+    steps.launch(run, progress=False)
+    try:
+        with pytest.raises(ToolMissing, match="nvidia-smi is not installed"):
+            sweeps(run, only="concurrency", progress=False)
+        assert server.ensure_running(run.dir).state == "ready"
+    finally:
+        server.stop(run.dir)
+    assert not run.dir.variant("w350").path.exists()  # never launched
+    assert run.dir.read_manifest().steps["sweeps"].server_relaunched
