@@ -193,6 +193,7 @@ def keep_earlier_log(path: Path) -> Path | None:
              if len(found.suffixes) >= 2 and found.suffixes[-2][1:].isdigit()]
     kept = path.with_name(f"{path.stem}.{max(taken, default=0) + 1}{path.suffix}")
     os.replace(path, kept)
+    _scrub_log(kept)  # a server that died is never stopped, so its log was never scrubbed
     return kept
 
 
