@@ -53,10 +53,10 @@ def split_point(lines: list[str]) -> tuple[int, int]:
     return min(candidates[1:], key=lambda candidate: abs(candidate[0] - middle))
 
 
-def run_with_a_variant(tmp_path: Path) -> tuple[Run, int]:
+def run_with_a_variant(tmp_path: Path, overrides: tuple[str, ...] = ()) -> tuple[Run, int]:
     """The split run: the base's rows and log, the variant's rows and log; returns the run and the first request
     id the variant's server answered."""
-    run = open_run(PROFILE, tmp_path / "run", [])
+    run = open_run(PROFILE, tmp_path / "run", list(overrides))
     lines = (CAPTURE / "logs" / "server.log").read_text().splitlines(keepends=True)
     startup = [line for line in lines[:lines.index(next(x for x in lines if "listening on" in x)) + 1]]
     cut, first_variant = split_point(lines)
@@ -67,7 +67,8 @@ def run_with_a_variant(tmp_path: Path) -> tuple[Run, int]:
     variant_log.write_text("".join(startup + lines[cut:]))
 
     rows = captured_rows()
-    whole = ADAPTER.server_log_truth(run.profile, rows, CAPTURE / "logs" / "server.log")  # one server, as captured
+    whole = ADAPTER.server_log_truth(run.profile, rows, CAPTURE / "logs" / "server.log",  # one server, as captured
+                                     CAPTURE / "engine-request-log.jsonl" if overrides else None)
     assert whole is not None
     servings = run_servings(run.dir)
     written = []
@@ -121,3 +122,21 @@ def test_rederiving_the_join_reads_each_launch_log(tmp_path: Path) -> None:
         assert truth[row["request_uid"]].get("server_request_id") == row["expected_request_id"], row["request_uid"]
     inputs = json.loads((run.dir.path / "derived.json").read_text())["files"]
     assert any(f"variants/{VARIANT}/logs/server.log" in entry["inputs"] for entry in inputs.values())
+
+
+def test_with_a_request_log_each_launch_keeps_its_own_copy_and_joins_its_rows(tmp_path: Path) -> None:
+    """With `serve.request_log_jsonl` (the capture's run set it) every launch appends to the one file the profile
+    names (`--request-log-jsonl appends`, the engine's --help): each launch's folder keeps its copy of it, and each
+    launch's rows join the requests the capture's own join found."""
+    named = CAPTURE / "engine-request-log.jsonl"
+    run, _ = run_with_a_variant(tmp_path, (f"serve.request_log_jsonl={named}",))
+    assert record_log_truth(run, ADAPTER) > 0
+    copy = run.dir.variant(VARIANT).engine_request_log
+    assert copy.read_bytes() == named.read_bytes() == run.dir.engine_request_log.read_bytes()
+    truth = {entry["request_uid"]: entry for entry in read_jsonl(run.dir.server_truth)}
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    assert sum(row["cell"].get("variant") == VARIANT for row in rows) >= 10
+    for row in rows:
+        entry = truth[row["request_uid"]]
+        assert entry.get("server_request_id") == row["expected_request_id"], row["request_uid"]
+        assert entry.get("server_join") is None or entry["server_source"] == "request_log"
