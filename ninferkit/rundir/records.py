@@ -305,6 +305,28 @@ class CapacityObservation(RecordPart):
     runtime_bytes: Bounds | None = None
 
 
+class VariantCapacity(RecordPart):
+    """The capacity a variant leaves (issue 39): its launch's startup books read as an observation at its own
+    setting, and the largest KV pool the fit gives at that setting (the run's other launches pin the shared terms)."""
+
+    name: str
+    setting: CapacitySetting = Field(default_factory=CapacitySetting)
+    kv_tokens: int | None = None
+    """The pool its server started with."""
+    served: bool | None = None
+    runtime_bytes: Bounds | None = None
+    """What its server took beyond the weights at startup, as its books say."""
+    free_after_weights_bytes: Any = None
+    """The free memory its largest pool was fitted against (the run's answer's: a budget where one stands in)."""
+    max_kv_tokens: int | None = None
+    max_kv_tokens_interval: list[int | None] | None = None
+    max_kv_tokens_bounded_by: str | None = None
+    source: str | None = None
+    """Its log (variants/<name>/logs/server.log)."""
+    note: str | None = None
+    """Why a figure is missing (no log, no books in it)."""
+
+
 class DecisionRow(RecordPart):
     """One cell of the decision table and one reading of it (the pool the server allocates at startup, or
     every slot at full length): whether it fits and by how much."""
@@ -432,6 +454,8 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
     narrowed_by_launches: list[str] | None = None
     """How the run's launches narrowed the largest pools (capacity/evidence.py); None where none did."""
+    variants: list[VariantCapacity] = []
+    """The capacity each of the profile's variants leaves, from its own launch (none: no variant launched)."""
     serving_id: str | None = None
     """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 
