@@ -4,7 +4,7 @@ asyncio's `data_received`, each socket read stamped once before anything parses 
 Why not httpx for this one request: through httpx, httpcore and h11 every read cost the client about 60 us
 of Python before its events could be stamped (issue 43: 46% of its CPU; at 64 streams one core saturated
 and the stamps queued 9-16 ms behind the bytes). Here a read is one clock read, a chunk-size scan and a
-line split; the events' JSON is parsed when the stream ends. httpx stays for every other request ninferkit
+line split, then each event's JSON parse (after the stamp). httpx stays for every other request ninferkit
 sends, and for a client given a `transport` (a test replaying a recording).
 
 What a server can do wrong here is what httpx reported, with httpx's error types and words, so rows read
