@@ -477,18 +477,24 @@ def _settle(parser: _StreamParser, result: RequestResult, whole: bool) -> None:
 
 
 def _read_event(parser: _StreamParser, payload: bytes, now: float) -> None:
-    """Hand one `data:` payload to the parser; MalformedStream (with an excerpt) when it cannot be read."""
-    excerpt = payload[:200].decode(errors="replace")
+    """Hand one `data:` payload to the parser; MalformedStream (with an excerpt) when it cannot be read. The
+    payload is decoded as UTF-8 here (what every engine sends; json.loads would first guess the encoding of
+    bytes, a step per event)."""
     try:
-        event = bounded.loads_json(payload)
-    except ValueError as exc:
-        raise MalformedStream(f"an event that is not JSON ({exc}): {excerpt}") from None
+        event = bounded.loads_json(payload.decode())
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise MalformedStream(f"an event that is not JSON ({exc}): {_excerpt(payload)}") from None
     if not isinstance(event, dict):
-        raise MalformedStream(f"an event that is a JSON {type(event).__name__}, not an object: {excerpt}")
+        raise MalformedStream(f"an event that is a JSON {type(event).__name__}, not an object: {_excerpt(payload)}")
     try:
         parser.event(event, now)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a field of the wrong shape
-        raise MalformedStream(f"an event this client cannot read ({type(exc).__name__}: {exc}): {excerpt}") from None
+        raise MalformedStream(f"an event this client cannot read ({type(exc).__name__}: {exc}): "
+                              f"{_excerpt(payload)}") from None
+
+
+def _excerpt(payload: bytes) -> str:
+    return payload[:200].decode(errors="replace")
 
 
 def _tokens(usage: Any, name: str) -> int | None:

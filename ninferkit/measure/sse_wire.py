@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -44,6 +45,8 @@ class MalformedStream(ValueError):
 FINAL_EVENTS = (b'"message_stop"', b'"response.completed"', b'"response.incomplete"')
 """The last event of a Messages or Responses stream, as its `event:` line or its data's quoted type names it (a
 quote inside generated text is escaped, so these bytes are the event's own); the chat API ends with [DONE]."""
+_FINAL = re.compile(b"|".join(re.escape(final) for final in FINAL_EVENTS))
+"""Any of FINAL_EVENTS, found in one scan of an event (one C call where a scan per name cost four)."""
 
 
 class SseLines:
@@ -75,7 +78,7 @@ class SseLines:
                     self.done = True
                 elif payload:
                     self.sink(payload, now)
-                    self.done = self.done or any(final in payload for final in FINAL_EVENTS)
+                    self.done = self.done or _FINAL.search(payload) is not None
             elif line.startswith(b"event:"):
                 self.done = self.done or b'"' + line[6:].strip() + b'"' in FINAL_EVENTS
 
