@@ -237,14 +237,15 @@ class WorkerClient:
     async def __aenter__(self) -> WorkerClient:
         loop = asyncio.get_running_loop()
         # a fresh interpreter each (no fork of a process running an event loop and threads, and unlike
-        # multiprocessing's spawn, no re-run of the caller's main module), on the parent's own ninferkit; the
-        # config (the key in the headers with it) goes over the socket, never in argv
+        # multiprocessing's spawn, no re-run of the caller's main module), on the parent's own ninferkit (-P:
+        # not another checkout's that the working folder holds, which `-m` would put first); the config (the
+        # key in the headers with it) goes over the socket, never in argv
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PACKAGE_ROOT),
                                                                         os.environ.get("PYTHONPATH")]))}
         for index in range(self._count):
             ours, theirs = socket.socketpair()
             with theirs:
-                process = subprocess.Popen([sys.executable, "-m", "ninferkit.measure.client_workers",
+                process = subprocess.Popen([sys.executable, "-P", "-m", "ninferkit.measure.client_workers",
                                             str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env,
                                            stdin=subprocess.DEVNULL)
             conn = Connection(ours.detach())

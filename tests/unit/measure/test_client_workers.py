@@ -122,8 +122,12 @@ def test_how_many_processes_follows_the_load_the_measured_cost_and_how_idle_the_
 
 def test_a_worker_is_a_fresh_interpreter_on_the_parents_ninferkit(paced: str, tmp_path: Path) -> None:
     """Started from a script that has no `if __name__ == "__main__"` guard, in another folder (multiprocessing's
-    spawn would run the script again in each worker)."""
-    script = tmp_path / "unguarded.py"
+    spawn would run the script again in each worker), whose working folder holds another ninferkit (a checkout
+    beside it: `python -m` would import that one first)."""
+    (tmp_path / "ninferkit").mkdir()
+    (tmp_path / "ninferkit" / "__init__.py").write_text('raise ImportError("the working folder\'s ninferkit")\n')
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "unguarded.py"
     script.write_text(
         "import asyncio, sys\n"
         "from ninferkit.engines import get_adapter\n"
