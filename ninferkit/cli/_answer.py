@@ -111,16 +111,25 @@ PEER_STATS = (("mean", "mean"), ("median", "p50"), ("p99", "p99"))
 def latency_rows(run_dir: Path) -> list[dict[str, Any]]:
     """Each cell's row of `export --format summary` (interop.summary): latencies in ms, throughput; none where the
     run measured no request."""
-    from ninferkit.interop.source import run_source
+    from ninferkit.interop.source import measured_source
     from ninferkit.interop.summary import summary_row
+    from ninferkit.report.data import load_run
     from ninferkit.report.headline import params_label
-    from ninferkit.rundir.runs import RunDir
 
-    if not any(not row.warmup and row.prefix_role != "seed" for row in RunDir(run_dir).read_requests()):
-        return []
-    source = run_source(run_dir)
-    return [{"label": f"{cell.sweep} {params_label(cell.params)}", **summary_row(source.run_id, cell)}
-            for cell in source.cells]
+    source = measured_source(load_run(run_dir))
+    return [{"label": f"{cell.sweep} {params_label(cell.params)}{_launch_and_repeat(cell.variant, cell.params)}",
+             **summary_row(source.run_id, cell)} for cell in source.cells]
+
+
+def _launch_and_repeat(variant: str, params: dict[str, Any]) -> str:
+    """What tells apart cells of the same parameters: the variant that measured it, the repeat (sweeps.repeats:
+    the first attempt has no `repeat` key, the second has repeat 1)."""
+    from ninferkit.params.variants import BASE
+
+    said = [variant] if variant != BASE else []
+    if isinstance(params.get("repeat"), int):
+        said.append(f"repeat {params['repeat'] + 1}")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def latency_text(cells: list[dict[str, Any]]) -> str:

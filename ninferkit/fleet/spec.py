@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ninferkit.errors import ProfileError
 from ninferkit.params import LoadedProfile, load_profile
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.load import field_problems, read_yaml_mapping, refuse_control_text
 from ninferkit.steps import preflight
 from ninferkit.steps.catalog import runbook_steps
@@ -33,7 +33,9 @@ class SshTarget(Section):
 
     address: str = Field(min_length=1, max_length=253)
     port: int = Field(22, ge=1, le=65535)
-    user: str = Field(min_length=1, max_length=64, pattern=r"^[a-z_][a-z0-9_.-]*$")
+    user: str = Field(min_length=1, max_length=64,
+                      **shaped(r"^[a-z_][a-z0-9_.-]*$", "a login name: lowercase letters, digits, '_', '.' or '-', "
+                               "not starting with a digit"))
     identity_file: str = Field(min_length=1, description="the private key's path on this machine")
     known_hosts: str = Field(min_length=1, description="a known_hosts file holding the host's key")
     checkout: str = Field(min_length=1, description="the ninferkit checkout on the host (absolute path)")
@@ -58,20 +60,28 @@ class Host(Section):
     via: Literal["slurm", "ssh"]
     profiles: list[str] = Field(min_length=1, description="profile files, relative to the fleet's checkout")
     gres: str | None = Field(None, description="the GPUs it must have, by Slurm GRES type: gpu:v100:2")
-    partition: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    partition: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.-]+$",
+                                                 "a Slurm partition name: letters, digits, '_', '.' or '-'"),
+                             description="Slurm: --partition")
     ssh: SshTarget | None = None
     run_root: str = Field(min_length=1, description="where its run directories go: an SSH host's, an absolute "
                                                     "path there; a Slurm host's, a folder under the fleet's state "
                                                     "folder (no '..')")
     time_limit_min: int | None = Field(None, ge=1, le=30 * 24 * 60,
                                        description="overrides the limit estimated from the plan")
-    account: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --account to charge")
-    qos: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Slurm: --qos")
-    constraint: str | None = Field(None, pattern=r"^[A-Za-z0-9_.&|,*\[\]-]{1,256}$",
+    account: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.-]{1,64}$", "1-64 letters, digits, '_', '.' or '-'"),
+                         description="Slurm: --account to charge")
+    qos: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.-]{1,64}$", "1-64 letters, digits, '_', '.' or '-'"),
+                     description="Slurm: --qos")
+    constraint: str | None = Field(None, **shaped(r"^[A-Za-z0-9_.&|,*\[\]-]{1,256}$",
+                                                  "node feature names joined by & | , * [ ] (a100&ib, [rack1|rack2]), "
+                                                  "at most 256 characters"),
                                    description="Slurm: --constraint, node features (a100&ib, [rack1|rack2])")
-    mem: str | None = Field(None, pattern=r"^[1-9][0-9]{0,8}[KMGT]?$",
+    mem: str | None = Field(None, **shaped(r"^[1-9][0-9]{0,8}[KMGT]?$",
+                                           "a whole number with an optional K, M, G or T (16G)"),
                             description="Slurm: --mem per node (16G; a bare number is megabytes)")
-    container_image: str | None = Field(None, pattern=r"^[^\s\"'\\]{1,512}$",
+    container_image: str | None = Field(None, **shaped(r"^[^\s\"'\\]{1,512}$",
+                                                       "an image name or path with no spaces, quotes or backslashes"),
                                         description="Slurm with pyxis: the task runs in this enroot image "
                                                     "(srun --container-image: nvcr.io#nvidia/pytorch:24.05-py3, or a "
                                                     "squashfs path); the image must hold the checkout's Python")

@@ -13,12 +13,12 @@ many it kept of how many it made); each benchmark's metrics as aggregates.
 
 Written: one benchmark per cell, its requests with their timings moved to the wall clock (`started_utc` less
 the monotonic send), its per-request metrics (latency, TTFT, ITL, TPOT, token counts) computed from those
-requests as GuideLLM computes them (`distribution`), and its rates over the benchmark's window (requests, prompt,
-output and total tokens per second: `rate`, what its HTML report shows as RPS and tok/s). Absent (`{}`, null),
-never made up: the concurrency distribution over time, the outputs' text, words and characters, the stream
-iterations a run recorded before the client counted them, and the scheduler's own delays, which GuideLLM's
-schema requires as numbers and this export writes as NaN (`json.loads` and GuideLLM's loader read it; a strict
-JSON reader refuses it).
+requests as GuideLLM computes them (`distribution`), its rates over the benchmark's window (requests, prompt,
+output and total tokens per second: `rate`, what its HTML report shows as RPS and tok/s) and its requests in
+flight over that window (`concurrency`). Absent (`{}`, null), never made up: the outputs' text, words and
+characters, the stream iterations a run recorded before the client counted them, and the scheduler's own delays,
+which GuideLLM's schema requires as numbers and this export writes as NaN (`json.loads` and GuideLLM's loader
+read it; a strict JSON reader refuses it).
 """
 
 from __future__ import annotations
@@ -162,9 +162,9 @@ def distribution(samples: Weighted, count: int | None = None) -> dict[str, Any]:
     values merged, weights made probabilities; a percentile is the first value whose cumulative probability
     reaches it (no interpolation), the median p50, the mode the most probable value, the variance the
     population's, the count the sum of the weights (or `count`: a rate's events). For no sample, GuideLLM's own:
-    every figure 0, count 0 (or `count`)."""
+    every figure 0, count 0 (from_values ignores the count it is given then)."""
     if not samples:
-        return EMPTY if not count else EMPTY | {"count": count}
+        return EMPTY
     data = np.asarray(samples, dtype=float)
     values, inverse = np.unique(data[:, 0], return_inverse=True)
     weights = np.zeros_like(values)
@@ -226,7 +226,7 @@ def rate(events: Weighted, start: float, end: float) -> dict[str, Any]:
     data = data[(data[:, 0] >= start) & (data[:, 0] <= end)]
     data = _merged(np.vstack(([[start, 0.0]], data, [[end, 0.0]])))
     if len(data) <= 1:
-        return distribution([], count=len(data))
+        return distribution([])
     times, counts = data[:, 0], data[:, 1]
     middles = (times[1:] + times[:-1]) / 2
     spans = np.empty_like(times)
@@ -235,6 +235,42 @@ def rate(events: Weighted, start: float, end: float) -> dict[str, Any]:
     spans[-1] = max(times[-1] - middles[-1], SHORTEST_S)
     return distribution(list(zip((counts / spans).tolist(), spans.tolist(), strict=True)),
                         count=round(float(counts.sum())))
+
+
+def concurrency(intervals: Weighted, start: float, end: float) -> dict[str, Any]:
+    """Requests in flight over time as GuideLLM 0.8.1 computes it (DistributionSummary.
+    concurrency_distribution_from_timings): the (start, end) intervals that touch the benchmark's window, +1 at
+    each start and -1 at each end, merged (MERGE_S); the level before the window carried to its start, the steps
+    after its end dropped; each level weighed by how long it held; the count is the intervals'. Checked against the
+    concurrency GuideLLM wrote (tests/data/peers)."""
+    data = np.asarray(intervals, dtype=float).reshape(-1, 2)
+    data = data[(data[:, 1] >= start) & (data[:, 0] <= end)]
+    if not len(data):
+        return distribution([])
+    ones = np.ones(len(data))
+    steps = _merged(np.vstack((np.column_stack((data[:, 0], ones)), np.column_stack((data[:, 1], -ones)))))
+    first = int(np.searchsorted(steps[:, 0], start, side="left"))
+    steps = np.vstack(([[start, steps[:first, 1].sum()]], steps[first:]))
+    last = int(np.searchsorted(steps[:, 0], end, side="right"))
+    steps = np.vstack((steps[:last], [[end, 0.0]]))
+    levels = np.clip(np.cumsum(steps[:, 1]), 0, None)
+    held = np.clip(np.diff(steps[:, 0]), 0, None)
+    if not (held > 0).any():
+        return distribution([])
+    return distribution(list(zip(levels[:-1].tolist(), held.tolist(), strict=True)), count=len(data))
+
+
+def _concurrency(requests: dict[str, list[dict[str, Any]]], start: float, end: float) -> dict[str, Any]:
+    """request_concurrency by status: each request from its start to its end (one that lacks either is left out,
+    as GuideLLM leaves it)."""
+    def spans(found: list[dict[str, Any]]) -> Weighted:
+        timings = [request["info"]["timings"] for request in found]
+        return [(at["request_start"], at["request_end"]) for at in timings
+                if at["request_start"] is not None and at["request_end"] is not None]
+
+    by_status = {status: spans(requests[status]) for status in STATUSES}
+    return {status: concurrency(found, start, end) for status, found in by_status.items()} | {
+        "total": concurrency([span for found in by_status.values() for span in found], start, end)}
 
 
 def _token_events(request: dict[str, Any], kind: str) -> Weighted:
@@ -365,7 +401,8 @@ def benchmark(source: Source, cell: Cell, run_id: str, index: int) -> dict[str, 
                "time_to_first_token_ms", "time_per_output_token_ms", "inter_token_latency_ms")
     metrics: dict[str, Any] = {name: _per_request(requests, name) for name in figures}
     rates = _rates(requests, start, end) if sends and ends else dict.fromkeys(RATES, {})
-    metrics |= {"request_totals": counts, **rates, "request_concurrency": {},
+    in_flight = _concurrency(requests, start, end) if sends and ends else {}
+    metrics |= {"request_totals": counts, **rates, "request_concurrency": in_flight,
                 "request_streaming_iterations_count": {},
                 "time_to_first_output_token_ms": {}, "time_to_last_round_trip_ms": {}, "avg_round_trip_time_ms": {},
                 "output_tokens_per_iteration": {},
@@ -376,8 +413,8 @@ def benchmark(source: Source, cell: Cell, run_id: str, index: int) -> dict[str, 
         "config": {"id_": f"{run_id}-{cell.cell_id}", "run_id": run_id, "run_index": index, "strategy": strategy_,
                    "constraints": {}, "profile": {"kind": strategy_["type_"]},
                    "requests": {"ninferkit_sweep": cell.sweep, "ninferkit_cell_id": cell.cell_id,
-                                "ninferkit_cell": cell.params},
-                   "backend": {"kind": "openai_http", "target": source.url, "model": source.model},
+                                "ninferkit_cell": cell.params, "ninferkit_variant": cell.variant},
+                   "backend": {"kind": "openai_http", "target": source.url_of(cell), "model": source.model},
                    "environment": {"ninferkit_run_id": source.run_id}},
         "scheduler_state": {"start_time": start, "end_time": end, "created_requests": len(cell.rows),
                             "processed_requests": len(cell.rows), "successful_requests": counts["successful"],

@@ -19,8 +19,11 @@ Statistics (`Distribution`, one type for the sweep tables in s and the peers' su
 p99 interpolated linearly between samples (numpy's default, as vLLM; p50 is the peers' median), the population
 standard deviation (numpy's `std`, as vLLM), the mean, min and max. `requests_per_s` is vLLM's request throughput:
 finished requests over the wall time from the first send to the last end. Goodput counts the requests
-that met every latency target set (DistServe's definition, vLLM's `--goodput`); `good_fraction` divides
-by every request sent, errored ones included (AIPerf: a server that drops requests cannot look good).
+that met every latency target set, per second of the wall time of everything sent: vLLM's `request_goodput`
+(`vllm bench serve --goodput`, after DistServe's per-request SLOs; DistServe's own figure is the highest rate
+whose share of such requests reaches a goal, which the rate sweep's cells show as `good_fraction` per rate);
+`goodput_tok_s` counts their output tokens instead. `good_fraction` divides by every request sent, errored ones
+included (AIPerf: a server that drops requests cannot look good).
 """
 
 from __future__ import annotations
@@ -185,13 +188,16 @@ class Targets:
 
 
 def goodput(sent: Sequence[RequestRow], targets: Targets) -> dict[str, float | None]:
-    """`goodput_rps` (good requests over the wall time of all sent) and `good_fraction` (good over sent);
-    both None when no target is set: without targets every finished request would count."""
+    """`goodput_rps` (good requests over the wall time of all sent: vLLM's `request_goodput`), `goodput_tok_s`
+    (their output tokens, the server's count, over that time) and `good_fraction` (good over sent); all None when
+    no target is set: without targets every finished request would count."""
     if not targets.any or not sent:
-        return {"goodput_rps": None, "good_fraction": None}
-    good = sum(1 for row in sent if targets.met(row))
+        return {"goodput_rps": None, "goodput_tok_s": None, "good_fraction": None}
+    good = [row for row in sent if targets.met(row)]
     wall = wall_s(sent)
-    return {"goodput_rps": good / wall if wall else None, "good_fraction": good / len(sent)}
+    tokens = sum(int(row.completion_tokens or 0) for row in good)
+    return {"goodput_rps": len(good) / wall if wall else None, "goodput_tok_s": tokens / wall if wall else None,
+            "good_fraction": len(good) / len(sent)}
 
 
 def distributions_ms(rows: Sequence[RequestRow]) -> dict[str, Distribution]:

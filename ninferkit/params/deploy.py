@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.serve import host_name_or_address
 
 DeployMode = Literal["docker", "systemd"]
@@ -22,7 +22,8 @@ DeployMode = Literal["docker", "systemd"]
 class DeploySection(Section):
     mode: DeployMode | None = Field(None, description="docker (a container that restarts itself) or systemd (a "
                                     "unit for a native binary); null: docker when serve.docker is true")
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+    name: str | None = Field(None, **shaped(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+                                            "1-63 letters, digits, '_', '.' or '-', starting with a letter or digit"),
                              description="the container's or unit's name; null: ninferkit-<profile name>")
     publish_host: str | None = Field(None, description="the address the service listens on (Docker: the "
                                      "published port's); null: serve.host; 0.0.0.0 is every interface, as the "

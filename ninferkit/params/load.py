@@ -269,6 +269,8 @@ def _describe(error: Mapping[str, Any], data: Mapping[str, Any], root: type[Base
     if kind == "missing":
         return f"{path}: required field is missing"
     given = error.get("input")
+    if kind == "string_pattern_mismatch" and (form := _form(loc, data, root)) is not None:
+        return f"{path} = {_excerpt(repr(given))}: must be {form}"
     message = str(error["msg"]).removeprefix("Value error, ")
     if loc and kind != "value_error":
         return f"{path} = {_excerpt(repr(given))}: {_excerpt(message, 400)}"
@@ -288,6 +290,24 @@ def _engine_kind(data: Mapping[str, Any]) -> str | None:
 
 
 def _known_fields(loc: tuple[Any, ...], engine_kind: str | None, root: type[BaseModel]) -> list[str]:
+    model = _model_at(loc, engine_kind, root)
+    return [] if model is None else list(model.model_fields)
+
+
+def _form(loc: tuple[Any, ...], data: Mapping[str, Any], root: type[BaseModel]) -> str | None:
+    """The rule in words (`base.shaped`) of the text field at `loc`: a value of the wrong form is told what the
+    right one looks like, not shown a regex."""
+    fields = [part for part in loc if not isinstance(part, int)]
+    if not fields:
+        return None
+    model = _model_at(loc[:loc.index(fields[-1])], _engine_kind(data) if root is Profile else None, root)
+    info = None if model is None else model.model_fields.get(str(fields[-1]))
+    extra = getattr(info, "json_schema_extra", None)
+    form = extra.get("form") if isinstance(extra, dict) else None
+    return form if isinstance(form, str) else None
+
+
+def _model_at(loc: tuple[Any, ...], engine_kind: str | None, root: type[BaseModel]) -> type[BaseModel] | None:
     model: type[BaseModel] = root
     for index, part in enumerate(loc):
         if isinstance(part, int):
@@ -296,12 +316,11 @@ def _known_fields(loc: tuple[Any, ...], engine_kind: str | None, root: type[Base
             model = serve_section(engine_kind)  # the engine's own serve options
             continue
         info = model.model_fields.get(str(part))
-        annotation = getattr(info, "annotation", None)
-        nested = _model_in(annotation)
+        nested = _model_in(getattr(info, "annotation", None))
         if nested is None:
-            return []
+            return None
         model = nested
-    return list(model.model_fields)
+    return model
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

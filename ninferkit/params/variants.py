@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
+from ninferkit.params.sweeps import LatencyTargets
 
 BASE = "base"
 """The name the profile's own serving goes by beside its variants (a variant may not take it)."""
@@ -28,7 +29,8 @@ and the artifact are what every variant shares: another model or build is anothe
 
 
 class Variant(Section):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,39}$",
+    name: str = Field(**shaped(r"^[a-z0-9][a-z0-9._-]{0,39}$",
+                               "1-40 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"),
                       description="names the variant in every row, table and folder (variants/<name>/)")
     set: dict[str, Any] = Field(min_length=1, description="the profile fields it changes, by their dotted path "
                                 "as -p writes them: serve.* or gpu.power_limit_w")
@@ -72,11 +74,19 @@ def unique_names(variants: list[Variant]) -> list[Variant]:
     return variants
 
 
+GOODPUT = ("goodput_rps", "goodput_tok_s")
+"""The objective's goodput figures (sweeps/objective.py): requests, or their output tokens, per second that met every
+target of `objective.goodput`, over the wall time of everything sent at the cell (vLLM's `--goodput`)."""
+
+
 class Objective(Section):
     """The best setting for a target (issue 39): which launch of the profile's (its own serving or a variant)
-    meets every limit at one cell and, of those, maximizes a figure; or, with `ordered`, the last variant in the
-    profile's order that meets them (the largest context that keeps decode >= Z). The figures are the rows'
-    (a metric's median, or `<metric>_p50|p90|p99`) at the cells of `sweep` whose parameters match `cell`."""
+    meets every limit at one cell and, of those, maximizes a figure (goodput included: `maximize: goodput_rps`
+    with the per-request targets in `goodput`); with `ordered`, the last variant in the profile's order that meets
+    them, or with `maximize` the peak of a figure that rises then falls along that order; or, with `largest`, the
+    largest value of a cell parameter (the context sweep's `target_prompt_tokens`) whose cell meets them, per
+    launch. The figures are the rows' (a metric's median, `<metric>_p50|p90|p99`, or a goodput) at the cells of
+    `sweep` whose parameters match `cell`."""
 
     sweep: str = Field(description="the sweep kind whose cells decide (e.g. concurrency)")
     cell: dict[str, Any] = Field(default_factory=dict, description="the cell parameters that decide, e.g. "
@@ -86,16 +96,30 @@ class Objective(Section):
     at_least: dict[str, float] = Field(default_factory=dict, description="floors a launch must keep, e.g. "
                                        "{decode_tok_s_server: 40}")
     maximize: str | None = Field(None, description="of the launches that meet the limits, the one with the highest "
-                                 "median of this figure (e.g. decode_tok_s_server); null with ordered")
+                                 "median of this figure (e.g. decode_tok_s_server, or goodput_rps / goodput_tok_s)")
+    goodput: LatencyTargets | None = Field(None, description="what a request must meet to count toward the goodput "
+                                           "figures (goodput_rps, goodput_tok_s): TTFT, TPOT, every ITL gap, seconds")
     ordered: bool = Field(False, description="the variants are in the order of one option and a later one never "
-                          "meets the limits where an earlier one failed: the search bisects, launching only what "
-                          "decides the last variant that meets them")
+                          "meets the limits where an earlier one failed (with maximize: and the figure rises to one "
+                          "peak, then falls): the search launches only what decides the answer")
+    largest: str | None = Field(None, description="a cell parameter of the sweep (target_prompt_tokens): each "
+                                "launch's answer is the largest value of it whose cell meets the limits, and the best "
+                                "launch the one whose answer is largest")
 
     @model_validator(mode="after")
     def _one_question(self) -> Objective:
         if not (self.at_most or self.at_least or self.maximize):
             raise ValueError("give limits (at_most, at_least) or a figure to maximize")
-        if self.ordered and self.maximize:
-            raise ValueError("ordered asks for the last variant that meets the limits; maximize for the best of all: "
-                             "give one")
+        if self.largest and (self.maximize or self.ordered):
+            raise ValueError("largest asks for the largest cell that meets the limits; maximize and ordered for the "
+                             "best launch: give one")
+        if self.largest and self.largest in self.cell:
+            raise ValueError(f"largest: {self.largest} is fixed by cell; leave it out of cell")
+        asked = {*self.at_most, *self.at_least, *filter(None, [self.maximize])}
+        if asked & set(GOODPUT) and (self.goodput is None or not self.goodput.model_dump(exclude_none=True)):
+            raise ValueError(f"{', '.join(sorted(asked & set(GOODPUT)))} counts the requests that meet the targets of "
+                             "objective.goodput (ttft_s, tpot_s, itl_s), and none is given")
+        if self.goodput is not None and not asked & set(GOODPUT):
+            raise ValueError(f"objective.goodput sets targets, and no figure asks for them; allowed: maximize "
+                             f"{' or '.join(GOODPUT)}")
         return self

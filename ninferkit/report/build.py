@@ -26,7 +26,7 @@ from ninferkit.host.findings import environment_rows, topology_pairs
 from ninferkit.measure.latency import recorded_itl
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
-from ninferkit.report import field_tables, imported, speculation, variants
+from ninferkit.report import field_tables, imported, objective, speculation, variants
 from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps, todays_profile
 from ninferkit.report.derive import DERIVED, UNRECORDED
@@ -123,7 +123,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         *_acceptance(run),
         _errors(run),
         *_benchmarks(run, figures),
-        *filter(None, [variants.section(run)]),
+        *filter(None, [variants.section(run), objective.section(run)]),
         *field_tables.sections(run),
         _latency(run),
         _speculation(run),

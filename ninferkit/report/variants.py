@@ -17,9 +17,8 @@ from collections import defaultdict
 from typing import Any
 
 import pandas as pd
-from pydantic import ValidationError
 
-from ninferkit.params.variants import BASE, Objective
+from ninferkit.params.variants import BASE
 from ninferkit.report.compare import METRICS, RUN_TO_RUN_PCT, delta, move_words
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Paragraph, Section, Table
@@ -28,7 +27,6 @@ from ninferkit.report.headline import params_label
 from ninferkit.rundir.records import RequestRow, ServerRecord
 from ninferkit.rundir.servings import VARIANT
 from ninferkit.sweeps.cell import REPEAT
-from ninferkit.sweeps.objective import answer, did_not_start, judge
 
 TITLE = "Variants side by side"
 SHOWN = ("prefill_tok_s_server", "decode_tok_s_server", "ttft_client_s")
@@ -47,7 +45,6 @@ def section(run: RunData) -> Section | None:
         f"the cell's own repetitions, else the ±{RUN_TO_RUN_PCT:g}% a rerun of one setup moves by: seed 000 §2.2) "
         "is said to be inside it, never a speed-up.")]
     blocks.append(_launches(run, names))
-    blocks += _objective(run, names)
     cells = _cells(run)
     for sweep in dict.fromkeys(sweep for sweep, _ in cells):
         blocks.append(_side_by_side(sweep, {key: by for key, by in cells.items() if key[0] == sweep}, names))
@@ -56,7 +53,7 @@ def section(run: RunData) -> Section | None:
 
 def _launches(run: RunData, names: list[str]) -> Table:
     """One row per launch: what it set, its serving, start-up and wall time, the pool it left, power and clock."""
-    power = _conditions(run)
+    power, largest = _conditions(run), _largest_pools(run)
     rows = []
     for name in names:
         if name == BASE:
@@ -73,14 +70,28 @@ def _launches(run: RunData, names: list[str]) -> Table:
         if record and record.error:
             state += f": {record.error.splitlines()[0]}"
         rows.append((name, changes, _ready(server), number(record.seconds) if record else "—",
-                     number(ledger.get("kv_tokens")), gib(ledger.get("kv_cache_bytes")),
+                     number(ledger.get("kv_tokens")), gib(ledger.get("kv_cache_bytes")), largest.get(name, "—"),
                      number(power.get(name, {}).get("power_w_median")),
                      number(power.get(name, {}).get("sm_clock_mhz_median")), state))
     return Table(("launch", "changes", "ready (s)", "variant wall time (s)", "KV pool (tokens)", "KV cache",
-                  "GPU power median (W)", "SM clock median (MHz)", "state"), tuple(rows),
+                  "largest KV pool (tokens)", "GPU power median (W)", "SM clock median (MHz)", "state"), tuple(rows),
                  "Each launch's start-up (server.json's ready time), the wall time from its launch to its stop, the "
-                 "KV pool its startup books left (the engine's own lines), and the median over its cells of NVML's "
-                 "power and SM clock (— where no GPU was sampled, as on a CPU).")
+                 "KV pool its startup books left (the engine's own lines), the largest pool the capacity step fits "
+                 "at its setting (what bounds it in brackets; — where 04_capacity_fit has not run since it launched), "
+                 "and the median over its cells of NVML's power and SM clock (— where no GPU was sampled, as on a "
+                 "CPU).")
+
+
+def _largest_pools(run: RunData) -> dict[str, str]:
+    """Per launch, the largest KV pool capacity.json gives at its setting, with what bounds it: the base's answer
+    and each variant's (the capacity each variant leaves)."""
+    capacity = run.capacity
+    if capacity is None:
+        return {}
+    found = {BASE: (capacity.max_kv_tokens, capacity.max_kv_tokens_bounded_by)}
+    found |= {each.name: (each.max_kv_tokens, each.max_kv_tokens_bounded_by) for each in capacity.variants}
+    return {name: f"{number(tokens)} ({bounded})" if tokens is not None else "unknown"
+            for name, (tokens, bounded) in found.items()}
 
 
 def _ready(server: ServerRecord | None) -> str:
@@ -111,16 +122,11 @@ def _conditions(run: RunData) -> dict[str, dict[str, float]]:
 def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
     """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
     cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
-    for row in [*run.measured(), *_measured(run.variant_requests)]:
+    for row in [*run.measured(), *run.measured_variants()]:
         shared = {key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)}
         name = str((row.cell or {}).get(VARIANT) or BASE)
         cells[(str(row.sweep), json.dumps(shared, sort_keys=True))][name].append(row)
     return cells
-
-
-def _measured(rows: list[RequestRow]) -> list[RequestRow]:
-    """As RunData.measured: finished measurements, not warm-ups or a prefix cell's seeding requests."""
-    return [row for row in rows if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
 
 
 def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str]) -> Table:
@@ -144,35 +150,3 @@ def _median(rows: list[RequestRow], metric: str) -> str:
     values = [float(value) for row in rows if (value := getattr(row, metric)) is not None]
     return number(statistics.median(values)) if values else "—"
 
-
-def _objective(run: RunData, names: list[str]) -> list[Block]:
-    """The best setting for the profile's objective, re-derived from the rows: the answer and why, the launches it
-    took, and what each launch showed or why it was not needed."""
-    recorded = run.profile.get("objective")
-    try:
-        objective = Objective.model_validate(recorded) if isinstance(recorded, dict) else None
-    except ValidationError:
-        return [Paragraph("The recorded objective no longer reads with this ninferkit's schema; its answer is not "
-                          "derived.")]
-    if objective is None:
-        return []
-    rows = [*run.requests, *run.variant_requests]
-    verdicts = {name: judge(objective, name, rows) for name in names}
-    for name, (record, _) in run.variants.items():
-        if record is not None and record.state == "failed":
-            verdicts[name] = did_not_start(name, (record.error or "no reason recorded").splitlines()[0])
-    found = answer(objective, names[1:] if objective.ordered else names, verdicts)
-    launched = sum(1 for record, _ in run.variants.values() if record is not None)
-    asked = "; ".join([*(f"{key} ≤ {value:g}" for key, value in objective.at_most.items()),
-                       *(f"{key} ≥ {value:g}" for key, value in objective.at_least.items())])
-    at = ", ".join(f"{key}={value}" for key, value in objective.cell.items()) or "every cell"
-    goal = (f"the highest {objective.maximize}" if objective.maximize else
-            "the last variant in order" if objective.ordered else "a launch")
-    head = (f"Objective: {goal} with {asked or 'no limit'}, at the {objective.sweep} sweep's {at}. "
-            + (f"Answer: {found.best}: {found.why}." if found.best else f"No answer: {found.why}.")
-            + f" It took {launched} of {len(names) - 1} variant launch(es) besides the base.")
-    rows_shown = tuple((name, found.outcomes.get(name, "not measured")) for name in names
-                       if not (objective.ordered and name == BASE))
-    return [Paragraph(head), Table(("launch", "against the objective"), rows_shown,
-                                   "Each launch's figures at the objective's cells (from its rows), or why the "
-                                   "search did not need it.")]

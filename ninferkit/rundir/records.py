@@ -241,7 +241,8 @@ class ServerRecord(RunFile):
     pgid: int | None = None
     process: dict[str, Any] | None = None
     """Who the started process was beyond its reusable pid (server/process.py: process_identity): start_ticks,
-    boot_id, exe; stop signals its group only while that still holds. None: it was gone when asked."""
+    boot_id, exe, host; stop signals its group only while that still holds, and only on that host. None: it was
+    gone when asked."""
     container: str | None = None
     """The Docker container's name, in Docker mode (stop runs `docker stop` on it)."""
     url: str | None = None
@@ -315,6 +316,28 @@ class CapacityObservation(RecordPart):
     runtime_bytes: Bounds | None = None
 
 
+class VariantCapacity(RecordPart):
+    """The capacity a variant leaves (issue 39): its launch's startup books read as an observation at its own
+    setting, and the largest KV pool the fit gives at that setting (the run's other launches pin the shared terms)."""
+
+    name: str
+    setting: CapacitySetting = Field(default_factory=CapacitySetting)
+    kv_tokens: int | None = None
+    """The pool its server started with."""
+    served: bool | None = None
+    runtime_bytes: Bounds | None = None
+    """What its server took beyond the weights at startup, as its books say."""
+    free_after_weights_bytes: Any = None
+    """The free memory its largest pool was fitted against (the run's answer's: a budget where one stands in)."""
+    max_kv_tokens: int | None = None
+    max_kv_tokens_interval: list[int | None] | None = None
+    max_kv_tokens_bounded_by: str | None = None
+    source: str | None = None
+    """Its log (variants/<name>/logs/server.log)."""
+    note: str | None = None
+    """Why a figure is missing (no log, no books in it)."""
+
+
 class DecisionRow(RecordPart):
     """One cell of the decision table and one reading of it (the pool the server allocates at startup, or
     every slot at full length): whether it fits and by how much."""
@@ -370,6 +393,13 @@ class CapacitySearch(RecordPart):
     """The pool memory alone would allow at this setting, from the fit."""
     shared_pool: bool | None = None
     """Whether the slots share one pool (its per-slot figure is then the setting's context); None in older files."""
+    refused_kv_tokens: int | None = None
+    """The smallest pool shown not to fit, and by what ("launch" or "fit"); None where no upper side was found and
+    in capacity.json files older than these fields."""
+    refused_by: str | None = None
+    step_tokens: int | None = None
+    """The search's unit (one page of a shared pool, one page a slot otherwise): refused - answer = step_tokens is
+    an answer pinned to one page."""
     note: str | None = None
     results: list[SearchStep] = []
 
@@ -435,6 +465,8 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
     narrowed_by_launches: list[str] | None = None
     """How the run's launches narrowed the largest pools (capacity/evidence.py); None where none did."""
+    variants: list[VariantCapacity] = []
+    """The capacity each of the profile's variants leaves, from its own launch (none: no variant launched)."""
     serving_id: str | None = None
     """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 

@@ -135,6 +135,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> ServerRecord:
     argv = command(profile, adapter, model_path, binary)
     log_path = run.dir.server_log
     url = base_url(profile)
+    keep_earlier_log(log_path)
     with open_for_write(log_path) as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -180,6 +181,20 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> ServerRecord:
     record.state = ServerState.READY.value
     write_record(run.dir.server, record)
     return record
+
+
+def keep_earlier_log(path: Path) -> Path | None:
+    """An earlier launch's log, kept beside the new one as `server.N.log` (N counting up) rather than overwritten:
+    the rows that launch answered are joined to its record (sweeps/truth.py), and the sweeps step launches the run's
+    server again after its variants. Returns where it went; None when there was none."""
+    if not path.is_file() or path.is_symlink() or path.stat().st_size == 0:
+        return None
+    taken = [int(found.suffixes[-2][1:]) for found in path.parent.glob(f"{path.stem}.*{path.suffix}")
+             if len(found.suffixes) >= 2 and found.suffixes[-2][1:].isdigit()]
+    kept = path.with_name(f"{path.stem}.{max(taken, default=0) + 1}{path.suffix}")
+    os.replace(path, kept)
+    _scrub_log(kept)  # a server that died is never stopped, so its log was never scrubbed
+    return kept
 
 
 def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version: str | None,
@@ -284,14 +299,28 @@ def _listens(pgid: int, port: int) -> bool:
 
 def process_identity(pid: int) -> dict[str, Any] | None:
     """Who process `pid` is, beyond its reusable number: start time (clock ticks after boot), the boot
-    it started in, and its executable; None when it is gone."""
+    it started in, its executable and the machine it runs on; None when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         exe = os.readlink(f"/proc/{pid}/exe")
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except (OSError, IndexError):
         return None
-    return {"start_ticks": int(fields[19]), "boot_id": boot, "exe": exe}
+    return {"start_ticks": int(fields[19]), "boot_id": boot, "exe": exe, "host": socket.gethostname()}
+
+
+def elsewhere(record: ServerRecord) -> str | None:
+    """Why this machine cannot act on the record's process: it was started on another one (a fleet task's run
+    directory read from a login node or another task's node, over shared storage). Its pid means nothing here,
+    so it is neither signalled nor marked stopped; None when it started here, or the record predates the host
+    field."""
+    started_on = (record.process or {}).get("host")
+    here = socket.gethostname()
+    if record.external or started_on is None or started_on == here:
+        return None
+    return (f"the server of this run was started on {started_on}, not on this machine ({here}): nothing was "
+            f"signalled and server.json is unchanged; stop it there (`ninferkit stop RUN_DIR` on {started_on}, "
+            "or end the Slurm job that runs it)")
 
 
 def _last_line(path: Path) -> str:
@@ -458,12 +487,15 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     """Stop the server a run started (idempotent); True when a live server was stopped.
 
     Nothing is signalled when server.json is stale (`stale_reason`): its state becomes stopped with the
-    reason. Raises BadInput for a server.json a launch did not write, ServerError when a process of the
-    group survives SIGKILL.
+    reason. Raises BadInput for a server.json a launch did not write, ServerError when the server was started on
+    another machine (`elsewhere`) or a process of the group survives SIGKILL.
     """
     record = read_record(run_dir)
     if record is None or record.external:
         return False  # an external server is someone else's: never signalled
+    away = elsewhere(record)
+    if away is not None and record.state != ServerState.STOPPED.value:
+        raise ServerError(away)
     pgid = _pgid(record)
     _reap(pgid)
     if record.state == ServerState.STOPPED.value:
@@ -562,6 +594,9 @@ def ensure_running(run_dir: RunDir) -> ServerRecord:
         raise ServerError(f"no server.json in {run_dir.path}; run the launch step (02_launch) first")
     if record.external:
         return _answering(record, run_dir)
+    away = elsewhere(record)
+    if away is not None:
+        raise ServerError(away.replace("stop it there", "run this step there"))
     alive = stale_reason(record) is None and _group_alive(_pgid(record))
     if record.state != ServerState.READY.value or not alive:
         raise ServerExited(f"the server of this run is not running (state: {record.state}); "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import fields
 from functools import partial
 from pathlib import Path
 
@@ -26,11 +27,12 @@ from ninferkit.deploy import power
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.params import LoadedProfile, Profile, apply_override, validate_profile
+from ninferkit.params.variants import GOODPUT
 from ninferkit.rundir.identity import serving_identity, variant_profile
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir
 from ninferkit.server import process as server
-from ninferkit.sweeps.kinds import names
+from ninferkit.sweeps.kinds import get_kind, names
 from ninferkit.sweeps.plan import build_plan
 
 LAUNCHING = ("launch", "sweeps", "capacity")
@@ -133,8 +135,12 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
     serving: seed 000 §2.1's 8K / 320 cell beside its 128-token context rows). A problem the base's launch has too
     (`launch`) is listed once, for it."""
     if not profile.variants:
+        if profile.objective is None:
+            return []
+        if profile.objective.largest:  # the base's own cells answer it
+            return _objective_problems(profile)
         return ["objective: it chooses among the profile's variants, and it has none; allowed: variants with the "
-                "settings to search"] if profile.objective else []
+                "settings to search, or largest: a cell parameter whose largest passing cell is the answer"]
     if profile.artifact.served:
         return ["variants: each variant is a launch of ninferkit's, and a --url run's server is someone else's; "
                 "allowed: none (remove variants, or run the profile without --url)"]
@@ -178,9 +184,16 @@ def _objective_problems(profile: Profile) -> list[str]:
     asked = [*objective.at_most, *objective.at_least, *filter(None, [objective.maximize])]
     for name in asked:
         metric = re.sub(r"_p\d{1,2}$", "", name) if name not in numeric else name
-        if metric not in numeric:
+        if metric not in numeric and name not in GOODPUT:
             found.append(f"objective: {name!r} is no figure of the rows; allowed: a metric such as "
-                         f"decode_tok_s_server or ttft_client_s, or its percentile (ttft_client_s_p99)")
+                         f"decode_tok_s_server or ttft_client_s, its percentile (ttft_client_s_p99), or "
+                         f"{' / '.join(GOODPUT)}")
+    if objective.largest and objective.sweep in names():
+        numbers = [each.name for each in fields(get_kind(objective.sweep).params)
+                   if each.type in ("int", "float", "int | None", "float | None")]
+        if objective.largest not in numbers:
+            found.append(f"objective.largest = {objective.largest!r}: not a numeric cell parameter of the "
+                         f"{objective.sweep} sweep; allowed: {', '.join(numbers)}")
     return found
 
 

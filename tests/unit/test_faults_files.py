@@ -10,6 +10,7 @@ import os
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ninferkit.errors import BadInput, DiskFull, RunDirBusy, ServerExited
+from ninferkit.errors import BadInput, DiskFull, RunDirBusy, ServerError, ServerExited
 from ninferkit.report import write_report
 from ninferkit.rundir.runs import RunDir, append_jsonl, open_run, read_jsonl
 from ninferkit.server import process as server
@@ -220,6 +221,32 @@ def test_stop_signals_nothing_when_the_pid_now_belongs_to_another_program(
     with pytest.raises(ServerExited):
         server.ensure_running(run_dir)  # a stale record is no running server either
     assert bystander.poll() is None
+
+
+def test_a_server_started_on_another_machine_is_neither_signalled_nor_marked_stopped(
+        tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    """A fleet task's run directory read over shared storage from another node: its pid is a live program here
+    (the bystander), and the record names the node it started on. `stop` signals nothing, keeps server.json as
+    it was (the server may still be running there) and says where to stop it; a step that needs the server says
+    where to run it."""
+    identity = server.process_identity(bystander.pid)
+    assert identity is not None and identity["host"] == socket.gethostname()
+    record = {"state": "ready", "pid": bystander.pid, "pgid": bystander.pid, "url": "http://127.0.0.1:9",
+              "process": {**identity, "host": "gpu-node-17", "boot_id": "0" * 32}}
+    run_dir = RunDir(tmp_path)
+    run_dir.server.write_text(json.dumps(record))
+    before = run_dir.server.read_bytes()
+    done = _ninferkit("stop", str(tmp_path))
+    assert done.returncode == 1, done
+    assert f"was started on gpu-node-17, not on this machine ({socket.gethostname()}): nothing was signalled" \
+        in done.stderr, done.stderr
+    assert "`ninferkit stop RUN_DIR` on gpu-node-17" in done.stderr and "Traceback" not in done.stderr
+    assert run_dir.server.read_bytes() == before and bystander.poll() is None
+    with pytest.raises(ServerError, match="run this step there"):
+        server.ensure_running(run_dir)
+    stopped = {**record, "state": "stopped"}  # once it is recorded stopped, there is nothing left to do anywhere
+    run_dir.server.write_text(json.dumps(stopped))
+    assert server.stop(run_dir) is False and bystander.poll() is None
 
 
 def test_stop_signals_the_recorded_process_when_it_is_still_the_server(

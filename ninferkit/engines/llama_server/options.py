@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.serve import ServeSection
 
 HAS_BUILD = True
@@ -16,7 +16,8 @@ class Spec(Section):
     """Speculative decoding: `--spec-type` and its own options. Which types and options exist is read from the
     binary's `--help` at launch, so a build that lacks one is refused by name before the server starts."""
 
-    method: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]*$",
+    method: str | None = Field(None, **shaped(r"^[a-z0-9][a-z0-9-]*$",
+                                              "a --spec-type name: lowercase letters, digits and '-'"),
                                description="--spec-type: ngram-mod, ngram-simple, ngram-map-k, ngram-map-k4v, "
                                "ngram-cache (no draft model), or a draft-* type (a draft model or draft heads); "
                                "null: off")

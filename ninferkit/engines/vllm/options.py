@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, shaped
 from ninferkit.params.serve import ServeSection
 
 HAS_BUILD = False
@@ -19,7 +19,8 @@ class Spec(Section):
     """Speculative decoding: `--speculative-config` as vLLM reads it (one JSON object). Which methods exist is read
     from the vLLM that will run (facts.py), so a method that version lacks is refused by name before it starts."""
 
-    method: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_]*$",
+    method: str | None = Field(None, **shaped(r"^[a-z0-9][a-z0-9_]*$",
+                                              "a method name: lowercase letters, digits and '_'"),
                                description="the speculative method, e.g. ngram (no draft model: drafts are n-grams "
                                "the prompt already holds), eagle3, mtp, draft_model, dflash; null: off")
     num_speculative_tokens: int | None = Field(None, ge=1, le=64, description="tokens drafted per step")
@@ -59,7 +60,9 @@ class Serve(ServeSection):
                                         "null: vLLM's default")
     enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs and no torch.compile (a "
                                 "faster start, a slower decode)")
-    tool_call_parser: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$", description="--enable-auto-tool-"
+    tool_call_parser: str | None = Field(None, **shaped(r"^[a-z0-9][a-z0-9_-]*$",
+                                                        "a parser name: lowercase letters, digits, '_' and '-'"),
+                                         description="--enable-auto-tool-"
                                          "choice --tool-call-parser NAME (e.g. hermes): vLLM reads `tools` and "
                                          "streams the model's calls as tool_calls; null: no tools")
     otlp_traces_jsonl: str | None = Field(None, description="where ninferkit's OTLP receiver keeps vLLM's own "
@@ -68,6 +71,15 @@ class Serve(ServeSection):
     otlp_port: int = Field(4318, ge=1, le=65_535, description="the loopback port of that receiver (OTLP/HTTP's "
                            "own port by default)")
     spec: Spec = Spec()
+
+    @field_validator("extra_args")
+    @classmethod
+    def _page_is_vllms_default(cls, value: list[str]) -> list[str]:
+        if any(arg == "--block-size" or arg.startswith("--block-size=") for arg in value):
+            raise ValueError("--block-size: ninferkit sizes vLLM's KV pool in 16-token blocks (serve.kv.capacity's "
+                             "bytes, the capacity search's one-page step, the fit); another block size would put "
+                             "each of them off by its pages, so it is not taken: remove it")
+        return value
 
     def tensor_parallel_size(self) -> int:
         return self.tensor_parallel

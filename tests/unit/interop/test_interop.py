@@ -221,6 +221,23 @@ def test_the_guidellm_rates_are_guidellms_own_on_the_file_it_wrote() -> None:
             assert mine["percentiles"] == pytest.approx(theirs["percentiles"], rel=1e-9, abs=1e-12), (name, status)
 
 
+def test_the_guidellm_concurrency_is_guidellms_own_on_the_file_it_wrote() -> None:
+    """The same file's requests in flight over the window (request_concurrency: the export left it empty), every
+    figure of every status, from the requests' start and end as GuideLLM wrote them."""
+    from ninferkit.interop.guidellm import _concurrency
+
+    written = json.loads((PEERS / "guidellm-0.8.1" / "benchmarks.json").read_text())["benchmarks"][0]
+    window = written["scheduler_metrics"]
+    requests = {status: written["requests"].get(status) or [] for status in ("successful", "errored", "incomplete")}
+    ours = _concurrency(requests, window["measure_start_time"], window["measure_end_time"])
+    assert written["metrics"]["request_concurrency"]["successful"]["max"] == 2  # the file ran two at a time
+    for status in ("successful", "errored", "incomplete", "total"):
+        theirs, mine = written["metrics"]["request_concurrency"][status], ours[status]
+        for key in ("mean", "median", "mode", "variance", "std_dev", "min", "max", "count", "total_sum"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-9, abs=1e-12), (status, key)
+        assert mine["percentiles"] == pytest.approx(theirs["percentiles"], rel=1e-9, abs=1e-12), status
+
+
 def test_a_guidellm_export_carries_the_rates_its_html_shows(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.json"
     assert main(["export", str(EXAMPLE), "--format", "guidellm", "-o", str(out)]) == 0
@@ -232,3 +249,6 @@ def test_a_guidellm_export_carries_the_rates_its_html_shows(tmp_path: Path) -> N
             assert metrics["requests_per_second"]["successful"]["mean"] > 0
             assert metrics["output_tokens_per_second"]["successful"]["count"] == sum(
                 request["output_metrics"]["text_tokens"] for request in benchmark["requests"]["successful"])
+            in_flight = metrics["request_concurrency"]["successful"]
+            assert in_flight["count"] == ok and 0 < in_flight["mean"] <= in_flight["max"]
+            assert in_flight["max"] <= (benchmark["config"]["strategy"].get("max_concurrency") or ok)

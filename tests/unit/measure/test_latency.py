@@ -92,17 +92,20 @@ def test_requests_per_second_and_peak_in_flight_from_send_and_end_times() -> Non
 def test_goodput_counts_requests_meeting_every_target_over_everything_sent() -> None:
     rows = records([
         {"status": "ok", "ttft_client_s": 0.5, "tpot_client_s": 0.02, "itl_client_s": [0.02, 0.03], "t_send": 0.0,
-         "t_done": 1.0},
+         "t_done": 1.0, "completion_tokens": 40},
         {"status": "ok", "ttft_client_s": 1.5, "tpot_client_s": 0.02, "itl_client_s": [0.02], "t_send": 0.5,
-         "t_done": 2.0},  # TTFT over
+         "t_done": 2.0, "completion_tokens": 30},  # TTFT over
         {"status": "ok", "ttft_client_s": 0.5, "tpot_client_s": 0.02, "itl_client_s": [0.02, 0.4], "t_send": 1.0,
-         "t_done": 3.0},  # one stall over the ITL target
+         "t_done": 3.0, "completion_tokens": 20},  # one stall over the ITL target
         {"status": "errored", "t_send": 1.5, "t_done": 4.0},
     ])
     both = Targets(ttft_s=1.0, itl_s=0.1)
-    assert goodput(rows, both) == {"goodput_rps": pytest.approx(1 / 4), "good_fraction": 0.25}
+    # the good request's 40 output tokens over the 4 s from the first send to the last end
+    assert goodput(rows, both) == {"goodput_rps": pytest.approx(1 / 4), "goodput_tok_s": pytest.approx(40 / 4),
+                                   "good_fraction": 0.25}
     assert goodput(rows, Targets(ttft_s=1.0))["good_fraction"] == 0.5
-    assert goodput(rows, Targets()) == {"goodput_rps": None, "good_fraction": None}  # no target, no goodput
+    assert goodput(rows, Targets(ttft_s=1.0))["goodput_tok_s"] == pytest.approx(60 / 4)
+    assert goodput(rows, Targets()) == {"goodput_rps": None, "goodput_tok_s": None, "good_fraction": None}
     assert not Targets(itl_s=1.0).met(RequestRow(status="ok", ttft_client_s=0.1))  # gaps never recorded: unknown
 
 

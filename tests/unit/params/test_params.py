@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from ninferkit.errors import ProfileError
+from ninferkit.fleet.spec import FleetFile
 from ninferkit.params import load_profile
+from ninferkit.params.kinds import KINDS, serve_section
 from ninferkit.params.load import yaml_comments
+from ninferkit.params.profile import Profile
 from tests.conftest import REPO
 
 LOCAL_CPU = REPO / "params" / "local-cpu.yaml"
@@ -128,3 +132,47 @@ def test_a_bare_name_is_the_profile_of_that_name_in_params(tmp_path: Path, monke
         load_profile("boxx")
     (tmp_path / "box").mkdir()  # a folder of that name is not a profile: still the file in params/
     assert load_profile("box").source == Path("params/box.yaml")
+
+
+def test_every_text_field_of_a_fixed_form_says_its_rule_in_words() -> None:
+    """A value of the wrong form is answered with the rule in words (`params.base.shaped`), never pydantic's regex:
+    every field of a profile (each engine's serve options included) and of a fleet file that checks a pattern
+    carries its form."""
+    seen: set[type[BaseModel]] = set()
+    unworded: list[str] = []
+    checked = 0
+
+    def walk(model: type[BaseModel]) -> None:
+        nonlocal checked
+        if model in seen:
+            return
+        seen.add(model)
+        for name, info in model.model_fields.items():
+            if any(getattr(item, "pattern", None) for item in info.metadata):
+                checked += 1
+                extra = info.json_schema_extra
+                if not (isinstance(extra, dict) and isinstance(extra.get("form"), str)):
+                    unworded.append(f"{model.__name__}.{name}")
+            for nested in _models_in(info.annotation):
+                walk(nested)
+
+    for root in (Profile, FleetFile, *(serve_section(kind) for kind in KINDS)):
+        walk(root)
+    assert checked >= 15, checked  # the walk reached the fleet's Slurm fields and the engines' spec methods
+    assert not unworded, unworded
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [found for arg in getattr(annotation, "__args__", ()) for found in _models_in(arg)]
+
+
+def test_a_value_of_the_wrong_form_is_told_the_form_not_a_regex() -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_profile(LOCAL_CPU, ["serve.spec.method=Ngram Mod",
+                                 'variants=[{name: "Big One", set: {serve.threads: 1}}]'])
+    said = str(caught.value)
+    assert "serve.spec.method = 'Ngram Mod': must be a --spec-type name: lowercase letters, digits and '-'" in said
+    assert "variants.0.name = 'Big One': must be 1-40 lowercase letters" in said
+    assert "pattern" not in said and "^" not in said

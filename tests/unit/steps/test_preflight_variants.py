@@ -71,3 +71,19 @@ def test_the_profile_itself_refuses_what_no_variant_can_be(variants: str, words:
 def test_a_good_variant_passes_and_the_base_profile_keeps_its_hash() -> None:
     assert _problems("[{name: t2, set: {serve.threads: 2}}]") == []
     assert load_profile(LOCAL_CPU).hash == load_profile(LOCAL_CPU, ["variants=[]"]).hash
+
+
+def test_an_objective_names_figures_the_rows_have_and_largest_a_numeric_cell_parameter() -> None:
+    """Goodput is a figure the objective computes; `largest` needs no variant (the base's own cells answer it), and
+    must be a numeric parameter of the sweep's cells; any other objective needs variants to choose among."""
+    goodput = ("objective={sweep: concurrency, maximize: goodput_tok_s, ordered: true, goodput: {ttft_s: 2}}")
+    assert _problems("[{name: t2, set: {serve.threads: 2}}]", goodput) == []
+    largest = "objective={{sweep: context, largest: {}, at_least: {{decode_tok_s_server: 10}}}}"
+    assert _problems("[]", largest.format("target_prompt_tokens")) == []
+    found = _problems("[]", largest.format("api"))
+    assert len(found) == 1 and found[0].startswith("objective.largest = 'api': not a numeric cell parameter of the "
+                                                   "context sweep; allowed: ")
+    assert "target_prompt_tokens" in found[0]
+    found = _problems("[]", "objective={sweep: concurrency, maximize: decode_tok_s_server}")
+    assert len(found) == 1 and found[0].startswith("objective: it chooses among the profile's variants, and it has "
+                                                   "none")
