@@ -72,7 +72,8 @@ class Comparison:
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
                       "each run's repetitions." + _interval_words(self.table)),
-            table_from_frame(self.table) if not self.table.empty else Paragraph("No cell appears in both runs."),
+            table_from_frame(_shown(self.table)) if not self.table.empty
+            else Paragraph("No cell appears in both runs."),
         ])]
         if self.unpaired:
             sections.append(Section("Cells in only one run", [Bullets(tuple(self.unpaired))]))
@@ -89,6 +90,12 @@ class Comparison:
         write_text_atomic(csv, self.table.to_csv(index=False))
         files["csv"] = csv
         return files
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-cell table as the reader sees it: without the variant column where every row is a base serving's
+    (runs without variants; table.csv keeps the column, so its shape does not depend on the runs)."""
+    return table.drop(columns="variant") if "variant" in table and (table["variant"] == BASE).all() else table
 
 
 def graphs_words(values: Sequence[str | None]) -> str:

@@ -4,7 +4,7 @@ No GPU or driver here, so nvidia-smi is a stand-in (as in test_deploy.py's `prob
 on PATH that records each call and keeps each card's limit in a file, answering the queries ninferkit sends in
 nvidia-smi's `--format=csv,noheader,nounits` shape. What is tested is ninferkit's side: the commands planned, their
 order, and the restore on every exit path. The stand-in's answers are held byte for byte to what a real nvidia-smi
-printed for the same queries (tests/data/nvidia_smi_h100, an H100). Not tested (the GPU machine's settings are not
+printed for the same queries (tests/data/host_evidence_h100, an H100). Not tested (the GPU machine's settings are not
 ours to change): that a real card takes `-pl` and that the limits nvidia-smi reports are those the card applies.
 
 Profile: params/ninfer-rtx3090-groupwise.yaml's `w350` variant (seed 003: 350 W against the profile's 300 W), on
@@ -143,19 +143,19 @@ def test_the_restore_commands_are_one_per_card() -> None:
                                                            ["nvidia-smi", "-i", "3", "-pl", "250.00"]]
 
 
-H100 = REPO / "tests" / "data" / "nvidia_smi_h100"
+H100 = REPO / "tests" / "data" / "host_evidence_h100"
 
 
 @pytest.mark.parametrize(("query", "recorded"), [
-    ("--query-gpu=index,power.limit", "query_index_power_limit.txt"),
-    ("--query-gpu=power.limit", "query_i0_power_limit.txt"),
+    ("--query-gpu=index,power.limit", "nvidia_smi_query_index_power_limit.txt"),
+    ("--query-gpu=power.limit", "nvidia_smi_query_i0_power_limit.txt"),
 ])
 def test_the_stand_in_answers_in_the_shape_a_real_nvidia_smi_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      query: str, recorded: str) -> None:
-    """The stand-in's answers are held to a real nvidia-smi's (tests/data/nvidia_smi_h100: an H100 80GB, driver
+    """The stand-in's answers are held to a real nvidia-smi's (tests/data/host_evidence_h100: an H100 80GB, driver
     580.159.04, at its 700 W default), byte for byte, so the tests above read the text a card's driver prints."""
     stand_in(tmp_path, monkeypatch, {"0": 700.0})
-    select = ["-i", "0"] if recorded == "query_i0_power_limit.txt" else []
+    select = ["-i", "0"] if recorded == "nvidia_smi_query_i0_power_limit.txt" else []
     out = Host(lambda line: None).act("ask", ["nvidia-smi", *select, query, "--format=csv,noheader,nounits"])
     assert out == (H100 / recorded).read_text()
 
@@ -167,7 +167,7 @@ def test_the_limits_and_their_restore_are_read_from_a_real_nvidia_smis_answer(tm
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     replay = bin_dir / "nvidia-smi"
-    replay.write_text(f"#!/bin/sh\ncat {H100 / 'query_index_power_limit.txt'}\n")
+    replay.write_text(f"#!/bin/sh\ncat {H100 / 'nvidia_smi_query_index_power_limit.txt'}\n")
     replay.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     before = read_limits(w350(), Host(lambda line: None), "read the limits before the variant")
