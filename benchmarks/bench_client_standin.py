@@ -10,7 +10,8 @@ process of its own, so its CPU is its own (counted around the load only: no star
 - `ninferkit`: `StreamingClient.send`, as the sweeps call it (one client, `max_connections` the concurrency);
 - `workers` (the paced phases at c64 and up): the same over as many worker processes as the sweeps would give
   that load (`measure/client_workers.spread`: the stand-in's 5 ms gap, the client's CPU per event measured at the
-  reader's start); its CPU is not compared (the workers' own start-up would be in it), its stamps are;
+  reader's start, the CPUs' idle share measured just before the phase; the decision and its reason are printed);
+  its CPU is not compared (the workers' own start-up would be in it), its stamps are;
 - `baseline`, with `--baseline DIR`: the same, from another ninferkit checkout (say `git archive main ninferkit`
   unpacked in DIR), so a change is measured against what it changes in one run, under one load.
 
@@ -79,9 +80,10 @@ class Phase:
         return self.mode == "paced" and self.concurrency >= 64
 
 
-PHASES = (Phase("paced c1", "paced", 1, 3, 128), Phase("paced c64", "paced", 64, 128, 128),
+PHASES = (Phase("paced c1", "paced", 1, 8, 128), Phase("paced c64", "paced", 64, 128, 128),
           Phase("paced c256", "paced", 256, 512, 128), Phase("flood c64", "flood", 64, 256, 128),
           Phase("flood c256", "flood", 256, 512, 128), Phase("flood c64, 8-token", "flood", 64, 1024, 8))
+"""Paced c1 sends 8 requests (1,024 tokens, 5 s): with 3, its CPU was 20-30 ms, and run to run it moved by half."""
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -180,11 +182,13 @@ def ninferkit_reader(port: int, phase: Phase, repo: Path, over_workers: bool = F
     results: list[RequestResult] = []
     url = f"http://127.0.0.1:{port}"
     adapter = get_adapter("llama_server")
-    workers = 1
+    workers, why = 1, ""
     if over_workers:  # a baseline checkout has no workers: imported only here
-        from ninferkit.measure.client_workers import WorkerClient, client_cost, spread, usable_cpus
+        from ninferkit.host.cpu_idle import measure_idle
+        from ninferkit.measure.client_workers import WorkerClient, client_cost, spread
 
-        workers = spread(phase.concurrency / STANDIN_GAP_S, STANDIN_GAP_S, client_cost(), usable_cpus()).workers
+        decided = spread(phase.concurrency / STANDIN_GAP_S, STANDIN_GAP_S, client_cost(), measure_idle)
+        workers, why = decided.workers, decided.why
 
     async def run() -> tuple[float, float]:
         client: Any = (WorkerClient(url, adapter, "embedded", workers=workers) if workers > 1 else
@@ -207,17 +211,19 @@ def ninferkit_reader(port: int, phase: Phase, repo: Path, over_workers: bool = F
     figures = measured([(result.text_event_times, send_times(result.reply.text_parts)) for result in results],
                        cpu, wall)
     if over_workers:
-        figures.update(cpu_s=None, workers=workers)
+        figures.update(cpu_s=None, workers=workers, why=why)
     return figures
 
 
 # ---- the parent ----
 
 @contextmanager
-def standins(workdir: Path) -> Iterator[dict[str, int]]:
-    """The stand-in built and serving on two loopback ports, {mode: port}; stopped on the way out."""
-    binary = workdir / "standin_sse"
-    subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(SOURCE)], check=True)
+def standins(workdir: Path, built: Path | None) -> Iterator[dict[str, int]]:
+    """The stand-in serving on two loopback ports, {mode: port}, built here unless `built` names a binary of it
+    (a machine without cc); stopped on the way out."""
+    binary = built or workdir / "standin_sse"
+    if built is None:
+        subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(SOURCE)], check=True)
     servers: list[subprocess.Popen[bytes]] = []
     try:
         ports = {}
@@ -310,6 +316,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another ninferkit checkout to run as a third reader")
+    parser.add_argument("--only", action="append", metavar="PHASE", help="run only this phase (repeatable; default: "
+                        "all): " + "; ".join(p.name for p in PHASES))
+    parser.add_argument("--standin", type=Path, help="a stand-in binary built elsewhere (cc -O2 -pthread -static "
+                        "standin_sse.c), for a machine without cc")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
     parser.add_argument("--reader", choices=READERS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -322,6 +332,13 @@ def main() -> int:
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    names = [p.name for p in PHASES]
+    chosen = args.only or names
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        parser.error(f"--only: no phase {', '.join(map(repr, unknown))}; the phases: {'; '.join(names)}")
+    if args.standin is not None and not os.access(args.standin, os.X_OK):
+        parser.error(f"--standin {args.standin}: not an executable file")
     if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
         parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
     readers = READERS if args.baseline is not None else READERS[:3]
@@ -334,13 +351,16 @@ def main() -> int:
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     collected: dict[tuple[str, str, str], list[float | None]] = {}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir, standins(Path(workdir)) as ports:
+    with (tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir,
+          standins(Path(workdir), args.standin) as ports):
         for repeat in range(args.repeats):
-            for phase in PHASES:
+            for phase in (p for p in PHASES if p.name in chosen):
                 taking = [reader for reader in readers if reader != "workers" or phase.spread]
                 turn = repeat % len(taking)
                 for reader in taking[turn:] + taking[:turn]:
                     run = run_reader(reader, ports[phase.mode], phase, args.baseline)
+                    if "why" in run:
+                        print(f"{phase.name}, repetition {repeat + 1}: {run['why']}", flush=True)
                     for figure, value in figures_of(run, phase).items():
                         collected.setdefault((phase.name, figure, reader), []).append(value)
             print(f"repetition {repeat + 1} done at {time.monotonic() - started:.0f} s", flush=True)

@@ -55,6 +55,9 @@ def loads_json(text: str | bytes) -> Any:
         found = json.loads(text)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {JSON_NESTING} levels") from None
+    opening = (b"{", b"[") if isinstance(text, bytes) else ("{", "[")
+    if text.count(opening[0]) + text.count(opening[1]) <= JSON_NESTING:  # type: ignore[arg-type]
+        return found  # a value nests at most as deep as its text has brackets: no walk (a streamed event's cost)
     stack = [(found, 1)]
     while stack:  # walked without recursion: a deep value would overflow the stack of whatever walks it
         value, depth = stack.pop()

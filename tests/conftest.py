@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ninferkit.report import Report
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -30,3 +34,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LIVE in item.path.parents:
             item.add_marker(pytest.mark.live)
+
+
+def whole(report: Report) -> str:
+    """A write-up's post (index.md) and its appendix (appendix.md) as one text: each heading is in one or the
+    other, and a test of what the write-up says reads both."""
+    return report.markdown.read_text() + "\n" + report.appendix["markdown"].read_text()

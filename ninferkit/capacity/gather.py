@@ -35,7 +35,7 @@ from ninferkit.engines.kv import KVLayout
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
-from ninferkit.rundir.records import CapacityRecord
+from ninferkit.rundir.records import CapacityRecord, VariantCapacity
 from ninferkit.rundir.runs import utc_now
 
 FORMULA = ("runtime(C, S, K) = F(C, S) + b x K, with K the KV pool in tokens (whole pages of P), "
@@ -277,6 +277,24 @@ def capacity_record(profile: Profile, observations: Sequence[Observation],
         "conflicts": conflicts + result.conflicts,
         "notes": result.notes,
     }))
+
+
+def variant_capacity(name: str, profile: Profile, own: Observation | None, others: Sequence[Observation],
+                     source: str) -> VariantCapacity:
+    """The capacity a variant leaves: its launch's observation (`own`, read from its log at its own setting) and the
+    largest pool the fit gives at its setting (`profile`: the variant's), the run's other launches (`others`)
+    pinning what every launch of the model shares (bytes per token, the memory free after the weights)."""
+    if own is None:
+        return VariantCapacity(name=name, source=source, note="its log holds no startup memory books this ninferkit "
+                               "reads (it did not start, or printed none)")
+    record = capacity_record(profile, [own, *others])
+    return VariantCapacity(name=name, setting=own.setting.as_dict(), kv_tokens=own.kv_tokens, served=own.served,
+                           runtime_bytes=None if own.runtime is None else own.runtime.as_bytes(),
+                           free_after_weights_bytes=record.free_after_weights_bytes,
+                           max_kv_tokens=record.max_kv_tokens, max_kv_tokens_interval=record.max_kv_tokens_interval,
+                           max_kv_tokens_bounded_by=record.max_kv_tokens_bounded_by, source=source,
+                           note=None if record.max_kv_tokens is not None else
+                           "the fit leaves its largest pool open: " + "; ".join(record.terms_unpinned or ["no term"]))
 
 
 def _available_source(profile: Profile, result: CapacityFit, known: KnownTerms | None, primary: Basis) -> str:

@@ -52,6 +52,12 @@ class SearchResult:
     """What set the answer: "engine" (its own pool rule), "memory", or None (not found, or no upper side)."""
     memory_allows: Interval | None = None
     """The pool memory alone would allow at this setting, from the fit ([sure, possible] tokens)."""
+    refused_tokens: int | None = None
+    """The smallest pool shown not to fit (None: no upper side found), and by what: "launch" or "fit"."""
+    refused_by: str | None = None
+    step_tokens: int | None = None
+    """The search's unit: one page for a shared pool (vLLM's 16-token block), one page a slot otherwise. The answer
+    is pinned to one unit when `refused_tokens - answer_tokens == step_tokens`: what served, and one page more not."""
 
     def as_dict(self) -> dict[str, Any]:
         """The answer with what the server itself reported at it (its KV line's cells), beside the count
@@ -64,6 +70,8 @@ class SearchResult:
                 "answer_context_per_slot": per_slot, "server_kv_tokens": reported[-1] if reported else None,
                 "verified_by_request": self.verified, "launches": self.launches, "results": self.steps,
                 "bounded_by": self.bounded_by, "shared_pool": self.shared_pool,
+                "refused_kv_tokens": self.refused_tokens, "refused_by": self.refused_by,
+                "step_tokens": self.step_tokens,
                 "memory_allows_kv_tokens": None if self.memory_allows is None else [
                     None if v is None else int(v) for v in (self.memory_allows.low, self.memory_allows.high)],
                 "note": self.note}
@@ -84,7 +92,8 @@ class SearchResult:
         return cls(setting, str(data["mode"]), answer, bool(data.get("verified_by_request")),
                    int(data.get("launches") or 0), list(data.get("results") or []), str(data.get("note") or ""),
                    bool(shared), data.get("bounded_by"),
-                   None if allows is None else Interval.of(allows[0], allows[1]))
+                   None if allows is None else Interval.of(allows[0], allows[1]),
+                   data.get("refused_kv_tokens"), data.get("refused_by"), data.get("step_tokens"))
 
 
 def _fits(obs: Observation, budget: Interval | None) -> bool | None:
@@ -208,6 +217,7 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
     result = result or SearchResult(base, "budget-bisection" if budget is not None else "bisection",
                                     shared_pool=rule.shared_pool)
     step = rule.page_tokens * (1 if rule.shared_pool else base.concurrency)
+    result.step_tokens = step
     low_pool, high_pool = rule.pool_range(base.concurrency, base.context_per_slot)
     if not rule.shared_pool:  # the per-slot context itself is what grows, up to the engine's cap if it has one
         low_pool, high_pool = step, engine_max_pool(rule, base.concurrency, base.context_per_slot,
@@ -238,9 +248,12 @@ def _bisect(base: Setting, rule: PoolRule, launch: Callable[[Setting], Observati
             break
     result.answer_tokens = good
     result.verified = good is not None
+    if bad is not None:
+        result.refused_tokens, result.refused_by = bad, "fit" if bad_by_model else "launch"
     if good is not None and bad is not None:
         side = "the fit (no launch needed)" if bad_by_model else "a launch"
-        result.note = f"{good:,} tokens fit; {bad:,} does not, shown by {side}"
+        apart = -(-(bad - good) // step)
+        result.note = f"{good:,} tokens fit; {bad:,} does not, shown by {side} ({apart:,} step(s) of {step:,} apart)"
         result.bounded_by = "memory"
     elif good is None:
         result.note = "no launch fit within the launch budget"

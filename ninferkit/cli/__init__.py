@@ -31,7 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("launch", "start the server and leave it running"),
     "merge": ("merge", "one write-up across hosts: percentiles over the union of their requests.jsonl rows"),
     "probe": ("probe", "GPU, driver, CUDA, Docker, disk facts"),
-    "report": ("report", "write RUN_DIR/report/ (index.md, index.html, figures) from the run's files"),
+    "report": ("report", "write RUN_DIR/report/ (the post, index.md/.html; its raw detail, appendix.md/.html; "
+                         "figures) from the run's files"),
     "run": ("run", "execute the runbook notebooks in order"),
     "schema": ("schema", "print the profile's JSON Schema (docs/profile.schema.json; params/*.yaml name it on line 1)"),
     "stop": ("stop", "stop the server of a run directory"),

@@ -117,8 +117,19 @@ def latency_rows(run_dir: Path) -> list[dict[str, Any]]:
     from ninferkit.report.headline import params_label
 
     source = measured_source(load_run(run_dir))
-    return [{"label": f"{cell.sweep} {params_label(cell.params)}", **summary_row(source.run_id, cell)}
-            for cell in source.cells]
+    return [{"label": f"{cell.sweep} {params_label(cell.params)}{_launch_and_repeat(cell.variant, cell.params)}",
+             **summary_row(source.run_id, cell)} for cell in source.cells]
+
+
+def _launch_and_repeat(variant: str, params: dict[str, Any]) -> str:
+    """What tells apart cells of the same parameters: the variant that measured it, the repeat (sweeps.repeats:
+    the first attempt has no `repeat` key, the second has repeat 1)."""
+    from ninferkit.params.variants import BASE
+
+    said = [variant] if variant != BASE else []
+    if isinstance(params.get("repeat"), int):
+        said.append(f"repeat {params['repeat'] + 1}")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def latency_text(cells: list[dict[str, Any]]) -> str:

@@ -33,6 +33,6 @@ def main(args: argparse.Namespace) -> int:
         for line in rederive(folder).lines():
             print(line, file=sys.stderr)
     report = write_report(args.run_dir, args.formats)
-    for path in report.files.values():
+    for path in [*report.files.values(), *report.appendix.values()]:
         print(path)
     return 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ninferkit.deploy.actions import Host
 from ninferkit.engines.host import SCRIPT, SCRIPT_PATH, UNIT, power_limit_files
-from ninferkit.errors import HostActionFailed
+from ninferkit.errors import HostActionFailed, NinferkitError
 from ninferkit.params.profile import Profile
 
 UNITS = Path("/etc/systemd/system")
@@ -72,14 +72,65 @@ def install_boot_unit(profile: Profile, folder: Path, host: Host) -> str:
 
 @contextmanager
 def held_limit(profile: Profile, host: Host) -> Iterator[None]:
-    """The profile's power limit for the block (a variant's `gpu.power_limit_w`, issue 39), then the limit the
-    cards had before it, as nvidia-smi read it. Needs what `apply_now` needs (preflight asks `refusal` first)."""
-    select = ["-i", ",".join(map(str, profile.serve.gpu_devices))] if profile.serve.gpu_devices else []
-    before = host.act("read the limit before the variant", ["nvidia-smi", *select, "--query-gpu=power.limit",
-                                                           "--format=csv,noheader,nounits"]).split()
-    apply_now(profile, host)
+    """The profile's power limit for the block (a variant's `gpu.power_limit_w`, issue 39), then each card's own
+    limit from before it, as nvidia-smi read it, on every way out: the block's end, its failure, Ctrl-C, and a
+    failure of `apply_now` itself (a `-pl` may have taken on some cards before the read-back refused it). The
+    restore is read back; where it fails, the error says the cards are left at the variant's limit and the
+    commands that restore them. Needs what `apply_now` needs (preflight asks `refusal` first); nothing is
+    changed when the first read fails (ToolMissing where nvidia-smi is not installed)."""
+    before = read_limits(profile, host, "read the limits before the variant")
     try:
+        apply_now(profile, host)
         yield
-    finally:
-        if before:
-            host.act(f"power limit back to {before[0]} W", ["nvidia-smi", *select, "-pl", before[0]])
+    except BaseException as error:
+        try:
+            restore_limits(before, host)
+        except NinferkitError as failed:
+            error.add_note(str(failed))
+        raise
+    restore_limits(before, host)
+
+
+def _select(profile: Profile) -> list[str]:
+    return ["-i", ",".join(map(str, profile.serve.gpu_devices))] if profile.serve.gpu_devices else []
+
+
+def read_limits(profile: Profile, host: Host, why: str) -> dict[str, str]:
+    """Each of the profile's cards' power limit as nvidia-smi prints it (`index, watts`), by index."""
+    return _limits(host, why, _select(profile))
+
+
+def _limits(host: Host, why: str, select: list[str]) -> dict[str, str]:
+    out = host.act(why, ["nvidia-smi", *select, "--query-gpu=index,power.limit", "--format=csv,noheader,nounits"])
+    found = {}
+    for line in out.splitlines():
+        index, _, watts = line.partition(",")
+        if index.strip() and watts.strip():
+            found[index.strip()] = watts.strip()
+    if not found:
+        raise HostActionFailed(f"nvidia-smi printed no power limit ({out.strip()!r})")
+    return found
+
+
+def restore_argv(before: dict[str, str]) -> list[list[str]]:
+    """The commands that put each card back to its limit from before (one per card: their limits may differ)."""
+    return [["nvidia-smi", "-i", index, "-pl", watts] for index, watts in before.items()]
+
+
+def restore_limits(before: dict[str, str], host: Host) -> None:
+    """Each card back to its own limit, read back; HostActionFailed (naming the commands to run by hand) when a
+    command fails or a card reports another limit afterwards."""
+    by_hand = "; ".join(" ".join(argv) for argv in restore_argv(before))
+    try:
+        for argv in restore_argv(before):
+            host.act(f"power limit of GPU {argv[2]} back to {argv[4]} W", argv)
+        now = _limits(host, "read the limits back", ["-i", ",".join(before)])
+    except NinferkitError as exc:
+        raise HostActionFailed(f"the power limit was not restored after the variant ({exc}); the cards may still "
+                               f"run at the variant's limit: restore them by hand: {by_hand}") from exc
+    wrong = [index for index, watts in before.items()
+             if index not in now or abs(float(now[index]) - float(watts)) > TOLERANCE_W]
+    if wrong:
+        raise HostActionFailed(f"GPU(s) {', '.join(wrong)} report power limit(s) "
+                               f"{', '.join(now.get(index, 'none') for index in wrong)} W after the restore; they "
+                               f"had {', '.join(before[index] for index in wrong)} W before the variant: {by_hand}")

@@ -5,8 +5,10 @@ open kernel module on a Volta card refuses it in the kernel log (seed 000 §1.1:
 nvidia.ko ... does not include the required GPU System Processor (GSP)") and no module stays loaded, so the
 loaded module's flavour cannot tell. Here: the kernel log's NVIDIA lines (`dmesg`, else `journalctl -k`, when
 this user may read them; unreadable is said, never taken for "nothing there"), the NVIDIA driver packages the
-package manager holds with their flavour (dpkg or rpm), and which GPU each active NVLink reaches (NVML's
-remote PCI address per link: a pair is linked only where a link of one reaches the other).
+package manager holds with their flavour (dpkg or rpm), which GPU each active NVLink reaches (NVML's
+remote PCI address per link: a pair is linked only where a link of one reaches the other), and the GPU matrix of
+`nvidia-smi topo -m` as the tool prints it (NV# between a pair: a bonded set of # NVLinks; seed 004 §六.1 tells a
+reader to look there), quoted in the write-up's environment.
 """
 
 from __future__ import annotations
@@ -57,6 +59,44 @@ def kernel_log() -> dict[str, Any]:
             continue
         return {"source": source, "reason": None, "lines": nvidia_lines(text)}
     return {"source": None, "reason": "; ".join(reasons), "lines": []}
+
+
+TOPOLOGY = ["nvidia-smi", "topo", "-m"]
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+"""nvidia-smi underlines the matrix's header with terminal codes even into a pipe (seen on an H100, driver 580)."""
+
+
+def gpu_topology() -> dict[str, Any]:
+    """`nvidia-smi topo -m`: {"source": "nvidia-smi topo -m", "lines": the GPU matrix as printed, its header and one
+    line per GPU (legend left out), "links": {"GPU0": {"GPU1": "NV4"}, ...}}; {"source": None, "reason": why} when
+    nvidia-smi is missing or fails."""
+    found = _output(TOPOLOGY)
+    if found is None:
+        return {"source": None, "reason": "nvidia-smi is not installed", "lines": [], "links": {}}
+    code, text = found
+    if code != 0:
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit code {code}"
+        return {"source": None, "reason": f"nvidia-smi topo -m: {last}", "lines": [], "links": {}}
+    return topology_record(text)
+
+
+def topology_record(text: str) -> dict[str, Any]:
+    """What `nvidia-smi topo -m` printed, read: its GPU matrix lines (terminal codes removed) and each GPU pair's
+    connection (X, NV#, PIX, PXB, PHB, NODE, SYS)."""
+    rows = [_ESCAPE.sub("", line).rstrip() for line in text.split("\nLegend:", 1)[0].splitlines() if line.strip()]
+    if not rows:
+        return {"source": "nvidia-smi topo -m", "lines": [], "links": {}}
+    header = [cell.strip() for cell in rows[0].split("\t") if cell.strip()]
+    gpus = [name for name in header if re.fullmatch(r"GPU\d+", name)]
+    links: dict[str, dict[str, str]] = {}
+    matrix = [rows[0]]
+    for line in rows[1:]:
+        cells = [cell.strip() for cell in line.split("\t")]
+        if cells[0] in gpus:
+            matrix.append(line)
+            links[cells[0]] = {far: cells[1 + i] for i, far in enumerate(gpus)
+                               if far != cells[0] and 1 + i < len(cells)}
+    return {"source": "nvidia-smi topo -m", "lines": matrix, "links": links}
 
 
 def nvidia_lines(text: str) -> list[str]:

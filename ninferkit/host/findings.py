@@ -128,6 +128,23 @@ def reach(gpu: GpuInfo) -> str:
     return f"GPU {gpu.index}: " + ", ".join(f"{n} link{'s' if n > 1 else ''} to {far}" for far, n in counts.items())
 
 
+def topology_pairs(facts: ProbeFacts) -> str:
+    """Each GPU pair's connection as `nvidia-smi topo -m` printed it, in words ("GPU0–GPU1: NV4, a bonded set of 4
+    NVLinks"); "" with fewer than two GPUs or no matrix read."""
+    said = [(first, second, how) for first, row in facts.gpu_topology.links.items() for second, how in row.items()
+            if int(first.removeprefix("GPU")) < int(second.removeprefix("GPU"))]  # each pair once
+    return "; ".join(f"{a}–{b}: {how}" + (f", a bonded set of {how[2:]} NVLinks" if re.fullmatch(r"NV\d+", how)
+                                            else f", {TOPOLOGY_WORDS[how]}" if how in TOPOLOGY_WORDS else "")
+                     for a, b, how in said)
+
+
+TOPOLOGY_WORDS = {"SYS": "PCIe and the interconnect between NUMA nodes, no NVLink",
+                  "NODE": "PCIe and the interconnect between host bridges in one NUMA node, no NVLink",
+                  "PHB": "PCIe through a host bridge, no NVLink", "PXB": "PCIe through several bridges, no NVLink",
+                  "PIX": "PCIe through at most one bridge, no NVLink"}
+"""The legend `nvidia-smi topo -m` prints under its matrix, shortened."""
+
+
 def environment_rows(facts: ProbeFacts) -> list[tuple[str, str]]:
     """(fact, value) rows of the evidence for the write-up's Environment and `ninferkit probe`: where each GPU's
     NVLinks go (where any GPU has one), the driver packages with their flavour, and the kernel log's NVIDIA lines."""
@@ -135,6 +152,9 @@ def environment_rows(facts: ProbeFacts) -> list[tuple[str, str]]:
     gpus = facts.gpu.gpus
     if any(link.get("active") for gpu in gpus for link in gpu.nvlink):
         rows.append(("NVLink", "; ".join(reach(gpu) for gpu in gpus)))
+    pairs = topology_pairs(facts)
+    if pairs:
+        rows.append(("GPU pairs (nvidia-smi topo -m)", pairs))
     packages = facts.driver_packages
     if packages.manager is not None:
         names = ", ".join(f"{p.name} {p.version}" for p in packages.packages) or "none"

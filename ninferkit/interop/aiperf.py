@@ -128,7 +128,7 @@ def aggregate(source: Source, cell: Cell, records: list[dict[str, Any]]) -> dict
         data["start_time"] = dt.datetime.fromtimestamp(min(starts) / NS, dt.UTC).isoformat()
         data["end_time"] = dt.datetime.fromtimestamp(max(ends) / NS, dt.UTC).isoformat()
     data["ninferkit"] = {"run_id": source.run_id, "sweep": cell.sweep, "cell_id": cell.cell_id, "cell": cell.params,
-                         "model": source.model}
+                         "variant": cell.variant, "model": source.model, "url": source.url_of(cell)}
     return {key: value for key, value in data.items() if value is not None}
 
 

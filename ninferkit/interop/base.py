@@ -19,7 +19,9 @@ from typing import Any
 from ninferkit.bounded import INPUT_FILE_BYTES, loads_json, read_text_file
 from ninferkit.errors import BadInput
 from ninferkit.measure.latency import MS
+from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.servings import VARIANT
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,11 @@ class Cell:
         return float(value) if isinstance(value, (int, float)) else None
 
     @property
+    def variant(self) -> str:
+        """The launch that measured it: a variant's name (the profile's `variants`, issue 39), else `base`."""
+        return str(self.params.get(VARIANT) or BASE)
+
+    @property
     def name(self) -> str:
         """A file-safe name for the cell: `<sweep>-<cell_id>`."""
         return f"{self.sweep}-{self.cell_id}"
@@ -62,6 +69,12 @@ class Source:
     engine: str | None
     url: str | None
     cells: list[Cell]
+    variant_urls: dict[str, str | None] = field(default_factory=dict)
+    """Where each variant's server listened (its own launch, its own port), by name."""
+
+    def url_of(self, cell: Cell) -> str | None:
+        """The server that measured the cell: its variant's, else the run's."""
+        return self.variant_urls.get(cell.variant, self.url) if cell.variant != BASE else self.url
 
 
 @dataclass(frozen=True)

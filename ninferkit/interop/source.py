@@ -27,10 +27,10 @@ def run_source(path: Path) -> Source:
 
 def measured_source(data: RunData) -> Source:
     """The run's measured requests, failed ones included (a peer's file counts its failures), without warm-ups
-    and the requests a prefix-reuse cell sends only to seed the cache; grouped by cell in the order they ran (no
-    cell when none was measured)."""
+    and the requests a prefix-reuse cell sends only to seed the cache; grouped by cell in the order they ran, the
+    variants' cells (issue 39) after the base's, each naming its variant (no cell when none was measured)."""
     by_cell: dict[tuple[str, str], list[RequestRow]] = defaultdict(list)
-    for row in data.requests:
+    for row in [*data.requests, *data.variant_requests]:
         if not row.warmup and row.prefix_role != "seed" and row.status in ("ok", "errored"):
             by_cell[(str(row.sweep), str(row.cell_id))].append(row)
     cells = [Cell(sweep, cell_id, dict(rows[0].cell or {}), sorted(rows, key=_sent))
@@ -38,7 +38,8 @@ def measured_source(data: RunData) -> Source:
     cells.sort(key=lambda cell: min(_sent(row) for row in cell.rows))
     server = data.server
     model = (server.model_id if server else None) or (data.profile.get("serve") or {}).get("model_id")
-    return Source(data.run_id, model, data.engine, server.url if server else None, cells)
+    urls = {name: launched.url for name, (_, launched) in data.variants.items() if launched is not None}
+    return Source(data.run_id, model, data.engine, server.url if server else None, cells, urls)
 
 
 def _sent(row: RequestRow) -> float:

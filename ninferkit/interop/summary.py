@@ -15,14 +15,15 @@ from ninferkit.measure.latency import METRICS, distributions_ms
 from ninferkit.rundir.runs import write_text_atomic
 
 SHORT = {"ttft_client_s": "ttft", "tpot_client_s": "tpot", "itl_client_s": "itl", "e2e_client_s": "e2e"}
-COLUMNS = ("run_id", "sweep", "cell_id", "cell", "requests", "failed", "duration_s", "requests_per_s",
+COLUMNS = ("run_id", "sweep", "cell_id", "cell", "variant", "requests", "failed", "duration_s", "requests_per_s",
            "output_tok_s", *(f"{SHORT[m]}_{stat}_ms" for m in METRICS for stat in STATS))
 
 
 def summary_row(run_id: str, cell: Cell) -> dict[str, Any]:
     flow = throughput(cell)
     row: dict[str, Any] = {"run_id": run_id, "sweep": cell.sweep, "cell_id": cell.cell_id,
-                           "cell": json.dumps(cell.params, sort_keys=True), "requests": len(cell.rows),
+                           "cell": json.dumps(cell.params, sort_keys=True), "variant": cell.variant,
+                           "requests": len(cell.rows),
                            "failed": flow.failed, "duration_s": flow.duration_s,
                            "requests_per_s": flow.requests_per_s, "output_tok_s": flow.output_tok_s}
     for metric, spread in distributions_ms(cell.rows).items():

@@ -58,7 +58,7 @@ def result(source: Source, cell: Cell) -> dict[str, Any]:
         "num_prompts": len(rows),
         "request_rate": cell.rate_rps or "inf", "burstiness": 1.0, "max_concurrency": cell.concurrency,
         "ninferkit_run_id": source.run_id, "ninferkit_sweep": cell.sweep, "ninferkit_cell_id": cell.cell_id,
-        "ninferkit_cell": json.dumps(cell.params, sort_keys=True),
+        "ninferkit_cell": json.dumps(cell.params, sort_keys=True), "ninferkit_variant": cell.variant,
         "duration": flow.duration_s, "completed": flow.completed, "failed": flow.failed,
         "total_input_tokens": flow.input_tokens, "total_output_tokens": flow.output_tokens,
         "request_throughput": flow.requests_per_s, "request_goodput": None, "output_throughput": flow.output_tok_s,

@@ -8,12 +8,13 @@ inter-token time. So:
 - `client_cost` MEASURES what one event costs this process: a loopback server in a thread sends llama-server's
   chat chunks one at a time, a few hundred microseconds apart (one socket read per event, the costly case), and
   the reading thread's own CPU time (`time.thread_time`) over the events it stamped is the cost, the real read
-  path included (the selector, `sse_wire`'s framing and split, the parse at the end). Once per process, ~0.2 s.
+  path included (the selector, `sse_wire`'s framing and split, each event's parse). Once per process, ~0.2 s.
 - `spread` turns that into a number of processes for a cell's expected load (events per second, and the gap
   between a stream's events): a process reading at CPU share rho queues a read behind the others; taken as an
-  M/M/1 queue of reads, its p99 wait is cost * ln(100 rho) / (1 - rho). The share one process may carry is the
-  largest rho whose p99 wait stays within client_clock.VOUCH_SHARE of the gap (at most CPU_SHARE_LIMIT), and
-  the cell gets as many processes as its load needs at that share, at most the CPUs this process may use.
+  M/M/1 queue of reads, its p99 wait is cost * ln(100 rho) / (1 - rho), and on a CPU idle only part of the time
+  each read costs as much more. The cell gets the fewest processes whose p99 wait stays within
+  client_clock.VOUCH_SHARE of the gap on the CPUs' idle time as measured just then (host/cpu_idle), not their
+  count: on a machine other work keeps busy, a second process gets no core of its own.
 - `WorkerClient` is a StreamingClient over those processes: each worker runs one event loop with its own
   StreamingClient and ClockWatch; the parent sends it a request, the worker sends back the finished result with
   its own loop's lag over that request, and the row says which worker stamped it (`client_worker`). Clocks agree
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -42,6 +44,7 @@ from types import TracebackType
 
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
+from ninferkit.host.cpu_idle import CpuIdle
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.measure.client_clock import CPU_SHARE_LIMIT, VOUCH_SHARE, CellClock, ClockWatch
 from ninferkit.redaction import scrub
@@ -152,45 +155,59 @@ def _event(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(line), line)
 
 
-def honest_share(event_s: float, gap_s: float) -> float:
-    """The largest CPU share of one process whose p99 queueing of reads (M/M/1, see the module docstring) stays
-    within VOUCH_SHARE of the gap between a stream's events; at most CPU_SHARE_LIMIT."""
-    budget = VOUCH_SHARE * gap_s / event_s
-
-    def wait(rho: float) -> float:  # the p99 wait in events' costs; grows with rho above 0.01
-        return math.log(100 * rho) / (1 - rho)
-
-    if wait(CPU_SHARE_LIMIT) <= budget:
-        return CPU_SHARE_LIMIT
-    low, high = 0.01, CPU_SHARE_LIMIT
-    for _ in range(40):
-        middle = (low + high) / 2
-        low, high = (middle, high) if wait(middle) <= budget else (low, middle)
-    return low
+def p99_wait_s(event_s: float, load: float, idle: float) -> float:
+    """The p99 wait of a read in a process that carries `load` cores of reads costing `event_s` each, on a CPU idle
+    `idle` of the time (it runs only then: each read takes event_s / idle), as an M/M/1 queue (module docstring);
+    infinite where it would be busier than CPU_SHARE_LIMIT of what it gets (its reads queue without bound)."""
+    rho = load / idle if idle > 0 else math.inf
+    if rho >= CPU_SHARE_LIMIT:
+        return math.inf
+    return event_s / idle * max(0.0, math.log(100 * rho)) / (1 - rho) if rho > 0 else 0.0
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, not the machine's count)."""
-    return len(os.sched_getaffinity(0))
-
-
-def spread(events_per_s: float | None, gap_s: float | None, cost: ClientCost, cpus: int) -> Spread:
+def spread(events_per_s: float | None, gap_s: float | None, cost: ClientCost,
+           idle: Callable[[], CpuIdle | None]) -> Spread:
     """How many processes read a cell whose streams are expected to bring `events_per_s` events a second, each
-    `gap_s` apart; one (the cell's own) where the load is unknown (no earlier request to learn the gap from)."""
+    `gap_s` apart; one (the cell's own) where the load is unknown (no earlier request to learn the gap from).
+
+    Processes are weighed against what the CPUs can give now, not their count: `idle` measures each usable CPU's
+    idle share (host/cpu_idle: /proc/stat over a window; asked only where one process on a core of its own would
+    not do). There are at most as many processes as idle cores (the shares summed, to the nearest whole; at
+    least one): a process beyond them gets no core of its own, it takes CPU from other work and waits its turn
+    at every read (issue 43: workers made 64 streams' ITL worse on a loaded 2-core box, 2.0-2.4x the truth
+    against 1.1-1.3x for one process). Among those, P processes on the P most idle CPUs each carry 1/P of the
+    load on its CPU's idle time: the fewest whose p99 wait stays within VOUCH_SHARE of the gap, else the number
+    with the least wait (the most, where every number saturates)."""
     if events_per_s is None or gap_s is None or gap_s <= 0:
         return Spread(1, "one client process: the gap between a stream's events is not known yet")
     load = events_per_s * cost.event_s
-    share = honest_share(cost.event_s, gap_s)
-    needed = max(1, math.ceil(load / share))
+    budget = VOUCH_SHARE * gap_s
     said = (f"{events_per_s:,.0f} events/s expected at {cost.event_s * 1e6:.0f} us of client CPU each "
-            f"(measured: {cost.source}) is {load:.2f} of a core; one process stamps within "
-            f"{VOUCH_SHARE:.0%} of the {gap_s * 1000:.1f} ms gap up to {share:.0%} of a core")
-    if needed == 1:
-        return Spread(1, f"one client process: {said}")
-    workers = min(needed, cpus)
-    short = "" if workers == needed else (f"; {needed} needed but only {cpus} CPUs usable: the rows' own lag says "
-                                          "which the client cannot vouch for")
-    return Spread(workers, f"{workers} client worker processes: {said}{short}")
+            f"(measured: {cost.source}) is {load:.2f} of a core, and a read may wait {budget * 1000:.2f} ms at p99 "
+            f"({VOUCH_SHARE:.0%} of the {gap_s * 1000:.1f} ms gap)")
+    alone = p99_wait_s(cost.event_s, load, 1.0)
+    if alone <= budget:
+        return Spread(1, f"one client process: {said}; one process on a core of its own waits "
+                         f"{alone * 1000:.2f} ms")
+    unsure = "the rows' own lag says which the client cannot vouch for"
+    measured = idle()
+    if measured is None:
+        return Spread(1, f"one client process: {said}, more than one process on a core of its own, but how idle "
+                         f"the CPUs are could not be read (/proc/stat): {unsure}")
+    shares = measured.most_idle()
+    cores = max(1, min(len(shares), round(sum(shares))))
+    waits = [max(p99_wait_s(cost.event_s, load / count, share) for share in shares[:count])
+             for count in range(1, cores + 1)]
+    fits = [count for count, wait in enumerate(waits, 1) if wait <= budget]
+    count = fits[0] if fits else max(range(1, cores + 1), key=lambda n: (-waits[n - 1], n))
+    wait = waits[count - 1]
+    where = f"{sum(shares):.2f} cores idle ({measured.source})"
+    who = "one client process" if count == 1 else f"{count} client worker processes"
+    if fits:
+        return Spread(count, f"{who}: {said}; {where}: {count} on the most idle wait {wait * 1000:.2f} ms at p99")
+    waited = "saturate" if math.isinf(wait) else f"wait {wait * 1000:.2f} ms at p99"
+    most = f"at most {cores} process" + ("es" if cores > 1 else "")
+    return Spread(count, f"{who}: {said}; {where}: {most}, which {waited}: {unsure}")
 
 
 @dataclass
@@ -220,14 +237,15 @@ class WorkerClient:
     async def __aenter__(self) -> WorkerClient:
         loop = asyncio.get_running_loop()
         # a fresh interpreter each (no fork of a process running an event loop and threads, and unlike
-        # multiprocessing's spawn, no re-run of the caller's main module), on the parent's own ninferkit; the
-        # config (the key in the headers with it) goes over the socket, never in argv
+        # multiprocessing's spawn, no re-run of the caller's main module), on the parent's own ninferkit (-P:
+        # not another checkout's that the working folder holds, which `-m` would put first); the config (the
+        # key in the headers with it) goes over the socket, never in argv
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PACKAGE_ROOT),
                                                                         os.environ.get("PYTHONPATH")]))}
         for index in range(self._count):
             ours, theirs = socket.socketpair()
             with theirs:
-                process = subprocess.Popen([sys.executable, "-m", "ninferkit.measure.client_workers",
+                process = subprocess.Popen([sys.executable, "-P", "-m", "ninferkit.measure.client_workers",
                                             str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env,
                                            stdin=subprocess.DEVNULL)
             conn = Connection(ours.detach())

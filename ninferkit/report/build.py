@@ -13,7 +13,7 @@ import base64
 import re
 import shlex
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.deploy.service import command, plan
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
-from ninferkit.host.findings import environment_rows
+from ninferkit.host.findings import environment_rows, topology_pairs
 from ninferkit.measure.latency import recorded_itl
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
@@ -31,6 +31,7 @@ from ninferkit.report.conditions import GpuConditions, gpu_conditions
 from ninferkit.report.data import RunData, load_run, ordered_steps, todays_profile
 from ninferkit.report.derive import DERIVED, UNRECORDED
 from ninferkit.report.document import (
+    EMPTY,
     Block,
     Bullets,
     Code,
@@ -42,6 +43,7 @@ from ninferkit.report.document import (
     Table,
     gather_notes,
     map_text,
+    post_and_appendix,
     texts,
 )
 from ninferkit.report.figures import write_figures
@@ -69,6 +71,8 @@ class Report:
     folder: Path
     files: dict[str, Path]
     figures: list[Path]
+    appendix: dict[str, Path] = field(default_factory=dict)
+    """Per renderer, the file of the raw detail the post links to (appendix.md, appendix.html)."""
 
     @property
     def markdown(self) -> Path:
@@ -87,7 +91,8 @@ class Report:
 
 
 def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Report:
-    """Regenerate run_dir/report/ (index.md, index.html, figures/*.png) from the raw files only.
+    """Regenerate run_dir/report/ (index.md, index.html, their appendix.md and appendix.html, figures/*.png) from
+    the raw files only: index is the post a person publishes, the appendix the raw detail it links to.
 
     formats: renderer names (default: the run's `report.formats`). Rerunning on the same files gives
     byte-identical output except the one "Generated at" line. Raises NinferkitError when run_dir is not
@@ -100,9 +105,10 @@ def write_report(run_dir: str | Path, formats: list[str] | None = None) -> Repor
     folder = run.dir.report
     folder.mkdir(parents=True, exist_ok=True)
     figures = write_figures(run, run.dir.report_figures, run.settings.figure_dpi)
-    document = build_document(run, figures)
-    files = {name: render(document, folder) for name, render in renderers.items()}
-    return Report(folder, files, [figure.path for figure in figures.values()])
+    post, detail = post_and_appendix(build_document(run, figures))
+    files = {name: render(post, folder) for name, render in renderers.items()}
+    appendix = {name: render(detail, folder) for name, render in renderers.items()} if detail else {}
+    return Report(folder, files, [figure.path for figure in figures.values()], appendix)
 
 
 def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
@@ -110,18 +116,18 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
     machine's folders as report/paths.py writes them, since the write-up is meant to be published."""
     paths = machine_paths(run)
     sections = [
-        _headline(run),
+        *_headline(run),
         *imported.sections(run),
         _environment(run),
-        _recipe(run),
-        _acceptance(run),
+        *_recipe(run),
+        *_acceptance(run),
         _errors(run),
-        _benchmarks(run, figures),
+        *_benchmarks(run, figures),
         *filter(None, [variants.section(run), objective.section(run)]),
         *field_tables.sections(run),
         _latency(run),
         _speculation(run),
-        _capacity(run),
+        *_capacity(run),
         _conditions(run, figures),
         Section("Method", [Bullets(tuple(caveat_rules.method(run)))]),
         _caveats(run),
@@ -158,7 +164,7 @@ def _title(run: RunData) -> str:
     return f"{found.model} on {hardware} ({engine}){figures}"
 
 
-def _headline(run: RunData) -> Section:
+def _headline(run: RunData) -> list[Section]:
     found = headline(run)
     lead = lead_figures(run)
     blocks: list[Any] = []
@@ -171,18 +177,17 @@ def _headline(run: RunData) -> Section:
     overhead = prefill_is_overhead(run.measured("context")) is not None  # its rates are no prefill rate
     by_length = [row for row in found if row.prompt_tokens is not None and row.best is not None
                  and not (overhead and row.metric.startswith("Prefill"))]
-    if by_length:
-        blocks.append(_by_prompt_length(by_length))
     if not blocks:
         blocks.append(Paragraph("No request was measured and the server printed no memory figure."))
-    return Section("Headline", blocks)
+    return [Section("Headline", blocks), *([Section("Appendix: headline figures by prompt length", [
+        _by_prompt_length(by_length)], appendix=True)] if by_length else [])]
 
 
 def _headline_sources(run: RunData) -> Section:
     """The headline's figures with their sample counts and the file and field each comes from, and why a figure
     the run has no data for is absent (an appendix: the raw detail one click from the lead table)."""
     rest = [row for row in headline(run) if row.prompt_tokens is None]
-    return Section("Appendix: headline figures and their sources", [Table(
+    return Section("Appendix: headline figures and their sources", appendix=True, blocks=[Table(
         ("metric", "unit", "best", "range", "samples", "where", "source"), tuple(
             (row.metric, row.unit, number(row.best), span(row.low, row.high), str(row.samples), row.where,
              row.source) for row in rest),
@@ -230,7 +235,7 @@ def _steps(run: RunData) -> Section:
         blocks.append(Bullets(tuple(missing)))
     else:
         blocks.append(Paragraph("Every step of the runbook produced its data file."))
-    return Section("Appendix: steps and data", blocks)
+    return Section("Appendix: steps and data", blocks, appendix=True)
 
 
 def _status(info: StepEntry) -> str:
@@ -260,6 +265,9 @@ def _environment(run: RunData) -> Section:
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]
     blocks: list[Any] = [Table(("fact", "value"), tuple(rows))]
+    if topology_pairs(facts):
+        blocks += [Paragraph("`nvidia-smi topo -m`, as it printed the GPUs:"),
+                   Code("\n".join(facts.gpu_topology.lines))]
     if findings:
         blocks += [Paragraph("Setup findings:"), Bullets(tuple(findings))]
     return Section("Environment", blocks)
@@ -270,9 +278,9 @@ def _build_banner(run: RunData) -> str | None:
     return adapter.build_banner(run.server_log) if adapter and run.server_log else None
 
 
-def _recipe(run: RunData) -> Section:
+def _recipe(run: RunData) -> list[Section]:
     if run.server and run.server.external:
-        return _external_server(run.server)
+        return [_external_server(run.server)]
     profile = run.profile
     engine = profile.get("engine") or {}
     built = _has_build(engine)
@@ -310,21 +318,23 @@ def _recipe(run: RunData) -> Section:
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
                  ("artifact size (pinned)", number(artifact.get("size_bytes")))]
     rows += _verified_artifact(run.artifact)
-    blocks: list[Any] = [Table(("item", "value"), tuple(rows))]
+    blocks: list[Any] = [Table(("item", "value"), tuple(row for row in rows if row[1] not in EMPTY))]
     argv = list(run.server.argv) if run.server else []
     if not argv:
         blocks.append(Paragraph("No server.json: the launch step (02_launch) produced no data, so there is no argv."))
-        return Section("Pinned recipe", blocks)
+        return [Section("Pinned recipe", blocks)]
     _, source = profile_comments(run)
     flags = launch_flags(run)
-    blocks += [Paragraph("Launch command (as run; secrets redacted; paths shortened as Provenance says):"),
-               Code(shlex.join(argv)),
-               Table(("flag", "value", "profile key", "reason"),
-                     tuple((f.flag, f.value or "", f.key or "none: set by ninferkit's engine adapter", f.reason or "—")
-                           for f in flags),
-                     f"Each flag with the profile key it comes from and the reason written beside that key "
-                     f"({source}).")]
-    return Section("Pinned recipe", [*blocks, *_stays_running(run)])
+    blocks += [Paragraph("Launch command (as run; secrets redacted; paths shortened as the appendix's Provenance "
+                         "says; the appendix names each flag's profile key and reason):"),
+               Code(shlex.join(argv))]
+    return [Section("Pinned recipe", [*blocks, *_stays_running(run)]),
+            Section("Appendix: the launch flags", [Table(
+                ("flag", "value", "profile key", "reason"),
+                tuple((f.flag, f.value or "", f.key or "none: set by ninferkit's engine adapter", f.reason or "—")
+                      for f in flags),
+                f"Each flag with the profile key it comes from and the reason written beside that key ({source}).")],
+                appendix=True)]
 
 
 def _bare(item: str) -> str:
@@ -404,23 +414,25 @@ def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _acceptance(run: RunData) -> Section:
+def _acceptance(run: RunData) -> list[Section]:
     if run.server is None:
-        return Section("Acceptance checks",
-                       [Note("No server.json: the launch step (02_launch) produced no data.")])
-    rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds), _detail(c.detail))
-                 for c in run.server.checks)
+        return [Section("Acceptance checks",
+                        [Note("No server.json: the launch step (02_launch) produced no data.")])]
+    rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds)) for c in run.server.checks)
+    details = tuple((str(c.name), _detail(c.detail)) for c in run.server.checks)
     blocks: list[Any] = [Paragraph(
         f"Server state {run.server.state} at {run.server.url}, checked when the run attached to it (not started by "
         "ninferkit)." if run.server.external
         else f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
-    blocks.append(Table(("check", "result", "seconds", "detail"), rows) if rows
+    blocks.append(Table(("check", "result", "seconds"), rows, "What each check saw: the appendix.") if rows
                   else Paragraph("The server recorded no acceptance checks."))
-    if run.ledger:
-        blocks.append(Table(("startup ledger", "value"), _ledger_rows(run.ledger),
-                            f"Numbers the server printed while starting (memory in MiB/GiB; a resolution is how "
-                            f"finely the printed figures pin a value), read from {run.ledger_source}."))
-    return Section("Acceptance checks", blocks)
+    appendices = [Section("Appendix: the acceptance checks' answers", [Table(("check", "detail"), details)],
+                      appendix=True)] if details else []
+    appendices += [Section("Appendix: the startup ledger", [Table(
+        ("startup ledger", "value"), _ledger_rows(run.ledger),
+        f"Numbers the server printed while starting (memory in MiB/GiB; a resolution is how finely the printed "
+        f"figures pin a value), read from {run.ledger_source}.")], appendix=True)] if run.ledger else []
+    return [Section("Acceptance checks", blocks), *appendices]
 
 
 def _ledger_rows(ledger: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -447,13 +459,22 @@ def _detail(detail: dict[str, Any]) -> str:
     for key in sorted(detail):
         value = detail[key]
         if isinstance(value, dict):
-            value = ", ".join(f"{k.replace('_', ' ')} {number(v)}" for k, v in sorted(value.items())) or "none"
+            value = ", ".join(f"{k.replace('_', ' ')} {_nested(v)}" for k, v in sorted(value.items())) or "none"
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value) or "none"
         elif value is None:
             value = "not reported"
         parts.append(f"{key.replace('_', ' ')}: {value}")
     return "; ".join(parts)
+
+
+def _nested(value: Any) -> str:
+    """A value inside a check's detail in words: a nested object's fields (usage's `prompt_tokens_details`) as
+    "name value", never a Python dict."""
+    if isinstance(value, dict):
+        return "(" + (", ".join(f"{k.replace('_', ' ')} {_nested(v)}" for k, v in sorted(value.items())) or "none") \
+            + ")"
+    return number(value) if isinstance(value, (int, float, bool)) or value is None else str(value)
 
 
 def _errors(run: RunData) -> Section:
@@ -500,31 +521,51 @@ def _fix_in(text: str) -> str:
     return fix.split("\n")[0] if found else "—"
 
 
-def _benchmarks(run: RunData, figures: dict[str, Figure]) -> Section:
+IN_FIELD_TABLES = ("tasks",)
+"""Sweeps the post shows in the reports' own layouts (report/field_tables.py, the speculation table): their
+every-column view is raw detail, in the appendix."""
+
+
+def _benchmarks(run: RunData, figures: dict[str, Figure]) -> list[Section]:
     blocks: list[Any] = []
+    detail: list[Block] = []
     for name, frame in run.tables.items():
-        blocks += sweep_view(name, frame)
-        if (detail := detail_view(name, run.requests)) is not None:
-            blocks.append(detail)
-    if any("decode_tok_s_engine_peak" in frame.columns for frame in run.tables.values()):
-        blocks.append(Paragraph(_engine_windows_note(run.tables)))
+        views = [*sweep_view(name, frame), *filter(None, [detail_view(name, run.requests)])]
+        if name in IN_FIELD_TABLES:
+            detail += views
+        else:
+            blocks += views
+    if (windows := _engine_windows_note(run.tables)) is not None:
+        blocks.append(Paragraph(windows))
     if not run.tables:
         blocks.append(Note("No tables/: the sweeps step (03_sweeps) produced no sweep table."))
     comparison = run.llama_bench.comparison if run.llama_bench else []
     if comparison:
         columns = tuple(BenchComparison.model_fields)
-        blocks.append(Table(columns, tuple(tuple(_value(c, getattr(row, c)) for c in columns) for row in comparison),
+        blocks.append(Table(tuple(BENCH_COLUMNS.get(c, c.replace("_", " ")) for c in columns),
+                            tuple(tuple(_value(c, getattr(row, c)) for c in columns) for row in comparison),
                             "The server's context-sweep medians against llama-bench on the same build, model and "
                             "GPU (pp at the prompt length; tg at that depth); llama_bench.json, written by "
                             "benchmarks/bench_llama_bench.py."))
     for key in ("context_speed", "context_ttft", "tasks_acceptance", "concurrency_scaling", "prefix_reuse_ttft"):
         if key in figures:
             blocks.append(figures[key])
-    return Section("Benchmarks", blocks)
+    return [Section("Benchmarks", blocks),
+            *([Section("Appendix: the tasks sweep, every column", detail, appendix=True)] if detail else [])]
 
 
-def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
-    """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak)."""
+BENCH_COLUMNS = {"prompt_tokens": "prompt tokens", "prefill_tok_s_server": "prefill, tok/s (server)",
+                 "prefill_tok_s_llama_bench": "prefill, tok/s (llama-bench)",
+                 "prefill_ratio": "prefill ÷ llama-bench", "decode_tok_s_server": "decode, tok/s (server)",
+                 "decode_tok_s_llama_bench": "decode, tok/s (llama-bench)", "decode_ratio": "decode ÷ llama-bench"}
+"""llama_bench.json's comparison fields in words."""
+
+
+def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str | None:
+    """What the engine decode windows column is (seed 004's table: average decode beside the 5-second peak), or why
+    it holds no rate; None where the engine printed no window during any cell (nothing to explain)."""
+    if not any("decode_tok_s_engine_peak" in frame.columns for frame in tables.values()):
+        return None
     lengths = pd.to_numeric(pd.concat([frame["engine_window_s"] for frame in tables.values()
                                        if "engine_window_s" in frame.columns]), errors="coerce").dropna()
     window = lengths.median() if len(lengths) else None  # none measured: no median of nothing (numpy warns)
@@ -533,6 +574,10 @@ def _engine_windows_note(tables: dict[str, pd.DataFrame]) -> str:
                 for frame in tables.values() if "engine_windows_mixed" in frame.columns)
     alone = sum(int(pd.to_numeric(frame["engine_windows"], errors="coerce").fillna(0).sum())
                 for frame in tables.values() if "engine_windows" in frame.columns)
+    peaks = any(frame["decode_tok_s_engine_peak"].notna().any() for frame in tables.values()
+                if "decode_tok_s_engine_peak" in frame.columns)
+    if not (peaks or mixed or alone):
+        return None
     counted = (f" Over the cells, {alone} windows only decoded and {mixed} decoded beside a prefill"
                + (": no engine mean or peak is shown, since every window that decoded also prefilled (outputs too "
                   "short to fill one; the tables' engine_decode_note says how short)." if mixed and not alone else
@@ -547,10 +592,11 @@ def _latency(run: RunData) -> Section:
     """Per-cell latency distributions of every sweep, recomputed from the request rows."""
     tables = [table for name in sweep_names() if (table := latency_view(name, run.cell_rows(name))) is not None]
     if not tables:
-        return Section("Latency", [Note("No measured request: the sweeps step (03_sweeps) produced no data.")])
+        return Section("Appendix: latency", appendix=True,
+                       blocks=[Note("No measured request: the sweeps step (03_sweeps) produced no data.")])
     unrecorded = (" Rows recorded before ninferkit stamped every text event have no ITL (their TPOT comes from "
                   "their first and last token's times)." if not recorded_itl(run.measured()) else "")
-    return Section("Latency", [Paragraph(
+    return Section("Appendix: latency", appendix=True, blocks=[Paragraph(
         "Per cell, in milliseconds, over its measured requests (warm-ups left out), from requests.jsonl. TTFT: send "
         "to the first event carrying text. TPOT: time per output token after the first, (last token - first "
         "token) / (output tokens - 1), the tokens from the server's usage (vLLM's TPOT; AIPerf and GuideLLM call "
@@ -582,15 +628,13 @@ def _speculation(run: RunData) -> Section:
                                speculation.summary(found)), *([Note(missed)] if missed else [])])
 
 
-def _capacity(run: RunData) -> Section:
+def _capacity(run: RunData) -> list[Section]:
     capacity = run.capacity
     if capacity is None:
-        return Section("Capacity",
-                       [Note("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])
-    blocks: list[Any] = []
-    if capacity.formula:
-        blocks.append(Code(capacity.formula))
-    blocks.append(Table(("term", "value"), (
+        return [Section("Capacity",
+                        [Note("No capacity.json: the capacity step (04_capacity_fit) produced no data.")])]
+    terms: list[Block] = [Code(capacity.formula)] if capacity.formula else []
+    terms.append(Table(("term", "value"), (
         ("bytes per pool token", _value("bytes_per_token", capacity.bytes_per_token)),
         ("fixed part (interval)", _value("fixed_bytes", capacity.fixed_bytes)),
         ("free after weights (interval)", _value("free_after_weights_bytes", capacity.free_after_weights_bytes)),
@@ -605,12 +649,12 @@ def _capacity(run: RunData) -> Section:
     )))
     pinned = [str(term) for term in capacity.terms_pinned]
     if pinned:
-        blocks += [Paragraph("Terms the launches pinned:"), Bullets(tuple(pinned))]
+        terms += [Paragraph("Terms the launches pinned:"), Bullets(tuple(pinned))]
+    blocks: list[Any] = []
     searches = capacity.searches
     if searches:
-        columns = ("kv_dtype", "concurrency", "answer_kv_tokens", "answer_context_per_slot", "server_kv_tokens",
-                   "verified_by_request", "launches", "bounded_by", "note")
-        blocks.append(Table(columns, tuple(
+        columns = tuple(SEARCH_COLUMNS)
+        blocks.append(Table(tuple(SEARCH_COLUMNS.values()), tuple(
             tuple(_value(c, getattr(found.setting if c in ("kv_dtype", "concurrency") else found, c)) for c in columns)
             for found in searches),
             "The searches: the largest KV pool that started and served a request at each concurrency and KV dtype, "
@@ -626,7 +670,14 @@ def _capacity(run: RunData) -> Section:
     notes = [str(note) for note in [*capacity.conflicts, *capacity.notes]]
     if notes:
         blocks.append(Bullets(tuple(notes)))
-    return Section("Capacity", blocks)
+    return [Section("Capacity", blocks), Section("Appendix: capacity's fitted terms", terms, appendix=True)]
+
+
+SEARCH_COLUMNS = {"kv_dtype": "KV dtype", "concurrency": "slots", "answer_kv_tokens": "largest pool, tokens",
+                  "answer_context_per_slot": "context per slot", "server_kv_tokens": "pool the server reported",
+                  "verified_by_request": "served a request", "launches": "launches", "bounded_by": "bounded by",
+                  "note": "note"}
+"""capacity.json's search fields and the words the post heads them with."""
 
 
 def _value(key: str, value: Any) -> str:
@@ -695,7 +746,7 @@ def _provenance(run: RunData, paths: str) -> Section:
             ("write-up generated by", f"ninferkit {__version__}"),
             ("derived files made by", _derived_by(run)),
             ("paths", paths)]
-    return Section("Provenance", [Table(("item", "value"), tuple(rows),
+    return Section("Provenance", appendix=True, blocks=[Table(("item", "value"), tuple(rows),
                                         "What this write-up was generated from; every number traces to these files.")])
 
 

@@ -81,9 +81,9 @@ def method(run: RunData) -> list[str]:
         f"repetitions per cell: {', '.join(str(n) for n in per_cell)}.",
         f"Sampling: temperature {', '.join(number(t) for t in temperatures) or 'not recorded'}, "
         f"seed {', '.join(str(s) for s in seeds) or 'not recorded'}.",
-        "Decode and prefill speeds are the server's own accounting (decode_tok_s_server, "
-        "prefill_tok_s_server); TTFT, TPOT, ITL and end-to-end latency are the client's (the Latency section "
-        "defines each, with the names other tools give it). Token counts come from the server's usage, never "
+        "Decode and prefill speeds are the server's own accounting (the appendix names each figure's file and "
+        "field); TTFT, TPOT, ITL and end-to-end latency are the client's (the appendix's latency "
+        "section defines each, with the names other tools give it). Token counts come from the server's usage, never "
         "from counting stream chunks.",
         "Cold context-sweep requests start with a unique salt, so the prefix cache cannot serve the "
         "document; the prefix-reuse sweep measures the cache on purpose.",

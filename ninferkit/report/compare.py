@@ -1,9 +1,11 @@
 """A/B comparison of runs: per-cell deltas against the run-to-run spread, with the same caveats.
 
 Cells are paired by sweep and cell parameters (what `cell_id` hashes), so the same measurement is
-compared across runs and nothing else. Within a pair, repetitions with the same number are paired
-too (the paired delta), beside the difference of the medians. A delta no larger than the spread of
-either run is reported as "within spread", never as a speed-up.
+compared across runs and nothing else. A run's variants (issue 39) are compared too: a variant's cell pairs with
+the cell of the variant of the same name in the other run (the Serving section says whether the two variants serve
+alike), and a variant only one run has is named as such, its cells paired with nothing. Within a pair, repetitions
+with the same number are paired too (the paired delta), beside the difference of the medians. A delta no larger
+than the spread of either run is reported as "within spread", never as a speed-up.
 
 Where both runs ran a cell more than once (`sweeps.repeats`), each repeat is one value (the median of its
 requests), the medians compared are the medians of those, and the comparison adds the seeded bootstrap
@@ -27,16 +29,17 @@ import pandas as pd
 
 from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.measure.confidence import Interval, difference_interval
+from ninferkit.params.variants import BASE
 from ninferkit.report.caveats import cell_acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.render import get_renderer
-from ninferkit.rundir.identity import same_serving
+from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import utc_now, write_text_atomic
-from ninferkit.rundir.servings import run_servings
+from ninferkit.rundir.servings import VARIANT, run_servings
 from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
@@ -69,7 +72,8 @@ class Comparison:
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
                       "each run's repetitions." + _interval_words(self.table)),
-            table_from_frame(self.table) if not self.table.empty else Paragraph("No cell appears in both runs."),
+            table_from_frame(_shown(self.table)) if not self.table.empty
+            else Paragraph("No cell appears in both runs."),
         ])]
         if self.unpaired:
             sections.append(Section("Cells in only one run", [Bullets(tuple(self.unpaired))]))
@@ -86,6 +90,12 @@ class Comparison:
         write_text_atomic(csv, self.table.to_csv(index=False))
         files["csv"] = csv
         return files
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-cell table as the reader sees it: without the variant column where every row is a base serving's
+    (runs without variants; table.csv keeps the column, so its shape does not depend on the runs)."""
+    return table.drop(columns="variant") if "variant" in table and (table["variant"] == BASE).all() else table
 
 
 def graphs_words(values: Sequence[str | None]) -> str:
@@ -229,11 +239,10 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
     unpaired: list[str] = []
     for other in runs[1:]:
         cells = _cells(other)
-        accept_a, accept_b = cell_acceptance(base.measured()), cell_acceptance(other.measured())
+        accept_a, accept_b = cell_acceptance(_measured(base)), cell_acceptance(_measured(other))
         for key in sorted(set(base_cells) | set(cells)):
             if key not in base_cells or key not in cells:
-                where = other.run_id if key in cells else base.run_id
-                unpaired.append(f"{key[0]} / {_label(key)}: only in {where}")
+                unpaired.append(_unpaired(key, base, other, key in cells))
                 continue
             for metric, higher_better in METRICS.items():
                 row = delta(base_cells[key], cells[key], metric, higher_better)
@@ -242,7 +251,7 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 label_key = (key[0], _label(key))
                 gap = _acceptance_gap(accept_a.get(label_key), accept_b.get(label_key))
                 comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
-                rows.append({"candidate": other.run_id, "sweep": key[0], "cell": _label(key),
+                rows.append({"candidate": other.run_id, "sweep": key[0], "variant": _variant(key), "cell": _label(key),
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
                              **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
                              "comparable": comparable})
@@ -253,32 +262,66 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
 def serving_words(runs: Sequence[RunData], stated: bool) -> list[str]:
     """Per candidate: what its serving changes against the baseline's ("kv: f16 vs q8_0"), or "same serving",
     with the fields one side does not know; and the user's statement where they made one."""
-    base = run_servings(runs[0].dir).main
+    first = run_servings(runs[0].dir)
+    base = first.main
     lines = [f"Baseline {runs[0].run_id}: {base.describe()}."]
     for other in runs[1:]:
-        serving = run_servings(other.dir).main
-        pooled, differing, unknown = same_serving(base, serving)
-        said = "same serving" if pooled else "differs in " + ("; ".join(differing) or "what one side does not know")
-        lines.append(f"{other.run_id}: {said}" + (f"; unknown on one side: {', '.join(unknown)}" if unknown else "")
-                     + ".")
+        servings = run_servings(other.dir)
+        lines.append(f"{other.run_id}: {_alike(base, servings.main)}.")
+        for name in dict.fromkeys([*first.variants, *servings.variants]):
+            mine, theirs = first.variants.get(name), servings.variants.get(name)
+            if mine is None or theirs is None:
+                has, lacks = (runs[0], other) if theirs is None else (other, runs[0])
+                lines.append(f"{other.run_id}: variant {name} only in {has.run_id} ({lacks.run_id} has no variant of "
+                             "that name): its cells are not compared.")
+            else:
+                lines.append(f"{other.run_id}: variant {name} against the baseline's: {_alike(mine, theirs)}.")
     if stated:
         lines.append("The user stated that these runs serve one configuration (--same-serving); what differs is "
                      "named above.")
     return lines
 
 
+def _alike(mine: ServingIdentity, theirs: ServingIdentity) -> str:
+    """Whether two servings are the same, else what differs, and what one side does not know."""
+    pooled, differing, unknown = same_serving(mine, theirs)
+    said = "same serving" if pooled else "differs in " + ("; ".join(differing) or "what one side does not know")
+    return said + (f"; unknown on one side: {', '.join(unknown)}" if unknown else "")
+
+
+def _measured(run: RunData) -> list[RequestRow]:
+    """Every launch's measured rows: the base's, then its variants'."""
+    return [*run.measured(), *run.measured_variants()]
+
+
+def _unpaired(key: CellKey, base: RunData, other: RunData, in_other: bool) -> str:
+    """Why a cell pairs with nothing: the other run has no such cell, or no variant of its name at all."""
+    has, lacks = (other, base) if in_other else (base, other)
+    variant = _variant(key)
+    if variant != BASE and variant not in lacks.variants:
+        return (f"{key[0]} / {_label(key)}: only in {has.run_id}, whose variant {variant} {lacks.run_id} does not "
+                "have")
+    return f"{key[0]} / {_label(key)}: only in {has.run_id}"
+
+
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:
     cells: dict[CellKey, list[RequestRow]] = defaultdict(list)
-    for row in run.measured():
+    for row in _measured(run):
         key = json.dumps(without_repeat(row.cell), sort_keys=True) if row.cell else f"cell_id={row.cell_id}"
         cells[(str(row.sweep), key)].append(row)
     return cells
 
 
+def _variant(key: CellKey) -> str:
+    """The variant a cell key names (`base`: the profile's own serving)."""
+    return BASE if key[1].startswith("cell_id=") else str(json.loads(key[1]).get(VARIANT) or BASE)
+
+
 def _label(key: CellKey) -> str:
     if key[1].startswith("cell_id="):
         return key[1]
-    return params_label(json.loads(key[1]))
+    variant = _variant(key)
+    return (f"variant {variant}: " if variant != BASE else "") + params_label(json.loads(key[1]))
 
 
 def _per_repetition(rows: list[RequestRow], metric: str) -> dict[tuple[int, int], float]:

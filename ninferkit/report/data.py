@@ -129,9 +129,11 @@ class RunData:
     def measured(self, sweep: str | None = None) -> list[RequestRow]:
         """Requests with status ok that are measurements (of one sweep, or all): not warm-ups, and not the
         requests a prefix-reuse cell sends only to seed the cache (prefix_role "seed")."""
-        return [row for row in self.requests
-                if row.status == "ok" and not row.warmup and row.prefix_role != "seed"
-                and (sweep is None or row.sweep == sweep)]
+        return measurements(self.requests, sweep)
+
+    def measured_variants(self) -> list[RequestRow]:
+        """As `measured`, of the variants' rows (issue 39)."""
+        return measurements(self.variant_requests)
 
     def cell_rows(self, sweep: str) -> dict[str, list[RequestRow]]:
         """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
@@ -145,6 +147,13 @@ class RunData:
 
     def nvml(self) -> list[TelemetrySample]:
         return [row for row in self.telemetry if row.source == "nvml"]
+
+
+def measurements(rows: list[RequestRow], sweep: str | None = None) -> list[RequestRow]:
+    """The rows with status ok that are measurements (of one sweep, or all): not warm-ups, and not the requests a
+    prefix-reuse cell sends only to seed the cache (prefix_role "seed")."""
+    return [row for row in rows if row.status == "ok" and not row.warmup and row.prefix_role != "seed"
+            and (sweep is None or row.sweep == sweep)]
 
 
 def load_run(path: str | Path) -> RunData:

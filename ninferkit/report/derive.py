@@ -29,9 +29,9 @@ from ninferkit.params.profile import Profile
 from ninferkit.rundir.hashing import sha256_file
 from ninferkit.rundir.identity import recorded_profile
 from ninferkit.rundir.runs import RunDir, json_object, utc_now, write_json_atomic, write_text_atomic
-from ninferkit.rundir.servings import run_servings
+from ninferkit.rundir.servings import launches, run_servings
 from ninferkit.sweeps.tables import latest_outcomes, save_tables, tables_of
-from ninferkit.sweeps.truth import latest_truth
+from ninferkit.sweeps.truth import join_to_keep, latest_truth, log_truth
 from ninferkit.version import __version__, git_state
 
 DERIVED = "derived.json"
@@ -93,7 +93,7 @@ def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: 
         for name in (JOIN, TABLES):
             result.kept[name] = "the recorded profile does not validate with this ninferkit"
         return
-    inputs = _inputs(run_dir)
+    inputs = _inputs(run_dir, profile)
     for name in (JOIN, TABLES):
         made = files.get(name) or {}
         if made.get("by") == by and not by.get("dirty") and made.get("inputs") == inputs:
@@ -158,22 +158,27 @@ def _rejoin(run_dir: RunDir, profile: Profile) -> bool:
     record = run_dir.engine_record()
     if not rows or (record is None and not run_dir.server_log.is_file()):
         return False
-    found = get_adapter(profile.engine.kind).server_log_truth(profile, [row.as_dict() for row in rows],
-                                                              run_dir.server_log, record)
+    found = log_truth(run_dir, profile, get_adapter(profile.engine.kind), rows)
     if found is None:
         return False
+    earlier = latest_truth(run_dir)
     joined = {row.request_uid for row in rows}
-    kept = [{"request_uid": uid, **fields} for uid, (_, fields) in latest_truth(run_dir).items() if uid not in joined]
+    kept = [{"request_uid": uid, **fields} for uid, (_, fields) in earlier.items() if uid not in joined]
     written = utc_now()
     fresh = [{"request_uid": row.request_uid, "cell_id": row.cell_id, "attempt": row.attempt, "written_utc": written,
-              **fields} for row, fields in zip(rows, found, strict=True) if row.request_uid and fields]
+              **join_to_keep(fields, earlier.get(str(row.request_uid), (0, None))[1])}
+             for row, fields in zip(rows, found, strict=True) if row.request_uid and fields]
     write_text_atomic(run_dir.server_truth, "".join(json.dumps(line) + "\n" for line in [*kept, *fresh]))
     return True
 
 
-def _inputs(run_dir: RunDir) -> dict[str, str]:
-    """sha256 of each raw file the derived files are made from (those the run has), and of its profile."""
-    paths = [run_dir.requests, run_dir.sweep_cells, run_dir.telemetry, run_dir.server_log, run_dir.engine_record()]
+def _inputs(run_dir: RunDir, profile: Profile) -> dict[str, str]:
+    """sha256 of each raw file the derived files are made from (those the run has), and of its profile: the rows,
+    the ledger, the telemetry, and each launch's log and request record (the base's, then its variants' and the
+    speculation A/B's other side's: their rows are joined to them)."""
+    records = [path for launch in reversed(launches(run_dir, profile, run_servings(run_dir)).values())
+               for path in (launch.folder.server_log, launch.folder.engine_record())]
+    paths = [run_dir.requests, run_dir.sweep_cells, run_dir.telemetry, *records]
     found = {run_dir.name(path): sha256_file(path).hexdigest for path in paths if path is not None and path.is_file()}
-    profile = json.dumps(json_object(run_dir.manifest).get("profile"), sort_keys=True)
-    return found | {"profile": hashlib.sha256(profile.encode()).hexdigest()}
+    recorded = json.dumps(json_object(run_dir.manifest).get("profile"), sort_keys=True)
+    return found | {"profile": hashlib.sha256(recorded.encode()).hexdigest()}

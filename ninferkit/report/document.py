@@ -59,6 +59,8 @@ Block = Paragraph | Bullets | Code | Table | Figure
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
+    appendix: bool = False
+    """Raw detail a reader reaches in one click (appendix.md beside index.md), not the post a person publishes."""
 
 
 @dataclass
@@ -67,6 +69,26 @@ class Document:
     generated: str
     """The one line that differs between two renderings of the same run (it holds the time)."""
     sections: list[Section] = field(default_factory=list)
+    stem: str = "index"
+    """The file name each renderer writes, less its extension."""
+    companions: tuple[tuple[str, str], ...] = ()
+    """(title, stem) of the documents written beside this one, linked after its table of contents."""
+
+
+APPENDIX = "appendix"
+
+
+def post_and_appendix(document: Document) -> tuple[Document, Document | None]:
+    """The post a person publishes (index) and its raw detail (appendix, None when there is none): the sections
+    marked `appendix` move to a document of their own, each linked from the other."""
+    kept = [section for section in document.sections if not section.appendix]
+    moved = [section for section in document.sections if section.appendix]
+    if not moved:
+        return document, None
+    post = replace(document, sections=kept, companions=(("Appendix: the raw detail", APPENDIX),))
+    detail = replace(document, title=f"Appendix: {document.title}", sections=moved, stem=APPENDIX,
+                     companions=(("The post", document.stem),))
+    return post, detail
 
 
 def table_from_frame(frame: pd.DataFrame, caption: str = "") -> Table:
@@ -111,8 +133,8 @@ def gather_notes(sections: list[Section], title: str) -> list[Section]:
         blocks = [shown for block in section.blocks if not isinstance(block, Note)
                   if (shown := without_empty_columns(block) if isinstance(block, Table) else block) is not None]
         if blocks:
-            kept.append(Section(section.title, blocks))
-    return [*kept, Section(title, [Bullets(tuple(notes))])] if notes else kept
+            kept.append(Section(section.title, blocks, section.appendix))
+    return [*kept, Section(title, [Bullets(tuple(notes))], appendix=True)] if notes else kept
 
 
 def map_text(document: Document, change: Callable[[str], str]) -> Document:
@@ -127,8 +149,9 @@ def map_text(document: Document, change: Callable[[str], str]) -> Document:
         return Table(tuple(change(text) for text in item.columns),
                      tuple(tuple(change(text) for text in row) for row in item.rows), change(item.caption))
 
-    return Document(change(document.title), change(document.generated),
-                    [Section(change(s.title), [block(b) for b in s.blocks]) for s in document.sections])
+    return replace(document, title=change(document.title), generated=change(document.generated),
+                   sections=[Section(change(s.title), [block(b) for b in s.blocks], s.appendix)
+                             for s in document.sections])
 
 
 def texts(document: Document) -> list[str]:

@@ -48,10 +48,22 @@ def _value(frame: pd.DataFrame, index: int, name: str) -> Any:
 
 
 def _decode_mtp(frame: pd.DataFrame, index: int) -> str:
+    """The cell's decode rate, with its acceptance where the table has any (a run without speculation has none, and a
+    column of "/ —" would say nothing)."""
     decode, share = _value(frame, index, "decode_tok_s_server_median"), _value(frame, index, "acceptance_server_median")
     if decode is None:
         return NONE
+    if not _speculated(frame):
+        return number(decode)
     return number(decode) + (f" / {100 * float(share):.0f}%" if share is not None else " / —")
+
+
+def _speculated(frame: pd.DataFrame) -> bool:
+    return "acceptance_server_median" in frame.columns and bool(frame["acceptance_server_median"].notna().any())
+
+
+def _decode_header(frame: pd.DataFrame) -> str:
+    return "decode tok/s (server)" + (" / acceptance" if _speculated(frame) else "")
 
 
 def _own_speculation(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -77,7 +89,7 @@ def tasks_by_depth(run: RunData) -> list[Block]:
         outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
         rows.append((str(name), " / ".join(sorted(outputs)),
                      *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
-    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: decode tok/s (server) / acceptance"
+    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: {_decode_header(tasks)}"
                                                              for d in depths)), tuple(rows),
                                  "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
                                  "context depth (seed 000 §2.3's layout).")]
@@ -130,13 +142,22 @@ def _lanes(run: RunData) -> list[Block]:
                       number(row.ttft_s_server),
                       number(queued), number(row.prefill_tok_s_server), number(row.completion_tokens),
                       number(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
+    shown = lines if len(lines) <= 2 * LANES_AT_EACH_END else \
+        [*lines[:LANES_AT_EACH_END], *lines[-LANES_AT_EACH_END:]]
+    cut = (f" The first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(lines)} lanes in the order "
+           f"admitted; the other {len(lines) - len(shown)} are rows of requests.jsonl." if len(shown) < len(lines)
+           else "")
     cell = rows[0].cell or {}
     caption = (f"requests.jsonl with the engine's record: the concurrency cell of {cell.get('concurrency')} clients at "
                f"{number(cell.get('prompt_tokens'))} prompt tokens. TTFT and queueing are the engine's (queued: "
                f"{', '.join(sorted(how)) or 'not recorded'}); wall is the client's, send to last byte. A lane without "
-               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why).")
+               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why)." + cut)
     return [title, Table(("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
-                          "output tokens", "wall, s (client)", "status"), tuple(lines), caption)]
+                          "output tokens", "wall, s (client)", "status"), tuple(shown), caption)]
+
+
+LANES_AT_EACH_END = 4
+"""A post shows the first and the last lanes admitted (how the queue grew); a 32-lane table is raw detail."""
 
 
 def _count(values: dict[str, Any], name: str) -> int | None:
@@ -308,7 +329,7 @@ def coding_and_agent(run: RunData) -> list[Block]:
                       _decode_mtp(tasks, i), number(_value(tasks, i, "tokens_per_round_server_median"))]
         rows.append((number(depth), *shown))
     columns = [f"{name}: {column}" for name in scenarios for column in
-               ("prompt tokens", "TTFT, s (server)", "decode tok/s (server) / acceptance", "tokens per round")]
+               ("prompt tokens", "TTFT, s (server)", _decode_header(tasks), "tokens per round")]
     blocks: list[Block] = [Table(("depth", *columns), tuple(rows),
                                  "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
                                  "003's layout); TTFT is the engine's prompt time, tokens per round the engine's.")]

@@ -34,6 +34,20 @@ def number(value: Any) -> str:
     return f"{value:.3g}" if magnitude < 0.001 else f"{value:.3f}"
 
 
+def count(value: Any) -> str:
+    """A count of things (tokens, requests) or a median of counts: whole numbers as integers ("16", never "16.0"),
+    a median of two counts that differ by one as its half ("15.5").
+
+    >>> count(16.0), count(15.5), count(32785.0), count(None)
+    ('16', '15.5', '32,785', '—')
+    """
+    if isinstance(value, float) and not math.isnan(value) and value.is_integer():
+        return f"{int(value):,}"
+    if isinstance(value, float) and not math.isnan(value) and (2 * value).is_integer():
+        return f"{value:,.1f}"
+    return number(value)
+
+
 def gib(value: Any) -> str:
     """Bytes as GiB with two decimals (or the MiB count for small amounts)."""
     if value is None:

@@ -21,7 +21,7 @@ from typing import Any
 from ninferkit.capacity.summary import SUMMARY_COLUMNS, TABLE_COLUMNS, summary_rows, table_rows
 from ninferkit.errors import NinferkitError
 from ninferkit.report.data import RunData, todays_profile
-from ninferkit.report.document import Bullets, Note, Paragraph, Table
+from ninferkit.report.document import EMPTY, Bullets, Note, Paragraph, Table
 
 LAYOUT_SOURCES = ("architecture", "KV payload lines")
 """capacity.json's bytes_per_token_source values that mean the KV cache's own bytes per token (a fitted slope
@@ -116,7 +116,7 @@ def capacity_blocks(run: RunData) -> list[Any]:
         blocks.append(Paragraph("The typed terms and the logs disagree, so each is answered on its own:"))
         blocks.append(Bullets(tuple(str(text) for text in capacity.conflicts)))
     for answer in capacity.answers:
-        blocks.append(Table(SUMMARY_COLUMNS, tuple(summary_rows(answer)),
+        blocks.append(Table(SUMMARY_COLUMNS, tuple(row for row in summary_rows(answer) if row[-1] not in EMPTY),
                             f"Capacity from the {answer.basis} ({answer.source}): a figure from typed terms is "
                             "shown as printed and within the range its printed digits allow."))
         if answer.decision_table:

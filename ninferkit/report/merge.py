@@ -10,6 +10,10 @@ cannot prove alike, and the write-up says the user stated it. Every latency is o
 stamps of one request on one host's monotonic clock, so no difference between hosts' clocks enters any number
 (the merge computes no rate over several hosts' time spans).
 
+A run's variants (issue 39) are merged as its base is: a variant's rows are its own serving, so a cell of variant
+`ub32` pools only with other runs' `ub32` cells that serve alike; every merged row, cell and table row names its
+variant (`base`: the profile's own serving).
+
 Each merged row (OUT/requests.jsonl) keeps its host (the fleet's name for it, else the machine's), where the fleet
 task's attempts ran (nodes, Slurm job ids, GRES: those known), GPU, engine build, profile hash and serving
 (`serving_id`, its fields, and whether the user stated it). A run whose planned steps did not all finish is
@@ -29,12 +33,13 @@ import pandas as pd
 
 from ninferkit.errors import BadInput
 from ninferkit.measure.latency import distribution, samples
+from ninferkit.params.variants import BASE
 from ninferkit.report.document import Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.render import render_html, render_markdown
 from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir, utc_now, write_text_atomic
-from ninferkit.rundir.servings import run_servings
+from ninferkit.rundir.servings import VARIANT, run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes
 
 LATENCIES = ("ttft_client_s", "tpot_client_s", "e2e_client_s")
@@ -164,9 +169,15 @@ def _cell_of(row: RequestRow) -> dict[str, Any]:
     return {"sweep": row.sweep, "cell": {k: v for k, v in (row.cell or {}).items() if k != "repeat"}}
 
 
+def variant_of(row: RequestRow) -> str:
+    """The launch that measured the row: a variant's name, else `base`."""
+    return str((row.cell or {}).get(VARIANT) or BASE)
+
+
 def cell_label(row: RequestRow) -> str:
     params = row.cell or {}
-    shown = {k: v for k, v in params.items() if k in ("target_prompt_tokens", "task", "clients", "rate", "api",
+    shown = {k: v for k, v in params.items() if k in ("target_prompt_tokens", "task", "clients", "concurrency",
+                                                     "rate", "api",
                                                      "output_tokens", "depth", "variant", "speculation")}
     shown = shown or {k: v for k, v in params.items() if k != "repeat"}  # an imported cell names its own
     return f"{row.sweep} " + " ".join(f"{k}={v}" for k, v in shown.items())
@@ -288,25 +299,27 @@ def merge(paths: Sequence[Path], out: Path, same_serving_stated: bool = False) -
         first_run, first = members[0]
         label, group = cell_label(first), json.loads(key)["serving"]
         serving = pooled[group].label
+        variant = variant_of(first)
         if len(owners) < 2:
-            apart.append({"cell": label, "host": owners[0], "model": first_run.model, "serving": serving,
-                          "why": _why_apart(first_run, first, group, runs, pooled, groups),
+            apart.append({"cell": label, "variant": variant, "host": owners[0], "model": first_run.model,
+                          "serving": serving, "why": _why_apart(first_run, first, group, runs, pooled, groups),
                           **statistics([row for _, row in members])})
             continue
-        cells.append({"cell": label, "hosts": "all: " + ", ".join(owners), "model": first_run.model,
-                      "serving": serving, **statistics([row for _, row in members])})
+        cells.append({"cell": label, "variant": variant, "hosts": "all: " + ", ".join(owners),
+                      "model": first_run.model, "serving": serving, **statistics([row for _, row in members])})
         for host in owners:
-            cells.append({"cell": label, "hosts": host, "model": first_run.model, "serving": serving,
-                          **statistics([row for run, row in members if run.host == host])})
+            cells.append({"cell": label, "variant": variant, "hosts": host, "model": first_run.model,
+                          "serving": serving, **statistics([row for run, row in members if run.host == host])})
     gpu_rows = []
     for run in runs:
-        by_context: dict[int, list[RequestRow]] = defaultdict(list)
-        for row in run.rows:
+        by_context: dict[tuple[str, int], list[RequestRow]] = defaultdict(list)
+        for row in run.rows:  # each launch apart: a variant's context cells are not the base's
             if row.sweep == "context" and (row.cell or {}).get("target_prompt_tokens") is not None:
-                by_context[int((row.cell or {})["target_prompt_tokens"])].append(row)
-        for context, rows in sorted(by_context.items()):
+                by_context[(variant_of(row), int((row.cell or {})["target_prompt_tokens"]))].append(row)
+        for (variant, context), rows in sorted(by_context.items(), key=lambda item: (item[0][0] != BASE, item[0])):
             stats = statistics(rows)
-            gpu_rows.append({"host": run.host, "gpu": run.gpu, "context": context, "requests": len(rows),
+            gpu_rows.append({"host": run.host, "gpu": run.gpu, "variant": variant, "context": context,
+                             "requests": len(rows),
                              "decode_tok_s_server_p50": stats["decode_tok_s_server_p50"],
                              "prefill_tok_s_server_p50": stats["prefill_tok_s_server_p50"],
                              "ttft_client_s_p50": stats["ttft_client_s_p50"],
@@ -330,6 +343,10 @@ def _why_apart(run: MergedRun, row: RequestRow, group: int, runs: Sequence[Merge
                                                                           pooled[other].members[0])
     if all(other.model != run.model for other in runs if other is not run):
         return "no other run measured this model"
+    variant = variant_of(row)
+    if variant != BASE and not any(variant_of(each) == variant for other in runs if other is not run
+                                   for each in other.rows):
+        return f"no other run has variant {variant}"
     return "no other run's plan has this cell"
 
 
@@ -340,7 +357,8 @@ def _write(merged: Merged) -> None:
     for run in merged.runs:
         for row in run.rows:
             serving = run.servings[str(row.request_uid)]
-            lines.append(json.dumps({**row.model_dump(mode="json", exclude_unset=True), "host": run.host,
+            lines.append(json.dumps({**row.model_dump(mode="json", exclude_unset=True), "variant": variant_of(row),
+                                     "host": run.host,
                                      "gpu": run.gpu, "engine_build": run.engine_build,
                                      "profile_hash": run.profile_hash, "run_dir": str(run.path),
                                      "serving_id": serving.id, "serving": serving.fields,
@@ -379,8 +397,8 @@ def _document(merged: Merged) -> Document:
         Table(("serving",), tuple((line,) for line in said))]))
     if not merged.gpus.empty:
         sections.append(Section("Across GPUs", [table_from_frame(
-            merged.gpus, "The context sweep per host: server decode and prefill rates (medians) and client TTFT "
-                         "percentiles, each host's own rows.")]))
+            merged.gpus, "The context sweep per host and launch (the base, then each variant): server decode and "
+                         "prefill rates (medians) and client TTFT percentiles, each host's own rows.")]))
     sections.append(Section("Comparable cells", [table_from_frame(
         merged.cells, "Cells measured by several runs of one serving: the union of their rows ('all:'), then each "
                       "host's; percentiles recomputed over the rows, never averaged.") if not merged.cells.empty

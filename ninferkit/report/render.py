@@ -1,6 +1,6 @@
 """Renderers, registered by name: each turns a Document into one file in the report folder.
 
-`markdown` writes index.md (figures linked from figures/); `html` writes one self-contained
+`markdown` writes <stem>.md (index, or the appendix; figures linked from figures/); `html` one self-contained
 index.html: inline CSS, figures as data: URIs, and a Content-Security-Policy that forbids the page
 from loading anything, so it opens offline and never calls out. Both open with the same table of
 contents, linking each section by the anchor GitHub gives its heading (`anchor`), which the HTML
@@ -62,11 +62,13 @@ def render_markdown(document: Document, folder: Path) -> Path:
     contents = " · ".join(f"[{_md_cell(section.title)}](#{anchor})"
                           for section, anchor in zip(document.sections, anchors(document), strict=True))
     lines = [f"# {_md_inline(document.title)}", "", _md_inline(document.generated), "", f"Contents: {contents}", ""]
+    lines += [f"[{_md_cell(title)}]({stem}.md)" for title, stem in document.companions]
+    lines += [""] if document.companions else []
     for section in document.sections:
         lines += [f"## {_md_inline(section.title)}", ""]
         for block in section.blocks:
             lines += _markdown_block(block) + [""]
-    return _write(folder / "index.md", "\n".join(lines).rstrip("\n") + "\n")
+    return _write(folder / f"{document.stem}.md", "\n".join(lines).rstrip("\n") + "\n")
 
 
 def markdown_fragment(blocks: Sequence[Block]) -> str:
@@ -192,11 +194,12 @@ def render_html(document: Document, folder: Path) -> Path:
     parts.append('<nav aria-label="Contents">Contents:\n<ol>\n' + "\n".join(
         f'<li><a href="#{anchor}">{html.escape(section.title)}</a></li>'
         for section, anchor in zip(document.sections, ids, strict=True)) + "\n</ol>\n</nav>")
+    parts += [f'<p><a href="{stem}.html">{html.escape(title)}</a></p>' for title, stem in document.companions]
     for section, anchor in zip(document.sections, ids, strict=True):
         parts.append(f'<h2 id="{anchor}">{html.escape(section.title)}</h2>')
         parts += [_html_block(block) for block in section.blocks]
     parts += ["</body>", "</html>"]
-    return _write(folder / "index.html", "\n".join(parts) + "\n")
+    return _write(folder / f"{document.stem}.html", "\n".join(parts) + "\n")
 
 
 def html_fragment(blocks: Sequence[Block]) -> str:

@@ -53,7 +53,7 @@ def section(run: RunData) -> Section | None:
 
 def _launches(run: RunData, names: list[str]) -> Table:
     """One row per launch: what it set, its serving, start-up and wall time, the pool it left, power and clock."""
-    power = _conditions(run)
+    power, largest = _conditions(run), _largest_pools(run)
     rows = []
     for name in names:
         if name == BASE:
@@ -70,14 +70,28 @@ def _launches(run: RunData, names: list[str]) -> Table:
         if record and record.error:
             state += f": {record.error.splitlines()[0]}"
         rows.append((name, changes, _ready(server), number(record.seconds) if record else "—",
-                     number(ledger.get("kv_tokens")), gib(ledger.get("kv_cache_bytes")),
+                     number(ledger.get("kv_tokens")), gib(ledger.get("kv_cache_bytes")), largest.get(name, "—"),
                      number(power.get(name, {}).get("power_w_median")),
                      number(power.get(name, {}).get("sm_clock_mhz_median")), state))
     return Table(("launch", "changes", "ready (s)", "variant wall time (s)", "KV pool (tokens)", "KV cache",
-                  "GPU power median (W)", "SM clock median (MHz)", "state"), tuple(rows),
+                  "largest KV pool (tokens)", "GPU power median (W)", "SM clock median (MHz)", "state"), tuple(rows),
                  "Each launch's start-up (server.json's ready time), the wall time from its launch to its stop, the "
-                 "KV pool its startup books left (the engine's own lines), and the median over its cells of NVML's "
-                 "power and SM clock (— where no GPU was sampled, as on a CPU).")
+                 "KV pool its startup books left (the engine's own lines), the largest pool the capacity step fits "
+                 "at its setting (what bounds it in brackets; — where 04_capacity_fit has not run since it launched), "
+                 "and the median over its cells of NVML's power and SM clock (— where no GPU was sampled, as on a "
+                 "CPU).")
+
+
+def _largest_pools(run: RunData) -> dict[str, str]:
+    """Per launch, the largest KV pool capacity.json gives at its setting, with what bounds it: the base's answer
+    and each variant's (the capacity each variant leaves)."""
+    capacity = run.capacity
+    if capacity is None:
+        return {}
+    found = {BASE: (capacity.max_kv_tokens, capacity.max_kv_tokens_bounded_by)}
+    found |= {each.name: (each.max_kv_tokens, each.max_kv_tokens_bounded_by) for each in capacity.variants}
+    return {name: f"{number(tokens)} ({bounded})" if tokens is not None else "unknown"
+            for name, (tokens, bounded) in found.items()}
 
 
 def _ready(server: ServerRecord | None) -> str:
@@ -108,16 +122,11 @@ def _conditions(run: RunData) -> dict[str, dict[str, float]]:
 def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
     """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
     cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
-    for row in [*run.measured(), *_measured(run.variant_requests)]:
+    for row in [*run.measured(), *run.measured_variants()]:
         shared = {key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)}
         name = str((row.cell or {}).get(VARIANT) or BASE)
         cells[(str(row.sweep), json.dumps(shared, sort_keys=True))][name].append(row)
     return cells
-
-
-def _measured(rows: list[RequestRow]) -> list[RequestRow]:
-    """As RunData.measured: finished measurements, not warm-ups or a prefix cell's seeding requests."""
-    return [row for row in rows if row.status == "ok" and not row.warmup and row.prefix_role != "seed"]
 
 
 def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str]) -> Table:

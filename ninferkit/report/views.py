@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
-from ninferkit.report.fmt import number, span
+from ninferkit.report.fmt import count, number, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
@@ -135,7 +135,7 @@ def _hit_tokens(row: Row) -> str | None:
         tokens, source = _get(row, "hit_tokens_median"), _get(row, "hit_tokens_source")
     if tokens is None:
         return None if _get(row, "n_ok") in (0, None) else "unknown"
-    return f"{number(tokens)} ({source})" if source else number(tokens)
+    return f"{count(tokens)} ({source})" if source else count(tokens)
 
 
 def _answer(row: Row) -> str | None:

@@ -102,6 +102,16 @@ class KernelLog(RecordPart):
     lines: list[str] = []
 
 
+class GpuTopology(RecordPart):
+    """`nvidia-smi topo -m` (host/evidence.py: gpu_topology): its GPU matrix as printed and each pair's connection
+    (`links["GPU0"]["GPU1"] == "NV4"`); source None: not read, `reason` says why."""
+
+    source: str | None = None
+    reason: str | None = None
+    lines: list[str] = []
+    links: dict[str, dict[str, str]] = {}
+
+
 class DriverPackage(RecordPart):
     name: str | None = None
     version: str | None = None
@@ -151,6 +161,7 @@ class ProbeFacts(RecordPart):
     kernel_module: KernelModule = Field(default_factory=KernelModule)
     kernel_log: KernelLog = Field(default_factory=KernelLog)
     driver_packages: DriverPackages = Field(default_factory=DriverPackages)
+    gpu_topology: GpuTopology = Field(default_factory=GpuTopology)
     cuda_toolkit: CudaToolkit = Field(default_factory=CudaToolkit)
     docker: DockerFacts = Field(default_factory=DockerFacts)
     cpu: CpuFacts = Field(default_factory=CpuFacts)
@@ -305,6 +316,28 @@ class CapacityObservation(RecordPart):
     runtime_bytes: Bounds | None = None
 
 
+class VariantCapacity(RecordPart):
+    """The capacity a variant leaves (issue 39): its launch's startup books read as an observation at its own
+    setting, and the largest KV pool the fit gives at that setting (the run's other launches pin the shared terms)."""
+
+    name: str
+    setting: CapacitySetting = Field(default_factory=CapacitySetting)
+    kv_tokens: int | None = None
+    """The pool its server started with."""
+    served: bool | None = None
+    runtime_bytes: Bounds | None = None
+    """What its server took beyond the weights at startup, as its books say."""
+    free_after_weights_bytes: Any = None
+    """The free memory its largest pool was fitted against (the run's answer's: a budget where one stands in)."""
+    max_kv_tokens: int | None = None
+    max_kv_tokens_interval: list[int | None] | None = None
+    max_kv_tokens_bounded_by: str | None = None
+    source: str | None = None
+    """Its log (variants/<name>/logs/server.log)."""
+    note: str | None = None
+    """Why a figure is missing (no log, no books in it)."""
+
+
 class DecisionRow(RecordPart):
     """One cell of the decision table and one reading of it (the pool the server allocates at startup, or
     every slot at full length): whether it fits and by how much."""
@@ -360,6 +393,13 @@ class CapacitySearch(RecordPart):
     """The pool memory alone would allow at this setting, from the fit."""
     shared_pool: bool | None = None
     """Whether the slots share one pool (its per-slot figure is then the setting's context); None in older files."""
+    refused_kv_tokens: int | None = None
+    """The smallest pool shown not to fit, and by what ("launch" or "fit"); None where no upper side was found and
+    in capacity.json files older than these fields."""
+    refused_by: str | None = None
+    step_tokens: int | None = None
+    """The search's unit (one page of a shared pool, one page a slot otherwise): refused - answer = step_tokens is
+    an answer pinned to one page."""
     note: str | None = None
     results: list[SearchStep] = []
 
@@ -425,6 +465,8 @@ class CapacityRecord(RunFile):
     notes: list[str] = []
     narrowed_by_launches: list[str] | None = None
     """How the run's launches narrowed the largest pools (capacity/evidence.py); None where none did."""
+    variants: list[VariantCapacity] = []
+    """The capacity each of the profile's variants leaves, from its own launch (none: no variant launched)."""
     serving_id: str | None = None
     """The serving the answer is for: the launch step's (rundir/identity.py); None in files older than that."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
+from ninferkit.params.variants import BASE
 from ninferkit.rundir.identity import (
     ServingIdentity,
     entry_serving_id,
@@ -91,6 +92,32 @@ def run_servings(run_dir: RunDir) -> RunServings:
     known = {**manifest_servings(manifest), main.id: main, spec_off.id: spec_off,
              **{identity.id: identity for identity in variants.values()}}
     return RunServings(main, spec_off, known, manifest, variants)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One server a run launched for its cells: the profile it was launched with and its run folder (its
+    server.json, its log, its copy of the engine's own request log)."""
+
+    name: str
+    """`base`, a variant's name, or `speculation-off`."""
+    profile: Profile
+    folder: RunDir
+
+
+def launches(run_dir: RunDir, profile: Profile, servings: RunServings) -> dict[str, Launch]:
+    """The launch whose server measured each serving of the run, by serving id: the base's (the run folder), the
+    speculation A/B's other side (sweeps/speculation-off/) and each variant's (variants/<name>/), so a row is read
+    beside the log of the server that answered it. A serving no current launch has (an older profile's) is left
+    out: its rows are the run folder's."""
+    found = {servings.spec_off.id: Launch("speculation-off", spec_off_profile(profile),
+                                          RunDir(run_dir.speculation_off))}
+    for variant in profile.variants:
+        if variant.name in servings.variants:
+            found[servings.variants[variant.name].id] = Launch(variant.name, variant_profile(profile, variant),
+                                                               run_dir.variant(variant.name))
+    found[servings.main.id] = Launch(BASE, profile, run_dir)  # last: a profile without speculation has one serving
+    return found
 
 
 def variant_servings(profile: Profile, sha256: object, server: Mapping[str, Any]) -> dict[str, ServingIdentity]:

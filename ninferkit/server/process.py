@@ -135,6 +135,7 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> ServerRecord:
     argv = command(profile, adapter, model_path, binary)
     log_path = run.dir.server_log
     url = base_url(profile)
+    keep_earlier_log(log_path)
     with open_for_write(log_path) as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -180,6 +181,20 @@ def launch(run: Run, model_path: Path, progress: bool = True) -> ServerRecord:
     record.state = ServerState.READY.value
     write_record(run.dir.server, record)
     return record
+
+
+def keep_earlier_log(path: Path) -> Path | None:
+    """An earlier launch's log, kept beside the new one as `server.N.log` (N counting up) rather than overwritten:
+    the rows that launch answered are joined to its record (sweeps/truth.py), and the sweeps step launches the run's
+    server again after its variants. Returns where it went; None when there was none."""
+    if not path.is_file() or path.is_symlink() or path.stat().st_size == 0:
+        return None
+    taken = [int(found.suffixes[-2][1:]) for found in path.parent.glob(f"{path.stem}.*{path.suffix}")
+             if len(found.suffixes) >= 2 and found.suffixes[-2][1:].isdigit()]
+    kept = path.with_name(f"{path.stem}.{max(taken, default=0) + 1}{path.suffix}")
+    os.replace(path, kept)
+    _scrub_log(kept)  # a server that died is never stopped, so its log was never scrubbed
+    return kept
 
 
 def attach(run: Run, url: str, signs: dict[str, list[str]], given: bool, version: str | None,

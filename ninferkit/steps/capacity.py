@@ -18,6 +18,7 @@ from ninferkit.capacity.gather import (
     fit_observations,
     model_file,
     served_observations,
+    variant_capacity,
 )
 from ninferkit.capacity.launches import launcher, recorded
 from ninferkit.capacity.observations import Observation, Setting, from_log_file, with_served
@@ -25,7 +26,8 @@ from ninferkit.capacity.search import SearchResult, search
 from ninferkit.engines import get_adapter
 from ninferkit.engines.pool import PoolRule
 from ninferkit.errors import ProfileError
-from ninferkit.rundir.records import CapacityRecord, ServerRecord
+from ninferkit.rundir.identity import variant_profile
+from ninferkit.rundir.records import CapacityRecord, ServerRecord, VariantCapacity
 from ninferkit.rundir.runs import Run, write_record
 from ninferkit.rundir.servings import run_servings
 from ninferkit.server import process as server
@@ -79,7 +81,33 @@ def capacity(run: Run, *, say: Callable[[str], None] = print) -> CapacityRecord:
                 searches.append(answer)
                 say(f"search {target.label()}: {answer.launches} launch(es); answer {answer.answer_tokens} tokens"
                     + (f": {answer.note}" if answer.bounded_by == "engine" else ""))
-    return _written(run, capacity_record(profile, observations, searches))
+    fitted = capacity_record(profile, observations, searches)
+    fitted.variants = _variants(run, adapter.capacity_pool, observations, say)
+    return _written(run, fitted)
+
+
+def _variants(run: Run, rule: PoolRule, observations: list[Observation],
+              say: Callable[[str], None]) -> list[VariantCapacity]:
+    """The capacity each launched variant leaves (issue 39): its startup books (variants/<name>/logs/server.log)
+    are an observation at its own setting, fitted with the run's other launches. A variant not launched yet has
+    none; one whose profile no longer validates was refused before any launch."""
+    found = []
+    for variant in run.profile.variants:
+        folder = run.dir.variant(variant.name)
+        record = folder.read_server()
+        if record is None or not folder.server_log.is_file():
+            continue
+        changed = variant_profile(run.profile, variant)
+        own = from_log_file(run.profile.engine.kind, folder.server_log, Setting.from_profile(changed), rule)
+        own = None if own is None else with_served(own, server.passed_checks(record))
+        leaves = variant_capacity(variant.name, changed, own, observations, str(folder.server_log))
+        say(f"variant {variant.name} ({', '.join(variant.overrides())}): "
+            + (f"started with a pool of {leaves.kv_tokens} tokens; the largest pool at its setting: "
+               + (f"{leaves.max_kv_tokens} tokens (bounded by {leaves.max_kv_tokens_bounded_by})"
+                  if leaves.max_kv_tokens is not None else f"unknown ({leaves.note})")
+               if own is not None else f"no capacity: {leaves.note}"))
+        found.append(leaves)
+    return found
 
 
 def _external_capacity(run: Run, record: ServerRecord) -> CapacityRecord:

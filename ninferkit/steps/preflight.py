@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import fields
 from functools import partial
+from pathlib import Path
 
 from ninferkit.capacity.launches import overrides_for
 from ninferkit.capacity.observations import Setting
@@ -66,6 +67,24 @@ def problems(profile: Profile, steps: Collection[str] | None = None) -> list[str
     if "sweeps" in wanted:
         found += variant_problems(profile, set(launch))
     return list(dict.fromkeys(found))  # a problem every check meets (an unknown build) is listed once
+
+
+def ab_baseline(profile: Profile) -> RunDir:
+    """The A/B's other side (sweeps.ab.baseline_run_dir) as this machine holds it, its requests recorded; a
+    ProfileError naming the field otherwise. Not one of `problems`, which judge the profile whatever the machine (a
+    fleet checks every host's profile on the machine that holds the fleet file): the runner asks it on the machine
+    that runs, before it writes, downloads or launches anything (a second profile with sweeps.ab, seed 000 §2.2's
+    groupwise-int side, otherwise downloaded 18 GB before its sweeps refused)."""
+    section = profile.sweeps.ab
+    if not section.baseline_run_dir:
+        raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
+                           "profile's sweep (run the same plan there first)")
+    path = Path(section.baseline_run_dir).expanduser().resolve()
+    if not RunDir(path).requests.exists():
+        raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
+                           "run the sweeps against the other profile into that directory first (or set "
+                           "sweeps.ab.enabled=false and pair the two runs later with `ninferkit sweep --only ab`)")
+    return RunDir(path)
 
 
 def record_plan(run_dir: RunDir, steps: Sequence[str]) -> None:

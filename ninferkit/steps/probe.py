@@ -115,6 +115,7 @@ def collect(profile: Profile | None = None) -> ProbeFacts:
         "kernel_module": kernel_module(),
         "kernel_log": host_evidence.kernel_log(),
         "driver_packages": host_evidence.driver_packages(),
+        "gpu_topology": host_evidence.gpu_topology(),
         "cuda_toolkit": cuda_toolkit(),
         "docker": docker_facts(),
         "cpu": cpu_facts(),

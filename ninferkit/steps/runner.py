@@ -146,7 +146,10 @@ def run_runbook(
             raise ProfileError("run needs a PROFILE, or --url URL for a server ninferkit did not start")
         chosen = list(steps) if steps else list(STEPS)
         # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
-        preflight.check(load_profile(profile, list(overrides)), chosen)
+        loaded = load_profile(profile, list(overrides))
+        preflight.check(loaded, chosen)
+        if "sweeps" in chosen and loaded.profile.sweeps.ab.enabled:
+            preflight.ab_baseline(loaded.profile)  # the other side of the A/B, on this machine
         run = open_run(profile, run_dir, list(overrides))
     kernel_progress = "off" if progress.mode() == "off" else "lines"
     preflight.record_plan(run.dir, chosen)  # the setup notebook checks the same steps

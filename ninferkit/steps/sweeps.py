@@ -16,7 +16,7 @@ second server of the profile with speculation off, started for them and stopped 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -28,16 +28,25 @@ from ninferkit.deploy import power
 from ninferkit.deploy.actions import Host
 from ninferkit.engines import get_adapter
 from ninferkit.engines.api_dialect import ApiDialect
-from ninferkit.errors import ProfileError, ReadinessTimeout, ServerError, ServerExited, ServerStartError, SweepFailed
+from ninferkit.errors import (
+    NinferkitError,
+    ProfileError,
+    ReadinessTimeout,
+    ServerError,
+    ServerExited,
+    ServerStartError,
+    SweepFailed,
+)
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.variants import BASE, Variant
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.identity import variant_profile
-from ninferkit.rundir.records import CellEntry, RequestRow
-from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_serving
+from ninferkit.rundir.records import CellEntry, RequestRow, ServerRecord
+from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_serving, utc_now
 from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.server import process as server
+from ninferkit.steps import preflight
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
@@ -64,19 +73,23 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
     profile = run.profile
     adapter = get_adapter(profile.engine.kind)
     explicit = only is not None
+    headers = server.auth_headers(profile)
     try:
         record = server.ensure_running(run.dir)
     except ServerError:
         cells, baseline = _checked_plan(run, kinds, explicit)  # a bad plan is named first, whether or not a server runs
         finished = _done_without_server(run, kinds, cells, baseline)
-        if finished is None:
+        if finished is not None:
+            return finished
+        stopped = _variants_left(run, cells)
+        if stopped is None:
             raise
-        return finished
+        record = stopped  # only variants' cells are left: each launches its own server, the base's is not needed
+    else:
+        # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
+        # the sweep is sent (only the server's health and `request_extensions_path` were asked).
+        cells, baseline = _checked_plan(run, kinds, explicit, served(adapter, str(record.url), headers))
     url = str(record.url)
-    headers = server.auth_headers(profile)
-    # The plan is built once, with what the server says it reads: a bad plan still fails before any request of
-    # the sweep is sent (only the server's health and `request_extensions_path` were asked).
-    cells, baseline = _checked_plan(run, kinds, explicit, served(adapter, url, headers))
     if record.external and any(map(is_spec_off, cells)):
         raise ProfileError("sweeps.tasks.speculation_ab runs its cells on a second server that ninferkit starts, and "
                            f"this run's server ({url}) is someone else's; allowed: false "
@@ -98,7 +111,7 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
             ctx = SweepContext(run, adapter, url, server.record_model_id(record, profile), headers, tokenizer,
                                rules, base_row(run, adapter, record, servings.main),
                                profile.sweeps.request_timeout_s, log_path, servings.main, requests)
-            earlier = len(resume.keep)
+            earlier, relaunch = len(resume.keep), False
             resumed = f" ({earlier} of {len(cells)} cells done before)" if earlier else ""
             try:
                 with track(f"sweeps{resumed}", len(pending), "cells", enabled=progress) as shown:
@@ -107,14 +120,23 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                     if any(map(is_spec_off, pending)):
                         shown.note("starting the second server of the speculation A/B (speculation off)")
                     base = [cell for cell in pending if variant_of(cell) is None]
-                    with spec_off_context(ctx, any(map(is_spec_off, base)), servings.spec_off) as spec_off:
-                        _run_cells({False: ctx, True: spec_off or ctx}, base,
-                                   telemetry if profile.sweeps.telemetry else None, shown)
-                    unstarted = _run_variants(ctx, [cell for cell in pending if variant_of(cell) is not None],
-                                              servings, shown)
-            except (ServerExited, SweepFailed):
-                record_log_truth(run, adapter, requests.rows())
-                save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
+                    if base:
+                        with spec_off_context(ctx, any(map(is_spec_off, base)), servings.spec_off) as spec_off:
+                            _run_cells({False: ctx, True: spec_off or ctx}, base,
+                                       telemetry if profile.sweeps.telemetry else None, shown)
+                    variants = [cell for cell in pending if variant_of(cell) is not None]
+                    relaunch = bool(variants) and server.stop(run.dir)  # a GPU holds one pool: the base's goes first
+                    unstarted = _run_variants(ctx, variants, servings, shown,
+                                              lambda said: _checked_plan(run, kinds, explicit, said)[0])
+            except NinferkitError as error:  # a variant's power limit that did not take or come back included
+                if isinstance(error, (ServerExited, SweepFailed)):
+                    record_log_truth(run, adapter, requests.rows())
+                    save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
+                if relaunch:
+                    try:
+                        _relaunch_base(run, progress)
+                    except ServerError as again:
+                        error.add_note(f"the run's server did not start again after the variants: {again}")
                 raise
         record_log_truth(run, adapter, requests.rows())  # the engine has logged every request by now
         tables = build_tables(run, kinds, ledger.rows(), requests.rows())
@@ -128,6 +150,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                             resume_summary=resume.summary(servings.main.id),
                             serving_id=servings.main.id,
                             telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+        if relaunch:
+            _relaunch_base(run, progress)
         if unstarted:
             raise SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
                               "saved; a rerun launches them again):\n" + "\n".join(f"  - {line}" for line in unstarted))
@@ -143,12 +167,14 @@ def variant_of(cell: Cell[Any]) -> str | None:
     return variant
 
 
-def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress) -> list[str]:
+def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServings, shown: Progress,
+                  replan: Callable[[dict[str, Any] | None], list[Cell[Any]]]) -> list[str]:
     """Each variant with cells left, in the profile's order, or as the profile's `objective` searches them
-    (sweeps/objective.py: with `ordered` it bisects, and stops launching once the answer is pinned): the run's
-    server stopped first (a GPU holds one pool), the variant launched, its cells run against it with telemetry
-    from its own log, and stopped (sweeps/variants.py). A variant whose server does not start is recorded and
-    skipped; returns those, each with why."""
+    (sweeps/objective.py: with `ordered` it bisects, and stops launching once the answer is pinned): the variant
+    launched (the caller has stopped the run's server: a GPU holds one pool), its cells run against it with
+    telemetry from its own log, and stopped (sweeps/variants.py). A variant whose server does not start is
+    recorded and skipped; returns those, each with why. `replan`: the plan as a server's answer at the adapter's
+    `request_extensions_path` makes it (`served`), asked of each variant's own server."""
     run, unstarted = ctx.run, []
     objective, order = run.profile.objective, [variant.name for variant in run.profile.variants]
     pending = {name: [cell for cell in cells if variant_of(cell) == name] for name in order}
@@ -156,8 +182,6 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
     if objective is not None:  # what earlier runs measured decides first
         rows = run.dir.read_requests()
         verdicts = {name: judge(objective, name, rows) for name in order if not pending[name]}
-    if cells:
-        server.stop(run.dir)
     while True:
         if objective is None:
             name = next((each for each in order if pending[each]), None)
@@ -168,7 +192,7 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
         if not pending[name]:  # measured, yet no row at the objective's cells: it cannot meet the limits
             verdicts[name] = Verdict(name, {}, False, ["no row at the objective's cells"])
             continue
-        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown)
+        why = _run_variant(ctx, run.profile.variants[order.index(name)], pending.pop(name), servings, shown, replan)
         pending[name] = []
         if why is not None:
             unstarted.append(f"variant {name}: {why} (its log: {run.dir.variant(name).server_log})")
@@ -184,14 +208,18 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
 
 
 def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], servings: RunServings,
-                 shown: Progress) -> str | None:
-    """One variant's launch, cells and stop; why it did not start (None: it did)."""
+                 shown: Progress, replan: Callable[[dict[str, Any] | None], list[Cell[Any]]]) -> str | None:
+    """One variant's launch, cells and stop; why it did not start (None: it did). Its cells are planned again with
+    what its own server says it reads (a variant may change the chat template; a rerun of variants alone planned
+    them without any server)."""
     run = ctx.run
     shown.note(f"launching variant {variant.name} ({', '.join(variant.overrides())})")
     changed = variant_profile(run.profile, variant)
     held = power.held_limit(changed, Host(say=shown.event)) if "gpu.power_limit_w" in variant.set else nullcontext()
     try:
         with held, variant_context(ctx, variant, servings.variants[variant.name], len(own)) as each:
+            planned = {cell.cell_id: cell for cell in replan(served(ctx.adapter, each.url, ctx.headers))}
+            own = [planned.get(cell.cell_id, cell) for cell in own]
             telemetry = Telemetry(run.dir.telemetry, ctx.adapter, each.log_path, each.url, headers=ctx.headers,
                                   hz=run.profile.sweeps.telemetry_hz)
             _run_cells({False: each, True: each}, own, telemetry if run.profile.sweeps.telemetry else None, shown)
@@ -199,6 +227,26 @@ def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], serv
         shown.event(f"variant {variant.name} did not start: {exc}")
         return str(exc).splitlines()[0]
     return None
+
+
+def _relaunch_base(run: Run, progress: bool) -> None:
+    """The run's own server launched again after the variants, as the step found it: the next step (04's
+    observation of the launch, the write-up's acceptance checks) and the user after `ninferkit sweep` or 03_sweeps
+    find the base serving running. Its earlier log is kept (server.keep_earlier_log), its rows joined to it."""
+    server.start(run, progress=progress)
+    run.dir.record_step("sweeps", server_relaunched=utc_now())
+
+
+def _variants_left(run: Run, cells: list[Cell[Any]]) -> ServerRecord | None:
+    """The run's (stopped) server record where the cells left to send are all variants' (each launches its own
+    server, so a rerun needs no base server: 04 stopped it, or the runner did); None where a base cell is left,
+    the run has no server record, or its server is someone else's (a --url run has no variants to launch)."""
+    record = run.dir.read_server()
+    if record is None or record.external or not run.dir.sweep_cells.exists():
+        return None
+    ledger, requests = read_rows(run.dir.sweep_cells, CellEntry), read_rows(run.dir.requests, RequestRow)
+    left = [cell for cell, _ in resume_plan(cells, ledger, measured_ok(requests), run_servings(run.dir)).send]
+    return record if left and all(variant_of(cell) is not None for cell in left) else None
 
 
 def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
@@ -283,17 +331,9 @@ def _run_cells(contexts: dict[bool, SweepContext], cells: list[Cell[Any]], telem
 
 
 def _ab_baseline(run: Run, kinds: list[str], explicit: bool) -> RunDir | None:
-    section = run.profile.sweeps.ab
-    if AB not in kinds or not (section.enabled or explicit):
+    if AB not in kinds or not (run.profile.sweeps.ab.enabled or explicit):
         return None
-    if not section.baseline_run_dir:
-        raise ProfileError("sweeps.ab.baseline_run_dir is not set; allowed: the run directory of the other "
-                           "profile's sweep (run the same plan there first)")
-    path = Path(section.baseline_run_dir).expanduser().resolve()
-    if not RunDir(path).requests.exists():
-        raise ProfileError(f"sweeps.ab.baseline_run_dir = {section.baseline_run_dir!r}: no requests.jsonl there; "
-                           "run the sweeps against the other profile into that directory first")
-    return RunDir(path)
+    return preflight.ab_baseline(run.profile)
 
 
 @contextmanager

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import statistics
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,10 @@ from ninferkit.bounded import read_log
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.engines.part import EnginePart
 from ninferkit.errors import Diagnosis, RequestFailed, ServerExited, SweepFailed
+from ninferkit.host.cpu_idle import measure_idle
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient, error_summary
 from ninferkit.measure.client_clock import CellClock, ClockWatch, cell_unsure, row_unsure
-from ninferkit.measure.client_workers import WorkerClient, client_cost, spread, usable_cpus
+from ninferkit.measure.client_workers import WorkerClient, client_cost, spread
 from ninferkit.measure.workloads import Tokenizer
 from ninferkit.params.sweeps import Api
 from ninferkit.rundir.identity import ServingIdentity
@@ -86,18 +88,21 @@ class SweepContext:
         return kind(self.url, self.adapter, self.model_id, headers=self.headers,
                     timeout_s=self.timeout_s, max_connections=connections)
 
-    def load_client(self, record: Recorder, events_per_s: float | None, connections: int,
-                    metered: bool = True) -> StreamingClient | WorkerClient:
-        """The client of a kind that loads the server with many streams: `client`'s, or where the events per
+    @contextlib.asynccontextmanager
+    async def load_client(self, record: Recorder, events_per_s: float | None, connections: int,
+                          metered: bool = True) -> AsyncIterator[StreamingClient | WorkerClient]:
+        """The open client of a kind that loads the server with many streams: `client`'s, or where the events per
         second its streams are expected to bring (from the gap `stream_gap_s` learned) need more than one
-        process to be stamped honestly (measure/client_workers.spread), worker processes, each stamping its
-        share, their clocks handed to the cell's watch; the cell's `record` keeps how many and why."""
-        decided = spread(events_per_s, self.stream_gap_s(), client_cost(), usable_cpus())
+        process to be stamped honestly on the CPUs' idle time (measure/client_workers.spread), worker processes,
+        each stamping its share, their clocks handed to the cell's watch; the cell's `record` keeps how many and
+        why. The CPUs' idle share is measured in a thread: the cell's clock watch must not see the window as lag."""
+        decided = await asyncio.to_thread(spread, events_per_s, self.stream_gap_s(), client_cost(), measure_idle)
         record.spread = decided.why
-        if decided.workers == 1:
-            return self.client(connections, metered)
-        return WorkerClient(self.url, self.adapter, self.model_id, workers=decided.workers, headers=self.headers,
-                            timeout_s=self.timeout_s, watch=record.watch)
+        client = self.client(connections, metered) if decided.workers == 1 else WorkerClient(
+            self.url, self.adapter, self.model_id, workers=decided.workers, headers=self.headers,
+            timeout_s=self.timeout_s, watch=record.watch)
+        async with client:
+            yield client
 
     def stream_gap_s(self) -> float | None:
         """The median gap between a stream's text events over this run's requests so far (each request's own

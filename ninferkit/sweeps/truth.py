@@ -41,8 +41,11 @@ from pydantic import ValidationError
 from ninferkit.engines.log_reader import LogReader
 from ninferkit.errors import RequestFailed
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.params.profile import Profile
+from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.runs import Run, RunDir, append_jsonl, damaged_line, disk_errors, read_jsonl_numbered, utc_now
+from ninferkit.rundir.servings import Launch, RunServings, launches, run_servings
 
 SETTLE_READS = 20
 SETTLE_INTERVAL_S = 0.05  # counters are updated as the request ends; allow them up to 1 s to show it
@@ -112,24 +115,32 @@ class MeteredClient(StreamingClient):
 
 
 def record_log_truth(run: Run, adapter: LogReader, read: Sequence[RequestRow] | None = None) -> int:
-    """Join the engine's own request record to all rows of the run (one pass, so every logged
+    """Join the engine's own record to all rows of the run (one pass, so every logged
     request pairs at most once) and append what changed since the last pass: a request the engine
     had not finished logging at one pass is filled in at the next. Returns how many lines were
     appended (0 when the engine keeps no record). `read`: requests.jsonl as the caller has read it
-    (the sweeps step reads it once, rundir.runs.GrowingRows); None reads it here."""
+    (the sweeps step reads it once, rundir.runs.GrowingRows); None reads it here.
+
+    Each row is read beside the record of the launch that answered it (`log_truth`). A row once joined keeps its
+    join when a later pass finds no partner for it (`join_to_keep`): the log it was joined from may be a launch's
+    that a relaunch has since replaced (the base's, after the variants)."""
     rows = [row for row in (run.dir.read_requests() if read is None else read) if row.profile_hash == run.profile_hash]
     if not any(row.request_uid for row in rows):
         return 0
-    keep_engine_record(run, adapter)
-    found = adapter.server_log_truth(run.profile, [row.as_dict() for row in rows], run.dir.server_log,
-                                     run.dir.engine_record())
+    servings = run_servings(run.dir)
+    for launch in launches(run.dir, run.profile, servings).values():
+        keep_engine_record(launch, adapter)
+    found = log_truth(run.dir, run.profile, adapter, rows, servings)
     if found is None:
         return 0
     written = latest_truth(run.dir)
     count = 0
     for row, fields in zip(rows, found, strict=True):
         uid = row.request_uid
-        if not uid or not fields or (uid in written and _same(fields, written[uid][1])):
+        if not uid or not fields:
+            continue
+        fields = join_to_keep(fields, written[uid][1] if uid in written else None)
+        if uid in written and _same(fields, written[uid][1]):
             continue
         append_jsonl(run.dir.server_truth, {"request_uid": uid, "cell_id": row.cell_id,
                                            "attempt": row.attempt, "written_utc": utc_now(), **fields})
@@ -137,13 +148,49 @@ def record_log_truth(run: Run, adapter: LogReader, read: Sequence[RequestRow] | 
     return count
 
 
-def keep_engine_record(run: Run, adapter: LogReader) -> None:
-    """Copy the engine's request log into the run directory (RunDir.engine_request_log): the join is a derived
-    file, and re-deriving it on another machine needs the record, not the serving machine's path."""
-    source = adapter.request_log_path(run.profile)
-    if source is None or not source.is_file():
+def join_to_keep(fields: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """A row's fresh join, or its earlier one where the fresh pass found no partner and the earlier did: the log
+    that pairing was made from may be a launch's that a relaunch has since replaced."""
+    if fields.get("server_join") is None and earlier is not None and earlier.get("server_join") is not None:
+        return earlier
+    return fields
+
+
+def log_truth(run_dir: RunDir, profile: Profile, adapter: LogReader, rows: Sequence[RequestRow],
+              servings: RunServings | None = None) -> list[dict[str, Any]] | None:
+    """The engine's own record of each row (same order; {} where none), each row joined to the record of the
+    server that answered it (rundir/servings.py: `launches`): the base's rows to the run's log, a variant's to
+    variants/<name>/, the speculation A/B's other side to its folder; a row of a serving no current launch has, to
+    the run's. None when no launch's engine keeps a record."""
+    servings = servings or run_servings(run_dir)
+    by_serving = launches(run_dir, profile, servings)
+    named = {launch.name: launch for launch in by_serving.values()}
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        launch = by_serving.get(servings.of_line(row.as_dict()))
+        groups.setdefault(launch.name if launch else BASE, []).append(index)
+    out: list[dict[str, Any]] = [{} for _ in rows]
+    kept = False
+    for name, indexes in groups.items():
+        launch = named[name]
+        found = adapter.server_log_truth(launch.profile, [rows[index].as_dict() for index in indexes],
+                                         launch.folder.server_log, launch.folder.engine_record())
+        if found is None:
+            continue
+        kept = True
+        for index, fields in zip(indexes, found, strict=True):
+            out[index] = fields
+    return out if kept else None
+
+
+def keep_engine_record(launch: Launch, adapter: LogReader) -> None:
+    """Copy the engine's request log into the launch's run folder (RunDir.engine_request_log): the join is a derived
+    file, and re-deriving it on another machine needs the record, not the serving machine's path. The engine
+    appends to it (NInfer's --request-log-jsonl), so a later copy holds every earlier one."""
+    source = adapter.request_log_path(launch.profile)
+    if source is None or not source.is_file() or not launch.folder.path.is_dir():
         return
-    target = run.dir.engine_request_log
+    target = launch.folder.engine_request_log
     if target.is_file() and target.stat().st_size == source.stat().st_size:
         return
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Issue 42's device work, once scripts/carry/vllm-h200.sh's pieces and the GGUF's are carried (the session's
-# calls are in docs/examples/h200-vllm/run.sh's closing note). Run there from this checkout's root after
-# `source scripts/carry/vllm-h200-unpack.sh`, one stage per call or several in one:
-#   vllm-h200-round2.sh prep OUT        the models: SmolLM2 from the GGUF, the random Qwen3 shape (item 4)
+# Issue 42's device work, once scripts/carry/vllm-h200.sh's pieces and the GGUF's are carried (the sessions' calls
+# are in docs/examples/h200-vllm/run.sh's closing note and docs/examples/h200-vllm-qwen3/run.sh). Run there, in
+# this checkout's root, after `source scripts/carry/vllm-h200-unpack.sh`, one stage per call or several in one:
+#   vllm-h200-round2.sh prep OUT        the random Qwen3 shape (item 4), and the carried packages' bytecode (every
+#                                       vLLM launch imports them twice); the SmolLM2 stages make its folder first
 #   vllm-h200-round2.sh flashinfer OUT  the machine's first start, with VLLM_USE_FLASHINFER_SAMPLER=0 (item 5);
 #                                       the otlp stage's launch is then the start with vLLM's default
 #   vllm-h200-round2.sh otlp OUT        h200-vllm with vLLM's spans collected: concurrency and rate (item 2), and
 #                                       the agent loop on a tool parser, tool_choice required then auto (item 3)
-#   vllm-h200-round2.sh qwen3 OUT       the second shape's runbook and capacity search, then by hand: the search's
-#                                       answer serves and one page (16 tokens) more does not (item 4)
-# Each stage writes under OUT and tars its run directories there; a stage that fails leaves its log.
+#   vllm-h200-round2.sh qwen3 OUT       the second shape's runbook and capacity search (at most $LAUNCHES launches,
+#                                       else the profile's capacity.max_launches), then by hand: the search's answer
+#                                       serves and one page (16 tokens) more does not (item 4)
+#   vllm-h200-round2.sh chain OUT STAGE...  those stages in order, in a process session of their own
+# Each stage writes under OUT and tars its run directories there as it goes; a stage that fails leaves its log.
 set -uo pipefail
 stage=${1:?prep|flashinfer|otlp|qwen3|chain|wait|collect}
 out=${2:?OUT or SECONDS}
+shift 2
 mkdir -p "$out"
 export NINFERKIT_CACHE=/tmp/nkcache NINFERKIT_PROGRESS=lines PYTHONUNBUFFERED=1
 py=python3
+gguf=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf
 smollm2=/tmp/models/smollm2-135m-instruct
 qwen3=/tmp/models/qwen3-gqa-random
 step() { echo "== $(date +%T) $*"; }
@@ -29,18 +34,29 @@ ready() {  # ready PORT PID: seconds until /health answers 200; fails if the pro
   done
   return 1
 }
+smollm2_folder() {  # SmolLM2 from the GGUF, once
+  [ -f "$smollm2/config.json" ] && return 0
+  step "model: SmolLM2 GGUF -> safetensors"
+  $py scripts/carry/smollm2-safetensors.py "$gguf" "$smollm2" > "$out/smollm2-files.txt" 2> "$out/smollm2-convert.log"
+}
 
 case "$stage" in
 prep)
-  step "model: SmolLM2 GGUF -> safetensors"
-  [ -f "$smollm2/config.json" ] || $py scripts/carry/smollm2-safetensors.py /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf \
-    "$smollm2" > "$out/smollm2-files.txt" 2> "$out/smollm2-convert.log"
+  # pip installed the packages with --no-compile: whether this python writes bytecode on import decides whether each
+  # launch compiles vLLM's modules again; compiled once here on every core, beside the models
+  echo "dont_write_bytecode=$($py -c 'import sys; print(sys.flags.dont_write_bytecode)')" \
+    "vllm .pyc before: $(find /tmp/site/vllm -name '*.pyc' | wc -l)" | tee "$out/bytecode.txt"
+  ( start=$SECONDS; $py -m compileall -q -j 0 /tmp/site > /dev/null 2>&1
+    echo "compileall /tmp/site: $((SECONDS - start)) s, vllm .pyc after: $(find /tmp/site/vllm -name '*.pyc' | wc -l)" \
+      >> "$out/bytecode.txt" ) &
   step "model: the random Qwen3 shape"
-  [ -f "$qwen3/config.json" ] || $py scripts/carry/qwen3-gqa-random.py "$smollm2" "$qwen3" > "$out/qwen3-files.txt" \
+  [ -f "$qwen3/config.json" ] || $py scripts/carry/qwen3-gqa-random.py "$gguf" "$qwen3" > "$out/qwen3-files.txt" \
     2> "$out/qwen3-make.log"
   cat "$out/qwen3-files.txt"; tail -3 "$out/qwen3-make.log"; cp "$qwen3/config.json" "$out/qwen3-config.json"
+  wait; cat "$out/bytecode.txt"
   ;;
 flashinfer)
+  smollm2_folder
   # The first start on a machine that has started vLLM before nothing: without FlashInfer's sampler, with the argv
   # the otlp stage's runbook then launches (less the receiver and tool flags); that launch is the start with vLLM's
   # default (its server.json ready_s), so neither start profits from the other's FlashInfer compile.
@@ -53,6 +69,7 @@ flashinfer)
   kill -INT -- -$pid; timeout 30 tail --pid=$pid -f /dev/null; kill -KILL -- -$pid 2>/dev/null; sleep 2
   ;;
 otlp)
+  smollm2_folder
   common=(-p serve.otlp_traces_jsonl=/tmp/runs/spans-otlp.jsonl -p serve.tool_call_parser=hermes
           -p sweeps.tasks.enabled=false -p sweeps.prefix_reuse.enabled=false -p capacity.fit_launches=false)
   step "h200-vllm with vLLM's spans: context, concurrency, rate, agent (tool_choice required)"
@@ -76,23 +93,24 @@ otlp)
   tar -C /tmp/runs -czf "$out/otlp-runs.tar.gz" h200-vllm-otlp h200-vllm-agent-auto spans-otlp.jsonl spans-auto.jsonl
   ;;
 qwen3)
-  step "the second shape: runbook with the capacity search"
-  timeout 420 $py -m ninferkit run params/h200-vllm-qwen3.yaml --run-dir /tmp/runs/h200-vllm-qwen3 \
-    --steps setup,verify,launch,sweeps,capacity > "$out/qwen3-run.log" 2>&1
-  echo "exit $?" >> "$out/qwen3-run.log"; tail -15 "$out/qwen3-run.log"
+  step "the second shape: runbook with the capacity search${LAUNCHES:+ (at most $LAUNCHES launches)}"
+  $py -m ninferkit run params/h200-vllm-qwen3.yaml --run-dir /tmp/runs/h200-vllm-qwen3 \
+    --steps setup,verify,launch,sweeps,capacity ${LAUNCHES:+-p capacity.max_launches=$LAUNCHES} 2>&1 \
+    | tee "$out/qwen3-run.log" | grep --line-buffered -E '^\[|: started and served|did not serve|search C='
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$out/qwen3-run.log"
+  tar -C /tmp/runs -czf "$out/qwen3-run.tar.gz" h200-vllm-qwen3
   answer=$($py -c "import json; print(json.load(open('/tmp/runs/h200-vllm-qwen3/capacity.json'))['searches'][0]['answer_kv_tokens'])")
   step "by hand: the search's answer, $answer tokens, then one 16-token page more"
   for tokens in "$answer" $((answer + 16)); do
-    timeout 120 $py -m ninferkit launch params/h200-vllm-qwen3.yaml --run-dir "/tmp/runs/byhand-$tokens" \
+    timeout 150 $py -m ninferkit launch params/h200-vllm-qwen3.yaml --run-dir "/tmp/runs/byhand-$tokens" \
       -p serve.kv.capacity="$tokens" > "$out/byhand-$tokens.log" 2>&1
     echo "serve.kv.capacity=$tokens: launch exit $?" | tee -a "$out/byhand.txt"
     $py -m ninferkit stop "/tmp/runs/byhand-$tokens" > /dev/null 2>&1
+    (cd /tmp/runs && tar -czf "$out/byhand-runs.tar.gz" byhand-*)  # the glob in /tmp/runs, not here
   done
-  tar -C /tmp/runs -czf "$out/qwen3-runs.tar.gz" h200-vllm-qwen3 byhand-*
   ;;
-chain)  # every stage in order, in its own process session: it outlives the call that starts it (OUT: /tmp/round2)
-  setsid nohup bash -c "for s in prep flashinfer otlp qwen3; do bash $0 \$s $out; done; echo 'chain exit'" \
-    > /tmp/round2.log 2>&1 < /dev/null &
+chain)  # the stages named, in order, in their own process session: it outlives the call that starts it
+  setsid nohup bash -c "for s in $*; do bash $0 \$s $out; done; echo 'chain exit'" > /tmp/round2.log 2>&1 < /dev/null &
   exit 0
   ;;
 wait)  # until the chain ends or SECONDS pass, printing its log as it grows

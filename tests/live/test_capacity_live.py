@@ -80,8 +80,10 @@ def test_each_search_answer_is_a_launch_that_served_within_the_budget(capacity_r
         assert observation.served
         total = observation.runtime + observation.weights  # type: ignore[operator]
         assert total.high is not None and total.high <= BUDGET
-        # one page per slot more would not fit: by a launch or by the fit (the note says which)
+        # one page per slot more would not fit: by a launch or by the fit (the note and the record say which)
         assert f"{answer + 256 * concurrency:,} does not" in search.note
+        assert search.step_tokens == 256 * concurrency and search.refused_by in ("launch", "fit")
+        assert search.refused_kv_tokens == answer + search.step_tokens
     answers = {(s.setting.concurrency, s.setting.kv_dtype): s.answer_kv_tokens for s in searches}
     assert answers[(1, "q8_0")] > answers[(1, "f16")]  # a smaller cache type leaves room for more tokens
 

@@ -17,7 +17,7 @@ from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.server import process as server
 from ninferkit.steps.sweeps import plan, sweeps
 from ninferkit.sweeps.rate import poisson_arrivals
-from tests.conftest import LOCAL_CPU, free_port
+from tests.conftest import LOCAL_CPU, free_port, whole
 
 RATE = ["sweeps.rate.rates=[2, 500]", "sweeps.rate.requests=6", "sweeps.rate.prompt_tokens=32",
         "sweeps.rate.output_tokens=64", "sweeps.rate.warmup=1", "sweeps.rate.arrival_seed=3",
@@ -73,7 +73,7 @@ def test_the_rate_table_recomputes_from_the_rows(rate_run: Run) -> None:
 
 
 def test_the_write_up_shows_the_rate_sweep_and_its_latencies(rate_run: Run) -> None:
-    text = write_report(rate_run.dir.path).markdown.read_text()
+    text = whole(write_report(rate_run.dir.path))  # latency and the figures' sources: in the appendix
     assert "*tables/rate.csv (every column), 2 cells" in text
     assert "| offered, requests/s |" in text and "goodput, requests/s" in text
     assert "*rate sweep: p50 / p90 / p99 (sd) over 10 or more values" in text and "| ITL, ms |" in text

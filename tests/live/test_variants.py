@@ -9,12 +9,14 @@ measured (no variant is launched again).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ninferkit import steps
-from ninferkit.errors import ProfileError
+from ninferkit.errors import ProfileError, ServerError, ToolMissing
+from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
 from ninferkit.server import process as server
 from ninferkit.steps.runner import run_runbook
@@ -69,3 +71,76 @@ def test_a_flag_the_build_lacks_is_refused_before_the_first_launch(tmp_path: Pat
     lines = [line for line in str(refused.value).splitlines() if "variant 'nope'" in line]
     assert len(lines) == 1 and "--no-such-flag" in lines[0] and "serve.extra_args" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_step_leaves_the_base_running_and_a_rerun_launches_only_the_variant(tmp_path: Path,
+                                                                               llama_server: Path) -> None:
+    """After its variants the sweeps step launches the run's own server again (the user finds the base serving as
+    the step found it), keeping the first launch's log; a rerun whose only missing cells are a variant's needs no
+    base server: it launches that variant alone and leaves the base as it found it (stopped)."""
+    one = 'variants=[{name: ub32, set: {serve.extra_args: [--ubatch-size, "32"]}}]'
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL, one])
+    first = steps.launch(run, progress=False)
+    try:
+        sweeps(run, only="concurrency", progress=False)
+        now = server.ensure_running(run.dir)  # raises where no base server runs
+    finally:
+        server.stop(run.dir)
+    assert now.pid != first.pid and now.argv == first.argv and now.state == "ready"
+    kept = run.dir.logs / "server.1.log"  # the first launch's log, which the base's rows were joined to
+    assert kept.is_file() and "listening on" in kept.read_text()
+    assert run.dir.read_manifest().steps["sweeps"].server_relaunched
+
+    # a run killed during the variant's cells: the ledger holds the base's cells only (it is appended cell by cell)
+    lines = run.dir.sweep_cells.read_text().splitlines(keepends=True)
+    run.dir.sweep_cells.write_text("".join(line for line in lines if '"variant"' not in line))
+    launched = run.dir.variant("ub32").read_variant().launched  # type: ignore[union-attr]
+    table = sweeps(run, only="concurrency", progress=False)["concurrency"]  # no base server runs
+    assert list(table["variant"]) == ["base", "base", "ub32", "ub32"] and set(table["status"]) == {"done"}
+    assert run.dir.read_manifest().steps["sweeps"].cells_sent == 2
+    assert run.dir.variant("ub32").read_variant().launched != launched  # type: ignore[union-attr]
+    with pytest.raises(ServerError):
+        server.ensure_running(run.dir)  # the base was stopped before the rerun, and stays so
+
+
+def test_a_variant_cells_are_planned_with_what_its_own_server_reads(tmp_path: Path, llama_server: Path) -> None:
+    """The agent task needs a chat template that renders tools. The embedded default's does not, so the base's agent
+    cell is skipped; a variant that launches with params/local-cpu-tools.yaml's template (SmolLM2's ChatML with
+    Hermes-style tools) is asked by its own server's /props, so its agent cell is sent (it was planned with the
+    base's answer, and skipped)."""
+    template = load_profile(LOCAL_CPU.parent / "local-cpu-tools.yaml").profile.serve.extra_args
+    tools = "variants=" + json.dumps([{"name": "tools", "set": {"serve.extra_args": template}}])
+    agent = ["sweeps.agent.sessions=1", "sweeps.agent.max_round_trips=1", "sweeps.agent.output_tokens=16",
+             "sweeps.agent.apis=[chat]", "sweeps.telemetry=false"]
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *agent, tools])
+    steps.launch(run, progress=False)
+    try:
+        sweeps(run, only="agent", progress=False)
+    finally:
+        server.stop(run.dir)
+    ledger = [json.loads(line) for line in run.dir.sweep_cells.read_text().splitlines()]
+    status = {entry["cell"].get("variant", "base"): entry for entry in ledger}
+    assert status["base"]["status"] == "skipped" and "tools" in status["base"]["reason"]
+    assert status["tools"]["status"] in ("done", "failed") and status["tools"]["status"] != "skipped"
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    assert any(row["cell"].get("variant") == "tools" and row["status"] == "ok" for row in rows)
+
+
+def test_a_power_variant_without_nvidia_smi_is_refused_and_the_base_left_running(tmp_path: Path,
+                                                                               llama_server: Path) -> None:
+    """The runner's preflight refuses a power limit this machine cannot set; the sweeps step called alone meets the
+    missing nvidia-smi at its first read (nothing changed, no variant launched), says so, and still launches the
+    run's server again."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("nvidia-smi is installed here: the variant would change this machine's power limit")
+    power = "variants=[{name: w350, set: {gpu.power_limit_w: 350}}]"
+    run = open_run(LOCAL_CPU, tmp_path / "run", [f"serve.port={free_port()}", *SMALL, power])
+    steps.launch(run, progress=False)
+    try:
+        with pytest.raises(ToolMissing, match="nvidia-smi is not installed"):
+            sweeps(run, only="concurrency", progress=False)
+        assert server.ensure_running(run.dir).state == "ready"
+    finally:
+        server.stop(run.dir)
+    assert not run.dir.variant("w350").path.exists()  # never launched
+    assert run.dir.read_manifest().steps["sweeps"].server_relaunched

@@ -49,3 +49,6 @@ esac
 #     bash scripts/carry/vllm-h200-round2.sh chain /tmp/round2 && bash scripts/carry/vllm-h200-round2.sh wait 540
 #   bash scripts/carry/vllm-h200-round2.sh collect "$OUT"
 # What came back is tests/data/vllm-live/session5/.
+# Issue 42 item 4's end (session 6, an H100): docs/examples/h200-vllm-qwen3/run.sh; nothing in this folder was
+# regenerated: its full runbook (560 s of commands in the table of README.md) did not fit the 410 s of device
+# time left after the qwen3 work above what the session kept for another engineer's call.

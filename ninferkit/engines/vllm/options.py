@@ -72,6 +72,15 @@ class Serve(ServeSection):
                            "own port by default)")
     spec: Spec = Spec()
 
+    @field_validator("extra_args")
+    @classmethod
+    def _page_is_vllms_default(cls, value: list[str]) -> list[str]:
+        if any(arg == "--block-size" or arg.startswith("--block-size=") for arg in value):
+            raise ValueError("--block-size: ninferkit sizes vLLM's KV pool in 16-token blocks (serve.kv.capacity's "
+                             "bytes, the capacity search's one-page step, the fit); another block size would put "
+                             "each of them off by its pages, so it is not taken: remove it")
+        return value
+
     def tensor_parallel_size(self) -> int:
         return self.tensor_parallel
 

@@ -25,7 +25,7 @@ from ninferkit.errors import ProfileError
 from ninferkit.report import write_report
 from ninferkit.rundir.runs import Run, open_run
 from ninferkit.steps.capacity import capacity
-from tests.conftest import DATA
+from tests.conftest import DATA, whole
 
 LIVE = DATA / "ninfer_live"
 SEARCH = LIVE / "g1-h200" / "capacity-search"
@@ -107,7 +107,7 @@ def test_the_search_says_the_engines_rule_not_memory_set_its_answers(tmp_path: P
                for row in starts)
 
     # the write-up, from the replayed folder alone (it has no server.json, requests or tables)
-    text = (write_report(run.dir.path).folder / "index.md").read_text()
+    text = whole(write_report(run.dir.path))
     assert f"| — | 1 | 32,768 | 32,768 | 32,768 | yes | 2 | engine | {searches[1].note} |" in text
     assert f"| — | 4 | 131,072 | 32,768 | 131,072 | yes | 2 | engine | {searches[4].note} |" in text
     largest = "| Memory: largest KV pool, the engine's cap (capacity fit) | tokens | 32,768 | 32,768 – 32,768 | 1 |"
@@ -139,7 +139,7 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
     across = answer.auto["by_context"]
     assert across["starts_up_to_context"] == 131_072 and across["refuses_from_context"] is None
     assert across["undecided"] is True
-    text = (write_report(run.dir.path).folder / "index.md").read_text()
+    text = whole(write_report(run.dir.path))
     assert ("| auto at 2 slots, by max_context | starts up to max_context 131,072; above, the data does not say; at "
             "262,144, the largest the engine takes: auto: borderline |") in text
 

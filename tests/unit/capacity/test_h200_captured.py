@@ -135,7 +135,7 @@ def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Pat
     run = tmp_path / "h200-llamacpp"
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report"))
     report = write_report(run)
-    text = (run / "report" / "index.md").read_text()
+    text = (run / "report" / "index.md").read_text() + (run / "report" / "appendix.md").read_text()
     assert report.files
     rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
@@ -150,10 +150,12 @@ def test_published_example_regenerates_and_traces_to_its_raw_files(tmp_path: Pat
     bench = json.loads((run / "llama_bench.json").read_text())["comparison"]
     assert "| 65,536 | 9,698 | 9,741 | 0.996 | 118 | 127 | 0.930 |" in text  # its last row, as printed
     assert bench[-1]["prompt_tokens"] == 65_536 and round(bench[-1]["decode_ratio"], 3) == 0.930
-    committed = (EXAMPLE / "report" / "index.md").read_text()
-    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
-        "the committed write-up differs from what the report code makes of the same raw files now: "
-        "run `ninferkit report docs/examples/h200-llamacpp` and commit docs/examples/h200-llamacpp/report/")
+    for stem in ("index", "appendix"):
+        committed = (EXAMPLE / "report" / f"{stem}.md").read_text()
+        made = (run / "report" / f"{stem}.md").read_text()
+        assert committed.split("\n", 3)[3] == made.split("\n", 3)[3], (
+            f"the committed {stem}.md differs from what the report code makes of the same raw files now: "
+            "run `ninferkit report docs/examples/h200-llamacpp` and commit docs/examples/h200-llamacpp/report/")
 
 
 def test_the_examples_ab_run_with_the_default_prompt_cache_is_flagged(tmp_path: Path) -> None:

@@ -109,6 +109,16 @@ def test_the_latency_summary_gives_each_cell_in_the_peers_terms_and_units(monkey
                 name, *(number(cell[f"{short}_{stat}_ms"]) for stat in ("mean", "median", "p99"))]
 
 
+def test_each_cell_of_the_latency_summary_is_told_apart_by_its_launch_and_repeat() -> None:
+    """A run with variants and sweeps.repeats (tests/data/run_dirs/embedded-variants: base, ub32 and spec-off, each
+    at concurrency 1 and 2, twice) has twelve cells of four parameter sets: each label names its variant and its
+    repeat, so no two read alike."""
+    labels = [cell["label"] for cell in latency_rows(REPO / "tests" / "data" / "run_dirs" / "embedded-variants")]
+    assert len(labels) == 12 and len(set(labels)) == 12, labels
+    assert "concurrency concurrency=2, api=chat (spec-off, repeat 2)" in labels
+    assert "concurrency concurrency=1, api=chat" in labels  # the base's first attempt names neither
+
+
 def test_a_run_that_measured_nothing_says_so() -> None:
     assert latency_rows(REPO / "tests" / "data" / "run_dirs" / "launch-only") == []
     assert latency_text([]) == "latency per cell: none (no request was measured)"

@@ -174,6 +174,10 @@ def test_the_profiles_concurrency_reaches_vllm_as_max_num_seqs() -> None:
     ({"pending_timeout_ms": 600000}, "serve.pending_timeout_ms: unknown field"),
     ({"cors": True}, "serve.cors: unknown field; an option of ninfer, not of vllm"),
     ({"gpu_devices": [0, 1]}, "exactly serve.tensor_parallel"),
+    # Every pool ninferkit sizes, searches and fits is in vLLM's default 16-token blocks.
+    ({"extra_args": ["--block-size", "32"]}, "serve.extra_args: --block-size: ninferkit sizes vLLM's KV pool in "
+                                              "16-token blocks"),
+    ({"extra_args": ["--block-size=32"]}, "another block size would put each of them off by its pages"),
 ])
 def test_validation_rejects(serve: dict[str, Any], match: str) -> None:
     with pytest.raises(ProfileError, match=match):

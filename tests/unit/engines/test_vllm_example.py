@@ -31,7 +31,7 @@ def unpacked(tmp_path: Path) -> Path:
 def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -> None:
     run = unpacked(tmp_path)
     write_report(run)
-    text = (run / "report" / "index.md").read_text()
+    text = "\n".join((run / "report" / f"{stem}.md").read_text() for stem in ("index", "appendix"))
     rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     context = [r for r in rows if r["sweep"] == "context" and r["status"] == "ok" and not r["warmup"]]
     for length in (256, 2_048, 8_000):
@@ -41,10 +41,12 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     low, high = capacity["max_kv_tokens_interval"]
     assert f"| Memory: largest KV pool (capacity fit) | tokens | {low:,} | {low:,} – {high:,} |" in text
     assert "| engine backend | none: vllm runs as installed" in text and "| None |" not in text
-    committed = (EXAMPLE / "report" / "index.md").read_text()
-    assert committed.split("\n", 3)[3] == text.split("\n", 3)[3], (
-        "the committed write-up differs from what the report code makes of the same raw files now: gunzip the "
-        "example's two files (its README), run `ninferkit report docs/examples/h200-vllm` and commit report/")
+    for stem in ("index", "appendix"):
+        committed = (EXAMPLE / "report" / f"{stem}.md").read_text()
+        made = (run / "report" / f"{stem}.md").read_text()
+        assert committed.split("\n", 3)[3] == made.split("\n", 3)[3], (
+            f"the committed {stem}.md differs from what the report code makes of the same raw files now: gunzip "
+            "the example's two files (its README), run `ninferkit report docs/examples/h200-vllm` and commit report/")
 
 
 def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from ninferkit.engines import get_adapter
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
+from ninferkit.measure.client_clock import PROBE_S, ClockWatch
 
 ADAPTER = get_adapter("llama_server")
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
@@ -181,3 +182,23 @@ def test_a_kept_alive_connection_carries_the_next_request() -> None:
     first, second = asyncio.run(scenario())
     assert first.status == second.status == "ok" and second.retried is None
     assert len(connections) == 1
+
+
+def test_a_long_stream_is_parsed_as_it_comes_never_all_at_once_at_its_end() -> None:
+    """40,000 events: parsed at the stream's end (as this client once did), they held the event loop for 0.13 s
+    here, and every other stream's reads would have been stamped that late (issue 43: streams of one round end
+    together). Parsed as they come, read by read, the loop ran at most 2-3 ms late."""
+    events = 40_000
+    body = [chunk(TOKEN * 100) for _ in range(events // 100)]
+
+    async def watched() -> tuple[RequestResult, float | None]:
+        async with ClockWatch() as watch, serving([(0, HEAD), *((0, piece) for piece in body),
+                                                   (0, chunk(FINAL) + chunk(sse("[DONE]")) + b"0\r\n\r\n")]) as url, \
+                StreamingClient(url, ADAPTER, "embedded") as client:
+            result = await client.send(RequestSpec("chat", HAIKU, events))
+            await asyncio.sleep(2 * PROBE_S)  # the probe wakes once more after the stream: a lag at its end is seen
+        return result, watch.cell().lag_max_s
+
+    result, lag = asyncio.run(watched())
+    assert result.status == "ok" and len(result.text_event_times) == events
+    assert lag is not None and lag < 0.03, lag

@@ -5,19 +5,21 @@ CLOCK_MONOTONIC instant it was sent, so every stamp can be held against the trut
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from ninferkit.engines import get_adapter
+from ninferkit.host.cpu_idle import CpuIdle
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
-from ninferkit.measure.client_clock import CPU_SHARE_LIMIT, ClockWatch
-from ninferkit.measure.client_workers import ClientCost, WorkerClient, client_cost, honest_share, spread
+from ninferkit.measure.client_clock import ClockWatch
+from ninferkit.measure.client_workers import ClientCost, WorkerClient, client_cost, p99_wait_s, spread
 from tests.conftest import REPO
 from tests.standin_server import sent_at, standin
 
@@ -91,26 +93,41 @@ def test_the_cost_of_an_event_is_measured_here() -> None:
     assert client_cost() is cost  # once per process
 
 
-def test_how_many_processes_follows_the_load_the_measured_cost_and_the_cpus() -> None:
+def idle(*shares: float) -> Callable[[], CpuIdle]:
+    return lambda: CpuIdle(dict(enumerate(shares)), "recorded shares")
+
+
+def test_how_many_processes_follows_the_load_the_measured_cost_and_how_idle_the_cpus_are() -> None:
     cost = ClientCost(40e-6, "test")
-    assert spread(None, 0.005, cost, 2).workers == 1  # no gap known yet: the cell's own process
-    assert spread(5000, None, cost, 2).workers == 1
-    light = spread(1000, 0.005, cost, 8)  # 0.04 of a core
-    assert light.workers == 1 and "one client process" in light.why
-    share = honest_share(cost.event_s, 0.005)
-    assert 0.2 < share < CPU_SHARE_LIMIT
-    heavy = spread(256 / 0.005, 0.005, cost, 16)  # 2.05 cores at that share
-    assert heavy.workers == int(-(-256 / 0.005 * cost.event_s // share)) and "needed" not in heavy.why
-    capped = spread(256 / 0.005, 0.005, cost, 2)
-    assert capped.workers == 2 and "only 2 CPUs usable" in capped.why
-    assert honest_share(cost.event_s, 10.0) == CPU_SHARE_LIMIT  # slow streams: the core's own limit
-    assert honest_share(cost.event_s, 0.002) < share < honest_share(cost.event_s, 0.02)
+    never: Callable[[], CpuIdle] = lambda: pytest.fail("the CPUs measured where one process does")  # noqa: E731
+    assert spread(None, 0.005, cost, never).workers == 1  # no gap known yet: the cell's own process
+    assert spread(5000, None, cost, never).workers == 1
+    light = spread(1000, 0.005, cost, never)  # 0.04 of a core: one process, with no need to measure the CPUs
+    assert light.workers == 1 and "one process on a core of its own waits" in light.why
+    quiet = spread(64 / 0.005, 0.005, cost, idle(1.0, 1.0))  # 0.51 of a core: one waits past 5% of the gap
+    assert quiet.workers == 2 and "2.00 cores idle (recorded shares)" in quiet.why
+    assert p99_wait_s(cost.event_s, 0.51, 1.0) > 0.05 * 0.005 >= p99_wait_s(cost.event_s, 0.51 / 2, 1.0)
+    # the same load on a machine other work keeps busy (issue 43: workers made its ITL worse there): one process
+    loaded = spread(64 / 0.005, 0.005, cost, idle(0.04, 0.03))
+    assert loaded.workers == 1 and "0.07 cores idle" in loaded.why and "cannot vouch" in loaded.why
+    half = spread(64 / 0.005, 0.005, cost, idle(0.97, 0.35))  # one idle core: one process, whatever the count
+    assert half.workers == 1 and "at most 1 process," in half.why
+    heavy = spread(256 / 0.005, 0.005, cost, idle(0.98, 0.99, 0.97, 0.99))  # 2.05 cores over 4 idle ones
+    assert heavy.workers == 4 and "saturate" not in heavy.why
+    two = spread(256 / 0.005, 0.005, cost, idle(1.0, 1.0))  # more than 2 idle cores carry: the most there are
+    assert two.workers == 2 and "at most 2 processes, which saturate" in two.why
+    assert spread(64 / 0.005, 0.005, cost, lambda: None).workers == 1  # not measured: unknown, never idle
+    assert p99_wait_s(cost.event_s, 0.5, 0.5) == math.inf  # a CPU idle only as long as the load needs: saturated
 
 
 def test_a_worker_is_a_fresh_interpreter_on_the_parents_ninferkit(paced: str, tmp_path: Path) -> None:
     """Started from a script that has no `if __name__ == "__main__"` guard, in another folder (multiprocessing's
-    spawn would run the script again in each worker)."""
-    script = tmp_path / "unguarded.py"
+    spawn would run the script again in each worker), whose working folder holds another ninferkit (a checkout
+    beside it: `python -m` would import that one first)."""
+    (tmp_path / "ninferkit").mkdir()
+    (tmp_path / "ninferkit" / "__init__.py").write_text('raise ImportError("the working folder\'s ninferkit")\n')
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "unguarded.py"
     script.write_text(
         "import asyncio, sys\n"
         "from ninferkit.engines import get_adapter\n"

@@ -27,7 +27,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, load_profile
 from ninferkit.server.process import command, planned_argv
-from tests.conftest import REPO
+from tests.conftest import DATA, REPO
 
 PARAMS = REPO / "params"
 V100 = PARAMS / "ninfer-v100-pcie-nvfp4.yaml"
@@ -598,3 +598,17 @@ def test_vllm_checkpoint_is_a_local_folder_with_no_invented_source() -> None:
     artifact = profile.artifact
     assert (artifact.repo, artifact.revision, artifact.url, artifact.files) == (None, None, None, {})
     assert profile.engine.version == "0.26.0" and profile.serve.trust_remote_code  # what its unpinned install gives
+
+
+def test_report_000s_ab_is_a_second_profile_pinned_to_every_digit_000_prints() -> None:
+    """Seed 000 §2.2 changes the artifact, so its A/B is a second profile paired by sweeps.ab; its pin is seed 003's
+    full one, which agrees with the truncated revision, digest and size 000 prints."""
+    groupwise = load_profile(REPO / "params" / "ninfer-v100-pcie-groupwise.yaml").profile
+    nvfp4 = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml").profile
+    seed = (DATA / "seeds" / "000_77605b501239fca0.txt").read_text()
+    assert "neroued/Qwen3.8-27B-NInfer @ 18dfc887423f" in seed and "sha256 eec39564993d…4bf3e" in seed
+    artifact = groupwise.artifact
+    assert artifact.revision and artifact.revision.startswith("18dfc887423f")
+    assert artifact.sha256 and artifact.sha256.startswith("eec39564993d") and artifact.sha256.endswith("4bf3e")
+    assert f"{artifact.size_bytes / 1024**3:.2f} GiB" == "16.96 GiB" and "16.96 GiB" in seed
+    assert groupwise.sweeps.ab.enabled and groupwise.serve == nvfp4.serve  # the artifact is the one variable

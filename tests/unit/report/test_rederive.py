@@ -39,10 +39,22 @@ def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right
     windows = next(line for line in index.splitlines() if line.startswith("| concurrency | 2 | 33.8 |"))
     assert windows.endswith("| 0 | 6 |")  # no window of decode alone, 6 that also prefilled
     assert "| 4,096 | 4,680 | 1.82 | 41.7 / 0% | 1.00 |" in index  # tokens per round
+    # issue 38 item 5 (003's tokens per round): the table's figure is the engine's own speculative.rounds, 1 +
+    # accepted / rounds per request of the coding cell (random weights: every draft rejected, so exactly 1)
+    uids = {row["request_uid"] for row in map(json.loads, (copy / "requests.jsonl").read_text().splitlines())
+            if row["sweep"] == "tasks" and row["cell"].get("task") == "coding" and not row["warmup"]}
+    joined = [row for row in map(json.loads, (copy / JOIN).read_text().splitlines()) if row["request_uid"] in uids]
+    record = {(line["server_instance_id"], line["request"]["request_id"]): line["speculative"] for line in
+              map(json.loads, (copy / "engine-request-log.jsonl").read_text().splitlines())
+              if line.get("event") == "request_done" and line.get("speculative")}
+    spec = [record[row["server_instance_id"], row["server_request_id"]] for row in joined]
+    assert joined and [row["spec_rounds_server"] for row in joined] == [found["rounds"] for found in spec]
+    assert {1 + found["accepted_tokens"] / found["rounds"] for found in spec} == {1}
     made = json.loads((copy / DERIVED).read_text())["files"]
     assert set(made) == {JOIN, TABLES}
     assert made[JOIN]["by"]["ninferkit"] and "engine-request-log.jsonl" in made[JOIN]["inputs"]
-    provenance = next(line for line in index.splitlines() if line.startswith("| derived files made by |"))
+    appendix = (copy / "report" / "appendix.md").read_text()
+    provenance = next(line for line in appendix.splitlines() if line.startswith("| derived files made by |"))
     assert f"{JOIN}: ninferkit " in provenance and f"{TABLES}: ninferkit " in provenance  # the post names its deriver
     assert (RUN / "requests.jsonl").read_bytes() == (copy / "requests.jsonl").read_bytes()  # raw: untouched
 
@@ -55,7 +67,8 @@ def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.Capt
     index = (copy / "report" / "index.md").read_text()
     lines = [line for line in index.splitlines() if line.startswith("| L")]
     assert lines[1].startswith("| L2 (client 1) | 122,880 | — |")  # the old join: this lane lost its engine numbers
-    assert "| derived files made by | as recorded: an unrecorded ninferkit (before derived.json) |" in index
+    assert "| derived files made by | as recorded: an unrecorded ninferkit (before derived.json) |" in \
+        (copy / "report" / "appendix.md").read_text()
     assert not (copy / DERIVED).exists()
 
 

@@ -25,7 +25,7 @@ from ninferkit.report.recipe import launch_flags
 from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow, ServerRecord, TelemetrySample
 from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.sweeps.tables import save_tables
-from tests.conftest import DATA, LOCAL_CPU, REPO
+from tests.conftest import DATA, LOCAL_CPU, REPO, whole
 
 RUNS = DATA / "run_dirs"
 RUN_A, RUN_B = "embedded-1", "embedded-2"
@@ -53,6 +53,7 @@ def markdown_table(text: str, heading: str, index: int = 0) -> list[dict[str, st
             for line in lines[2:]]
 
 
+BY_LENGTH = "Appendix: headline figures by prompt length"
 SOURCES = "Appendix: headline figures and their sources"
 """The appendix that holds every headline figure with its samples, where and source."""
 
@@ -70,8 +71,8 @@ def counted_rows(run_dir: Path) -> list[dict]:
 def test_each_headline_number_equals_the_value_recomputed_from_requests(tmp_path: Path) -> None:
     run_dir = copy_run(RUN_A, tmp_path)
     report = write_report(run_dir)
-    text = report.markdown.read_text()
-    by_length = {row["prompt tokens"]: row for row in markdown_table(text, "Headline", 1)}
+    text = whole(report)
+    by_length = {row["prompt tokens"]: row for row in markdown_table(text, BY_LENGTH)}
     table = {row["metric"]: row for row in markdown_table(text, SOURCES)}
 
     rows = counted_rows(run_dir)
@@ -115,12 +116,12 @@ def test_each_headline_number_equals_the_value_recomputed_from_requests(tmp_path
 def test_headline_function_and_report_agree(tmp_path: Path) -> None:
     run_dir = copy_run(RUN_A, tmp_path)
     report = write_report(run_dir)
-    text = report.markdown.read_text()
+    text = whole(report)
     rows = headline(load_run(run_dir))
     whole_run = [row for row in rows if row.prompt_tokens is None]
     assert [row["best"] for row in markdown_table(text, SOURCES)] == [number(row.best) for row in whole_run]
     decode = {row.prompt_tokens: row for row in rows if row.metric == "Decode (server)"}
-    for line in markdown_table(text, "Headline", 1):
+    for line in markdown_table(text, BY_LENGTH):
         found = decode[int(line["prompt tokens"].replace(",", ""))]
         assert line["Decode (server), tok/s"].startswith(number(found.p50))
 
@@ -136,25 +137,29 @@ def test_the_write_up_opens_with_its_source_and_contents_and_links_every_section
     links = re.findall(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", lines[4])
     assert lines[4].startswith("Contents: ") and [title for title, _ in links] == headings
     assert links[headings.index("Run conditions")][1] == "run-conditions"
-    assert links[headings.index("Appendix: steps and data")][1] == "appendix-steps-and-data"
+    assert lines[6] == "[Appendix: the raw detail](appendix.md)"  # the raw detail, one click away
     html = (run_dir / "report" / "index.html").read_text()
     for _, anchor in links:  # the same anchors, on the HTML headings
         assert f'<h2 id="{anchor}">' in html and f'href="#{anchor}"' in html
+    assert '<a href="appendix.html">' in html
+    detail = (run_dir / "report" / "appendix.md").read_text()
+    links = re.findall(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", detail.splitlines()[4])
+    assert links[re.findall(r"(?m)^## (.+)$", detail).index("Appendix: steps and data")][1] == \
+        "appendix-steps-and-data"
+    assert "[The post](index.md)" in detail
 
 
 def test_provenance_names_the_ninferkit_that_made_the_run(tmp_path: Path) -> None:
     run_dir = copy_run(RUN_A, tmp_path)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    table = {row["item"]: row["value"] for row in markdown_table(write_report(run_dir).markdown.read_text(),
-                                                                 "Provenance")}
+    table = {row["item"]: row["value"] for row in markdown_table(whole(write_report(run_dir)), "Provenance")}
     made = table["ninferkit that made the run"]
     version = manifest["packages"]["ninferkit"]
     assert made.startswith(f"version {version}" if version else "version not recorded")
     assert manifest["git"]["commit"] in made
     manifest["packages"]["ninferkit"] = "0.1.0"  # as runs record it since ninferkit reads its own version
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    table = {row["item"]: row["value"] for row in markdown_table(write_report(run_dir).markdown.read_text(),
-                                                                 "Provenance")}
+    table = {row["item"]: row["value"] for row in markdown_table(whole(write_report(run_dir)), "Provenance")}
     assert table["ninferkit that made the run"].startswith("version 0.1.0, commit ")
 
 
@@ -163,7 +168,8 @@ def test_rerun_is_byte_identical_apart_from_the_timestamp_line(tmp_path: Path,
     run_dir = copy_run(RUN_A, tmp_path)
     assert cli_main(["report", str(run_dir)]) == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [str(run_dir / "report" / "index.md"), str(run_dir / "report" / "index.html")]
+    assert printed == [str(run_dir / "report" / name) for name in ("index.md", "index.html", "appendix.md",
+                                                                   "appendix.html")]
     first = {p.relative_to(run_dir): p.read_bytes() for p in sorted((run_dir / "report").rglob("*")) if p.is_file()}
     assert cli_main(["report", str(run_dir)]) == 0
     second = {p.relative_to(run_dir): p.read_bytes() for p in sorted((run_dir / "report").rglob("*")) if p.is_file()}
@@ -183,7 +189,7 @@ def test_rerun_is_byte_identical_apart_from_the_timestamp_line(tmp_path: Path,
 
 def test_a_run_with_gaps_names_the_steps_that_produced_no_data(tmp_path: Path) -> None:
     report = write_report(copy_run("launch-only", tmp_path))
-    text = report.markdown.read_text()
+    text = whole(report)
     for name, step in (("requests.jsonl", "03_sweeps"), ("capacity.json", "04_capacity_fit"),
                        ("artifact.json", "01_artifact_verify")):
         assert re.search(rf"`{re.escape(name)}` — written by .*{step}", text), name
@@ -325,4 +331,4 @@ def test_a_sweep_that_planned_no_cell_has_no_table_and_the_write_up_reads_the_re
     run_dir.table("rate").write_text("\n")  # what that build wrote
     written = save_tables(run_dir, tables)
     assert list(written) == ["context"] and not run_dir.table("rate").exists()
-    assert "## Latency" in write_report(run_dir.path).markdown.read_text()
+    assert "## Appendix: latency" in whole(write_report(run_dir.path))

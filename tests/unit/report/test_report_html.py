@@ -201,11 +201,10 @@ def test_printed_tables_fit_the_page(tmp_path: Path) -> None:
 
 
 SECTIONS = ["Headline", "Environment", "Pinned recipe", "Acceptance checks", "Errors met", "Benchmarks",
-            "Tasks at each depth", "Concurrency, lane by lane", "Coding and agent by input length", "Latency",
-            "Capacity", "Run conditions", "Method", "Caveats", "Appendix: headline figures and their sources",
-            "Appendix: steps and data", "Appendix: to fill the missing tables", "Provenance"]
-"""The example's sections: those with data (it has no engine window and no speculation to show), then the
-appendices."""
+            "Tasks at each depth", "Concurrency, lane by lane", "Coding and agent by input length", "Capacity",
+            "Run conditions", "Method", "Caveats"]
+"""The example's post: the sections with data (it has no engine window and no speculation to show); the raw detail
+is in appendix.html."""
 LAYOUT = """(width => {
   const clips = el => getComputedStyle(el).overflowX !== 'visible';
   const box = el => {  // what shows of el: the box of the nearest ancestor that clips it, else its own

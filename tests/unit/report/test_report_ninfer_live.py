@@ -21,7 +21,7 @@ from ninferkit.report.fmt import number
 from ninferkit.rundir.runs import RunDir
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
-from tests.conftest import DATA
+from tests.conftest import DATA, whole
 from tests.unit.report.test_report import SOURCES, markdown_table
 
 LIVE = DATA / "ninfer_live"
@@ -34,7 +34,7 @@ def written(run: Path, where: Path) -> tuple[dict[str, dict[str, str]], str]:
     shutil.copytree(run, copy)
     assert not (copy / "report").exists() and not list(copy.glob("tables/*.parquet"))  # as captured
     report = write_report(copy)
-    text = report.markdown.read_text()
+    text = whole(report)
     assert set(report.files) == {"markdown", "html"} and "*tables/context.csv" in text
     return {row["metric"]: row for row in markdown_table(text, SOURCES)}, text
 
@@ -100,7 +100,7 @@ def test_windows_that_mixed_prefill_with_decode_print_no_engine_rate(tmp_path: P
     outcomes = latest_outcomes(folder, run_servings(folder))
     rows, telemetry = counted_rows(folder, outcomes), folder.read_telemetry()
     save_tables(folder, {kind: sweep_table(kind, rows, outcomes, telemetry) for kind in ("context", "concurrency")})
-    text = write_report(run_dir).markdown.read_text()
+    text = whole(write_report(run_dir))
     mixed = [line for line in (run_dir / "logs" / "server.log").read_text().splitlines()
              if re.search(r" decode=(?!0\.0tok)[\d.]+tok/s", line) and not re.search(r" prefill=0\.0tok/s", line)]
     assert mixed  # the log has windows that decoded beside a prefill

@@ -18,7 +18,7 @@ import pytest
 
 from ninferkit.report import load_run, write_report
 from ninferkit.report.paths import machine_paths
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, whole
 
 EXAMPLE = REPO / "docs" / "examples" / "h200-llamacpp"
 LIVE = DATA / "ninfer_live"
@@ -34,8 +34,10 @@ def copy(run: Path, where: Path) -> Path:
 
 
 def shown(report: Path) -> str:
-    """index.md and the text of index.html (its <wbr> break points removed: they split a path)."""
-    return (report / "index.md").read_text() + (report / "index.html").read_text().replace("<wbr>", "")
+    """The post and its appendix, as Markdown and as the text of the HTML (its <wbr> break points removed: they split
+    a path)."""
+    return "".join((report / f"{stem}.md").read_text() + (report / f"{stem}.html").read_text().replace("<wbr>", "")
+                   for stem in ("index", "appendix"))
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda path: "/".join(path.parts[-2:]))
@@ -51,7 +53,7 @@ def test_no_write_up_names_a_folder_of_the_machine(run: Path, tmp_path: Path) ->
 def test_the_h200_recipe_names_the_cache_and_the_checkout() -> None:
     """As published: the embedded build and the generated model under $NINFERKIT_CACHE (the run's was
     /tmp/ninferkit-cache), the profile under the checkout's params/."""
-    text = (EXAMPLE / "report" / "index.md").read_text()
+    text = "".join((EXAMPLE / "report" / f"{stem}.md").read_text() for stem in ("index", "appendix"))
     argv = json.loads((EXAMPLE / "server.json").read_text())["argv"]
     assert argv[0].startswith("/tmp/ninferkit-cache/build/") and argv[2].startswith("/tmp/ninferkit-cache/models/")
     command = " ".join(["$NINFERKIT_CACHE/build/llama.cpp-11434.0.0-cuda-sm90/bin/llama-server", "-m",
@@ -65,7 +67,7 @@ def test_a_file_outside_run_checkout_and_cache_is_its_bare_name_beside_its_sha25
     run = LIVE / "g1-h200-v100flags"
     server = json.loads((run / "server.json").read_text())
     assert server["binary"] == "/root/nf/build/apps/ninfer-serve"
-    text = (write_report(copy(run, tmp_path)).folder / "index.md").read_text()
+    text = whole(write_report(copy(run, tmp_path)))
     assert "\nninfer-serve q36_27b_random.ninfer --host 127.0.0.1 " in text
     assert "--request-log-jsonl engine-requests-v100cfg.jsonl --no-thinking\n" in text
     assert f"| engine binary sha256 | ninfer-serve: {server['binary_sha256']} (hashed at launch) |" in text

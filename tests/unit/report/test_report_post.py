@@ -23,7 +23,7 @@ from ninferkit.report import write_report
 from ninferkit.report.data import load_run
 from ninferkit.report.field_tables import whole_decode
 from ninferkit.report.lead import prefill_is_overhead
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, whole
 from tests.unit.report.test_report import markdown_table
 
 LIVE = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
@@ -33,9 +33,10 @@ NOTES = "Appendix: to fill the missing tables"
 
 
 def post(run: Path, where: Path) -> tuple[Path, str]:
+    """The copy of `run` written up, and its write-up: the post, then its appendix."""
     copy = where / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report", "*.parquet"))
-    return copy, write_report(copy, ["markdown"]).markdown.read_text()
+    return copy, whole(write_report(copy, ["markdown"]))
 
 
 def section(text: str, heading: str) -> str:
@@ -108,18 +109,19 @@ def test_a_prefill_rate_over_a_fixed_overhead_never_leads(tmp_path: Path) -> Non
 
 
 def test_notes_to_the_author_leave_the_readers_text(tmp_path: Path) -> None:
-    _, text = post(LIVE, tmp_path)
-    reader = text.split(f"\n## {NOTES}\n", 1)[0]
+    copy, text = post(LIVE, tmp_path)
+    reader = (copy / "report" / "index.md").read_text()
     for phrase in ("add 1 to sweeps.concurrency.levels", "No capacity.json", "sweeps.tasks.depths"):
         assert phrase not in reader and phrase in section(text, NOTES)
     assert "\n## Capacity\n" not in text  # a section with no data is not written
     assert "None" not in reader and not re.search(r"\b\d+\.0 output tokens|\{'", reader)
-    assert "free_after_startup_bytes" not in reader and "| free after startup |" in reader
+    assert "free_after_startup_bytes" not in text and "| free after startup |" in section(
+        text, "Appendix: the startup ledger")
 
 
 def test_one_request_shows_one_value_never_three_percentiles(tmp_path: Path) -> None:
     _, text = post(LIVE, tmp_path)
-    rows = markdown_table(text, "Latency", 0)
+    rows = markdown_table(text, "Appendix: latency", 0)
     one = [row for row in rows if row["requests"] == "1"]
     assert one and all(" / " not in row["TTFT, ms"] for row in one)
 
@@ -154,3 +156,19 @@ def test_a_column_no_row_has_a_value_in_is_not_written(tmp_path: Path) -> None:
     table = markdown_table(text, "Speculative decoding, task by task", 0)
     assert table and all("decode tok/s without" not in row and row["acceptance"] == "0%" for row in table)
     assert "speculation_ab: true runs each task both ways" in section(text, NOTES)
+
+
+def test_the_published_posts_read_as_posts_and_link_their_raw_detail() -> None:
+    """Issue 38 item 7 on the published examples: no Python repr or raw field name in the post, a 32-lane table cut
+    to its first and last lanes admitted, per-cell latency, the ledger and the flags' keys in the appendix it links."""
+    for example in (VLLM, REPO / "docs" / "examples" / "h200-llamacpp"):
+        post, detail = ((example / "report" / f"{stem}.md").read_text() for stem in ("index", "appendix"))
+        assert "[Appendix: the raw detail](appendix.md)" in post and "[The post](index.md)" in detail
+        assert not re.search(r"\{'|\bNone\b|_tok_s_|_bytes\b", post), example
+        for heading in ("Appendix: latency", "Appendix: the startup ledger", "Appendix: the launch flags",
+                        "Provenance"):
+            assert f"\n## {heading}\n" in detail and f"\n## {heading}\n" not in post
+    lanes = [line for line in section((VLLM / "report" / "index.md").read_text(), "Concurrency, lane by lane")
+             .splitlines() if line.startswith("| L")]
+    assert [line.split(" ", 2)[1] for line in lanes] == ["L1", "L2", "L3", "L4", "L29", "L30", "L31", "L32"]
+    assert "the other 24 are rows of requests.jsonl" in (VLLM / "report" / "index.md").read_text()

@@ -55,6 +55,19 @@ def test_cli_rejects_a_bad_override_before_any_side_effect(tmp_path: Path) -> No
     assert not (tmp_path / "r").exists()
 
 
+def test_an_ab_without_its_baseline_on_this_machine_is_refused_before_any_side_effect(tmp_path: Path) -> None:
+    """A second profile with sweeps.ab (seed 000 §2.2's groupwise-int side) whose baseline run is not here: refused
+    with the field named and exit 2 before the run directory exists (before the download and the launch); the
+    sweep step used to be the first to look."""
+    missing = tmp_path / "nvfp4-run"
+    done = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(LOCAL_CPU), "--run-dir", str(tmp_path / "r"),
+                           "-p", "sweeps.ab.enabled=true", "-p", f"sweeps.ab.baseline_run_dir={missing}"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2, done.stderr
+    assert f"sweeps.ab.baseline_run_dir = '{missing}': no requests.jsonl there" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "r").exists()
+
+
 def _stand_in_setup(tmp_path: Path, source: str) -> Path:
     """A notebooks folder whose setup step is the real parameters cell and one stand-in cell (no server)."""
     folder = tmp_path / "notebooks"

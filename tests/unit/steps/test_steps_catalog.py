@@ -66,6 +66,6 @@ def test_the_write_up_orders_and_names_steps_as_the_runs_runbook_says(tmp_path: 
     assert [name for name, _ in ordered_steps(after.manifest)] == ["launch", "tune", "sweeps", "other"]
     assert after.missing["requests.jsonl"] == "sweeps (03_measure)"
     assert after.missing["capacity.json"] == "capacity"  # a step the runbook does not name keeps its name
-    text = write_report(run_dir.path).markdown.read_text()
+    text = write_report(run_dir.path).appendix["markdown"].read_text()  # the steps: raw detail, in the appendix
     assert re.search(r"\| launch \|.*\n\| tune \|.*\n\| sweeps \|.*\n\| other \|", text)
     assert "`requests.jsonl` — written by sweeps (03_measure)" in text

@@ -31,7 +31,7 @@ from ninferkit.sweeps.cell import first_repeat_id
 from ninferkit.sweeps.execute import Recorder, SweepContext, _append_outcome, base_row, ended_outcome
 from ninferkit.sweeps.plan import build_plan
 from ninferkit.sweeps.tables import build_tables, save_tables
-from tests.conftest import DATA, LOCAL_CPU
+from tests.conftest import DATA, LOCAL_CPU, whole
 from tests.unit.report.test_report import RUN_A, RUN_B, RUNS
 
 TWO_CELLS = ["sweeps.context.targets=[256, 512]"]
@@ -126,7 +126,7 @@ def test_a_rerun_resumes_mid_repeats_and_the_write_up_shows_the_interval(tmp_pat
     planned = build_plan(run.profile, get_adapter("llama_server"), ["context"], explicit=True)
     assert {c.cell_id for c in planned} == {entry.cell_id for entry in ledger}
     save_tables(run.dir, build_tables(run))
-    text = write_report(run.dir.path, ["markdown"]).markdown.read_text()
+    text = whole(write_report(run.dir.path, ["markdown"]))
     assert "2 of the cells ran 2 times (sweeps.repeats)" in text
     assert "95% percentile bootstrap interval of the median" in text
     table = build_tables(run, ["context"])["context"]

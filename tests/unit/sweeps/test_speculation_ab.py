@@ -22,7 +22,7 @@ from ninferkit.report import write_report
 from ninferkit.report.speculation import task_speculation
 from ninferkit.rundir.runs import read_jsonl
 from ninferkit.sweeps.plan import build_plan
-from tests.conftest import DATA, LOCAL_CPU
+from tests.conftest import DATA, LOCAL_CPU, whole
 
 ADAPTER = get_adapter("llama_server")
 RECORDED = DATA / "run_dirs" / "embedded-spec-ab"
@@ -74,7 +74,7 @@ def test_the_recorded_run_pairs_each_task_with_its_twin() -> None:
 def test_the_write_up_states_acceptance_and_gain_per_task(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     shutil.copytree(RECORDED, folder)
-    text = write_report(folder, ["markdown"]).markdown.read_text()
+    text = whole(write_report(folder, ["markdown"]))
     section = text.split("## Speculative decoding, task by task\n", 1)[1].split("\n## ", 1)[0]
     tasks = pd.read_csv(RECORDED / "tables" / "tasks.csv")
     for item in task_speculation(tasks, "ngram-mod"):

@@ -41,7 +41,7 @@ from ninferkit.sweeps.kinds.base import SweepKind
 from ninferkit.sweeps.kinds.columns import ViewColumn
 from ninferkit.sweeps.plan import build_plan, parse_only
 from ninferkit.sweeps.tables import build_tables, save_tables
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, whole
 
 RECORDED = DATA / "run_dirs" / "embedded-1"
 
@@ -154,7 +154,7 @@ def test_a_new_kinds_cells_are_tabulated_and_written_up(tmp_path: Path, toy_kind
     save_tables(run.dir, build_tables(run))
 
     assert list(load_run(run.dir.path).tables)[-1] == "output_length"  # after the kinds of the folder
-    text = write_report(run.dir.path, ["markdown"]).markdown.read_text()
+    text = whole(write_report(run.dir.path, ["markdown"]))
     assert "*tables/output_length.csv (every column), 2 cells:" in text  # the toy's view, with its columns
     assert "| output tokens | requests |" in text and "completion tokens" in text
     assert "output length sweep: p50 / p90 / p99" in text

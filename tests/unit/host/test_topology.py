@@ -1,0 +1,28 @@
+"""`nvidia-smi topo -m` read for the environment (issue 38 item 5: seed 004's NVLink pair), on the tool's real
+output (tests/data/host_evidence_h100/SOURCE.md says where it came from)."""
+
+from __future__ import annotations
+
+from ninferkit.host.evidence import topology_record
+from ninferkit.host.findings import environment_rows, topology_pairs
+from ninferkit.rundir.records import ProbeFacts
+from tests.conftest import DATA
+
+H100 = DATA / "host_evidence_h100"
+
+
+def test_one_gpu_has_no_pair_and_the_terminal_codes_are_gone() -> None:
+    text = (H100 / "nvidia_smi_topo_m.txt").read_text()
+    assert "\x1b[4m" in text  # as nvidia-smi wrote it into a file
+    record = topology_record(text)
+    assert record["lines"] == ["\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID", "GPU0\t X \t0-15\t0\t\tN/A"]
+    assert record["links"] == {"GPU0": {}}  # the legend below the matrix is not read as rows
+    facts = ProbeFacts.model_validate({"gpu_topology": record})
+    assert topology_pairs(facts) == ""
+    assert not any(fact.startswith("GPU pairs") for fact, _ in environment_rows(facts))
+
+
+def test_a_probe_without_the_matrix_still_reads() -> None:
+    """probe.json files written before the matrix was recorded have no gpu_topology."""
+    facts = ProbeFacts.model_validate({})
+    assert facts.gpu_topology.source is None and topology_pairs(facts) == ""
