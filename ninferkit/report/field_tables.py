@@ -78,8 +78,8 @@ def tasks_by_depth(run: RunData) -> list[Block]:
     """Seed 000 §2.3: one row per task, its output tokens, and decode / acceptance at each depth."""
     tasks = run.tables.get("tasks")
     if tasks is None or not len(tasks):
-        return [Note("No tasks table: run the tasks sweep (sweeps.tasks) at two depths, e.g. depths "
-                          "[8192, 65536], for the report's task table.")]
+        return [Note("No tasks table: run the tasks sweep (sweeps.tasks) for the report's task table; each of "
+                     "sweeps.tasks.depths is a column.")]
     tasks = _own_speculation(tasks).reset_index(drop=True)
     depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
     names = list(dict.fromkeys(tasks["task"]))
@@ -89,14 +89,20 @@ def tasks_by_depth(run: RunData) -> list[Block]:
         outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
         rows.append((str(name), " / ".join(sorted(outputs)),
                      *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
-    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: {_decode_header(tasks)}"
+    blocks: list[Block] = [Table(("task", "output tokens", *(f"{_depth_words(d)}: {_decode_header(tasks)}"
                                                              for d in depths)), tuple(rows),
                                  "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
-                                 "context depth (seed 000 §2.3's layout).")]
+                                 "depth, in seed 000 §2.3's layout. A depth is the tokens of document placed before "
+                                 "the task's instruction (0: the instruction alone, tens of tokens); the server's "
+                                 "settings are the run's for every column.")]
     if len(depths) < 2:
-        blocks.append(Note("One depth was measured: a second one (sweeps.tasks.depths, e.g. [8192, 65536]) "
-                                "gives the report's second column."))
+        blocks.append(Note("One depth was measured: each further depth in sweeps.tasks.depths adds a column."))
     return blocks
+
+
+def _depth_words(depth: int) -> str:
+    """A tasks column's heading: what was sent before the instruction."""
+    return "instruction alone" if depth == 0 else f"after {number(depth)} document tokens"
 
 
 def concurrency_blocks(run: RunData) -> list[Block]:

@@ -172,3 +172,14 @@ def test_the_published_posts_read_as_posts_and_link_their_raw_detail() -> None:
              .splitlines() if line.startswith("| L")]
     assert [line.split(" ", 2)[1] for line in lanes] == ["L1", "L2", "L3", "L4", "L29", "L30", "L31", "L32"]
     assert "the other 24 are rows of requests.jsonl" in (VLLM / "report" / "index.md").read_text()
+
+
+def test_the_task_tables_caption_says_what_a_depth_is(tmp_path: Path) -> None:
+    """Issue 38, the audit's gap 1: seed 000 §2.3's "8K / 64K 档" were no prompt lengths (its prompts were tens of
+    tokens at both), so the table heads each column with what was sent before the instruction, and its caption
+    says what a depth is. The live run measured its tasks after 4,096 document tokens."""
+    _, text = post(LIVE, tmp_path)
+    tasks = section(text, "Tasks at each depth")
+    assert "A depth is the tokens of document placed before the task's instruction (0: the instruction alone" in tasks
+    (header,) = [line for line in tasks.splitlines() if line.startswith("| task |")]
+    assert header.split(" | ")[2:] == ["after 4,096 document tokens: decode tok/s (server) / acceptance |"]
