@@ -629,3 +629,14 @@ def test_report_000s_task_table_sends_the_prompts_the_report_measured(path: Path
     assert depths == {0: 9, 5900: 9}  # the 9 tasks, at each depth
     assert all(cell.skip is None for cell in cells)
 
+
+@pytest.mark.parametrize("path", [V100, PARAMS / "ninfer-v100-pcie-groupwise.yaml"], ids=["nvfp4", "groupwise"])
+def test_report_000s_capacity_table_is_launched_not_estimated(path: Path) -> None:
+    """Issue 38, the audit's gap 3: every pool of seed 000 §2.5's table "started and served", 2 x 160K was launched,
+    and the 622 MiB the report saved with graphs and state slots off is its own row: the search, one launch per grid
+    point and both what-ifs are on, so the run's post answers 2 x 160K from a launch."""
+    capacity = load_profile(path).profile.capacity
+    assert capacity.search and capacity.fit_launches and 163840 in capacity.contexts
+    assert [(case.slots, case.context, case.fixed_less) for case in capacity.what_if] == [
+        (2, 163840, None), (2, 163840, "622 MiB")]
+    assert "关掉 graph + state 槽也只省 622 MiB" in (DATA / "seeds" / seeds.SEED_000).read_text()
