@@ -43,7 +43,7 @@ class Shown:
 
 def section(run_dir: str | Path, title: str) -> Shown:
     """One section of the run's write-up as it stands now (built from the run directory, figures left out):
-    "Environment", "Acceptance checks", "Benchmarks", "Latency", "Capacity", "Headline", ..."""
+    "Environment", "Acceptance checks", "Benchmarks", "Appendix: latency", "Capacity", "Headline", ..."""
     document = build_document(load_run(run_dir), {})
     for found in document.sections:
         if found.title == title:
