@@ -245,8 +245,11 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     ended_b = job_fields(env, job_b)
     assert ended_b["JobState"] == "NODE_FAIL" and ended_b["Restarts"] == "0", ended_b  # never started twice
     cluster.start_node("nodeb")  # the node returns: Slurm ends what is left of the task there, if anything is
-    while json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1]["state"] not in (
+    while (back := json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1])["state"] not in (
             "interrupted", "ok"):
+        # until the old copy says it ended (or Slurm does), it is still lost: never "failed", which `fleet submit`
+        # would start a second copy of beside the first (the window: tests/data/fleet_node_back)
+        assert back["state"] == "lost", back
         assert time.monotonic() - lost < 300, "the task was never ended after its node came back"
         time.sleep(1)
     settled_s = time.monotonic() - lost
