@@ -163,7 +163,7 @@ def seen_lost(status: TaskStatus | None, word: dict[str, str], now: datetime) ->
         reason = (f"Slurm lost its node {node} (NODE_FAIL) while the task ran, and the node answers again; Slurm "
                   "is ending what is left of the task there (SIGTERM, then SIGKILL after KillWait). `fleet submit` "
                   "resumes it once the task says it ended or Slurm says its batch script did"
-                  + (f", or from {until.isoformat(sep=' ')} (slurmd restarted + MessageTimeout + KillWait)"
+                  + (f", or from {until.isoformat(sep=' ')} (the node back + MessageTimeout + KillWait)"
                      if until is not None else "") + ", keeping its finished cells")
     else:
         return None
@@ -173,31 +173,45 @@ def seen_lost(status: TaskStatus | None, word: dict[str, str], now: datetime) ->
 def copy_gone(word: dict[str, str], now: datetime) -> str | None:
     """Why Slurm's answers say no process of a NODE_FAIL job is left on its node (None: nothing says so yet):
     Slurm heard its batch script end (the job's exit code, 0:0 until then, is set); the node booted after the
-    job started; or the node's slurmd started after the job was ended and, since, MessageTimeout (for the
-    controller's order to reach it) and KillWait (its SIGTERM-to-SIGKILL wait) have passed. Recorded on a real
-    cluster in tests/data/fleet_node_back."""
+    job started; or since the node came back (`node_back`) MessageTimeout (for the controller's order to reach
+    its slurmd) and KillWait (slurmd's SIGTERM-to-SIGKILL wait) have passed. Recorded on a real cluster in
+    tests/data/fleet_node_back."""
     code = word.get("exit_code", "")
     if code not in ("", "0:0"):
         return f"Slurm heard its batch script end (exit code {code})"
     boot, start = slurm_time(word.get("boot_time")), slurm_time(word.get("start_time"))
     if boot is not None and start is not None and boot > start:
         return f"its node booted at {boot.isoformat(sep=' ')}, after the task started"
-    until = kill_deadline(word)
-    if until is not None and now >= until:
-        return (f"its node's slurmd restarted at {word['slurmd_start_time'].replace('T', ' ')} and KillWait "
-                f"({word['kill_wait_s']} s) has passed since: Slurm killed what was left of it")
+    back, until = node_back(word), kill_deadline(word)
+    if back is not None and until is not None and now >= until:
+        return (f"{back[1]} at {back[0].isoformat(sep=' ')}, and MessageTimeout + KillWait "
+                f"({int((until - back[0]).total_seconds())} s) have passed since: Slurm killed what was left of it")
+    return None
+
+
+def node_back(word: dict[str, str]) -> tuple[datetime, str] | None:
+    """When a NODE_FAIL job's node came back, and how Slurm says so: its slurmd started after the job was ended
+    (SlurmdStartTime; it was restarted), or else Slurm marked it busy after that (LastBusyTime: set when the node
+    answered again, and moved on as what the job left there ended). None while neither is after the job's end."""
+    ended = slurm_time(word.get("end_time"))
+    if ended is None:
+        return None
+    for key, how in (("slurmd_start_time", "its node's slurmd restarted"),
+                     ("last_busy_time", "its node answered again (LastBusyTime)")):
+        when = slurm_time(word.get(key))
+        if when is not None and when > ended:
+            return when, how
     return None
 
 
 def kill_deadline(word: dict[str, str]) -> datetime | None:
-    """When the processes a NODE_FAIL job left on its node are killed at the latest: its slurmd restarted after
-    the job ended, plus MessageTimeout and KillWait. None when slurmd did not restart since (the node was cut
-    off, not its slurmd: no Slurm time says when it answered again) or a time is unknown."""
-    restarted, ended = slurm_time(word.get("slurmd_start_time")), slurm_time(word.get("end_time"))
+    """When the processes a NODE_FAIL job left on its node are killed at the latest: its node back
+    (`node_back`), plus MessageTimeout and KillWait. None while the node is not back or a time is unknown."""
+    back = node_back(word)
     wait, message = word.get("kill_wait_s", ""), word.get("message_timeout_s", "")
-    if restarted is None or ended is None or restarted < ended or not wait.isdigit() or not message.isdigit():
+    if back is None or not wait.isdigit() or not message.isdigit():
         return None
-    return restarted + timedelta(seconds=int(wait) + int(message))
+    return back[0] + timedelta(seconds=int(wait) + int(message))
 
 
 def slurm_time(text: str | None) -> datetime | None:

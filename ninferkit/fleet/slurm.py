@@ -173,8 +173,9 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason", "start_time",
     "end_time"} by task index, and for a running job or one whose node failed, its node's state now
     ("node_state", from sinfo: `alloc*` or `down*` for a node that does not answer). For a job whose node failed
-    and answers again, also what tells whether the job's processes there are gone: the node's "boot_time" and
-    "slurmd_start_time" (`node_times`), the cluster's "kill_wait_s" and "message_timeout_s" (`kill_times`)."""
+    and answers again, also what tells whether the job's processes there are gone: the node's "boot_time",
+    "slurmd_start_time" and "last_busy_time" (`node_times`), the cluster's "kill_wait_s" and
+    "message_timeout_s" (`kill_times`)."""
     ids = job_ids(state)
     arrays = sorted({job.split("_")[0] for job in ids.values()})
     if not arrays:
@@ -220,12 +221,12 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
 
 
 def node_times(text: str) -> dict[str, str]:
-    """`scontrol show node -o NODE`'s BootTime and SlurmdStartTime (local time, as Slurm prints it): a node
-    booted after a task started has none of its processes; a slurmd started after the node was declared lost
-    is the one that ends what the job left there."""
+    """`scontrol show node -o NODE`'s BootTime, SlurmdStartTime and LastBusyTime (local time, as Slurm prints
+    it): a node booted after a task started has none of its processes; a slurmd started after the node was
+    declared lost, or the node marked busy since, says when it came back to end what the job left there."""
     fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
-    return {key: fields[field] for key, field in (("boot_time", "BootTime"), ("slurmd_start_time", "SlurmdStartTime"))
-            if field in fields}
+    return {key: fields[field] for key, field in (("boot_time", "BootTime"), ("slurmd_start_time", "SlurmdStartTime"),
+                                                  ("last_busy_time", "LastBusyTime")) if field in fields}
 
 
 def kill_times(config: dict[str, str]) -> dict[str, str]:
