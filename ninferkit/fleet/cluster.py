@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ninferkit.fleet.constraint import ConstraintSyntax, Expression, Term, parse, spelled
-from ninferkit.fleet.slurm import SlurmError, slurm_command, unreachable
+from ninferkit.fleet.slurm import SlurmError, slurm_command, slurm_config, unreachable
 from ninferkit.fleet.spec import Host
 
 SINFO = ["sinfo", "-h", "-N", "-o", "%N|%P|%G|%f|%m"]
@@ -259,21 +259,6 @@ def _sacctmgr(words: list[str]) -> list[str]:
     if done.returncode != 0:
         raise unreachable(argv, done)
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
-
-
-def slurm_config() -> dict[str, str]:
-    """`scontrol show config`'s settings."""
-    argv = ["scontrol", "show", "config"]
-    done = slurm_command(argv)
-    if done.returncode != 0:
-        raise unreachable(argv, done)
-    return config_settings(done.stdout)
-
-
-def config_settings(text: str) -> dict[str, str]:
-    """`scontrol show config`'s `Name = value` lines as settings."""
-    pairs = (line.split("=", 1) for line in text.splitlines() if " = " in line)
-    return {name.strip(): value.strip() for name, value in pairs}
 
 
 def enforces_associations(config: dict[str, str]) -> bool:

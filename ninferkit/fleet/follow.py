@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
     if not mine:
         return {}
     words = slurm.slurm_states(state)
+    now = datetime.now()  # Slurm prints its times in local time, without a zone
     found: dict[int, TaskStatus | None] = {}
     for task in mine:
         status = state.read_status(task.index)
@@ -111,15 +113,17 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
         slurm_state = word.get("state", "")
         if held is not None and slurm_state in slurm.QUEUED:
             held.add(task.index)
-        if (lost := seen_lost(status, word)) is not None:  # shown, not written: it may still be measuring
+        if (lost := seen_lost(status, word, now)) is not None:  # shown, not written: it may still be measuring
             status = lost
         elif slurm_state in slurm.ENDED and (status is None or status.state in ("running", "pending")):
             shown = status or TaskStatus(index=task.index, host=task.host, state="failed")
+            how = ENDED_WORDS.get(slurm_state, "killed, out of memory, its node lost")
+            gone = copy_gone(word, now) if slurm_state == "NODE_FAIL" else None
             status = shown.model_copy(update={
                 "state": "failed", "node": word.get("node") or shown.node, "log": str(state.log(task.index)),
                 "run_dir": str(state.run_dir(task)),
                 "reason": f"Slurm: {slurm_state}, exit code {word.get('exit_code', '?')}: the task ended without "
-                          f"saying how ({ENDED_WORDS.get(slurm_state, 'killed, out of memory, its node lost')}); "
+                          f"saying how ({how}{'; ' + gone if gone else ''}); "
                           f"the log ends:\n{slurm.log_tail(state.log(task.index))}"})
             state.write_status(status)
         elif status is not None and status.state == "interrupted" and slurm_state in INTERRUPTED_BY \
@@ -140,23 +144,88 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
     return found
 
 
-def seen_lost(status: TaskStatus | None, word: dict[str, str]) -> TaskStatus | None:
-    """A task that says it runs (or waits) on a node Slurm declared failed (NODE_FAIL) and that still does not
-    answer (sinfo's `*`), as `lost`: it may still be measuring there. None for any other task."""
-    if word.get("state") != "NODE_FAIL" or status is None or status.state not in ("running", "pending") \
-            or not word.get("node_state", "*").endswith("*"):
+def seen_lost(status: TaskStatus | None, word: dict[str, str], now: datetime) -> TaskStatus | None:
+    """A task that says it runs (or waits) on a node Slurm declared failed (NODE_FAIL), as `lost` while its old
+    copy may still run there: the node does not answer (sinfo's `*`), or it answers again and nothing yet says
+    the copy is gone (`copy_gone`): Slurm ends it only once the node's slurmd is back (SIGTERM, then SIGKILL
+    KillWait later), and a `fleet submit` in between would start a second copy beside the first. `now`: this
+    machine's local time, as Slurm prints its times. None for any other task."""
+    if word.get("state") != "NODE_FAIL" or status is None or status.state not in ("running", "pending"):
         return None
-    return status.model_copy(update={"state": "lost", "reason": (
-        f"Slurm lost its node {word.get('node') or status.node} (NODE_FAIL: it stopped answering) while the "
-        "task ran; it may still run there, unreachable, or "
-        "have died with the node. Slurm does not run it again (--no-requeue); when the node answers again "
-        "Slurm ends what is left of it, and `fleet submit` resumes it, keeping its finished cells")})
+    node = word.get("node") or status.node
+    if word.get("node_state", "*").endswith("*"):
+        reason = (f"Slurm lost its node {node} (NODE_FAIL: it stopped answering) while the task ran; it may "
+                  "still run there, unreachable, or have died with the node. Slurm does not run it again "
+                  "(--no-requeue); when the node answers again Slurm ends what is left of it, and `fleet submit` "
+                  "resumes it, keeping its finished cells")
+    elif copy_gone(word, now) is None:
+        until = kill_deadline(word)
+        reason = (f"Slurm lost its node {node} (NODE_FAIL) while the task ran, and the node answers again; Slurm "
+                  "is ending what is left of the task there (SIGTERM, then SIGKILL after KillWait). `fleet submit` "
+                  "resumes it once the task says it ended or Slurm says its batch script did"
+                  + (f", or from {until.isoformat(sep=' ')} (the node back + MessageTimeout + KillWait)"
+                     if until is not None else "") + ", keeping its finished cells")
+    else:
+        return None
+    return status.model_copy(update={"state": "lost", "reason": reason})
+
+
+def copy_gone(word: dict[str, str], now: datetime) -> str | None:
+    """Why Slurm's answers say no process of a NODE_FAIL job is left on its node (None: nothing says so yet):
+    Slurm heard its batch script end (the job's exit code, 0:0 until then, is set); the node booted after the
+    job started; or since the node came back (`node_back`) MessageTimeout (for the controller's order to reach
+    its slurmd) and KillWait (slurmd's SIGTERM-to-SIGKILL wait) have passed. Recorded on a real cluster in
+    tests/data/fleet_node_back."""
+    code = word.get("exit_code", "")
+    if code not in ("", "0:0"):
+        return f"Slurm heard its batch script end (exit code {code})"
+    boot, start = slurm_time(word.get("boot_time")), slurm_time(word.get("start_time"))
+    if boot is not None and start is not None and boot > start:
+        return f"its node booted at {boot.isoformat(sep=' ')}, after the task started"
+    back, until = node_back(word), kill_deadline(word)
+    if back is not None and until is not None and now >= until:
+        return (f"{back[1]} at {back[0].isoformat(sep=' ')}, and MessageTimeout + KillWait "
+                f"({int((until - back[0]).total_seconds())} s) have passed since: Slurm killed what was left of it")
+    return None
+
+
+def node_back(word: dict[str, str]) -> tuple[datetime, str] | None:
+    """When a NODE_FAIL job's node came back, and how Slurm says so: its slurmd started after the job was ended
+    (SlurmdStartTime; it was restarted), or else Slurm marked it busy after that (LastBusyTime: set when the node
+    answered again, and moved on as what the job left there ended). None while neither is after the job's end."""
+    ended = slurm_time(word.get("end_time"))
+    if ended is None:
+        return None
+    for key, how in (("slurmd_start_time", "its node's slurmd restarted"),
+                     ("last_busy_time", "its node answered again (LastBusyTime)")):
+        when = slurm_time(word.get(key))
+        if when is not None and when > ended:
+            return when, how
+    return None
+
+
+def kill_deadline(word: dict[str, str]) -> datetime | None:
+    """When the processes a NODE_FAIL job left on its node are killed at the latest: its node back
+    (`node_back`), plus MessageTimeout and KillWait. None while the node is not back or a time is unknown."""
+    back = node_back(word)
+    wait, message = word.get("kill_wait_s", ""), word.get("message_timeout_s", "")
+    if back is None or not wait.isdigit() or not message.isdigit():
+        return None
+    return back[0] + timedelta(seconds=int(wait) + int(message))
+
+
+def slurm_time(text: str | None) -> datetime | None:
+    """A Slurm time (`2026-12-06T08:05:39`, local time, no zone) as a datetime; None for Unknown, None, blank."""
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
 
 
 def lost_tasks(found: dict[int, TaskStatus | None]) -> dict[int, str]:
-    """The tasks `fleet submit` leaves alone because their node is lost, with why: a second copy beside one still
-    measuring, unreachable, would measure its cells twice. Once the node answers and the task has ended, it is
-    submitted again and resumes."""
+    """The tasks `fleet submit` leaves alone because their node was lost, with why: a second copy beside one still
+    measuring (unreachable, or being ended by Slurm now that its node answers) would measure its cells twice.
+    Once the old copy is known gone (`copy_gone`, or its own status), it is submitted again and resumes."""
     return {index: status.reason or "lost" for index, status in found.items()
             if status is not None and status.state == "lost"}
 
@@ -262,7 +331,7 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
     offsets: dict[int, int] = {}
     waiting = [task for task in tasks if task.via == "slurm"]
     silent = ""
-    lost: set[int] = set()
+    lost: dict[int, str | None] = {}
     while waiting and time.monotonic() < deadline:
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
@@ -280,8 +349,8 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
             silent = ""
         for task in waiting:
             found_now = found.get(task.index)
-            if found_now is not None and found_now.state == "lost" and task.index not in lost:
-                lost.add(task.index)
+            if found_now is not None and found_now.state == "lost" and lost.get(task.index) != found_now.reason:
+                lost[task.index] = found_now.reason  # said again when its node answers: Slurm is ending it
                 locked(f"[slurm] task {task.index} {task.host}: {found_now.reason}")
         waiting = [task for task in waiting if _unfinished(found.get(task.index)) or task.index in held]
         if waiting:
@@ -300,8 +369,9 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
 
 
 def _unfinished(status: TaskStatus | None) -> bool:
-    """Still to follow: pending or running; and lost (its node does not answer, the task may still write its
-    end), which `collect` follows until the node answers again or the deadline, saying so."""
+    """Still to follow: pending or running; and lost (its node does not answer, or its old copy there is not yet
+    known gone; the task may still write its end), which `collect` follows until it is, or the deadline, saying
+    so."""
     return status is None or status.state in ("running", "pending", "lost")
 
 

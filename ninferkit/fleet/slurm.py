@@ -170,9 +170,12 @@ def job_ids(state: StateDir) -> dict[int, str]:
 
 
 def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
-    """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason"} by task index, and for a
-    running job or one whose node failed, its node's state now ("node_state", from sinfo: `alloc*` or `down*`
-    for a node that does not answer)."""
+    """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason", "start_time",
+    "end_time"} by task index, and for a running job or one whose node failed, its node's state now
+    ("node_state", from sinfo: `alloc*` or `down*` for a node that does not answer). For a job whose node failed
+    and answers again, also what tells whether the job's processes there are gone: the node's "boot_time",
+    "slurmd_start_time" and "last_busy_time" (`node_times`), the cluster's "kill_wait_s" and
+    "message_timeout_s" (`kill_times`)."""
     ids = job_ids(state)
     arrays = sorted({job.split("_")[0] for job in ids.values()})
     if not arrays:
@@ -187,12 +190,12 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
             job, state_word, reason, node = (line.split("|") + ["", "", "", ""])[:4]
             found[job.strip()] = {"state": state_word, "reason": reason, "node": node}
     accounted = slurm_command(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays), "-o",
-                               "JobID,State,ExitCode,NodeList"])
+                               "JobID,State,ExitCode,NodeList,Start,End"])
     if accounted.returncode == 0:
         for line in accounted.stdout.splitlines():
-            job, state_word, code, node = (line.split("|") + ["", "", "", ""])[:4]
+            job, state_word, code, node, start, end = (line.split("|") + [""] * 6)[:6]
             found.setdefault(job, {"state": state_word.split()[0] if state_word else "", "exit_code": code,
-                                   "node": node})
+                                   "node": node, "start_time": start, "end_time": end})
     else:  # no accounting database: the controller's memory of jobs that ended
         for array in arrays:
             shown = slurm_command(["scontrol", "show", "job", "-o", array])
@@ -204,7 +207,53 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     for word in mine.values():
         if word["node"] in nodes:
             word["node_state"] = nodes[word["node"]]
+    back = {word["node"] for word in mine.values() if word["state"] == "NODE_FAIL"
+            and not word.get("node_state", "*").endswith("*")}
+    if back:  # a lost node that answers again: has Slurm ended what was left of the job there?
+        config = kill_times(slurm_config())
+        for node in back:
+            shown = slurm_command(["scontrol", "show", "node", "-o", node])
+            facts = {**config, **(node_times(shown.stdout) if shown.returncode == 0 else {})}
+            for word in mine.values():
+                if word["node"] == node and word["state"] == "NODE_FAIL":
+                    word.update(facts)
     return mine
+
+
+def node_times(text: str) -> dict[str, str]:
+    """`scontrol show node -o NODE`'s BootTime, SlurmdStartTime and LastBusyTime (local time, as Slurm prints
+    it): a node booted after a task started has none of its processes; a slurmd started after the node was
+    declared lost, or the node marked busy since, says when it came back to end what the job left there."""
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    return {key: fields[field] for key, field in (("boot_time", "BootTime"), ("slurmd_start_time", "SlurmdStartTime"),
+                                                  ("last_busy_time", "LastBusyTime")) if field in fields}
+
+
+def kill_times(config: dict[str, str]) -> dict[str, str]:
+    """The cluster's KillWait and MessageTimeout (`slurm_config`), in seconds: a job that ended on a node
+    (NODE_FAIL) still has processes there until that node's slurmd, once back, is told to end them (within
+    MessageTimeout) and sends SIGTERM, then SIGKILL KillWait later."""
+    found = {}
+    for name, key in (("KillWait", "kill_wait_s"), ("MessageTimeout", "message_timeout_s")):
+        number = config.get(name, "").split(" ")[0]
+        if number.isdigit():
+            found[key] = number
+    return found
+
+
+def slurm_config() -> dict[str, str]:
+    """`scontrol show config`'s settings."""
+    argv = ["scontrol", "show", "config"]
+    done = slurm_command(argv)
+    if done.returncode != 0:
+        raise unreachable(argv, done)
+    return config_settings(done.stdout)
+
+
+def config_settings(text: str) -> dict[str, str]:
+    """`scontrol show config`'s `Name = value` lines as settings."""
+    pairs = (line.split("=", 1) for line in text.splitlines() if " = " in line)
+    return {name.strip(): value.strip() for name, value in pairs}
 
 
 def scontrol_jobs(text: str, array: str) -> dict[str, dict[str, str]]:
@@ -215,7 +264,8 @@ def scontrol_jobs(text: str, array: str) -> dict[str, dict[str, str]]:
         fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
         job = f"{fields.get('ArrayJobId', array)}_{fields.get('ArrayTaskId', '')}"
         found[job] = {"state": fields.get("JobState", ""), "exit_code": fields.get("ExitCode", ""),
-                      "node": fields.get("NodeList", ""), "reason": fields.get("Reason", "")}
+                      "node": fields.get("NodeList", ""), "reason": fields.get("Reason", ""),
+                      "start_time": fields.get("StartTime", ""), "end_time": fields.get("EndTime", "")}
     return found
 
 

@@ -245,8 +245,14 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     ended_b = job_fields(env, job_b)
     assert ended_b["JobState"] == "NODE_FAIL" and ended_b["Restarts"] == "0", ended_b  # never started twice
     cluster.start_node("nodeb")  # the node returns: Slurm ends what is left of the task there, if anything is
-    while json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1]["state"] not in (
+    came_back = time.monotonic()
+    lost_after: list[float] = []  # when status still said lost once the node answered, in seconds after
+    while (back := json.loads(ninferkit(env, "fleet", "status", str(fleet), "--json").stdout)[1])["state"] not in (
             "interrupted", "ok"):
+        # until the old copy says it ended (or Slurm does), it is still lost: never "failed", which `fleet submit`
+        # would start a second copy of beside the first (the window: tests/data/fleet_node_back)
+        assert back["state"] == "lost", back
+        lost_after.append(time.monotonic() - came_back)
         assert time.monotonic() - lost < 300, "the task was never ended after its node came back"
         time.sleep(1)
     settled_s = time.monotonic() - lost
@@ -315,7 +321,8 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
     assert "incomplete" not in (tmp_path / "merged-2" / "report" / "index.md").read_text()
     print(f"\nchecks before submit refused 4 hosts in {checks_s:.1f} s; kill -9: server gone {orphan_s:.1f} s later")
     print(f"node lost: status said 'not responding' {silent_s:.1f} s after, then {seen[-1].split(':')[0]} "
-          f"{node_fail_s:.1f} s after; task settled ({b_state}) {settled_s:.1f} s after, node back")
+          f"{node_fail_s:.1f} s after; task settled ({b_state}) {settled_s:.1f} s after, node back; status said "
+          f"lost at {', '.join(f'{when:.1f}' for when in lost_after) or 'no poll'} s after the node answered")
     print(f"fleet of 3 (2 Slurm + 1 SSH), two killed: submit {submit_s:.1f} s, "
           f"first merged report {first_report_s:.0f} s, "
           f"after resume {resumed_report_s:.0f} s")

@@ -13,12 +13,12 @@ import pytest
 from ninferkit.fleet.cluster import (
     Checked,
     account_words,
-    config_settings,
     enforces_associations,
     host_against,
     read_sinfo,
 )
 from ninferkit.fleet.constraint import ConstraintSyntax, parse, spelled
+from ninferkit.fleet.slurm import config_settings
 from ninferkit.fleet.spec import Host
 from tests.conftest import REPO
 

@@ -6,6 +6,7 @@ producing one live takes a minute of the live test's time, so the decision is te
 from __future__ import annotations
 
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 from ninferkit.fleet import slurm
@@ -36,7 +37,7 @@ def test_a_task_on_a_lost_node_is_not_submitted_again(tmp_path: Path) -> None:
     word = slurm_word(node_state)
     assert (word["state"], word["node"], node_state) == ("NODE_FAIL", "nodeb", "down*")
     status = state.read_status(0)
-    lost = seen_lost(status, word)
+    lost = seen_lost(status, word, datetime.now())
     assert lost is not None and lost.state == "lost", lost
     reasons = lost_tasks({0: lost})
     assert list(reasons) == [0] and reasons[0].startswith("Slurm lost its node nodeb (NODE_FAIL")
@@ -47,13 +48,10 @@ def test_a_task_on_a_lost_node_is_not_submitted_again(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in before} == before  # no array, no status written over
 
 
-def test_once_the_node_answers_the_task_is_no_longer_held_as_lost(tmp_path: Path) -> None:
-    """The node back (`idle`, no `*`): the task is not lost any more, so `fleet submit` resumes it (status writes
-    it failed with Slurm's NODE_FAIL once it ended); and a task that never said it ran is not lost either."""
-    state = recorded_state(tmp_path)
-    status = state.read_status(0)
-    assert seen_lost(status, slurm_word("idle")) is None
-    assert lost_tasks({0: status}) == {}
+def test_a_task_that_said_it_finished_is_not_lost(tmp_path: Path) -> None:
+    """A task's own word stands (what a node that answers again means: tests/unit/fleet/test_node_back.py)."""
+    status = recorded_state(tmp_path).read_status(0)
     assert status is not None
     finished = status.model_copy(update={"state": "ok"})
-    assert seen_lost(finished, slurm_word("down*")) is None
+    assert seen_lost(finished, slurm_word("down*"), datetime.now()) is None
+    assert lost_tasks({0: finished}) == {}
