@@ -14,7 +14,7 @@ from typing import Any
 from ninferkit.errors import NinferkitError, ProfileError
 from ninferkit.fleet import cluster, slurm, ssh
 from ninferkit.fleet.spec import LoadedFleet
-from ninferkit.fleet.tasks import StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines, write_tasks
+from ninferkit.fleet.tasks import SLURM_WORD, StateDir, Task, TaskStatus, plan_tasks, summary, whole_lines, write_tasks
 from ninferkit.rundir.runs import utc_now
 
 POLL_S = 2.0
@@ -121,11 +121,15 @@ def slurm_statuses(state: StateDir, tasks: Sequence[Task],
             gone = copy_gone(word, now) if slurm_state == "NODE_FAIL" else None
             status = shown.model_copy(update={
                 "state": "failed", "node": word.get("node") or shown.node, "log": str(state.log(task.index)),
-                "run_dir": str(state.run_dir(task)),
+                "run_dir": str(state.run_dir(task)), SLURM_WORD: True,
                 "reason": f"Slurm: {slurm_state}, exit code {word.get('exit_code', '?')}: the task ended without "
                           f"saying how ({how}{'; ' + gone if gone else ''}); "
                           f"the log ends:\n{slurm.log_tail(state.log(task.index))}"})
-            state.write_status(status)
+            now_said = state.read_status(task.index)
+            if now_said is not None and now_said.state not in ("running", "pending"):
+                status = now_said  # its watchdog (or the task) said how it ended since it was read: its word stands
+            else:
+                state.write_status(status)
         elif status is not None and status.state == "interrupted" and slurm_state in INTERRUPTED_BY \
                 and not (status.reason or "").startswith(INTERRUPTED_BY[slurm_state][:20]):
             cause = INTERRUPTED_BY[slurm_state].format(limit=task.time_limit_min, node=word.get("node") or status.node)

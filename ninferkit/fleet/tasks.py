@@ -90,6 +90,11 @@ class TaskStatus(BaseModel):
     run_dir: str | None = None
 
 
+SLURM_WORD = "slurm_word"
+"""Marks a status `follow.slurm_statuses` wrote from Slurm's job state alone (the task wrote none): the task's watchdog,
+which knows more (it stopped the server), may still replace it."""
+
+
 class StateDir:
     """The one place that names a path of a fleet's state folder."""
 

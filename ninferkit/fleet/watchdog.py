@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from ninferkit.errors import NinferkitError
-from ninferkit.fleet.tasks import StateDir
+from ninferkit.fleet.tasks import SLURM_WORD, StateDir
 from ninferkit.rundir.runs import RunDir, utc_now
 from ninferkit.server.process import read_record, stop
 
@@ -57,13 +57,16 @@ def after_task(task_pid: int, state_path: Path, index: int, run_dir: Path) -> st
     except NinferkitError as exc:
         stopped = f"its server could not be stopped: {exc}"
     status = state.read_status(index)
-    if status is None or status.state != "running" or status.pid != task_pid:
+    slurms = status is not None and bool((status.model_extra or {}).get(SLURM_WORD))
+    if status is None or status.pid != task_pid or (status.state != "running" and not slurms):
         return stopped  # the task said how it ended (or another attempt owns the status now)
+    seen = (status.reason or "").partition(": the task ended")[0] if status is not None and slurms else ""
+    also = f" ({seen})" if seen else ""
     reason = (f"process {task_pid} ended without a status (a signal it cannot catch: kill -9, the out-of-memory "
-              f"killer){'; ' + stopped if stopped else ''}; `fleet submit` again resumes it, keeping its finished "
-              "cells")
+              f"killer){also}{'; ' + stopped if stopped else ''}; `fleet submit` again resumes it, keeping its "
+              "finished cells")
     state.write_status(status.model_copy(update={"state": "failed", "ended": utc_now(), "reason": reason,
-                                                 "watchdog": True}))
+                                                 "watchdog": True, SLURM_WORD: False}))
     return reason
 
 
