@@ -19,10 +19,12 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.params.variants import BASE
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
 from ninferkit.report.fmt import number
 from ninferkit.rundir.records import RequestRow, TelemetrySample
+from ninferkit.rundir.servings import VARIANT
 
 NONE = "—"
 
@@ -233,34 +235,51 @@ def _per_lane(rows: Sequence[RequestRow]) -> str:
     return number(statistics.median(rates)) if number(low) == number(high) else f"{number(low)} – {number(high)}"
 
 
+def _launches(table: pd.DataFrame) -> list[str]:
+    """Each row's launch: the variant column of a run with variants, else the profile's own serving."""
+    if VARIANT not in table.columns:
+        return [BASE] * len(table)
+    return [str(name) for name in table[VARIANT]]
+
+
 def _slots_by_lanes(run: RunData) -> list[Block]:
+    """Seed 000 §2.4(c): every launch's concurrency cells (a variant's with its own slots), each named by its
+    launch, with the speed-up over one client at the same prompt length."""
     title = Paragraph("(c) Server slots against client lanes, end to end.")
-    table = run.tables.get("concurrency")
+    table = run.launch_tables().get("concurrency")
     if table is None or not len(table):
         return [Note("(c) slots against lanes: no concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
                                  "(sweeps.concurrency.levels) for the speed-up over one lane.")]
-    slots = (run.profile.get("serve") or {}).get("max_concurrency")
-    cells = run.cell_rows("concurrency")
-    prompt = table["prompt_tokens_target"] if "prompt_tokens_target" in table.columns else None
-    one = {(_value(table, i, "prompt_tokens_target")): _value(table, i, "aggregate_output_tok_s_client")
-           for i in range(len(table)) if _value(table, i, "concurrency") == 1}
+    launches = _launches(table)
+    cells = run.cell_rows("concurrency", variants=True)
+    one: dict[tuple[str, Any], Any] = {}
+    for i, launch in enumerate(launches):
+        if _value(table, i, "concurrency") == 1:
+            one.setdefault((launch, _value(table, i, "prompt_tokens_target")), _value(table, i,
+                                                                                    "aggregate_output_tok_s_client"))
     lines = []
-    for i in range(len(table)):
-        aggregate = _value(table, i, "aggregate_output_tok_s_client")
-        base = one.get(_value(table, i, "prompt_tokens_target"))
-        batch = _value(table, i, "engine_log_batch_median")
-        lines.append((number(slots), number(_value(table, i, "concurrency")),
-                      number(_value(table, i, "prompt_tokens_target")),
-                      _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate),
-                      f"{aggregate / base:.2f}x" if aggregate and base else NONE, number(batch)))
+    for i, launch in enumerate(launches):
+        aggregate, prompt = _value(table, i, "aggregate_output_tok_s_client"), _value(table, i, "prompt_tokens_target")
+        against, base = next(((name, value) for (name, tokens), value in
+                              sorted(one.items(), key=lambda item: item[0][0] != launch)
+                              if tokens == prompt and value), (launch, None))
+        speed_up = f"{aggregate / base:.2f}x" if aggregate and base else NONE
+        if speed_up != NONE and against != launch:
+            speed_up += f" (against {against})"
+        lines.append(((launch,) if run.variants else ()) + (
+            number(run.launch_setting(launch, "serve.max_concurrency")), number(_value(table, i, "concurrency")),
+            number(prompt), _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate), speed_up,
+            number(_value(table, i, "engine_log_batch_median"))))
     caption = ("tables/concurrency.csv and requests.jsonl: per-lane end to end is each request's output tokens over "
                "its send-to-last-byte time (client); aggregate is all output over the cell's wall (client); speed-up "
-               "is against one client at the same prompt length; engine batch is the median of the engine's decode "
-               "batch over its lines during the cell.")
-    blocks: list[Block] = [title, Table(("server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)",
-                                         "aggregate, tok/s (client)", "speed-up", "engine batch (median)"),
-                                        tuple(lines), caption)]
-    if not one and prompt is not None:
+               "is against one client at the same prompt length, on the same launch where it measured one, else on "
+               "the launch named; engine batch is the median of the engine's decode batch over its lines during the "
+               "cell." + (" Every launch's cells: the profile's own serving (base) and each variant's, with the "
+                          "slots that launch ran." if run.variants else ""))
+    blocks: list[Block] = [title, Table((("launch",) if run.variants else ()) + (
+        "server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)", "aggregate, tok/s (client)",
+        "speed-up", "engine batch (median)"), tuple(lines), caption)]
+    if not one:
         blocks.append(Note("(c) slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
                            "speed-up."))
     return blocks
@@ -341,14 +360,16 @@ def coding_and_agent(run: RunData) -> list[Block]:
 
 
 def decode_windows(run: RunData) -> list[Block]:
-    """Seed 004: the engine's average decode per request beside the mean and best of its windows of decode
-    alone; where no window only decoded, what the windows held instead."""
+    """Seed 004 §四: per launch and cell, the engine's average decode per request, the cell's aggregate output, and
+    the mean and best of the engine's windows of decode alone; where no window only decoded, what the windows held
+    instead."""
     lines = []
     notes: list[str] = []
-    for name, table in run.tables.items():
+    tables = run.launch_tables()
+    for name, table in tables.items():
         if "decode_tok_s_engine_peak" not in table.columns:
             continue
-        for i in range(len(table)):
+        for i, launch in enumerate(_launches(table)):
             mixed = _value(table, i, "engine_windows_mixed")
             windows = _value(table, i, "engine_windows") or 0
             if not windows and not mixed:
@@ -356,22 +377,27 @@ def decode_windows(run: RunData) -> list[Block]:
             label = " ".join(str(_value(table, i, key)) for key in ("task", "scenario", "concurrency",
                                                                      "target_prompt_tokens", "context_depth")
                              if _value(table, i, key) is not None)
-            lines.append((name, label, number(_value(table, i, "decode_tok_s_server_median")),
-                          number(_value(table, i, "decode_tok_s_engine_mean")),
-                          number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
+            lines.append(((launch,) if run.variants else ()) + (
+                name, label, number(_value(table, i, "decode_tok_s_server_median")),
+                number(_value(table, i, "aggregate_output_tok_s_client")),
+                number(_value(table, i, "decode_tok_s_engine_mean")),
+                number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
             if not windows and _value(table, i, "engine_decode_note"):
                 notes.append(str(_value(table, i, "engine_decode_note")))
     if not lines:
         engine = run.engine or "the engine"
         return [Note(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
                           "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
-                          "--log-stats-interval-ms 5000) and outputs that outlast a window fill this table.")]
-    blocks: list[Block] = [Table(("sweep", "cell", "average decode tok/s (server, per request)",
-                                  "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
-                                  "windows that also prefilled"), tuple(lines),
-                                 "tables/*.csv: a window counts as decode only where the engine's line says no prefill "
-                                 "ran in it; the ones that also prefilled are counted, never averaged in.")]
-    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in run.tables.values()
+                          "--log-stats-interval-ms 5000) and outputs that outlast two windows fill this table.")]
+    blocks: list[Block] = [Table((("launch",) if run.variants else ()) + (
+        "sweep", "cell", "average decode tok/s (server, per request)", "aggregate output tok/s (client)",
+        "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
+        "windows that also prefilled"), tuple(lines),
+        "tables/*.csv: a window counts as decode only where the engine's line says no prefill ran in it; the ones "
+        "that also prefilled are counted, never averaged in. Aggregate output is all the cell's output over its wall "
+        "(client), the figure seed 004 gives for its concurrent rows."
+        + (" Every launch's cells: the profile's own serving (base) and each variant's." if run.variants else ""))]
+    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in tables.values()
                      if "engine_windows" in t.columns for i in range(len(t))):
         blocks.append(Paragraph(f"No cell has a window of decode alone, so no engine mean or peak is printed: "
                                 f"{notes[0]}."))
