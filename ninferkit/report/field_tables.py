@@ -198,6 +198,38 @@ def _batch(row: TelemetrySample) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def launch_spans(run: RunData) -> list[tuple[float, float, str]]:
+    """(first send, last byte, launch) of every cell the run measured on any launch, warm-ups included: the engine's
+    lines that fall inside one are that launch's."""
+    spans: dict[str, list[float]] = {}
+    names: dict[str, str] = {}
+    for row in [*run.requests, *run.variant_requests]:
+        if row.t_send is None or row.t_done is None:
+            continue
+        span = spans.setdefault(str(row.cell_id), [float(row.t_send), float(row.t_done)])
+        span[0], span[1] = min(span[0], float(row.t_send)), max(span[1], float(row.t_done))
+        names[str(row.cell_id)] = str((row.cell or {}).get(VARIANT) or BASE)
+    return [(start, end, names[cell]) for cell, (start, end) in spans.items()]
+
+
+def launch_of(spans: list[tuple[float, float, str]], at: float) -> str | None:
+    return next((name for start, end, name in spans if start <= at <= end), None)
+
+
+def _against(values: dict[tuple[str, Any], Any], launch: str, key: Any) -> tuple[str, Any]:
+    """The reference a ratio is taken against: `launch`'s own value at `key`, else the first other launch's, with
+    the launch it came from."""
+    return next(((name, value) for (name, found), value in sorted(values.items(), key=lambda item: item[0][0] != launch)
+                 if found == key and value), (launch, None))
+
+
+def _ratio(value: float | None, launch: str, against: tuple[str, Any]) -> str:
+    name, base = against
+    if not value or not base:
+        return NONE
+    return f"{value / base:.2f}x" + (f" (against {name})" if name != launch else "")
+
+
 def _batching(run: RunData) -> list[Block]:
     title = Paragraph("(b) Decode batching, from the engine's own windows of decode alone.")
     alone, mixed = _decode_alone(run.telemetry)
@@ -208,22 +240,33 @@ def _batching(run: RunData) -> list[Block]:
                f"none of the engine's {engine_lines} throughput lines is a window that only decoded from open to "
                "close, with its batch" + (f" ({mixed} decoded beside a prefill or only in part)" if mixed else ""))
         return [Note(f"(b) batching: no table, {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
-                                 "clients and outputs long enough to decode a whole window after the prefill "
-                                 "(output_tokens at least the window length x the decode rate, e.g. 320).")]
-    groups: dict[int, list[tuple[float, float]]] = defaultdict(list)
+                                 "clients and outputs long enough to decode two whole windows after the prefill "
+                                 "(output_tokens at least twice the window length x the decode rate).")]
+    spans = launch_spans(run) if run.variants else []
+    outside = 0
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for row, batch in with_batch:
-        groups[max(1, round(batch))].append((batch, float(row.decode_tok_s or 0)))
-    rates = {lanes: statistics.median(rate for _, rate in rows) for lanes, rows in groups.items()}
-    base = rates.get(1)
-    lines = tuple((number(statistics.median(batch for batch, _ in groups[lanes])), number(rates[lanes]),
-                   str(len(groups[lanes])), f"{rates[lanes] / base:.2f}x" if base else NONE)
-                  for lanes in sorted(groups))
+        launch = launch_of(spans, float(row.t_mono)) if run.variants else BASE
+        if launch is None:
+            outside += 1  # a window between cells: no launch's cell was running
+            continue
+        groups[(launch, max(1, round(batch)))].append((batch, float(row.decode_tok_s or 0)))
+    rates = {key: statistics.median(rate for _, rate in rows) for key, rows in groups.items()}
+    ones = {(launch, lanes): rate for (launch, lanes), rate in rates.items() if lanes == 1}
+    lines = tuple(((launch,) if run.variants else ()) + (
+        number(statistics.median(batch for batch, _ in groups[(launch, lanes)])), number(rates[(launch, lanes)]),
+        str(len(groups[(launch, lanes)])), _ratio(rates[(launch, lanes)], launch, _against(ones, launch, 1)))
+        for launch, lanes in sorted(groups, key=lambda key: (key[0] != BASE, key[0], key[1])))
     window = statistics.median(float(row.interval_s or 0) for row, _ in with_batch)
     caption = (f"telemetry.jsonl: the engine's {window:g} s throughput lines in which no prefill ran, grouped by their "
                f"average decode batch; aggregate decode is the median of the windows' rates"
-               + ("" if base else "; no window at batch 1, so no ratio") + ".")
-    return [title, Table(("batch (engine)", "aggregate decode tok/s (engine)", "windows", "against batch 1"), lines,
-                         caption)]
+               + ("" if ones else "; no window at batch 1, so no ratio") + "."
+               + (" Each window is the launch's whose cell was running when the engine printed it (from the first "
+                  "request sent to the last byte); the ratio is against batch 1 on the same launch, else on the "
+                  "launch named" + (f"; {outside} window(s) fell between cells and are left out" if outside else "")
+                  + "." if run.variants else ""))
+    return [title, Table((("launch",) if run.variants else ()) + (
+        "batch (engine)", "aggregate decode tok/s (engine)", "windows", "against batch 1"), lines, caption)]
 
 
 def _per_lane(rows: Sequence[RequestRow]) -> str:
@@ -260,12 +303,7 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
     lines = []
     for i, launch in enumerate(launches):
         aggregate, prompt = _value(table, i, "aggregate_output_tok_s_client"), _value(table, i, "prompt_tokens_target")
-        against, base = next(((name, value) for (name, tokens), value in
-                              sorted(one.items(), key=lambda item: item[0][0] != launch)
-                              if tokens == prompt and value), (launch, None))
-        speed_up = f"{aggregate / base:.2f}x" if aggregate and base else NONE
-        if speed_up != NONE and against != launch:
-            speed_up += f" (against {against})"
+        speed_up = _ratio(aggregate, launch, _against(one, launch, prompt))
         lines.append(((launch,) if run.variants else ()) + (
             number(run.launch_setting(launch, "serve.max_concurrency")), number(_value(table, i, "concurrency")),
             number(prompt), _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate), speed_up,

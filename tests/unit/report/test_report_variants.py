@@ -19,7 +19,7 @@ import pytest
 from ninferkit.report.build import build_document, write_report
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Section, Table
-from ninferkit.report.field_tables import concurrency_blocks
+from ninferkit.report.field_tables import launch_of, launch_spans, concurrency_blocks
 from ninferkit.report.fmt import number
 from ninferkit.report.objective import TITLE as OBJECTIVE
 from ninferkit.report.variants import TITLE
@@ -136,3 +136,16 @@ def test_the_speed_up_is_against_one_client_on_the_same_launch_else_the_one_name
     run.variant_tables["concurrency"] = frame[~((frame["variant"] == "ub32") & (frame["concurrency"] == 1))]
     ub32 = next(row for row in _slots_table(run).rows if row[0] == "ub32")
     assert ub32[6] == f"{_raw_aggregate(AB, 'ub32', 2) / _raw_aggregate(AB, 'base', 1):.2f}x (against base)"
+
+
+def test_an_engine_line_belongs_to_the_launch_whose_cell_was_running() -> None:
+    """The batching table names each window's launch by the cell running when the engine printed it: every
+    request's first token, an instant inside its own cell, falls in a span of its own launch and no other's (the
+    launches ran one after another)."""
+    run = load_run(AB)
+    spans = launch_spans(run)
+    assert {name for _, _, name in spans} == {"base", "ub32", "spec-off"}
+    for row in [*run.requests, *run.variant_requests]:
+        assert row.t_first_token is not None
+        assert launch_of(spans, float(row.t_first_token)) == (row.cell or {}).get("variant", "base")
+    assert launch_of(spans, min(start for start, _, _ in spans) - 1.0) is None  # before the first cell: no launch's
