@@ -19,7 +19,7 @@ import pytest
 from ninferkit.report.build import build_document, write_report
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Section, Table
-from ninferkit.report.field_tables import launch_of, launch_spans, concurrency_blocks
+from ninferkit.report.field_tables import concurrency_blocks, launch_of, launch_spans
 from ninferkit.report.fmt import number
 from ninferkit.report.objective import TITLE as OBJECTIVE
 from ninferkit.report.variants import TITLE
