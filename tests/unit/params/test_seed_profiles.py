@@ -622,11 +622,12 @@ WINDOW_S = 5.0
 """The engine's throughput window both reports read (seed 000 §2.4(b) "引擎 5 s 窗口口径", seed 004 "5 秒峰值")."""
 
 
-def _planned(path: Path) -> list[dict[str, Any]]:
+def _planned(path: Path, kind: str = "concurrency") -> list[dict[str, Any]]:
     profile = load_profile(path).profile
-    return [cell.params.as_dict() | {"slots": _slots(profile, cell.params.as_dict().get("variant"))}
+    return [cell.params.as_dict() | {"slots": _slots(profile, cell.params.as_dict().get("variant")),
+                                     "cell_id": cell.cell_id}
             for cell in build_plan(profile, get_adapter(profile.engine.kind), sweep_names(), explicit=False)
-            if cell.kind.name == "concurrency"]
+            if cell.kind.name == kind]
 
 
 def _slots(profile: Any, variant: str | None) -> int:
@@ -646,15 +647,15 @@ def test_seed_000_s2_4_b_and_c_are_planned_on_the_groupwise_artifact_as_the_repo
     assert "（b）解码批处理（引擎 5 s 窗口口径，groupwise 制品同引擎测得）" in seed
     cells = _planned(GROUPWISE)
     c_rows = {(cell["slots"], cell["concurrency"]) for cell in cells
-              if cell["prompt_tokens"] == 8192 and cell["output_tokens"] == 320}
+              if cell["prompt_tokens"] == 8192 and cell["output_tokens"] == 320 and not cell.get("cached")}
     assert c_rows == {(2, 1), (2, 2), (4, 4)}  # §2.4(c)'s three rows: server slots, client lanes
     batch_one = float(seed.split("1.00\t", 1)[1].split("\t", 1)[0])  # §2.4(b)'s batch-1 rate, 60.4 tok/s
     batching = [cell for cell in cells if cell.get("variant") == "batching"]
     assert {cell["concurrency"] for cell in batching} == {1, 2, 4}
     assert all(_windows(cell["output_tokens"], batch_one) >= 2 for cell in batching)  # a whole window after prefill
     assert _windows(320, batch_one) < 2  # the reason (c)'s outputs could not fill (b)'s batch-1 row
-    nvfp4 = {cell.get("variant") for cell in _planned(V100)}
-    assert not nvfp4 - {None}  # the nvfp4 profile plans no §2.4(b)/(c) launch: the report ran them on groupwise
+    cold = {cell.get("variant") for cell in _planned(V100) if not cell.get("cached")}
+    assert not cold - {None}  # the nvfp4 profile plans no §2.4(b)/(c) lanes: the report ran them on groupwise
 
 
 def test_seed_004_outputs_outlast_two_windows_at_its_best_rate() -> None:
@@ -665,3 +666,19 @@ def test_seed_004_outputs_outlast_two_windows_at_its_best_rate() -> None:
     assert {(cell.get("variant"), cell["concurrency"]) for cell in cells} == {
         (None, 1), (None, 2), ("mtp4", 1), ("mtp5", 1), ("slots-4", 4)}
     assert all(_windows(cell["output_tokens"], peak) >= 2 for cell in cells)
+
+
+def test_seed_000_s2_2s_sustained_and_cached_rows_are_planned_alike_in_both_profiles_so_they_pair() -> None:
+    """§2.2's "持续生成（8K，66 tok）" (the §2.1 sustained run: an 8K prompt, a 320-token cap, it stopped at 66)
+    and "双并发（8K，均缓存命中）" are no profile's own cells; sweeps.ab pairs cells by id, so both profiles plan
+    them alike."""
+    seed = (DATA / "seeds" / "000_77605b501239fca0.txt").read_text()
+    assert "8K prompt、320 输出上限的持续生成实测 71.5 tok/s（MTP 71%）" in seed and "954.5 / 71.5 / 71%" in seed
+    assert "持续生成（8K，66 tok）" in seed and "双并发（8K，均缓存命中）" in seed
+    sustained = {path.stem: [cell for kind in ("context", "concurrency") for cell in _planned(path, kind)
+                             if cell.get("variant") == "sustained-8k-320"] for path in (V100, GROUPWISE)}
+    assert [cell["cell_id"] for cell in sustained[V100.stem]] == [cell["cell_id"] for cell in sustained[GROUPWISE.stem]]
+    context, cached = sustained[V100.stem]
+    assert (context["target_prompt_tokens"], context["output_tokens"], context["pin_output"]) == (7907, 320, False)
+    assert (cached["concurrency"], cached["prompt_tokens"], cached["cached"], cached["warmup"]) == (2, 8192, True, 1)
+    assert load_profile(GROUPWISE).profile.sweeps.ab.enabled  # the groupwise profile is the one that pairs
