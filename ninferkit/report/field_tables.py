@@ -295,25 +295,28 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
                                  "(sweeps.concurrency.levels) for the speed-up over one lane.")]
     launches = _launches(table)
     cells = run.cell_rows("concurrency", variants=True)
+    shapes = [(_value(table, i, "prompt_tokens_target"), _cached(run, _value(table, i, "cell_id")))
+              for i in range(len(table))]
     one: dict[tuple[str, Any], Any] = {}
     for i, launch in enumerate(launches):
         if _value(table, i, "concurrency") == 1:
-            one.setdefault((launch, _value(table, i, "prompt_tokens_target")), _value(table, i,
-                                                                                    "aggregate_output_tok_s_client"))
+            one.setdefault((launch, shapes[i]), _value(table, i, "aggregate_output_tok_s_client"))
     lines = []
     for i, launch in enumerate(launches):
-        aggregate, prompt = _value(table, i, "aggregate_output_tok_s_client"), _value(table, i, "prompt_tokens_target")
-        speed_up = _ratio(aggregate, launch, _against(one, launch, prompt))
+        aggregate, (prompt, cached) = _value(table, i, "aggregate_output_tok_s_client"), shapes[i]
+        speed_up = _ratio(aggregate, launch, _against(one, launch, shapes[i]))
         lines.append(((launch,) if run.variants else ()) + (
             number(run.launch_setting(launch, "serve.max_concurrency")), number(_value(table, i, "concurrency")),
-            number(prompt), _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate), speed_up,
+            number(prompt) + (" (cached)" if cached else ""),
+            _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate), speed_up,
             number(_value(table, i, "engine_log_batch_median"))))
     caption = ("tables/concurrency.csv and requests.jsonl: per-lane end to end is each request's output tokens over "
                "its send-to-last-byte time (client); aggregate is all output over the cell's wall (client); speed-up "
-               "is against one client at the same prompt length, on the same launch where it measured one, else on "
-               "the launch named; engine batch is the median of the engine's decode batch over its lines during the "
-               "cell." + (" Every launch's cells: the profile's own serving (base) and each variant's, with the "
-                          "slots that launch ran." if run.variants else ""))
+               "is against one client at the same prompt length (a cached prompt against a cached one: "
+               "sweeps.concurrency.cached), on the same launch where it measured one, else on the launch named; "
+               "engine batch is the median of the engine's decode batch over its lines during the cell."
+               + (" Every launch's cells: the profile's own serving (base) and each variant's, with the slots that "
+                  "launch ran." if run.variants else ""))
     blocks: list[Block] = [title, Table((("launch",) if run.variants else ()) + (
         "server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)", "aggregate, tok/s (client)",
         "speed-up", "engine batch (median)"), tuple(lines), caption)]
@@ -321,6 +324,12 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
         blocks.append(Note("(c) slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
                            "speed-up."))
     return blocks
+
+
+def _cached(run: RunData, cell_id: Any) -> bool:
+    """Whether the cell sent one cached prompt from every lane (sweeps.concurrency.cached), from its ledger entry."""
+    entry = run.cells.get(str(cell_id))
+    return bool(entry and entry.cell.get("cached"))
 
 
 def _engine_lines(run: RunData) -> list[Block]:

@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from ninferkit import steps
+from ninferkit.report.data import load_run
+from ninferkit.report.document import Table
+from ninferkit.report.field_tables import concurrency_blocks
 from ninferkit.rundir.runs import open_run, read_jsonl
 from ninferkit.server import process as server
 from ninferkit.steps.sweeps import sweeps
+from ninferkit.sweeps.tables import ab_table
 from tests.conftest import LOCAL_CPU, free_port
 
 pytestmark = pytest.mark.live
@@ -42,3 +46,8 @@ def test_every_lane_of_a_cached_cell_is_served_from_the_prefix_cache(tmp_path: P
     assert warm[0]["cached_tokens_server"] < PROMPT // 2
     hits = sorted(row["cached_tokens_server"] for row in lanes)
     assert hits[-1] >= PROMPT * 9 // 10, hits
+    # the write-up and the A/B say the cell's prompt was a cached one (its table keys alone read like a cold cell's)
+    [slots] = [block for block in concurrency_blocks(load_run(run.dir.path))
+               if isinstance(block, Table) and "server slots" in block.columns]
+    assert [row[2] for row in slots.rows] == [f"{PROMPT} (cached)"]
+    assert "cached=True" in ab_table(run.dir, run.dir)["cell"].iloc[0]
