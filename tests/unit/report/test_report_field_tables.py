@@ -144,6 +144,9 @@ def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
            "waiting=1" in text
     # §2.7: idle beside load
     assert "37.0 – 53.0 / 212 (155 samples)" in text
+    # 004: the concurrent cell's aggregate output (client: 2 x 32 tokens over the cell's 103 s wall) beside the
+    # engine's per-request average, as seed 004 gives aggregate for its concurrent rows
+    assert "| concurrency | 2 | 35.0 | 0.622 |" in text
     # 004: no window of decode alone, said instead of a number 25 times below the per-request rate
     assert "No cell has a window of decode alone, so no engine mean or peak is printed" in text
 
