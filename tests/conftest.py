@@ -36,6 +36,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.live)
 
 
+def assert_regenerates(example: Path, run: Path, how: str) -> None:
+    """A published example's write-up (post and appendix) is what the report code makes of its raw files now
+    (`run`: a copy of them, reported again), below its first lines (the title and when it was made); `how` says
+    what to run and commit when it is not."""
+    for stem in ("index", "appendix"):
+        committed = (example / "report" / f"{stem}.md").read_text()
+        made = (run / "report" / f"{stem}.md").read_text()
+        assert committed.split("\n", 3)[3] == made.split("\n", 3)[3], (
+            f"the committed {stem}.md differs from what the report code makes of the same raw files now: {how}")
+
+
 def whole(report: Report) -> str:
     """A write-up's post (index.md) and its appendix (appendix.md) as one text: each heading is in one or the
     other, and a test of what the write-up says reads both."""

@@ -92,3 +92,5 @@ LINE_EXCERPTS = (OPEN_MODULE, STARTUP_REFUSED, CONTEXT_REJECTED, QUEUE_TIMEOUT, 
                  SERIAL_PREFILL, PREFILL_STARVES_DECODE, CONTEXT_BODY, READER_V1_V2, COMPAT_LIBCUDA)
 """Excerpts that are whole lines or parts of one line of a log or an answer."""
 EXCERPTS = (*LINE_EXCERPTS, ENGINE_TTFT, CAPACITY_FORMULA, CAPACITY_SETTING, CAPACITY_TABLE, KV_CAPACITY_FLAG)
+TASK_PROMPTS = Excerpt(SEED_000, "§2.3", "TTFT 方面：短 prompt（几十 token）在 8K 与 64K 档几乎无差别"
+                       "（0.09–0.47 s），只有 5.9K 文档摘要那档是 5.8 s。")

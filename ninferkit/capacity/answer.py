@@ -74,6 +74,7 @@ def answer(basis: Basis, setting: Setting, rule: PoolRule, cells: list[Cell], re
     top = engine_max_pool(rule, c, s)
     out["engine_max_kv_tokens"] = top
     out["per_slot_tokens"] = [None if v is None else v // c for v in _ints(legal)]
+    out["memory_per_slot_tokens"] = [None if v is None else v // c for v in _ints(memory)]
     if rule.auto_headroom_bytes is not None:
         out["auto"] = auto_outcome(fam, rule, Cell(setting.kv_dtype, c, s), available)
         out["auto"]["by_context"] = auto_by_context(fam, rule, Cell(setting.kv_dtype, c, s), available)

@@ -120,8 +120,11 @@ def summary_rows(answer: CapacityAnswer) -> list[tuple[str, str]]:
                                                           tokens(answer.memory_kv_tokens_interval)))]
     if answer.engine_max_kv_tokens is not None:
         rows.append((f"engine's limit at {at}, tokens", f"{answer.engine_max_kv_tokens:,}"))
-    rows.append((f"per lane at {slots} slots, tokens", _both(tokens(printed.get("per_slot_tokens")) if printed
-                                                             else None, tokens(answer.per_slot_tokens))))
+    rows.append((f"per lane at {slots} slots, tokens (engine's cap)",
+                 _both(tokens(printed.get("per_slot_tokens")) if printed else None, tokens(answer.per_slot_tokens))))
+    rows.append((f"per lane at {slots} slots, tokens (memory's share)",
+                 _both(tokens(printed.get("memory_per_slot_tokens")) if printed else None,
+                       tokens(answer.memory_per_slot_tokens))))
     printed_cases = printed.get("what_if") or [None] * len(answer.what_if)
     for case, as_printed in zip(answer.what_if, printed_cases, strict=True):
         label = f" ({case['label']})" if case.get("label") else ""

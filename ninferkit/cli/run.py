@@ -22,6 +22,8 @@ def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
                                         "those a --url run takes)")
     add_url_args(parser, "the server's own log, where you have it: the sweeps join the engine's request record "
                  "and the capacity step reads its books from it")
+    parser.add_argument("--dry-run", action="store_true", help="check the profile and the whole plan, print each "
+                        "launch's command, the sweep cells per launch and the capacity launches; do nothing")
     add_answer_args(parser)
     return parser
 
@@ -44,7 +46,17 @@ class _HelpNamingSteps(argparse.Action):
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.steps.runner import parse_steps, run_runbook
+    from ninferkit.steps.runner import checked_plan, parse_steps, run_runbook
+
+    if args.dry_run:
+        from ninferkit.errors import BadInput
+        from ninferkit.steps.dry_run import plan_lines
+
+        if args.url is not None or args.profile is None:
+            raise BadInput("--dry-run shows the plan of a PROFILE's own server; a --url run launches nothing")
+        loaded, chosen = checked_plan(args.profile, parse_steps(args.steps) if args.steps else None, args.overrides)
+        print("\n".join(plan_lines(loaded, chosen)))
+        return 0
 
     try:
         result = run_runbook(args.profile, args.run_dir, parse_steps(args.steps) if args.steps else None,

@@ -171,9 +171,12 @@ def _headline(run: RunData) -> list[Section]:
     if lead.lines:
         blocks.append(Table(("figure", "best (conditions)", "range"),
                             tuple((line.metric, line.best, line.spread) for line in lead.lines),
-                            "Decode, prefill and TTFT: one request at a time, prefix cache defeated (context sweep); "
-                            "the engine's own figures where it reports them. The file and field of each, with its "
-                            "sample count: the appendix of headline figures and their sources."))
+                            "Decode, prefill and TTFT: one request at a time, the engine's own figures where it "
+                            "reports them. Prefill and the TTFT range: the context sweep (prefix cache defeated); "
+                            "decode's best and range: the context and tasks sweeps; TTFT's best: the lower of the "
+                            "context sweep's and the prefix-reuse scenarios the cache served, each with its "
+                            "conditions. The file and field of each, with its sample count: the appendix of "
+                            "headline figures and their sources."))
     overhead = prefill_is_overhead(run.measured("context")) is not None  # its rates are no prefill rate
     by_length = [row for row in found if row.prompt_tokens is not None and row.best is not None
                  and not (overhead and row.metric.startswith("Prefill"))]

@@ -25,6 +25,7 @@ from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Tab
 from ninferkit.report.fmt import number
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS
 
 NONE = "—"
 
@@ -56,8 +57,8 @@ def _decode_mtp(frame: pd.DataFrame, index: int) -> str:
     if decode is None:
         return NONE
     if not _speculated(frame):
-        return number(decode)
-    return number(decode) + (f" / {100 * float(share):.0f}%" if share is not None else " / —")
+        return number(decode, RATE_DECIMALS)
+    return number(decode, RATE_DECIMALS) + (f" / {100 * float(share):.0f}%" if share is not None else " / —")
 
 
 def _speculated(frame: pd.DataFrame) -> bool:
@@ -80,8 +81,8 @@ def tasks_by_depth(run: RunData) -> list[Block]:
     """Seed 000 §2.3: one row per task, its output tokens, and decode / acceptance at each depth."""
     tasks = run.tables.get("tasks")
     if tasks is None or not len(tasks):
-        return [Note("No tasks table: run the tasks sweep (sweeps.tasks) at two depths, e.g. depths "
-                          "[8192, 65536], for the report's task table.")]
+        return [Note("No tasks table: run the tasks sweep (sweeps.tasks) for the report's task table; each of "
+                     "sweeps.tasks.depths is a column.")]
     tasks = _own_speculation(tasks).reset_index(drop=True)
     depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
     names = list(dict.fromkeys(tasks["task"]))
@@ -91,14 +92,20 @@ def tasks_by_depth(run: RunData) -> list[Block]:
         outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
         rows.append((str(name), " / ".join(sorted(outputs)),
                      *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
-    blocks: list[Block] = [Table(("task", "output tokens", *(f"{number(d)}: {_decode_header(tasks)}"
+    blocks: list[Block] = [Table(("task", "output tokens", *(f"{_depth_words(d)}: {_decode_header(tasks)}"
                                                              for d in depths)), tuple(rows),
                                  "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
-                                 "context depth (seed 000 §2.3's layout).")]
+                                 "depth, in seed 000 §2.3's layout. A depth is the tokens of document placed before "
+                                 "the task's instruction (0: the instruction alone, tens of tokens); the server's "
+                                 "settings are the run's for every column.")]
     if len(depths) < 2:
-        blocks.append(Note("One depth was measured: a second one (sweeps.tasks.depths, e.g. [8192, 65536]) "
-                                "gives the report's second column."))
+        blocks.append(Note("One depth was measured: each further depth in sweeps.tasks.depths adds a column."))
     return blocks
+
+
+def _depth_words(depth: int) -> str:
+    """A tasks column's heading: what was sent before the instruction."""
+    return "instruction alone" if depth == 0 else f"after {number(depth)} document tokens"
 
 
 def concurrency_blocks(run: RunData) -> list[Block]:
@@ -141,9 +148,9 @@ def _lanes(run: RunData) -> list[Block]:
         if source:
             how.add(source)
         lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens),
-                      number(row.ttft_s_server),
-                      number(queued), number(row.prefill_tok_s_server), number(row.completion_tokens),
-                      number(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
+                      _seconds(row.prompt_s_server), _seconds(queued), _seconds(row.ttft_s_server),
+                      number(row.prefill_tok_s_server, RATE_DECIMALS), number(row.completion_tokens),
+                      _seconds(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
     shown = lines if len(lines) <= 2 * LANES_AT_EACH_END else \
         [*lines[:LANES_AT_EACH_END], *lines[-LANES_AT_EACH_END:]]
     cut = (f" The first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(lines)} lanes in the order "
@@ -151,11 +158,25 @@ def _lanes(run: RunData) -> list[Block]:
            else "")
     cell = rows[0].cell or {}
     caption = (f"requests.jsonl with the engine's record: the concurrency cell of {cell.get('concurrency')} clients at "
-               f"{number(cell.get('prompt_tokens'))} prompt tokens. TTFT and queueing are the engine's (queued: "
-               f"{', '.join(sorted(how)) or 'not recorded'}); wall is the client's, send to last byte. A lane without "
+               f"{number(cell.get('prompt_tokens'))} prompt tokens. Prompt time is the field reports' TTFT (the "
+               "server's prompt processing, without the queue); TTFT incl. queue is the engine's from arrival to first "
+               f"token (seed 000 §2.4(a)'s bracketed \"engine records 8m8.7s\"); queued: "
+               f"{', '.join(sorted(how)) or 'not recorded'}. Wall is the client's, send to last byte. A lane without "
                "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why)." + cut)
-    return [title, Table(("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
-                          "output tokens", "wall, s (client)", "status"), tuple(shown), caption)]
+    return [title, Table(("lane", "prompt tokens", "prompt time, s (server)", "queued, s (server)",
+                          "TTFT incl. queue, s (engine)", "prefill tok/s (server)", "output tokens", "wall, s (client)",
+                          "status"), tuple(shown), caption)]
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds to 0.01 s, and a minute or more also as the reports write it ("4 m 1.1 s")."""
+    if value is None:
+        return NONE
+    shown = number(float(value), TIME_DECIMALS)
+    if value < 60:
+        return shown
+    minutes, tenths = divmod(round(10 * float(value)), 600)  # whole tenths first: 119.97 s is 2 m 0.0 s
+    return f"{shown} ({minutes} m {tenths / 10:.1f} s)"
 
 
 LANES_AT_EACH_END = 4

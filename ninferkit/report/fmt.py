@@ -8,11 +8,12 @@ from typing import Any
 from ninferkit.units import GIB, MIB
 
 
-def number(value: Any) -> str:
-    """A measured value with the digits that carry meaning: 3 significant, thousands separated.
+def number(value: Any, decimals: int | None = None) -> str:
+    """A measured value with the digits that carry meaning: 3 significant, thousands separated; with `decimals`,
+    that many places whatever the size, as the field reports print their rates and times (1,019.0 tok/s, 250.27 s).
 
-    >>> number(1019.04), number(53.44), number(0.13012), number(None)
-    ('1,019', '53.4', '0.130', '—')
+    >>> number(1019.04), number(53.44), number(0.13012), number(None), number(1019.04, 1), number(250.268, 2)
+    ('1,019', '53.4', '0.130', '—', '1,019.0', '250.27')
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
@@ -22,6 +23,8 @@ def number(value: Any) -> str:
         return f"{value:,}"
     if not isinstance(value, float):
         return str(value)
+    if decimals is not None:
+        return f"{value:,.{decimals}f}"
     magnitude = abs(value)
     if magnitude >= 100:
         return f"{value:,.0f}"

@@ -50,14 +50,14 @@ def _get(row: Row, name: str) -> Any:
     return value
 
 
-def plain(name: str, scale: float = 1.0) -> Getter:
+def plain(name: str, scale: float = 1.0, decimals: int | None = None) -> Getter:
     def get(row: Row) -> str | None:
         value = _whole(name, _get(row, name))
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return str(value)
-        return number(value * scale if scale != 1 else value)
+        return number(value * scale if scale != 1 else value, decimals)
     return get
 
 
@@ -78,19 +78,22 @@ def _whole(name: str, value: Any) -> Any:
     return value
 
 
-def spread(name: str) -> Getter:
+def spread(name: str, decimals: int | None = None) -> Getter:
     """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
     where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
+    def shown(value: Any) -> str:
+        return number(value, decimals)
+
     def get(row: Row) -> str | None:
         median, low, high = (_whole(name, _get(row, f"{name}_{part}")) for part in ("median", "min", "max"))
         if median is None:
             return None
         ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
         if ci_low is not None and ci_high is not None:
-            return f"{number(median)} [{number(ci_low)} – {number(ci_high)}]"
-        if low is None or high is None or number(low) == number(high):
-            return number(median)
-        return f"{number(median)} ({number(low)} – {number(high)})"
+            return f"{shown(median)} [{shown(ci_low)} – {shown(ci_high)}]"
+        if low is None or high is None or shown(low) == shown(high):
+            return shown(median)
+        return f"{shown(median)} ({shown(low)} – {shown(high)})"
     return get
 
 
@@ -108,14 +111,16 @@ def _requests(row: Row) -> str | None:
     return f"{int(ok)}" + (f" (+{int(errored)} errored)" if errored else "")
 
 
-def _decode(row: Row) -> str | None:
+def _decode(decimals: int | None) -> Getter:
     """The engine's decode rate; where the client saw a different one beyond the run's spread (a stalled
     stream: `decode_gap_note`), the client's beside it, so a stall never reads as fast."""
-    shown = spread("decode_tok_s_server")(row)
-    client = _get(row, "decode_tok_s_client_median")
-    if shown is None or not _get(row, "decode_gap_note") or client is None:
-        return shown
-    return f"{shown}; client {number(client)}"
+    def get(row: Row) -> str | None:
+        shown = spread("decode_tok_s_server", decimals)(row)
+        client = _get(row, "decode_tok_s_client_median")
+        if shown is None or not _get(row, "decode_gap_note") or client is None:
+            return shown
+        return f"{shown}; client {number(client, decimals)}"
+    return get
 
 
 def _acceptance(row: Row) -> str | None:
@@ -185,11 +190,11 @@ def _kept_up(row: Row) -> str | None:
 
 
 SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
-    "param": lambda c: param(c.column), "plain": lambda c: plain(c.column, c.scale),
-    "spread": lambda c: spread(c.column), "percent": lambda c: percent(c.column),
+    "param": lambda c: param(c.column), "plain": lambda c: plain(c.column, c.scale, c.decimals),
+    "spread": lambda c: spread(c.column, c.decimals), "percent": lambda c: percent(c.column),
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
-    "decode": lambda c: _decode, "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
+    "decode": lambda c: _decode(c.decimals), "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
     "answer": lambda c: _answer,
 }
 """How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""

@@ -419,6 +419,9 @@ class CapacityAnswer(RecordPart):
     max_kv_tokens_interval: Bounds | None = None
     engine_max_kv_tokens: int | None = None
     per_slot_tokens: Bounds | None = None
+    """Each lane's share of the largest pool the engine takes (within its cap, max_context x slots)."""
+    memory_per_slot_tokens: Bounds | None = None
+    """Each lane's share of the largest pool memory allows, whatever the engine's cap (seed 000 §2.5's "per lane")."""
     what_if: list[dict[str, Any]] = []
     decision_table: list[DecisionRow] = []
     missing: str | None = None

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 from ninferkit import progress
 from ninferkit.errors import NinferkitError, ProfileError, StepFailed
 from ninferkit.os_errors import named
-from ninferkit.params import load_profile
+from ninferkit.params import LoadedProfile, load_profile
 from ninferkit.plain_output import plain
 from ninferkit.rundir.runs import Run, RunDir, open_run, utc_now
 from ninferkit.server import process as server
@@ -144,12 +144,7 @@ def run_runbook(
     else:
         if profile is None:
             raise ProfileError("run needs a PROFILE, or --url URL for a server ninferkit did not start")
-        chosen = list(steps) if steps else list(STEPS)
-        # the profile, then the whole plan of the chosen steps, before anything is written, downloaded or launched
-        loaded = load_profile(profile, list(overrides))
-        preflight.check(loaded, chosen)
-        if "sweeps" in chosen and loaded.profile.sweeps.ab.enabled:
-            preflight.ab_baseline(loaded.profile)  # the other side of the A/B, on this machine
+        _, chosen = checked_plan(profile, steps, overrides)
         run = open_run(profile, run_dir, list(overrides))
     kernel_progress = "off" if progress.mode() == "off" else "lines"
     preflight.record_plan(run.dir, chosen)  # the setup notebook checks the same steps
@@ -176,6 +171,18 @@ def run_runbook(
         for record in sorted(run.dir.path.glob("*/**/server.json")):  # the speculation A/B's, capacity launches'
             server.stop(RunDir(record.parent))
     return result
+
+
+def checked_plan(profile: str | Path, steps: Sequence[str] | None,
+                 overrides: Sequence[str]) -> tuple[LoadedProfile, list[str]]:
+    """The profile and the chosen steps (all by default), once the whole plan of those steps passed preflight (and
+    an A/B's baseline run is on this machine): before anything is written, downloaded or launched."""
+    chosen = list(steps) if steps else list(STEPS)
+    loaded = load_profile(profile, list(overrides))
+    preflight.check(loaded, chosen)
+    if "sweeps" in chosen and loaded.profile.sweeps.ab.enabled:
+        preflight.ab_baseline(loaded.profile)  # the other side of the A/B, on this machine
+    return loaded, chosen
 
 
 def url_steps(steps: Sequence[str] | None) -> list[str]:

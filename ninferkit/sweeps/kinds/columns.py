@@ -23,8 +23,14 @@ class ViewColumn:
     column: str = ""
     shape: Shape = "param"
     scale: float = 1.0
+    decimals: int | None = None
+    """Fixed decimal places (report/fmt.py number), where a table stands beside a field report's; None: 3
+    significant digits."""
 
 
+RATE_DECIMALS = 1
+"""A rate to 0.1 tok/s and a time to 0.01 s, as seed 000 §2.1 prints them (1,019.0 tok/s, 250.27 s)."""
+TIME_DECIMALS = 2
 REQUESTS = ViewColumn("requests", shape="requests")
 PREFILL = ViewColumn("prefill, tok/s (server)", "prefill_tok_s_server", "spread")
 DECODE = ViewColumn("decode, tok/s (server)", "decode_tok_s_server", "decode")

@@ -3,7 +3,7 @@ a time, each prompt cold (a unique salt at its front defeats the prefix cache)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ninferkit.measure.workloads import exact_prompt, user_messages
 from ninferkit.params.sweeps import ContextSweep
@@ -27,10 +27,12 @@ class Context(SweepKind[ContextSweep, ContextCell]):
     table_keys = ("target_prompt_tokens", "api")
     labels = (Label("target_prompt_tokens", "{} prompt tokens"),)
     view = (ViewColumn("prompt tokens", "target_prompt_tokens"), columns.PROMPT, columns.API, columns.REQUESTS,
-            columns.PREFILL, columns.TTFT_SERVER, columns.DECODE, columns.ENGINE, columns.ACCEPTANCE, columns.PER_ROUND,
-            columns.TTFT, columns.ANSWER, columns.GPU)
+            replace(columns.PREFILL, decimals=columns.RATE_DECIMALS),
+            replace(columns.TTFT_SERVER, decimals=columns.TIME_DECIMALS),
+            replace(columns.DECODE, decimals=columns.RATE_DECIMALS), columns.ENGINE, columns.ACCEPTANCE,
+            columns.PER_ROUND, columns.TTFT, columns.ANSWER, columns.GPU)
     """Seed 000 §2.1's columns (target, prompt tokens, prefill, TTFT as the engine's prompt time, decode, MTP
-    acceptance with its counts), then what the report has elsewhere."""
+    acceptance with its counts) at the report's precision, then what the report has elsewhere."""
 
     def plan(self, section: ContextSweep, planner: Planner) -> list[Cell[ContextCell]]:
         cells = []

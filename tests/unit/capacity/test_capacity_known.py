@@ -93,13 +93,15 @@ def test_the_2_5_table_from_the_reports_own_formula(capsys: pytest.CaptureFixtur
     plain, less = nvfp4["what_if"]
     assert abs(plain["shortfall_gib"][0] - short) <= 0.01 and abs(less["shortfall_gib"][0] - still_short) <= 0.01
     assert plain["shortfall_tokens"][0] % PAGE == 0 and plain["shortfall_tokens"][0] > 0
-    # nvfp4 auto refuses, as the report says; by its formula it is short 0.82 GiB, not the 0.88 it prints: 0.88 is
-    # outside what the printed digits allow, so that figure came from elsewhere (a refusal at a larger fixed part)
+    # nvfp4 auto refuses, as the report says; by its own formula it is short 0.82 GiB, and the "0.88 GiB" it prints
+    # is outside what the printed digits allow in GiB but is the same shortfall in GB (10^9 B): the report's unit
+    # there is GB (its 2.01 and 1.40 GiB below agree with the formula in GiB), and the answer prints both
     assert nvfp4["auto"]["starts"] is False
     reported = gib_in(table["`--kv-capacity auto`"]["nvfp4"])[0]
     assert round(nvfp4["auto"]["shortfall_gib"][0], 2) == 0.82
     ranged = answers["nvfp4"]["answers"][0]["auto"]["shortfall_gib"]
     assert not ranged[0] <= reported <= ranged[1]
+    assert round(nvfp4["auto"]["shortfall_gib"][0] * GIB / 1e9, 2) == reported
     # nvfp4's largest pool: 3 pages above the report's measured 267,456 at the printed values (inside the range)
     assert nvfp4["memory_kv_tokens_interval"][0] - tokens(table["最大共享池"]["nvfp4"]) == 3 * PAGE
 
@@ -213,3 +215,27 @@ def test_kv_bytes_from_the_architecture_when_the_capacity_step_did_not_run(tmp_p
     assert "35,904 B/token" in pool.how and "the capacity step did not run" in pool.how
     (block,) = capacity_blocks(run)
     assert "run the capacity step (04_capacity_fit)" in block.text and "capacity.known" in block.text
+
+
+def test_each_lanes_share_of_memory_is_beside_the_engines_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38, the audit's gap 3: seed 000 §2.5's "双并发每路可用" (≈179K groupwise-int, ≈130K nvfp4) is memory's
+    share per lane, the largest pool ÷ 2; at the profile's own 2 x 131,072 the engine caps each lane at 131,072
+    whatever memory allows, so the answer prints both, each named."""
+    fixed, per_token, free = typed_formula()
+    table = report_figures()["双并发每路可用"]
+    for artifact, rounded_to in (("groupwise-int", -3), ("nvfp4", -4)):
+        assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
+                     per_token, "--free-after-weights", free[artifact].replace(" ", ""), "--page-tokens", str(PAGE),
+                     "--json"]) == 0
+        (answer,) = json.loads(capsys.readouterr().out)["answers"]
+        printed = answer["as_printed"]
+        assert printed["per_slot_tokens"] == [131072, 131072]  # the engine's cap: max_context
+        share = printed["memory_per_slot_tokens"][0]
+        assert share == printed["memory_kv_tokens_interval"][0] // 2
+        assert round(share, rounded_to) == 1000 * int(re.search(r"≈(\d+)K", table[artifact]).group(1))  # type: ignore[union-attr]
+        assert main(["capacity", "fit", "--profile", str(V100), "--fixed", fixed.replace(" ", ""), "--bytes-per-token",
+                     per_token, "--free-after-weights", free[artifact].replace(" ", ""), "--page-tokens",
+                     str(PAGE)]) == 0
+        text = capsys.readouterr().out
+        assert re.search(r"per lane at 2 slots, tokens \(engine's cap\) +131,072\n", text)
+        assert re.search(rf"per lane at 2 slots, tokens \(memory's share\) +{share:,} as printed", text)

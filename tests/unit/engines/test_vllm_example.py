@@ -13,7 +13,7 @@ import pandas as pd
 
 from ninferkit.cli import main
 from ninferkit.report import write_report
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_regenerates
 
 EXAMPLE = REPO / "docs" / "examples" / "h200-vllm"
 
@@ -41,12 +41,8 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     low, high = capacity["max_kv_tokens_interval"]
     assert f"| Memory: largest KV pool (capacity fit) | tokens | {low:,} | {low:,} – {high:,} |" in text
     assert "| engine backend | none: vllm runs as installed" in text and "| None |" not in text
-    for stem in ("index", "appendix"):
-        committed = (EXAMPLE / "report" / f"{stem}.md").read_text()
-        made = (run / "report" / f"{stem}.md").read_text()
-        assert committed.split("\n", 3)[3] == made.split("\n", 3)[3], (
-            f"the committed {stem}.md differs from what the report code makes of the same raw files now: gunzip "
-            "the example's two files (its README), run `ninferkit report docs/examples/h200-vllm` and commit report/")
+    assert_regenerates(EXAMPLE, run, "gunzip the example's two files (its README), run `ninferkit report "
+                       "docs/examples/h200-vllm` and commit report/")
 
 
 def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:

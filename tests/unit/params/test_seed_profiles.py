@@ -28,6 +28,7 @@ from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, load_profile
 from ninferkit.server.process import command, planned_argv
 from ninferkit.sweeps.plan import build_plan, sweep_names
+from tests import seed_excerpts as seeds
 from tests.conftest import DATA, REPO
 
 PARAMS = REPO / "params"
@@ -682,3 +683,29 @@ def test_seed_000_s2_2s_sustained_and_cached_rows_are_planned_alike_in_both_prof
     assert (context["target_prompt_tokens"], context["output_tokens"], context["pin_output"]) == (7907, 320, False)
     assert (cached["concurrency"], cached["prompt_tokens"], cached["cached"], cached["warmup"]) == (2, 8192, True, 1)
     assert load_profile(GROUPWISE).profile.sweeps.ab.enabled  # the groupwise profile is the one that pairs
+
+
+@pytest.mark.parametrize("path", [V100, PARAMS / "ninfer-v100-pcie-groupwise.yaml"], ids=["nvfp4", "groupwise"])
+def test_report_000s_task_table_sends_the_prompts_the_report_measured(path: Path) -> None:
+    """Issue 38, the audit's gap 1: seed 000 §2.3's prompts were tens of tokens at both its "8K / 64K 档" (TTFT
+    0.09-0.47 s), and the summary's 5.9K document (5.8 s). So the profile plans the instructions alone and after a
+    5.9K document, and no cold 8K or 64K prompt (about 15 minutes of prefill on the V100 that the report never ran)."""
+    assert seeds.TASK_PROMPTS.text in (DATA / "seeds" / seeds.SEED_000).read_text()
+    profile = load_profile(path).profile
+    cells = [cell for cell in build_plan(profile, get_adapter("ninfer"), sweep_names(), explicit=False)
+             if cell.sweep == "tasks"]
+    depths = Counter(cell.params.as_dict()["context_depth"] for cell in cells)
+    assert depths == {0: 9, 5900: 9}  # the 9 tasks, at each depth
+    assert all(cell.skip is None for cell in cells)
+
+
+@pytest.mark.parametrize("path", [V100, PARAMS / "ninfer-v100-pcie-groupwise.yaml"], ids=["nvfp4", "groupwise"])
+def test_report_000s_capacity_table_is_launched_not_estimated(path: Path) -> None:
+    """Issue 38, the audit's gap 3: every pool of seed 000 §2.5's table "started and served", 2 x 160K was launched,
+    and the 622 MiB the report saved with graphs and state slots off is its own row: the search, one launch per grid
+    point and both what-ifs are on, so the run's post answers 2 x 160K from a launch."""
+    capacity = load_profile(path).profile.capacity
+    assert capacity.search and capacity.fit_launches and 163840 in capacity.contexts
+    assert [(case.slots, case.context, case.fixed_less) for case in capacity.what_if] == [
+        (2, 163840, None), (2, 163840, "622 MiB")]
+    assert "关掉 graph + state 槽也只省 622 MiB" in (DATA / "seeds" / seeds.SEED_000).read_text()

@@ -33,8 +33,11 @@ def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right
     assert f"re-derived {TABLES} from the raw files" in said
     index = (copy / "report" / "index.md").read_text()
     lines = [line for line in index.splitlines() if line.startswith("| L")]
-    assert lines[0].startswith("| L1 (client 1) | 122,880 | 66.2 | 0.033 |") and "| 94.8 | ok |" in lines[0]
-    assert lines[1].startswith("| L2 (client 0) | 122,880 | 133 | 67.2 |") and "| 134 | ok |" in lines[1]
+    # prompt time, queued, TTFT incl. queue: the second lane waited out the first one's prefill
+    assert lines[0].startswith("| L1 (client 1) | 122,880 | 66.20 (1 m 6.2 s) | 0.03 | 66.24 (1 m 6.2 s) |")
+    assert "| 94.78 (1 m 34.8 s) | ok |" in lines[0]
+    assert lines[1].startswith("| L2 (client 0) | 122,880 | 66.20 (1 m 6.2 s) | 67.15 (1 m 7.2 s) | "
+                               "133.36 (2 m 13.4 s) |")
     assert "| identical_resend | chat | 1 | 16,384 | 16,378 (engine) |" in index
     windows = next(line for line in index.splitlines() if line.startswith("| concurrency | 2 | 33.8 |"))
     assert windows.endswith("| 0 | 6 |")  # no window of decode alone, 6 that also prefilled

@@ -42,8 +42,8 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
     "2.3": (("任务", "输出 token", "decode / MTP"), ("task", "output tokens", "decode tok/s (server) / acceptance"),
             None),
     "2.4a": (("路", "prompt token", "TTFT（服务端）", "其中排队", "prefill tok/s", "输出", "wall"),
-             ("lane", "prompt tokens", "TTFT, s (server)", "queued, s (server)", "prefill tok/s (server)",
-              "output tokens", "wall, s (client)"),
+             ("lane", "prompt tokens", "prompt time, s (server)", "queued, s (server)", "TTFT incl. queue, s (engine)",
+              "prefill tok/s (server)", "output tokens", "wall, s (client)"),
              "(a) lanes: no concurrency cell with two or more clients"),
     "2.4b": (("batch", "聚合 decode tok/s", "相对 batch=1"),
              ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "(b) batching: no table,"),
@@ -58,7 +58,7 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
 }
 
 
-NO_ENGINE_QUEUE = ("TTFT, s (server)", "queued, s (server)")
+NO_ENGINE_QUEUE = ("prompt time, s (server)", "TTFT incl. queue, s (engine)", "queued, s (server)")
 """§2.4(a)'s engine columns that llama-server's record leaves empty for the example's lanes: a column no row has a
 value in is not written (issue 38)."""
 SPECULATIVE = "acceptance (server): accepted / drafted"
@@ -129,11 +129,15 @@ def test_each_table_of_report_000_has_its_columns_in_the_post(posts: dict[str, s
 
 def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
     text = posts["live"]
-    # §2.1: the engine's prompt time (69.0 s at 126,976 tokens, the client saw 69.1), the counts beside 0%
-    assert "| 126,976 | 126,976 | 1 | 1,840 | 69.0 | 33.7 |" in text and "0% (0 / 87)" in text
-    # §2.4(a): the second-admitted lane queued 51.4 s behind the first one's prefill (engine TTFT - prompt time)
-    assert re.search(r"\| L1 \(client 1\) \| 100,000 \| 50\.6 \| 0\.048 \| 1,980 \| 32 \| 79\.0 \| ok \|", text)
-    assert re.search(r"\| L2 \(client 0\) \| 100,000 \| 102 \| 51\.4 \| 1,980 \| 32 \| 103 \| ok \|", text)
+    # §2.1: the engine's prompt time (69.02 s at 126,976 tokens, the client saw 69.1), the counts beside 0%; rates to
+    # 0.1 tok/s and the prompt time to 0.01 s, as the report prints them (1,019.0 tok/s, 250.27 s)
+    assert "| 126,976 | 126,976 | 1 | 1,839.8 | 69.02 | 33.7 |" in text and "0% (0 / 87)" in text
+    # §2.4(a): both lanes' prompt time (the report's TTFT), the second-admitted lane's 51.45 s queue behind the first
+    # one's prefill, and the engine's TTFT with the queue in it (seed 000's "8m8.7s") in its own column
+    assert re.search(r"\| L1 \(client 1\) \| 100,000 \| 50\.51 \| 0\.05 \| 50\.56 \| 1,979\.8 \| 32 \| "
+                     r"79\.01 \(1 m 19\.0 s\) \| ok \|", text)
+    assert re.search(r"\| L2 \(client 0\) \| 100,000 \| 50\.51 \| 51\.45 \| 101\.95 \(1 m 42\.0 s\) \| "
+                     r"1,979\.9 \| 32 \| 102\.85 \(1 m 42\.8 s\) \| ok \|", text)
     # a stalled stream is shown with the client's rate beside the engine's
     assert "| 35.0; client 18.0 |" in text and "decode 1.09 tok/s at the client, 35.02 tok/s by the engine" in text
     # §2.6: the engine's hit count where the chat usage has none; the Messages usage's 0 is named beside it

@@ -279,7 +279,7 @@ def test_auto_on_the_v100_with_the_nvfp4_artifact_is_short_as_the_report_measure
     assert "262,144 tokens x 35,904 B" in finding.message and "2.75 GiB fixed (seed 000 §2.5, V100" in finding.message
     room = auto_room(profile, ProbeFacts.model_validate(_volta_facts()).gpu.gpus)
     assert room is not None
-    assert round((room.need_bytes - room.available_bytes) / GIB, 2) == 0.53  # the engine said 0.88 (CUDA context)
+    assert round((room.need_bytes - room.available_bytes) / GIB, 2) == 0.53  # from these facts; the report: 0.88 GB
     assert "explicit" in finding.fix
 
 

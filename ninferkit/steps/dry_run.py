@@ -1,0 +1,62 @@
+"""`ninferkit run --dry-run`: what a run of a profile would do, from the same checks and plan the run itself makes,
+with nothing written, downloaded or launched. A GPU hour is dear: the launches and cells it will spend are worth
+reading before the first one starts."""
+
+from __future__ import annotations
+
+import shlex
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+
+from ninferkit.engines import get_adapter
+from ninferkit.params import LoadedProfile
+from ninferkit.params.variants import BASE
+from ninferkit.rundir.identity import variant_profile
+from ninferkit.server.process import planned_argv
+from ninferkit.sweeps.plan import build_plan, parse_only
+
+
+def plan_lines(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
+    """The run's plan in lines: the steps, each launch's command, the sweep cells by launch and kind (the cells a
+    rerun would find measured are not known before the run folder is: each is counted), the capacity step's
+    launch budget, and what the plan warns of (a `note:` line each, once)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lines = _planned(loaded, steps)
+    notes = dict.fromkeys(str(warning.message) for warning in caught)
+    return [*lines[:-1], *(f"note: {note}" for note in notes), lines[-1]]
+
+
+def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
+    profile = loaded.profile
+    lines = [f"profile {loaded.source}: passes preflight for steps {', '.join(steps)}",
+             f"launch ({BASE}): {shlex.join(planned_argv(profile))}"]
+    for variant in profile.variants:
+        changes = ", ".join(f"{key}={value}" for key, value in variant.set.items())
+        lines.append(f"launch ({variant.name}: {changes}): "
+                     f"{shlex.join(planned_argv(variant_profile(profile, variant)))}")
+    if "sweeps" in steps:
+        cells = build_plan(profile, get_adapter(profile.engine.kind), parse_only(None), explicit=False)
+        counted = Counter((str(cell.params.as_dict().get("variant", BASE)), cell.sweep, cell.skip is not None)
+                          for cell in cells)
+        launches = dict.fromkeys([BASE, *(variant.name for variant in profile.variants)])
+        for launch in launches:
+            kinds = dict.fromkeys(sweep for (name, sweep, _) in counted if name == launch)
+            said = [f"{sweep} {counted[(launch, sweep, False)]}"
+                    + (f" (+{counted[(launch, sweep, True)]} skipped)" if counted[(launch, sweep, True)] else "")
+                    for sweep in kinds]
+            lines.append(f"sweeps on {launch}: {', '.join(said) or 'no cell'}")
+        repeats = f" ({profile.sweeps.repeats} repeats of each)" if profile.sweeps.repeats > 1 else ""
+        lines.append(f"sweeps: {sum(1 for cell in cells if cell.skip is None)} cells in all{repeats}")
+    if "capacity" in steps:
+        capacity = profile.capacity
+        grid = len(capacity.concurrencies) * max(1, len(capacity.kv_dtypes))
+        said = []
+        if capacity.search:
+            said.append(f"a search of up to {capacity.max_launches} launches at each of {grid} grid point(s)")
+        if capacity.fit_launches:
+            said.append(f"one launch at each of {grid * len(capacity.contexts)} grid point(s)")
+        lines.append(f"capacity: {' and '.join(said) if said else 'no launch (the fit reads the startup logs)'}")
+    lines.append("nothing was written, downloaded or launched")
+    return lines
