@@ -82,6 +82,9 @@ class ConcurrencySweep(Section):
     warmup: int = Field(1, ge=0, le=MAX_COUNT, description="requests sent before each level, not tabulated")
     api: Api = "chat"
     pin_output: bool = True
+    cached: bool = Field(False, description="every request sends one prompt, which the warm-up puts in the prefix "
+                         "cache, so each lane is served from it (seed 000 §2.2's two concurrent 8K requests, both "
+                         "cache hits); false: each prompt cold")
 
 
 class LatencyTargets(Section):

@@ -91,6 +91,31 @@ class RunData:
     variants: dict[str, tuple[VariantRecord | None, ServerRecord | None]] = field(default_factory=dict)
     """Each variant's variant.json and its server.json (the startup ledger), by name, in the profile's order."""
 
+    def launch_tables(self) -> dict[str, pd.DataFrame]:
+        """The sweep tables with every launch's rows: `variant_tables` where the run has variants, else `tables`
+        (the base's alone). The report-shaped tables read these, so a cell measured on a variant's launch reaches
+        them, each row naming its launch."""
+        return self.variant_tables or self.tables
+
+    def variant_set(self, name: str) -> dict[str, Any]:
+        """What variant `name` set: its variant.json's record, else the recorded profile's (not launched yet)."""
+        record = self.variants.get(name, (None, None))[0]
+        if record is not None:
+            return dict(record.set)
+        return next((dict(each.get("set") or {}) for each in self.profile.get("variants") or []
+                     if isinstance(each, dict) and each.get("name") == name), {})
+
+    def launch_setting(self, launch: str, key: str) -> Any:
+        """A dotted serve setting (`serve.max_concurrency`) as launch `launch` ran it: what its variant set, else
+        the profile's own."""
+        changed = self.variant_set(launch) if launch != BASE else {}
+        if key in changed:
+            return changed[key]
+        node: Any = self.profile
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
     @property
     def run_id(self) -> str:
         return str(self.manifest.run_id or self.dir.path.name)
@@ -135,12 +160,13 @@ class RunData:
         """As `measured`, of the variants' rows (issue 39)."""
         return measurements(self.variant_requests)
 
-    def cell_rows(self, sweep: str) -> dict[str, list[RequestRow]]:
+    def cell_rows(self, sweep: str, variants: bool = False) -> dict[str, list[RequestRow]]:
         """Each cell's measured requests, failed ones included: a cell's verdicts (kept up, goodput) count the
         requests that failed, where `measured` keeps only the finished ones. Each repeat of a cell
-        (`sweeps.repeats`) is a cell of its own here: a verdict or a rate over time spans one repeat's requests."""
+        (`sweeps.repeats`) is a cell of its own here: a verdict or a rate over time spans one repeat's requests.
+        With `variants`, the variants' cells too (a variant's cell id names its variant, so none is merged)."""
         out: dict[str, list[RequestRow]] = defaultdict(list)
-        for row in self.requests:
+        for row in [*self.requests, *(self.variant_requests if variants else [])]:
             if row.sweep == sweep and not row.warmup and row.prefix_role != "seed":
                 out[str(row.cell_id)].append(row)
         return dict(out)

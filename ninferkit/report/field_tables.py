@@ -19,10 +19,12 @@ from typing import Any
 
 import pandas as pd
 
+from ninferkit.params.variants import BASE
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
 from ninferkit.report.fmt import number
 from ninferkit.rundir.records import RequestRow, TelemetrySample
+from ninferkit.rundir.servings import VARIANT
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS
 
 NONE = "—"
@@ -217,6 +219,38 @@ def _batch(row: TelemetrySample) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def launch_spans(run: RunData) -> list[tuple[float, float, str]]:
+    """(first send, last byte, launch) of every cell the run measured on any launch, warm-ups included: the engine's
+    lines that fall inside one are that launch's."""
+    spans: dict[str, list[float]] = {}
+    names: dict[str, str] = {}
+    for row in [*run.requests, *run.variant_requests]:
+        if row.t_send is None or row.t_done is None:
+            continue
+        span = spans.setdefault(str(row.cell_id), [float(row.t_send), float(row.t_done)])
+        span[0], span[1] = min(span[0], float(row.t_send)), max(span[1], float(row.t_done))
+        names[str(row.cell_id)] = str((row.cell or {}).get(VARIANT) or BASE)
+    return [(start, end, names[cell]) for cell, (start, end) in spans.items()]
+
+
+def launch_of(spans: list[tuple[float, float, str]], at: float) -> str | None:
+    return next((name for start, end, name in spans if start <= at <= end), None)
+
+
+def _against(values: dict[tuple[str, Any], Any], launch: str, key: Any) -> tuple[str, Any]:
+    """The reference a ratio is taken against: `launch`'s own value at `key`, else the first other launch's, with
+    the launch it came from."""
+    return next(((name, value) for (name, found), value in sorted(values.items(), key=lambda item: item[0][0] != launch)
+                 if found == key and value), (launch, None))
+
+
+def _ratio(value: float | None, launch: str, against: tuple[str, Any]) -> str:
+    name, base = against
+    if not value or not base:
+        return NONE
+    return f"{value / base:.2f}x" + (f" (against {name})" if name != launch else "")
+
+
 def _batching(run: RunData) -> list[Block]:
     title = Paragraph("(b) Decode batching, from the engine's own windows of decode alone.")
     alone, mixed = _decode_alone(run.telemetry)
@@ -227,22 +261,33 @@ def _batching(run: RunData) -> list[Block]:
                f"none of the engine's {engine_lines} throughput lines is a window that only decoded from open to "
                "close, with its batch" + (f" ({mixed} decoded beside a prefill or only in part)" if mixed else ""))
         return [Note(f"(b) batching: no table, {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
-                                 "clients and outputs long enough to decode a whole window after the prefill "
-                                 "(output_tokens at least the window length x the decode rate, e.g. 320).")]
-    groups: dict[int, list[tuple[float, float]]] = defaultdict(list)
+                                 "clients and outputs long enough to decode two whole windows after the prefill "
+                                 "(output_tokens at least twice the window length x the decode rate).")]
+    spans = launch_spans(run) if run.variants else []
+    outside = 0
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for row, batch in with_batch:
-        groups[max(1, round(batch))].append((batch, float(row.decode_tok_s or 0)))
-    rates = {lanes: statistics.median(rate for _, rate in rows) for lanes, rows in groups.items()}
-    base = rates.get(1)
-    lines = tuple((number(statistics.median(batch for batch, _ in groups[lanes])), number(rates[lanes]),
-                   str(len(groups[lanes])), f"{rates[lanes] / base:.2f}x" if base else NONE)
-                  for lanes in sorted(groups))
+        launch = launch_of(spans, float(row.t_mono)) if run.variants else BASE
+        if launch is None:
+            outside += 1  # a window between cells: no launch's cell was running
+            continue
+        groups[(launch, max(1, round(batch)))].append((batch, float(row.decode_tok_s or 0)))
+    rates = {key: statistics.median(rate for _, rate in rows) for key, rows in groups.items()}
+    ones = {(launch, lanes): rate for (launch, lanes), rate in rates.items() if lanes == 1}
+    lines = tuple(((launch,) if run.variants else ()) + (
+        number(statistics.median(batch for batch, _ in groups[(launch, lanes)])), number(rates[(launch, lanes)]),
+        str(len(groups[(launch, lanes)])), _ratio(rates[(launch, lanes)], launch, _against(ones, launch, 1)))
+        for launch, lanes in sorted(groups, key=lambda key: (key[0] != BASE, key[0], key[1])))
     window = statistics.median(float(row.interval_s or 0) for row, _ in with_batch)
     caption = (f"telemetry.jsonl: the engine's {window:g} s throughput lines in which no prefill ran, grouped by their "
                f"average decode batch; aggregate decode is the median of the windows' rates"
-               + ("" if base else "; no window at batch 1, so no ratio") + ".")
-    return [title, Table(("batch (engine)", "aggregate decode tok/s (engine)", "windows", "against batch 1"), lines,
-                         caption)]
+               + ("" if ones else "; no window at batch 1, so no ratio") + "."
+               + (" Each window is the launch's whose cell was running when the engine printed it (from the first "
+                  "request sent to the last byte); the ratio is against batch 1 on the same launch, else on the "
+                  "launch named" + (f"; {outside} window(s) fell between cells and are left out" if outside else "")
+                  + "." if run.variants else ""))
+    return [title, Table((("launch",) if run.variants else ()) + (
+        "batch (engine)", "aggregate decode tok/s (engine)", "windows", "against batch 1"), lines, caption)]
 
 
 def _per_lane(rows: Sequence[RequestRow]) -> str:
@@ -254,37 +299,58 @@ def _per_lane(rows: Sequence[RequestRow]) -> str:
     return number(statistics.median(rates)) if number(low) == number(high) else f"{number(low)} – {number(high)}"
 
 
+def _launches(table: pd.DataFrame) -> list[str]:
+    """Each row's launch: the variant column of a run with variants, else the profile's own serving."""
+    if VARIANT not in table.columns:
+        return [BASE] * len(table)
+    return [str(name) for name in table[VARIANT]]
+
+
 def _slots_by_lanes(run: RunData) -> list[Block]:
+    """Seed 000 §2.4(c): every launch's concurrency cells (a variant's with its own slots), each named by its
+    launch, with the speed-up over one client at the same prompt length."""
     title = Paragraph("(c) Server slots against client lanes, end to end.")
-    table = run.tables.get("concurrency")
+    table = run.launch_tables().get("concurrency")
     if table is None or not len(table):
         return [Note("(c) slots against lanes: no concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
                                  "(sweeps.concurrency.levels) for the speed-up over one lane.")]
-    slots = (run.profile.get("serve") or {}).get("max_concurrency")
-    cells = run.cell_rows("concurrency")
-    prompt = table["prompt_tokens_target"] if "prompt_tokens_target" in table.columns else None
-    one = {(_value(table, i, "prompt_tokens_target")): _value(table, i, "aggregate_output_tok_s_client")
-           for i in range(len(table)) if _value(table, i, "concurrency") == 1}
+    launches = _launches(table)
+    cells = run.cell_rows("concurrency", variants=True)
+    shapes = [(_value(table, i, "prompt_tokens_target"), _cached(run, _value(table, i, "cell_id")))
+              for i in range(len(table))]
+    one: dict[tuple[str, Any], Any] = {}
+    for i, launch in enumerate(launches):
+        if _value(table, i, "concurrency") == 1:
+            one.setdefault((launch, shapes[i]), _value(table, i, "aggregate_output_tok_s_client"))
     lines = []
-    for i in range(len(table)):
-        aggregate = _value(table, i, "aggregate_output_tok_s_client")
-        base = one.get(_value(table, i, "prompt_tokens_target"))
-        batch = _value(table, i, "engine_log_batch_median")
-        lines.append((number(slots), number(_value(table, i, "concurrency")),
-                      number(_value(table, i, "prompt_tokens_target")),
-                      _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate),
-                      f"{aggregate / base:.2f}x" if aggregate and base else NONE, number(batch)))
+    for i, launch in enumerate(launches):
+        aggregate, (prompt, cached) = _value(table, i, "aggregate_output_tok_s_client"), shapes[i]
+        speed_up = _ratio(aggregate, launch, _against(one, launch, shapes[i]))
+        lines.append(((launch,) if run.variants else ()) + (
+            number(run.launch_setting(launch, "serve.max_concurrency")), number(_value(table, i, "concurrency")),
+            number(prompt) + (" (cached)" if cached else ""),
+            _per_lane(cells.get(str(_value(table, i, "cell_id")), [])), number(aggregate), speed_up,
+            number(_value(table, i, "engine_log_batch_median"))))
     caption = ("tables/concurrency.csv and requests.jsonl: per-lane end to end is each request's output tokens over "
                "its send-to-last-byte time (client); aggregate is all output over the cell's wall (client); speed-up "
-               "is against one client at the same prompt length; engine batch is the median of the engine's decode "
-               "batch over its lines during the cell.")
-    blocks: list[Block] = [title, Table(("server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)",
-                                         "aggregate, tok/s (client)", "speed-up", "engine batch (median)"),
-                                        tuple(lines), caption)]
-    if not one and prompt is not None:
+               "is against one client at the same prompt length (a cached prompt against a cached one: "
+               "sweeps.concurrency.cached), on the same launch where it measured one, else on the launch named; "
+               "engine batch is the median of the engine's decode batch over its lines during the cell."
+               + (" Every launch's cells: the profile's own serving (base) and each variant's, with the slots that "
+                  "launch ran." if run.variants else ""))
+    blocks: list[Block] = [title, Table((("launch",) if run.variants else ()) + (
+        "server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)", "aggregate, tok/s (client)",
+        "speed-up", "engine batch (median)"), tuple(lines), caption)]
+    if not one:
         blocks.append(Note("(c) slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
                            "speed-up."))
     return blocks
+
+
+def _cached(run: RunData, cell_id: Any) -> bool:
+    """Whether the cell sent one cached prompt from every lane (sweeps.concurrency.cached), from its ledger entry."""
+    entry = run.cells.get(str(cell_id))
+    return bool(entry and entry.cell.get("cached"))
 
 
 def _engine_lines(run: RunData) -> list[Block]:
@@ -362,14 +428,16 @@ def coding_and_agent(run: RunData) -> list[Block]:
 
 
 def decode_windows(run: RunData) -> list[Block]:
-    """Seed 004: the engine's average decode per request beside the mean and best of its windows of decode
-    alone; where no window only decoded, what the windows held instead."""
+    """Seed 004 §四: per launch and cell, the engine's average decode per request, the cell's aggregate output, and
+    the mean and best of the engine's windows of decode alone; where no window only decoded, what the windows held
+    instead."""
     lines = []
     notes: list[str] = []
-    for name, table in run.tables.items():
+    tables = run.launch_tables()
+    for name, table in tables.items():
         if "decode_tok_s_engine_peak" not in table.columns:
             continue
-        for i in range(len(table)):
+        for i, launch in enumerate(_launches(table)):
             mixed = _value(table, i, "engine_windows_mixed")
             windows = _value(table, i, "engine_windows") or 0
             if not windows and not mixed:
@@ -377,22 +445,27 @@ def decode_windows(run: RunData) -> list[Block]:
             label = " ".join(str(_value(table, i, key)) for key in ("task", "scenario", "concurrency",
                                                                      "target_prompt_tokens", "context_depth")
                              if _value(table, i, key) is not None)
-            lines.append((name, label, number(_value(table, i, "decode_tok_s_server_median")),
-                          number(_value(table, i, "decode_tok_s_engine_mean")),
-                          number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
+            lines.append(((launch,) if run.variants else ()) + (
+                name, label, number(_value(table, i, "decode_tok_s_server_median")),
+                number(_value(table, i, "aggregate_output_tok_s_client")),
+                number(_value(table, i, "decode_tok_s_engine_mean")),
+                number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
             if not windows and _value(table, i, "engine_decode_note"):
                 notes.append(str(_value(table, i, "engine_decode_note")))
     if not lines:
         engine = run.engine or "the engine"
         return [Note(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
                           "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
-                          "--log-stats-interval-ms 5000) and outputs that outlast a window fill this table.")]
-    blocks: list[Block] = [Table(("sweep", "cell", "average decode tok/s (server, per request)",
-                                  "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
-                                  "windows that also prefilled"), tuple(lines),
-                                 "tables/*.csv: a window counts as decode only where the engine's line says no prefill "
-                                 "ran in it; the ones that also prefilled are counted, never averaged in.")]
-    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in run.tables.values()
+                          "--log-stats-interval-ms 5000) and outputs that outlast two windows fill this table.")]
+    blocks: list[Block] = [Table((("launch",) if run.variants else ()) + (
+        "sweep", "cell", "average decode tok/s (server, per request)", "aggregate output tok/s (client)",
+        "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
+        "windows that also prefilled"), tuple(lines),
+        "tables/*.csv: a window counts as decode only where the engine's line says no prefill ran in it; the ones "
+        "that also prefilled are counted, never averaged in. Aggregate output is all the cell's output over its wall "
+        "(client), the figure seed 004 gives for its concurrent rows."
+        + (" Every launch's cells: the profile's own serving (base) and each variant's." if run.variants else ""))]
+    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in tables.values()
                      if "engine_windows" in t.columns for i in range(len(t))):
         blocks.append(Paragraph(f"No cell has a window of decode alone, so no engine mean or peak is printed: "
                                 f"{notes[0]}."))

@@ -4,7 +4,8 @@ The field reports' most quoted tables compare launches, not requests: seed 003's
 300 W vs 350 W, seed 004's MTP 3/4/5 at 2 and 4 concurrent, seed 000 §2.2's A/B. A run with `variants` measured
 each on one artifact (sweeps/variants.py); this section lays them out as the reports do: the launches (what each
 set, how long it took to start and to measure, the KV pool its startup books left, its GPU power and SM clock
-where NVML sampled them), then per sweep one row per cell with each variant's prefill / decode / TTFT beside the
+where NVML sampled them), then per sweep, as seed 004 §四 lays its table out, one row per cell and launch: prefill,
+decode, TTFT and acceptance, the cell's aggregate output and best engine window, and a variant's moves against the
 base's, each difference said inside or beyond run-to-run spread (report/compare.py's `delta`: the repeats'
 interval where `sweeps.repeats` gave one, else the cell's own spread, else the ±3% of seed 000 §2.2).
 """
@@ -45,9 +46,10 @@ def section(run: RunData) -> Section | None:
         f"the cell's own repetitions, else the ±{RUN_TO_RUN_PCT:g}% a rerun of one setup moves by: seed 000 §2.2) "
         "is said to be inside it, never a speed-up.")]
     blocks.append(_launches(run, names))
-    cells = _cells(run)
+    cells, figures = _cells(run), _cell_figures(run)
     for sweep in dict.fromkeys(sweep for sweep, _ in cells):
-        blocks.append(_side_by_side(sweep, {key: by for key, by in cells.items() if key[0] == sweep}, names))
+        blocks.append(_side_by_side(sweep, {key: by for key, by in cells.items() if key[0] == sweep}, names,
+                                    figures))
     return Section(TITLE, blocks)
 
 
@@ -62,7 +64,7 @@ def _launches(run: RunData, names: list[str]) -> Table:
         else:
             record, server = run.variants[name]
             changes = "; ".join(f"{key} = {json.dumps(value)}" for key, value in
-                                (record.set if record else _profile_set(run, name)).items())
+                                run.variant_set(name).items())
             if record and record.why:
                 changes += f" ({record.why})"
             ledger = server.ledger if server else {}
@@ -98,13 +100,6 @@ def _ready(server: ServerRecord | None) -> str:
     return number(server.ready_s) if server else "—"
 
 
-def _profile_set(run: RunData, name: str) -> dict[str, Any]:
-    for each in run.profile.get("variants") or []:
-        if isinstance(each, dict) and each.get("name") == name:
-            return dict(each.get("set") or {})
-    return {}
-
-
 def _conditions(run: RunData) -> dict[str, dict[str, float]]:
     """Per launch, the median over its cells of the tables' GPU power and SM clock medians."""
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -123,30 +118,65 @@ def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
     """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
     cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
     for row in [*run.measured(), *run.measured_variants()]:
-        shared = {key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)}
-        name = str((row.cell or {}).get(VARIANT) or BASE)
-        cells[(str(row.sweep), json.dumps(shared, sort_keys=True))][name].append(row)
+        cells[(str(row.sweep), _shared(row))][str((row.cell or {}).get(VARIANT) or BASE)].append(row)
     return cells
 
 
-def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str]) -> Table:
-    """One row per cell: each launch's prefill / decode / TTFT, then each variant's moves against the base."""
+def _shared(row: RequestRow) -> str:
+    """A row's cell parameters without its repeat and variant: what one cell of every launch has alike."""
+    return json.dumps({key: value for key, value in (row.cell or {}).items() if key not in (REPEAT, VARIANT)},
+                      sort_keys=True)
+
+
+def _cell_figures(run: RunData) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(sweep, shared cell parameters, launch) -> that cell's row of its sweep table (aggregate output, the best
+    engine window): the figures a cell has once, not per request. A table row names its cell by the first repeat's
+    id, which the rows carry."""
+    keys = {str(row.cell_id): _shared(row) for row in [*run.measured(), *run.measured_variants()]}
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for sweep, table in run.launch_tables().items():
+        for record in table.to_dict("records"):
+            key = keys.get(str(record.get("cell_id")))
+            if key is not None:
+                found[(sweep, key, str(record.get(VARIANT) or BASE))] = record
+    return found
+
+
+CELL_FIGURES = ("aggregate_output_tok_s_client", "decode_tok_s_engine_peak")
+"""The figures of a whole cell shown beside each launch's medians (seed 004 §四: aggregate for its concurrent rows,
+the best 5 s window for its single ones)."""
+
+
+def _side_by_side(sweep: str, cells: dict[tuple[str, str], dict[str, list[RequestRow]]], names: list[str],
+                  figures: dict[tuple[str, str, str], dict[str, Any]]) -> Table:
+    """Seed 004 §四's layout: one row per cell and launch that measured it, its prefill / decode / acceptance / TTFT,
+    the cell's aggregate output and best engine window, and a variant's moves against the base."""
     lines = []
     for (_, key), by in sorted(cells.items(), key=lambda item: item[0][1]):
-        figures = [" / ".join(_median(by.get(name, []), metric) for metric in SHOWN) for name in names]
-        moves = []
-        for name in names[1:]:
-            if by.get(BASE) and by.get(name):
+        for name in [name for name in names if by.get(name)]:
+            cell = figures.get((sweep, key, name), {})
+            moves = "—"
+            if name != BASE and by.get(BASE):
                 said = [move_words(metric, found) for metric in SHOWN
                         if (found := delta(by[BASE], by[name], metric, METRICS[metric])) is not None]
-                moves.append(f"{name}: " + ("; ".join(said) or "no figure on both sides"))
-        lines.append((params_label(json.loads(key)), *figures, " | ".join(moves) or "—"))
-    return Table(("cell", *(f"{name}: prefill / decode tok/s / TTFT s" for name in names), "against base"),
-                 tuple(lines), f"The {sweep} sweep under each launch: server-side medians of prefill and decode "
-                 "(tok/s) and the client's TTFT (s) per cell, and each variant's move against the base.")
+                moves = "; ".join(said) or "no figure on both sides"
+            lines.append((params_label(json.loads(key)), name, *(_median(by[name], metric) for metric in SHOWN),
+                          _share(by[name]), *(number(cell.get(column)) for column in CELL_FIGURES), moves))
+    return Table(("cell", "launch", "prefill tok/s (server)", "decode tok/s (server, per request)", "TTFT, s (client)",
+                  "acceptance (server)", "aggregate output tok/s (client)", "best window tok/s (engine)",
+                  "against base"), tuple(lines),
+                 f"The {sweep} sweep under each launch, one row per cell and launch that measured it: server-side "
+                 "medians of prefill and decode per request, the client's TTFT, the engine's acceptance, the cell's "
+                 "aggregate output over its wall and the best of the engine's windows of decode alone (— where no "
+                 "window only decoded), and each variant's move against the base.")
 
 
 def _median(rows: list[RequestRow], metric: str) -> str:
     values = [float(value) for row in rows if (value := getattr(row, metric)) is not None]
     return number(statistics.median(values)) if values else "—"
+
+
+def _share(rows: list[RequestRow]) -> str:
+    values = [float(row.acceptance_server) for row in rows if row.acceptance_server is not None]
+    return f"{100 * statistics.median(values):.0f}%" if values else "—"
 

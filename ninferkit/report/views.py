@@ -21,12 +21,14 @@ import pandas as pd
 
 from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
+from ninferkit.report.compare import RUN_TO_RUN_PCT
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import count, number, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.kinds.columns import Shape, ViewColumn
+from ninferkit.sweeps.plan import AB
 
 Row = Mapping[str, Any]
 Getter = Callable[[Row], "str | None"]
@@ -212,7 +214,9 @@ STATUS = Column("status", plain("status"))
 
 def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
     """The compact table of tables/<name>.csv and, below it, what its failed or skipped cells and notes say;
-    a table without a view (the A/B) is shown whole."""
+    the A/B as seed 000 §2.2 lays it out; a table of no kind this ninferkit knows is shown whole."""
+    if name == AB:
+        return [ab_view(frame)]
     columns = view_columns(name)
     if columns is None:
         shown = frame.dropna(axis="columns", how="all")
@@ -237,6 +241,36 @@ def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
                   tuple(tuple(row[i] or "—" for i in kept) for row in cells), caption)
     notes = _notes(name, records)
     return [table, Bullets(tuple(notes))] if notes else [table]
+
+
+AB_SIDE = "prefill / decode tok/s / MTP"
+AB_MOVED = (("prefill", "prefill_tok_s_server"), ("decode", "decode_tok_s_server"))
+
+
+def ab_view(frame: pd.DataFrame) -> Table:
+    """Seed 000 §2.2's layout of tables/ab.csv (sweeps.ab): one row per cell both runs measured, each side's prefill
+    / decode / acceptance (the engine's medians), and the candidate's prefill and decode over the baseline's, each
+    said inside or beyond the ±3% a rerun of one setup moves by (seed 000 §2.2)."""
+    lines = []
+    for row in frame.to_dict("records"):
+        sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}")),
+                             number(_get(row, f"decode_tok_s_server_{side}")),
+                             percent(f"acceptance_server_{side}")(row) or "—")) for side in ("a", "b")]
+        moves = [_ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in AB_MOVED]
+        lines.append((f"{_get(row, 'sweep')}: {_get(row, 'cell')}", *sides, "; ".join(moves)))
+    return Table(("cell", f"A, baseline: {AB_SIDE}", f"B, this run: {AB_SIDE}", "B / A"), tuple(lines),
+                 "tables/ab.csv: the cells both runs measured, paired by cell (A is the run "
+                 "sweeps.ab.baseline_run_dir names); server-side medians of prefill and decode and the acceptance of "
+                 f"drafted tokens (MTP), seed 000 §2.2's layout. A ratio within ±{RUN_TO_RUN_PCT:g}% (what a rerun of "
+                 "one setup moves by: seed 000 §2.2) is inside run-to-run spread, never a speed-up; decode at "
+                 "different acceptance is not comparable.")
+
+
+def _ab_move(words: str, ratio: Any) -> str:
+    if ratio is None:
+        return f"{words} —"
+    inside = abs(float(ratio) - 1) * 100 <= RUN_TO_RUN_PCT
+    return f"{words} {float(ratio):.2f}x ({'inside' if inside else 'beyond'} ±{RUN_TO_RUN_PCT:g}%)"
 
 
 def _repeats_words(records: Sequence[Row]) -> str:

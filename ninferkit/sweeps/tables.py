@@ -423,5 +423,8 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
 
 
 def _cell_label(kind: AnyKind, outcome: CellEntry) -> str:
-    keys = kind.key_values(outcome.cell)
+    """The cell's table keys, whether its prompt was a cached one (sweeps.concurrency.cached), and the variant it was
+    measured under (a variant's cell pairs with the same variant's in the other run, and its label must not read as
+    the base's)."""
+    keys = {**kind.key_values(outcome.cell), "cached": outcome.cell.get("cached"), VARIANT: outcome.cell.get(VARIANT)}
     return " ".join(f"{k}={v}" for k, v in keys.items() if v is not None)

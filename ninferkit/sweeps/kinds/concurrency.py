@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -28,6 +28,11 @@ class ConcurrencyCell(CellParams):
     requests_per_client: int
     prompt_tokens: int
     warmup: int
+    cached: bool | None = None
+    """True: every request sends the one prompt the warm-up cached (`sweeps.concurrency.cached`); absent (None) on a
+    cell of cold prompts, so those keep their ids."""
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"cached"})
 
 
 class Concurrency(SweepKind[ConcurrencySweep, ConcurrencyCell]):
@@ -44,6 +49,9 @@ class Concurrency(SweepKind[ConcurrencySweep, ConcurrencyCell]):
     def plan(self, section: ConcurrencySweep, planner: Planner) -> list[Cell[ConcurrencyCell]]:
         planner.fits("sweeps.concurrency.prompt_tokens", section.prompt_tokens,
                      sent_output_tokens(section.api, section.output_tokens))
+        if section.cached and section.warmup < 1:
+            raise ProfileError("sweeps.concurrency.cached: true needs a warm-up to put the prompt in the prefix cache "
+                               f"(sweeps.concurrency.warmup is {section.warmup}); allowed: warmup >= 1")
         cells = []
         for level in section.levels:
             if level < 1:
@@ -51,17 +59,20 @@ class Concurrency(SweepKind[ConcurrencySweep, ConcurrencyCell]):
             cells.append(planner.cell(self, ConcurrencyCell(
                 concurrency=level, requests_per_client=section.requests_per_client,
                 prompt_tokens=section.prompt_tokens, output_tokens=section.output_tokens, api=section.api,
-                pin_output=section.pin_output, warmup=section.warmup, **planner.common)))
+                pin_output=section.pin_output, warmup=section.warmup, cached=section.cached or None,
+                **planner.common)))
         return cells
 
     async def run(self, ctx: SweepContext, cell: Cell[ConcurrencyCell], record: Recorder) -> None:
         """All prompts are built (tokenized) before the clock starts, so the load is not paced by the
-        tokenizer. Warm-up requests go first, one at a time. The load weighed for the client's processes is
-        every client's stream at the run's gap so far (ctx.client): at a higher level the server's gaps only
-        grow, so it errs towards more processes."""
+        tokenizer. Warm-up requests go first, one at a time (a cached cell's put its one prompt in the cache). The
+        load weighed for the client's processes is every client's stream at the run's gap so far (ctx.client): at a
+        higher level the server's gaps only grow, so it errs towards more processes."""
         params = cell.params
         level, per_client = params.concurrency, params.requests_per_client
-        prompts = [exact_prompt(ctx.tokenizer, params.prompt_tokens) for _ in range(params.warmup + level * per_client)]
+        count = params.warmup + level * per_client
+        prompts = [exact_prompt(ctx.tokenizer, params.prompt_tokens)] * count if params.cached else \
+            [exact_prompt(ctx.tokenizer, params.prompt_tokens) for _ in range(count)]
         gap = ctx.stream_gap_s()
         async with ctx.load_client(record, None if gap is None else level / gap, max(level, 1) + 1) as client:
             for index in range(params.warmup):

@@ -35,6 +35,7 @@ PARAMS = REPO / "params"
 V100 = PARAMS / "ninfer-v100-pcie-nvfp4.yaml"
 RTX3090 = PARAMS / "ninfer-rtx3090-groupwise.yaml"
 TP2 = PARAMS / "ninfer-2xv100-sxm2-tp2.yaml"
+GROUPWISE = PARAMS / "ninfer-v100-pcie-groupwise.yaml"
 VLLM = PARAMS / "vllm-v100-baseline.yaml"
 SEEDS = (V100, RTX3090, TP2, VLLM)
 DATA_MAPS = ("artifact.container_revisions", "artifact.files", "serve.docker_env", "engine.build.binary_sha256")
@@ -614,6 +615,74 @@ def test_report_000s_ab_is_a_second_profile_pinned_to_every_digit_000_prints() -
     assert artifact.sha256 and artifact.sha256.startswith("eec39564993d") and artifact.sha256.endswith("4bf3e")
     assert f"{artifact.size_bytes / 1024**3:.2f} GiB" == "16.96 GiB" and "16.96 GiB" in seed
     assert groupwise.sweeps.ab.enabled and groupwise.serve == nvfp4.serve  # the artifact is the one variable
+
+
+# -- the launches seed 000 §2.4(b)/(c) and seed 004 §四 need, and outputs that outlast the engine's windows ----------
+
+WINDOW_S = 5.0
+"""The engine's throughput window both reports read (seed 000 §2.4(b) "引擎 5 s 窗口口径", seed 004 "5 秒峰值")."""
+
+
+def _planned(path: Path, kind: str = "concurrency") -> list[dict[str, Any]]:
+    profile = load_profile(path).profile
+    return [cell.params.as_dict() | {"slots": _slots(profile, cell.params.as_dict().get("variant")),
+                                     "cell_id": cell.cell_id}
+            for cell in build_plan(profile, get_adapter(profile.engine.kind), sweep_names(), explicit=False)
+            if cell.kind.name == kind]
+
+
+def _slots(profile: Any, variant: str | None) -> int:
+    chosen = next((each for each in profile.variants if each.name == variant), None)
+    return int(chosen.set.get("serve.max_concurrency", profile.serve.max_concurrency)) if chosen else \
+        int(profile.serve.max_concurrency)
+
+
+def _windows(output_tokens: int, rate: float) -> float:
+    """How many whole engine windows a request decodes for at `rate` tok/s."""
+    return output_tokens / rate / WINDOW_S
+
+
+def test_seed_000_s2_4_b_and_c_are_planned_on_the_groupwise_artifact_as_the_report_measured_them() -> None:
+    seed = (DATA / "seeds" / "000_77605b501239fca0.txt").read_text()
+    assert "（c）端到端（每路冷启动 8K prompt + 320 输出 token，groupwise 制品）" in seed
+    assert "（b）解码批处理（引擎 5 s 窗口口径，groupwise 制品同引擎测得）" in seed
+    cells = _planned(GROUPWISE)
+    c_rows = {(cell["slots"], cell["concurrency"]) for cell in cells
+              if cell["prompt_tokens"] == 8192 and cell["output_tokens"] == 320 and not cell.get("cached")}
+    assert c_rows == {(2, 1), (2, 2), (4, 4)}  # §2.4(c)'s three rows: server slots, client lanes
+    batch_one = float(seed.split("1.00\t", 1)[1].split("\t", 1)[0])  # §2.4(b)'s batch-1 rate, 60.4 tok/s
+    batching = [cell for cell in cells if cell.get("variant") == "batching"]
+    assert {cell["concurrency"] for cell in batching} == {1, 2, 4}
+    assert all(_windows(cell["output_tokens"], batch_one) >= 2 for cell in batching)  # a whole window after prefill
+    assert _windows(320, batch_one) < 2  # the reason (c)'s outputs could not fill (b)'s batch-1 row
+    cold = {cell.get("variant") for cell in _planned(V100) if not cell.get("cached")}
+    assert not cold - {None}  # the nvfp4 profile plans no §2.4(b)/(c) lanes: the report ran them on groupwise
+
+
+def test_seed_004_outputs_outlast_two_windows_at_its_best_rate() -> None:
+    seed = (DATA / "seeds" / "004_976b9d3921b6cb81.txt").read_text()
+    peak = max(float(line.split("|")[4]) for line in seed.splitlines()
+               if line.startswith("| NVFP4 + MTP") and "单请求" in line)  # the best 5 s window of its NVFP4 rows
+    cells = _planned(TP2)
+    assert {(cell.get("variant"), cell["concurrency"]) for cell in cells} == {
+        (None, 1), (None, 2), ("mtp4", 1), ("mtp5", 1), ("slots-4", 4)}
+    assert all(_windows(cell["output_tokens"], peak) >= 2 for cell in cells)
+
+
+def test_seed_000_s2_2s_sustained_and_cached_rows_are_planned_alike_in_both_profiles_so_they_pair() -> None:
+    """§2.2's "持续生成（8K，66 tok）" (the §2.1 sustained run: an 8K prompt, a 320-token cap, it stopped at 66)
+    and "双并发（8K，均缓存命中）" are no profile's own cells; sweeps.ab pairs cells by id, so both profiles plan
+    them alike."""
+    seed = (DATA / "seeds" / "000_77605b501239fca0.txt").read_text()
+    assert "8K prompt、320 输出上限的持续生成实测 71.5 tok/s（MTP 71%）" in seed and "954.5 / 71.5 / 71%" in seed
+    assert "持续生成（8K，66 tok）" in seed and "双并发（8K，均缓存命中）" in seed
+    sustained = {path.stem: [cell for kind in ("context", "concurrency") for cell in _planned(path, kind)
+                             if cell.get("variant") == "sustained-8k-320"] for path in (V100, GROUPWISE)}
+    assert [cell["cell_id"] for cell in sustained[V100.stem]] == [cell["cell_id"] for cell in sustained[GROUPWISE.stem]]
+    context, cached = sustained[V100.stem]
+    assert (context["target_prompt_tokens"], context["output_tokens"], context["pin_output"]) == (7907, 320, False)
+    assert (cached["concurrency"], cached["prompt_tokens"], cached["cached"], cached["warmup"]) == (2, 8192, True, 1)
+    assert load_profile(GROUPWISE).profile.sweeps.ab.enabled  # the groupwise profile is the one that pairs
 
 
 @pytest.mark.parametrize("path", [V100, PARAMS / "ninfer-v100-pcie-groupwise.yaml"], ids=["nvfp4", "groupwise"])

@@ -18,10 +18,13 @@ import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.compare import compare_runs
+from ninferkit.report.document import Table
+from ninferkit.report.fmt import number
+from ninferkit.report.views import sweep_view
 from ninferkit.rundir.runs import RunDir
 from ninferkit.rundir.servings import run_servings
 from ninferkit.sweeps.kinds import kinds
-from ninferkit.sweeps.tables import counted_rows, latest_outcomes, save_tables, sweep_table
+from ninferkit.sweeps.tables import ab_table, counted_rows, latest_outcomes, save_tables, sweep_table
 from tests.conftest import DATA, REPO, whole
 
 LIVE = DATA / "ninfer_live" / "g1-h200-v100flags"
@@ -145,6 +148,9 @@ def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
            "waiting=1" in text
     # §2.7: idle beside load
     assert "37.0 – 53.0 / 212 (155 samples)" in text
+    # 004: the concurrent cell's aggregate output (client: 2 x 32 tokens over the cell's 103 s wall) beside the
+    # engine's per-request average, as seed 004 gives aggregate for its concurrent rows
+    assert "| concurrency | 2 | 35.0 | 0.622 |" in text
     # 004: no window of decode alone, said instead of a number 25 times below the per-request rate
     assert "No cell has a window of decode alone, so no engine mean or peak is printed" in text
 
@@ -163,3 +169,27 @@ def test_the_examples_ab_reads_like_2_2(tmp_path: Path) -> None:
     first = rows["context: target_prompt_tokens=1024, api=chat"]
     assert first[1:3] == ("22,341 / 233 / —", "23,234 / 228 / —")
     assert "prefill +4.0% (inside run-to-run spread)" in first[3] and "decode -2.2% (worse, beyond spread)" in first[3]
+
+
+def test_the_ab_table_reads_like_2_2() -> None:
+    """Seed 000 §2.2's layout of tables/ab.csv (sweeps.ab), not the raw frame: per cell, each side's prefill / decode
+    / MTP, and B over A judged against the report's ±3%. The table is the sweeps step's own ab_table of the recorded
+    example pair (the default prompt cache as A, --cache-ram 0 as B)."""
+    frame = ab_table(RunDir(EXAMPLE / "cache-ram-default"), RunDir(EXAMPLE))
+    [table] = sweep_view("ab", frame)
+    assert isinstance(table, Table)
+    assert table.columns == ("cell", "A, baseline: prefill / decode tok/s / MTP",
+                             "B, this run: prefill / decode tok/s / MTP", "B / A")
+    assert not any("_a" in column or "hash" in column or "cell_id" in column for column in table.columns)
+    assert len(table.rows) == len(frame) > 0
+    for row, raw in zip(table.rows, frame.to_dict("records"), strict=True):
+        assert row[0] == f"{raw['sweep']}: {raw['cell']}"
+        for side, shown in (("a", row[1]), ("b", row[2])):  # llama-server drafts nothing here: no acceptance
+            prefill, decode = raw[f"prefill_tok_s_server_{side}"], raw[f"decode_tok_s_server_{side}"]
+            assert shown == f"{number(prefill)} / {number(decode)} / —"
+        for words, metric in (("prefill", "prefill_tok_s_server"), ("decode", "decode_tok_s_server")):
+            ratio = raw[f"{metric}_ratio_b_over_a"]
+            said = "inside" if abs(ratio - 1) <= 0.03 else "beyond"
+            assert f"{words} {ratio:.2f}x ({said} ±3%)" in row[3]
+    said = " ".join(row[3] for row in table.rows)
+    assert "(inside ±3%)" in said and "(beyond ±3%)" in said  # the recorded pair has moves of both kinds
