@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,7 @@ TP2 = REPO / "params" / "ninfer-2xv100-sxm2-tp2.yaml"
 
 def dry_run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ninferkit", "run", *args, "--dry-run"], cwd=folder,
-                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(REPO),
-                                                                           "PATH": "/usr/bin:/bin"})
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_the_plan_names_each_launch_and_counts_the_cells_a_run_would_send(tmp_path: Path) -> None:
