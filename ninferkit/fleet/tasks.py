@@ -317,6 +317,7 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
     step failed or the task was refused (the status names the step, the reason, the diagnosis and the log),
     130 when interrupted (Slurm's scancel and a time limit send SIGTERM, which the runner turns into an
     interrupt). A watchdog (`watchdog.py`) outlives the task to stop its server should it die unannounced."""
+    from ninferkit.server.process import release_elsewhere
     from ninferkit.steps.runner import run_runbook
 
     state = StateDir(state_path.resolve())
@@ -351,6 +352,12 @@ def run_task(state_path: Path, index: int, say: Callable[[str], None] = print) -
         schema_version=FleetTaskRecord.SCHEMA_VERSION, profile_hash=task.profile_hash, fleet=fleet_name,
         host=task.host, task=index, via=task.via, gres=task.gres, nodes=list(dict.fromkeys([*nodes, node])),
         jobs=[*jobs, job] if job else jobs).model_dump(mode="json"))
+    for folder in [run_dir, *(record.parent for record in sorted(run_dir.glob("*/**/server.json")))]:
+        left = release_elsewhere(RunDir(folder), f"task {index} resumed on {node}: its attempt on the other node "
+                                 "is over")
+        if left is not None:
+            say(f"{task.host}: task {index}: the server record of its attempt on {left} ({folder}) is marked "
+                "stopped (that attempt is over)")
     _start_watchdog(state, index, run_dir)
     try:
         result = run_runbook(state.path / task.profile_file, run_dir, task.steps, overrides, say=say)

@@ -323,6 +323,22 @@ def elsewhere(record: ServerRecord) -> str | None:
             "or end the Slurm job that runs it)")
 
 
+def release_elsewhere(run_dir: RunDir, note: str) -> str | None:
+    """Mark stopped, signalling nothing, a record of a server started on another host whose attempt is known to be
+    over (a fleet task resumed on another node once `fleet status` found its first attempt gone: its node died with
+    its watchdog, so the record still says ready). Without this the resumed launch, which stops the run's server
+    first, would refuse to act on the other host's record. The host it names, or None when there is nothing to
+    release (no record, stopped, started here)."""
+    record = read_record(run_dir)
+    if record is None or record.state == ServerState.STOPPED.value or elsewhere(record) is None:
+        return None
+    started_on = str((record.process or {}).get("host"))
+    record.state, record.stopped = ServerState.STOPPED.value, utc_now()
+    record.stop_note = f"{note}; it was started on {started_on}, and nothing was signalled from {socket.gethostname()}"
+    write_record(run_dir.server, record)
+    return started_on
+
+
 def _last_line(path: Path) -> str:
     try:
         with path.open("rb") as handle:

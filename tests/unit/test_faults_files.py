@@ -249,6 +249,30 @@ def test_a_server_started_on_another_machine_is_neither_signalled_nor_marked_sto
     assert server.stop(run_dir) is False and bystander.poll() is None
 
 
+def test_a_record_from_another_machine_whose_attempt_is_over_is_released_without_a_signal(
+        tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    """A fleet task resumed on another node after its node was lost (its watchdog died with it: the record still
+    says ready, started on gpu-node-17): the task releases it before its runbook relaunches, so the launch's
+    stop-first does not refuse the other host's record; nothing is signalled (the bystander holds the pid here)."""
+    identity = server.process_identity(bystander.pid)
+    assert identity is not None
+    run_dir = RunDir(tmp_path)
+    run_dir.server.write_text(json.dumps({"state": "ready", "pid": bystander.pid, "pgid": bystander.pid,
+                                          "url": "http://127.0.0.1:9",
+                                          "process": {**identity, "host": "gpu-node-17", "boot_id": "0" * 32}}))
+    with pytest.raises(ServerError, match="started on gpu-node-17"):
+        server.stop(run_dir)  # what the relaunch met before
+    assert server.release_elsewhere(run_dir, "task 0 resumed on gpu-node-3") == "gpu-node-17"
+    record = json.loads(run_dir.server.read_text())
+    assert record["state"] == "stopped" and record["stop_note"].startswith("task 0 resumed on gpu-node-3; it was "
+                                                                           "started on gpu-node-17")
+    assert server.stop(run_dir) is False and bystander.poll() is None
+    assert server.release_elsewhere(run_dir, "again") is None  # nothing left to release
+    run_dir.server.write_text(json.dumps({"state": "ready", "pid": bystander.pid, "pgid": bystander.pid,
+                                          "process": identity}))
+    assert server.release_elsewhere(run_dir, "here") is None  # this machine's own record is stop's to handle
+
+
 def test_stop_signals_the_recorded_process_when_it_is_still_the_server(
         tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
     """The control: the same record with the process's real identity stops it."""
