@@ -30,7 +30,7 @@ import pandas as pd
 from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.measure.confidence import Interval, difference_interval
 from ninferkit.params.variants import BASE
-from ninferkit.report.caveats import cell_acceptance, comparison_caveats
+from ninferkit.report.caveats import acceptance, comparison_caveats
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.fmt import number
@@ -239,7 +239,6 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
     unpaired: list[str] = []
     for other in runs[1:]:
         cells = _cells(other)
-        accept_a, accept_b = cell_acceptance(_measured(base)), cell_acceptance(_measured(other))
         for key in sorted(set(base_cells) | set(cells)):
             if key not in base_cells or key not in cells:
                 unpaired.append(_unpaired(key, base, other, key in cells))
@@ -248,13 +247,12 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 row = delta(base_cells[key], cells[key], metric, higher_better)
                 if row is None:
                     continue
-                label_key = (key[0], _label(key))
-                gap = _acceptance_gap(accept_a.get(label_key), accept_b.get(label_key))
+                accept_a, accept_b = _acceptance(base_cells[key]), _acceptance(cells[key])
+                gap = _acceptance_gap(accept_a, accept_b)
                 comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
                 rows.append({"candidate": other.run_id, "sweep": key[0], "variant": _variant(key), "cell": _label(key),
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
-                             **row, "acceptance_a": accept_a.get(label_key), "acceptance_b": accept_b.get(label_key),
-                             "comparable": comparable})
+                             **row, "acceptance_a": accept_a, "acceptance_b": accept_b, "comparable": comparable})
     return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs),
                       serving_words(runs, same_serving_stated), [run.ledger.get("cuda_graphs") for run in runs])
 
@@ -302,6 +300,13 @@ def _unpaired(key: CellKey, base: RunData, other: RunData, in_other: bool) -> st
         return (f"{key[0]} / {_label(key)}: only in {has.run_id}, whose variant {variant} {lacks.run_id} does not "
                 "have")
     return f"{key[0]} / {_label(key)}: only in {has.run_id}"
+
+
+def _acceptance(rows: Sequence[RequestRow]) -> float | None:
+    """A cell's median acceptance over its rows that report one, the cell as `_cells` keys it: a variant's rows
+    apart from the base's of the same parameters (keyed by label alone, the two were pooled into one figure)."""
+    found = [value for row in rows if (value := acceptance(row)) is not None]
+    return statistics.median(found) if found else None
 
 
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:

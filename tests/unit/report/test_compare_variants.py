@@ -56,3 +56,28 @@ def test_a_variant_only_one_run_has_is_named_not_paired() -> None:
     assert any("variant slots-4 only in run2 (run1 has no variant of that name)" in line
                for line in comparison.serving)
     assert comparison.table.empty or "ub32" not in set(comparison.table["variant"])
+
+
+def _acceptance(variant: str, concurrency: int) -> float | None:
+    """A cell's median acceptance over its measured rows (the server's where it reports one), by hand."""
+    rows = [json.loads(line) for line in (AB / "requests.jsonl").read_text().splitlines()]
+    found = [row["acceptance_server"] for row in rows
+             if row["status"] == "ok" and not row.get("warmup") and row["cell"].get("variant", "base") == variant
+             and row["cell"]["concurrency"] == concurrency and row.get("acceptance_server") is not None]
+    return statistics.median(found) if found else None
+
+
+def test_each_launch_keeps_its_own_acceptance(tmp_path: Path) -> None:
+    """spec-off drafts nothing and the base drafts n-grams: keyed by the cell's label alone, the two were pooled into
+    one acceptance for both (and the variant's cells got none, so its decode was always 'comparable')."""
+    copy = tmp_path / "copy"
+    shutil.copytree(AB, copy)
+    table = compare_runs([AB, copy]).table
+    decode = table[table["metric"] == "decode_tok_s_server"]
+    for _, row in decode.iterrows():
+        level = int(row["cell"].split("concurrency=")[1].split(",")[0])
+        expected = _acceptance(row["variant"], level)
+        assert (row["acceptance_a"] is None or row["acceptance_a"] != row["acceptance_a"]) if expected is None \
+            else row["acceptance_a"] == expected, (row["variant"], level, row["acceptance_a"], expected)
+    base = decode[decode["variant"] == "base"]["acceptance_a"]
+    assert base.notna().all() and (base > 0).all()
