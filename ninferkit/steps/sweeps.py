@@ -33,7 +33,6 @@ from ninferkit.errors import (
     ProfileError,
     ReadinessTimeout,
     ServerError,
-    ServerExited,
     ServerStartError,
     SweepFailed,
 )
@@ -129,9 +128,11 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                     unstarted = _run_variants(ctx, variants, servings, shown,
                                               lambda said: _checked_plan(run, kinds, explicit, said)[0])
             except NinferkitError as error:  # a variant's power limit that did not take or come back included
-                if isinstance(error, (ServerExited, SweepFailed)):
+                try:  # what was measured before it is joined and tabled, whatever stopped the step
                     record_log_truth(run, adapter, requests.rows())
                     save_tables(run.dir, build_tables(run, kinds, ledger.rows(), requests.rows()))
+                except NinferkitError as unsaved:
+                    error.add_note(f"the tables were not saved: {unsaved}")
                 if relaunch:
                     try:
                         _relaunch_base(run, progress)
@@ -150,14 +151,24 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                             resume_summary=resume.summary(servings.main.id),
                             serving_id=servings.main.id,
                             telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
-        if relaunch:
-            _relaunch_base(run, progress)
+        problem = None
         if unstarted:
-            raise SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
-                              "saved; a rerun launches them again):\n" + "\n".join(f"  - {line}" for line in unstarted))
-        if failed:
-            raise SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun retries "
-                              "them):\n" + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
+            problem = SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
+                                  "saved; a rerun launches them again):\n"
+                                  + "\n".join(f"  - {line}" for line in unstarted))
+        elif failed:
+            problem = SweepFailed(f"{len(failed)} of {len(cells)} cells measured nothing (tables saved; a rerun "
+                                  "retries them):\n"
+                                  + "\n".join(f"  - {c.label}: {done[c.cell_id].reason}" for c in failed))
+        if relaunch:
+            try:
+                _relaunch_base(run, progress)
+            except ServerError as again:
+                if problem is None:
+                    raise
+                problem.add_note(f"the run's server did not start again after the variants: {again}")
+        if problem is not None:
+            raise problem
         return SweepTables(tables)
 
 
