@@ -221,7 +221,7 @@ def accounting(hosts: Sequence[Host]) -> Checked:
                 checked.problems.append(f"{words} (sacctmgr; sbatch refuses it: AccountingStorageEnforce={enforce})")
             else:
                 checked.notes.append(f"{words} (sacctmgr); this cluster does not enforce associations "
-                                     "(AccountingStorageEnforce=none), so sbatch will take it")
+                                     f"(AccountingStorageEnforce={enforce or 'none'}), so sbatch will take it")
     return checked
 
 

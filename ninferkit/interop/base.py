@@ -73,8 +73,9 @@ class Source:
     """Where each variant's server listened (its own launch, its own port), by name."""
 
     def url_of(self, cell: Cell) -> str | None:
-        """The server that measured the cell: its variant's, else the run's."""
-        return self.variant_urls.get(cell.variant, self.url) if cell.variant != BASE else self.url
+        """The server that measured the cell: the run's for the base, its variant's own for a variant (None where
+        the variant's launch left no record: never the base's URL for cells another server answered)."""
+        return self.variant_urls.get(cell.variant) if cell.variant != BASE else self.url
 
 
 @dataclass(frozen=True)

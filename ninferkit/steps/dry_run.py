@@ -38,10 +38,8 @@ def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
                      f"{shlex.join(planned_argv(variant_profile(profile, variant)))}")
     if "sweeps" in steps:
         cells = build_plan(profile, get_adapter(profile.engine.kind), parse_only(None), explicit=False)
-        counted = Counter((str(cell.params.as_dict().get("variant", BASE)), cell.sweep, cell.skip is not None)
-                          for cell in cells)
-        launches = dict.fromkeys([BASE, *(variant.name for variant in profile.variants)])
-        for launch in launches:
+        counted = Counter((cell.params.variant or BASE, cell.sweep, cell.skip is not None) for cell in cells)
+        for launch in [BASE, *(variant.name for variant in profile.variants)]:
             kinds = dict.fromkeys(sweep for (name, sweep, _) in counted if name == launch)
             said = [f"{sweep} {counted[(launch, sweep, False)]}"
                     + (f" (+{counted[(launch, sweep, True)]} skipped)" if counted[(launch, sweep, True)] else "")
@@ -56,7 +54,8 @@ def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
         if capacity.search:
             said.append(f"a search of up to {capacity.max_launches} launches at each of {grid} grid point(s)")
         if capacity.fit_launches:
-            said.append(f"one launch at each of {grid * len(capacity.contexts)} grid point(s)")
+            said.append(f"up to one launch at each of {grid * len(capacity.contexts)} grid point(s) (those the "
+                        "run's own launches have not observed)")
         lines.append(f"capacity: {' and '.join(said) if said else 'no launch (the fit reads the startup logs)'}")
     lines.append("nothing was written, downloaded or launched")
     return lines
