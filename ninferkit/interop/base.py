@@ -21,7 +21,7 @@ from ninferkit.errors import BadInput
 from ninferkit.measure.latency import MS
 from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import RequestRow
-from ninferkit.rundir.servings import VARIANT
+from ninferkit.rundir.servings import launch_name
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Cell:
     @property
     def variant(self) -> str:
         """The launch that measured it: a variant's name (the profile's `variants`, issue 39), else `base`."""
-        return str(self.params.get(VARIANT) or BASE)
+        return launch_name(self.params)
 
     @property
     def name(self) -> str:

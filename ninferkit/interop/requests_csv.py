@@ -17,10 +17,9 @@ from typing import Any
 from ninferkit.interop.base import Format, Source, ms
 from ninferkit.interop.stats import last_token_s
 from ninferkit.measure.latency import gaps, number, tpot_s
-from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import write_text_atomic
-from ninferkit.rundir.servings import VARIANT
+from ninferkit.rundir.servings import launch_name
 
 COLUMNS = ("run_id", "sweep", "cell_id", "cell", "variant", "repetition", "request_uid", "api", "status", "error",
            "prompt_tokens", "cached_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "itl_mean_ms", "itl_max_ms",
@@ -34,7 +33,7 @@ def row_of(run_id: str, row: RequestRow) -> dict[str, Any]:
     return {
         "run_id": run_id, "sweep": row.sweep, "cell_id": row.cell_id,
         "cell": json.dumps(row.cell, sort_keys=True) if row.cell else None,
-        "variant": str((row.cell or {}).get(VARIANT) or BASE), "repetition": row.repetition,
+        "variant": launch_name(row.cell), "repetition": row.repetition,
         "request_uid": row.request_uid, "api": row.api, "status": row.status, "error": row.error,
         "prompt_tokens": row.prompt_tokens, "cached_tokens": row.cached_tokens,
         "completion_tokens": row.completion_tokens, "ttft_ms": ms(number(row.ttft_client_s)),

@@ -39,7 +39,7 @@ from ninferkit.report.render import get_renderer
 from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import utc_now, write_text_atomic
-from ninferkit.rundir.servings import VARIANT, run_servings
+from ninferkit.rundir.servings import launch_name, run_servings
 from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
@@ -319,7 +319,7 @@ def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:
 
 def _variant(key: CellKey) -> str:
     """The variant a cell key names (`base`: the profile's own serving)."""
-    return BASE if key[1].startswith("cell_id=") else str(json.loads(key[1]).get(VARIANT) or BASE)
+    return BASE if key[1].startswith("cell_id=") else launch_name(json.loads(key[1]))
 
 
 def _label(key: CellKey) -> str:

@@ -24,7 +24,7 @@ from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
 from ninferkit.report.fmt import number
 from ninferkit.rundir.records import RequestRow, TelemetrySample
-from ninferkit.rundir.servings import VARIANT
+from ninferkit.rundir.servings import VARIANT, launch_name
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS
 
 NONE = "—"
@@ -229,7 +229,7 @@ def launch_spans(run: RunData) -> list[tuple[float, float, str]]:
             continue
         span = spans.setdefault(str(row.cell_id), [float(row.t_send), float(row.t_done)])
         span[0], span[1] = min(span[0], float(row.t_send)), max(span[1], float(row.t_done))
-        names[str(row.cell_id)] = str((row.cell or {}).get(VARIANT) or BASE)
+        names[str(row.cell_id)] = launch_name(row.cell)
     return [(start, end, names[cell]) for cell, (start, end) in spans.items()]
 
 

@@ -39,7 +39,7 @@ from ninferkit.report.render import render_html, render_markdown
 from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import RunDir, utc_now, write_text_atomic
-from ninferkit.rundir.servings import VARIANT, run_servings
+from ninferkit.rundir.servings import launch_name, run_servings
 from ninferkit.sweeps.tables import counted_rows, latest_outcomes
 
 LATENCIES = ("ttft_client_s", "tpot_client_s", "e2e_client_s")
@@ -171,7 +171,7 @@ def _cell_of(row: RequestRow) -> dict[str, Any]:
 
 def variant_of(row: RequestRow) -> str:
     """The launch that measured the row: a variant's name, else `base`."""
-    return str((row.cell or {}).get(VARIANT) or BASE)
+    return launch_name(row.cell)
 
 
 def cell_label(row: RequestRow) -> str:

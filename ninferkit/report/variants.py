@@ -26,7 +26,7 @@ from ninferkit.report.document import Block, Paragraph, Section, Table
 from ninferkit.report.fmt import gib, number
 from ninferkit.report.headline import params_label
 from ninferkit.rundir.records import RequestRow, ServerRecord
-from ninferkit.rundir.servings import VARIANT
+from ninferkit.rundir.servings import VARIANT, launch_name
 from ninferkit.sweeps.cell import REPEAT
 
 TITLE = "Variants side by side"
@@ -118,7 +118,7 @@ def _cells(run: RunData) -> dict[tuple[str, str], dict[str, list[RequestRow]]]:
     """(sweep, cell parameters without repeat and variant) -> launch name -> its measured rows."""
     cells: dict[tuple[str, str], dict[str, list[RequestRow]]] = defaultdict(lambda: defaultdict(list))
     for row in [*run.measured(), *run.measured_variants()]:
-        cells[(str(row.sweep), _shared(row))][str((row.cell or {}).get(VARIANT) or BASE)].append(row)
+        cells[(str(row.sweep), _shared(row))][launch_name(row.cell)].append(row)
     return cells
 
 
@@ -138,7 +138,7 @@ def _cell_figures(run: RunData) -> dict[tuple[str, str, str], dict[str, Any]]:
         for record in table.to_dict("records"):
             key = keys.get(str(record.get("cell_id")))
             if key is not None:
-                found[(sweep, key, str(record.get(VARIANT) or BASE))] = record
+                found[(sweep, key, launch_name(record))] = record
     return found
 
 

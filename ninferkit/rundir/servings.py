@@ -37,6 +37,12 @@ SPEC_OFF = "off"
 """The `speculation` parameter of a task cell measured with speculative decoding off (the A/B's other side)."""
 
 
+def launch_name(cell: Mapping[str, Any] | None) -> str:
+    """The launch a cell's parameters (a row's `cell`, a ledger line's) were measured under: its variant's name,
+    else `base` (the profile's own serving)."""
+    return str((cell or {}).get(VARIANT) or BASE)
+
+
 @dataclass(frozen=True)
 class RunServings:
     """The run's current servings and every one its files name."""

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ninferkit.measure.latency import Targets, goodput
-from ninferkit.params.variants import BASE, GOODPUT, Objective
+from ninferkit.params.variants import GOODPUT, Objective
 from ninferkit.rundir.records import RequestRow
-from ninferkit.rundir.servings import VARIANT
+from ninferkit.rundir.servings import launch_name
 
 _PERCENTILE = re.compile(r"^(?P<metric>\w+?)_p(?P<q>\d{1,2})$")
 
@@ -90,7 +90,7 @@ def deciding_rows(objective: Objective, launch: str, rows: Sequence[RequestRow])
     """The launch's measured requests at the objective's cells, failed ones included (goodput counts them)."""
     def matches(row: RequestRow) -> bool:
         cell = row.cell or {}
-        return (row.sweep == objective.sweep and str(cell.get(VARIANT) or BASE) == launch
+        return (row.sweep == objective.sweep and launch_name(cell) == launch
                 and all(cell.get(key) == value for key, value in objective.cell.items()))
     return [row for row in rows if not row.warmup and row.prefix_role != "seed" and matches(row)]
 

@@ -43,7 +43,7 @@ from ninferkit.params.profile import Profile
 from ninferkit.params.variants import BASE
 from ninferkit.rundir.records import CellEntry, RequestRow, TelemetrySample
 from ninferkit.rundir.runs import Run, RunDir, write_bytes_atomic, write_text_atomic
-from ninferkit.rundir.servings import VARIANT, RunServings, run_servings
+from ninferkit.rundir.servings import VARIANT, RunServings, launch_name, run_servings
 from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
@@ -145,7 +145,7 @@ def sweep_table(name: str, rows: Sequence[RequestRow], outcomes: Mapping[str, Ce
         for cell_id, outcome in repeats:
             cell_rows = frame[frame["cell_id"] == cell_id] if len(frame) else frame
             measured = _measured(kind, cell_rows)
-            record = {VARIANT: (outcome.cell or {}).get(VARIANT) or BASE} if len(variants) > 1 else {}
+            record: dict[str, Any] = {VARIANT: launch_name(outcome.cell)} if len(variants) > 1 else {}
             record.update(kind.key_columns(outcome.cell, speculation))
             record.update(_cell_metrics(kind, measured, rows, targets))
             diagnosis = outcome.diagnosis or {}
