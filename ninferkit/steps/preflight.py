@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
+from typing import get_type_hints
 
 from ninferkit.capacity.launches import overrides_for
 from ninferkit.capacity.observations import Setting
@@ -189,8 +190,9 @@ def _objective_problems(profile: Profile) -> list[str]:
                          f"decode_tok_s_server or ttft_client_s, its percentile (ttft_client_s_p99), or "
                          f"{' / '.join(GOODPUT)}")
     if objective.largest and objective.sweep in names():
-        numbers = [each.name for each in fields(get_kind(objective.sweep).params)
-                   if each.type in ("int", "float", "int | None", "float | None")]
+        params = get_kind(objective.sweep).params
+        hints = get_type_hints(params)  # the fields' types as types: the module's annotations are strings
+        numbers = [each.name for each in fields(params) if hints[each.name] in (int, float, int | None, float | None)]
         if objective.largest not in numbers:
             found.append(f"objective.largest = {objective.largest!r}: not a numeric cell parameter of the "
                          f"{objective.sweep} sweep; allowed: {', '.join(numbers)}")
