@@ -45,13 +45,16 @@ def test_a_cpu_kept_busy_here_reads_as_busy() -> None:
     cpu = min(usable_cpus())
     spinner = subprocess.Popen([sys.executable, "-c", "import os, time\n"
                                 f"os.sched_setaffinity(0, {{{cpu}}})\n"
+                                "print('spinning', flush=True)\n"
                                 "end = time.monotonic() + 5\n"
-                                "while time.monotonic() < end: pass\n"])
+                                "while time.monotonic() < end: pass\n"], stdout=subprocess.PIPE, text=True)
     try:
+        assert spinner.stdout is not None
+        assert spinner.stdout.readline() == "spinning\n"  # measured once it spins, not while Python starts
         measured = measure_idle(0.5)
     finally:
         spinner.kill()
-        spinner.wait()
+        spinner.communicate()
     assert measured is not None and set(measured.shares) == usable_cpus() == set(os.sched_getaffinity(0))
     assert all(0 <= share <= 1 for share in measured.shares.values())
     assert measured.shares[cpu] < 0.1, measured.source  # a process always runnable there: the CPU is never idle

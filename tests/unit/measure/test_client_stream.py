@@ -185,10 +185,11 @@ def test_a_kept_alive_connection_carries_the_next_request() -> None:
 
 
 def test_a_long_stream_is_parsed_as_it_comes_never_all_at_once_at_its_end() -> None:
-    """40,000 events: parsed at the stream's end (as this client once did), they held the event loop for 0.13 s
-    here, and every other stream's reads would have been stamped that late (issue 43: streams of one round end
-    together). Parsed as they come, read by read, the loop ran at most 2-3 ms late."""
-    events = 40_000
+    """160,000 events: parsed at the stream's end (as this client once did), they hold the event loop for about
+    0.5 s (40,000 held it 0.13 s here), and every other stream's reads would have been stamped that late (issue 43:
+    streams of one round end together). Parsed as they come, read by read, the loop ran at most 2-3 ms late; the
+    bound leaves a loaded machine's scheduling room and still fails the parse at the end by a wide margin."""
+    events = 160_000
     body = [chunk(TOKEN * 100) for _ in range(events // 100)]
 
     async def watched() -> tuple[RequestResult, float | None]:
@@ -201,4 +202,4 @@ def test_a_long_stream_is_parsed_as_it_comes_never_all_at_once_at_its_end() -> N
 
     result, lag = asyncio.run(watched())
     assert result.status == "ok" and len(result.text_event_times) == events
-    assert lag is not None and lag < 0.03, lag
+    assert lag is not None and lag < 0.15, lag
