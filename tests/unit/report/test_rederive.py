@@ -103,6 +103,11 @@ def test_capacity_is_fitted_again_from_its_own_observations(tmp_path: Path) -> N
     example = REPO / "docs" / "examples" / "h200-vllm"
     copy = tmp_path / "run"
     shutil.copytree(example, copy, ignore=shutil.ignore_patterns("report", "compare", "*.gz", "h200-*"))
+    # the fit reads the model's KV layout from capacity.vllm_config, a path on the H200 that no fresh machine has:
+    # point it at the same model's config.json, captured on the device (tests/data/vllm-live/session3)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["profile"]["capacity"]["vllm_config"] = str(DATA / "vllm-live" / "session3" / "config.json")
+    (copy / "manifest.json").write_text(json.dumps(manifest))
     old = json.loads((copy / "capacity.json").read_text())
     old["decision_table"] = [{**row, "fits": None, "verdict": "not pinned by the data"}
                              for row in old["decision_table"]]
