@@ -617,14 +617,17 @@ def _speculation(run: RunData) -> Section:
     if not found:
         return Section(title, [Note("No task was measured with speculative decoding (no tasks table, or "
                                          "serve.spec sets no method).")])
-    caption = (f"tables/tasks.csv: per task, the server's drafted and accepted tokens and decode rate with the "
-               f"profile's speculation, and the same task's decode rate on a server with speculation off, "
-               f"measured right after it (sweeps.tasks.speculation_ab; its server is sweeps/speculation-off/). A "
-               f"task gained or lost when one rate beats the other by more than {100 * speculation.GAIN:.0f}%. "
-               "Each side generates at the task's natural length, so their texts can differ: the output tokens and "
-               "how each ended (stop: the model's own end; length: the task's maximum) are beside them. Expected "
-               "character: repetitive answers copy text an n-gram drafter finds in the prompt or the answer so "
-               "far; creative ones write text found in neither.")
+    both = speculation.measured_without(found)
+    caption = ("tables/tasks.csv: per task, the server's drafted and accepted tokens and decode rate with the "
+               "profile's speculation" + (
+                   ", and the same task's decode rate on a server with speculation off, measured right after it "
+                   "(sweeps.tasks.speculation_ab; its server is sweeps/speculation-off/). A task gained or lost when "
+                   f"one rate beats the other by more than {100 * speculation.GAIN:.0f}%. Each side generates at the "
+                   "task's natural length, so their texts can differ" if both else
+                   " (no task was measured with speculation off: sweeps.tasks.speculation_ab adds that side)") +
+               ". The output tokens and how each ended (stop: the model's own end; length: the task's maximum) are "
+               "beside them. Expected character: a repetitive answer copies text the prompt or the answer so far "
+               "already holds, which any drafter predicts well; a creative one writes text found in neither.")
     missed = speculation.not_measured(tasks) if tasks is not None else None
     return Section(title, [Table(speculation.COLUMNS, speculation.table_rows(found), caption),
                            (Paragraph if any(item.ratio is not None for item in found) else Note)(

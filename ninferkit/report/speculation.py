@@ -121,6 +121,11 @@ def _text(row: pd.Series | None, column: str) -> str | None:
     return str(row[column])
 
 
+def measured_without(found: list[TaskSpeculation]) -> bool:
+    """Whether any task was also measured with speculation off (the caption then explains the comparison)."""
+    return any(item.decode_without is not None for item in found)
+
+
 def table_rows(found: list[TaskSpeculation]) -> tuple[tuple[str, ...], ...]:
     return tuple((item.task, number(item.context_depth), item.character, item.method,
                   f"{_count(item.accepted)} / {_count(item.drafted)}" if item.drafted is not None else "none drafted",

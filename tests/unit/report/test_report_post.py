@@ -158,6 +158,10 @@ def test_a_column_no_row_has_a_value_in_is_not_written(tmp_path: Path) -> None:
     table = markdown_table(text, "Speculative decoding, task by task", 0)
     assert table and all("decode tok/s without" not in row and row["acceptance"] == "0%" for row in table)
     assert "speculation_ab: true runs each task both ways" in section(text, NOTES)
+    # nor does the caption describe a side the run lacks, or a drafter it did not use (MTP, not n-gram)
+    caption = section(text, "Speculative decoding, task by task")
+    assert "measured right after" not in caption and "n-gram" not in caption
+    assert "no task was measured with speculation off" in caption
 
 
 def test_the_published_posts_read_as_posts_and_link_their_raw_detail() -> None:
