@@ -358,11 +358,10 @@ def test_a_hostile_profile_is_one_clear_error(tmp_path: Path, content: bytes, sa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
 
 
-REFUSED_ON_PURPOSE = {"vllm-v100-baseline.yaml": "no kernels for sm_70",
-                      "url.yaml": "the model is a running server's, so there is no model file here and nothing to "
+REFUSED_ON_PURPOSE = {"url.yaml": "the model is a running server's, so there is no model file here and nothing to "
                                   "launch"}
-"""Seed profiles whose plan is refused before anything runs, and why (report 001 on today's vLLM: see the profile;
-url.yaml is a server ninferkit did not start, measured with --url)."""
+"""Seed profiles whose plan is refused before anything runs, and why (url.yaml is a server ninferkit did not start,
+measured with --url)."""
 
 
 def test_the_seed_profiles_still_load() -> None:

@@ -7,8 +7,10 @@ speculative methods change with every release, so a profile is checked against t
 llama-server's flags are checked against its `--help`. The facts come from running a short program with the
 profile's Python (`engine.binary`): it reads vLLM's own parser (`make_arg_parser`, what `python -m
 vllm.entrypoints.openai.api_server` parses) and its own type lists, so nothing here restates them. Where that
-Python cannot be run here (a dry run on a laptop), the facts recorded from a real install of the same version
-(`versions/<version>.json`, made with `python -m ninferkit.engines.vllm.facts` on it) stand in, and say so.
+Python cannot be run here (a dry run on a laptop), the facts recorded from an install of the same version
+(`versions/<version>.json`, made with `python -m ninferkit.engines.vllm.facts` on it: 0.26.0 on the H200 it ran on,
+0.19.1 as pip installs it from PyPI, read on a machine without a GPU by scripts/vllm-facts-from-pypi.sh) stand in,
+and say so.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ PROGRAM = r"""
 import json, os, re, sys, typing
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 import vllm
+import vllm.platforms as platforms
+read = {"python": sys.version.split()[0], "vllm": os.path.dirname(vllm.__file__), "gpu": None,
+        "platform": platforms.current_platform.device_type}
+if not read["platform"]:  # no GPU here: the parser's defaults need a device, and vLLM's own CPU platform has one
+    from vllm.platforms.cpu import CpuPlatform
+    platforms.current_platform = CpuPlatform()
+    read["platform"] = "cpu, standing in: no GPU visible"
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.entrypoints.openai.cli_args import make_arg_parser
 parser = make_arg_parser(FlexibleArgumentParser())
@@ -46,14 +55,20 @@ from vllm.config.speculative import SpeculativeMethod
 archs = []
 try:
     import torch
-    archs = [a for a in torch.cuda.get_arch_list()]
+    archs = (torch._C._cuda_getArchFlags() or "").split()
+    read |= {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 except Exception:
     pass
 json.dump({"version": vllm.__version__, "options": options,
            "attention_backends": [m.name for m in AttentionBackendEnum],
-           "speculative_methods": flat(SpeculativeMethod), "torch_cuda_archs": archs}, sys.stdout, sort_keys=True)
+           "speculative_methods": flat(SpeculativeMethod), "torch_cuda_archs": archs, "read": read},
+          sys.stdout, sort_keys=True)
 """
-"""Run with the engine's Python (`python -c PROGRAM`): prints the facts as one JSON object."""
+"""Run with the engine's Python (`python -c PROGRAM`): prints the facts as one JSON object. The architectures are
+torch's build flags (`torch.cuda.get_arch_list()` gives the same list, but only where a GPU is visible), so the
+facts read the same on a machine without one; `read` says where they were read (interpreter, vLLM's folder, torch
+and its CUDA, the GPU if any)."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +137,14 @@ def _installed(python: str, mtime_ns: int) -> VllmFacts | None:
 
 
 def recorded_facts(version: str) -> VllmFacts | None:
-    """The facts recorded from a real install of `version`, if ninferkit has them."""
+    """The facts recorded from an install of `version`, if ninferkit has them; the file's `recorded_from` says which
+    install (the refusals quote it), its `how` the command, the machine and the wheels."""
     found = resources.files("ninferkit.engines.vllm").joinpath("versions", f"{version}.json")
     if not found.is_file():
         return None
-    return parse_facts(found.read_text(), f"recorded from a real vLLM {version} install "
-                                          f"(ninferkit/engines/vllm/versions/{version}.json)")
+    text = found.read_text()
+    return parse_facts(text, f"recorded from {json.loads(text)['recorded_from']} "
+                             f"(ninferkit/engines/vllm/versions/{version}.json)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import yaml
 from ninferkit.artifact.source import check_pin, resolve_source
 from ninferkit.cli import main
 from ninferkit.engines import get_adapter
+from ninferkit.engines.vllm.adapter import VLLM as VllmAdapter
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, load_profile
 from ninferkit.server.process import command, planned_argv
@@ -525,32 +526,71 @@ VLLM_DIFFERENCES = {
     "--model": ("/path/to/qwen3.8-27b-nvfp4", "/models/qwen3.8-27b-nvfp4",
                 "§5.2's /path/to is a placeholder; §5.3 and §6 name /models/qwen3.8-27b-nvfp4"),
     "--host": ("0.0.0.0", "127.0.0.1", "loopback per the security rule, as the report itself advises (§3.3, §10.2)"),
-    "--swap-space": ("32", "absent",
-                     "removed from vLLM's arguments in 0.18; vLLM 0.26.0 refuses it (tests/data/vllm-live)"),
+    "--swap-space": ("32", "absent", "removed from vLLM's arguments in 0.18.0: 0.19.1, the newest vLLM built for "
+                                     "sm_70, has no such option (its own parser, versions/0.19.1.json)"),
 }
 
 
 def test_vllm_command_is_the_reports(tmp_path: Path) -> None:
-    """The report's command as vLLM 0.26.0 takes it, on a GPU that vLLM runs on (the V100 is refused below)."""
+    """The report's command as vLLM 0.19.1 takes it, on the report's own GPU (sm_70)."""
     [report] = bash_argvs(restore_breaks(SEED_001_S5_2), tmp_path)
-    ours = planned_argv(load(VLLM, ["gpu.arch=sm_90"]).profile)
+    ours = planned_argv(load(VLLM).profile)
     assert report[:3] == ours[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
     allowed = {flag: (theirs, mine) for flag, (theirs, mine, _) in VLLM_DIFFERENCES.items()}
     assert differing_flags(flags(report), flags(ours)) == allowed
     assert len(flags(ours)) == 7
 
 
-def test_vllm_report_on_a_v100_is_refused_before_anything_runs() -> None:
-    """vLLM 0.26.0 (what the report's unpinned install gives today) runs on a CUDA 13 torch with no sm_70 kernels:
-    the plan fails at the command line, naming the field, the version and where the facts came from."""
+def test_vllm_plan_is_checked_against_the_newest_vllm_built_for_sm_70() -> None:
+    """The profile pins 0.19.1; with no vLLM here its plan is checked against the lists read from that release
+    (versions/0.19.1.json), whose torch was built for sm_70, and the report's --swap-space is refused by them."""
+    profile = load(VLLM).profile
+    adapter = get_adapter("vllm")
+    assert isinstance(adapter, VllmAdapter)
+    facts = adapter.facts(profile, Path(str(profile.engine.binary)))
+    assert facts is not None and facts.version == profile.engine.version == "0.19.1"
+    assert "versions/0.19.1.json" in facts.source and "sm_70" in facts.torch_cuda_archs
+    removed = r"serve.swap_space_gib: vLLM 0.19.1 .* has no option --swap-space \(removed"
+    with pytest.raises(ProfileError, match=removed):
+        planned_argv(load(VLLM, ["serve.swap_space_gib=32"]).profile)
+
+
+def test_vllm_0_26_0_on_a_v100_is_refused_before_anything_runs() -> None:
+    """vLLM 0.26.0 (a CUDA 13 build, as every release since 0.20.0) runs on a torch with no sm_70 kernels: pinned
+    on the report's GPU, the plan fails at the command line, naming the field, the version and where the facts came
+    from."""
     with pytest.raises(ProfileError) as refused:
-        planned_argv(load(VLLM).profile)
+        planned_argv(load(VLLM, ["engine.version=0.26.0"]).profile)
     message = str(refused.value)
     assert "gpu.arch = 'sm_70'" in message and "vLLM 0.26.0" in message and "versions/0.26.0.json" in message
-    assert "sm_75" in message
-    removed = r"serve.swap_space_gib: vLLM 0.26.0 .* has no option --swap-space \(removed"
-    with pytest.raises(ProfileError, match=removed):
-        planned_argv(load(VLLM, ["gpu.arch=sm_90", "serve.swap_space_gib=32"]).profile)
+    assert "sm_75" in message and "on an H200" in message
+
+
+def test_the_reports_dflash2_side_is_refused_by_the_vllm_that_runs_on_a_v100() -> None:
+    """Seed 001 §5.2's optional `--attention-backend dflash2`, the B side of §6.2-§6.3's A/B: vLLM 0.19.1 has the
+    option, but no backend of that name and no dflash speculative method, so there is no B side to plan."""
+    with pytest.raises(ProfileError) as refused:
+        planned_argv(load(VLLM, ["serve.attention_backend=dflash2"]).profile)
+    message = str(refused.value)
+    assert "serve.attention_backend = 'dflash2': not an attention backend of vLLM 0.19.1" in message
+    assert "TRITON_ATTN" in message and "speculative-decoding method" not in message
+    with pytest.raises(ProfileError, match=r"serve.spec.method = 'dflash': not a speculative method of vLLM 0.19.1"):
+        planned_argv(load(VLLM, ["serve.spec.method=dflash"]).profile)
+
+
+def test_vllm_dry_run_plans_every_table_of_report_001(capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 001 §6: §6.2's decode at concurrency 1 with max_tokens 512, §6.3/§6.5's prompt filling the 8K context
+    with 32 output tokens, §6.4's 16 requests of 256 tokens at 1 and 8 clients: each a cell of the dry run."""
+    seed = (DATA / "seeds" / "001_14cad6f44f36910c.txt").read_text()
+    assert '"max_tokens": 512' in seed and "max_workers=8" in seed and "range(16)" in seed
+    assert main(["run", str(VLLM), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "passes preflight" in out and "sweeps: 4 cells in all" in out
+    context = [(cell["target_prompt_tokens"], cell["output_tokens"]) for cell in _planned(VLLM, "context")]
+    assert context == [(8160, 32)]
+    concurrency = {(cell.get("variant"), cell["concurrency"], cell["prompt_tokens"], cell["output_tokens"],
+                    cell["concurrency"] * cell["requests_per_client"]) for cell in _planned(VLLM)}
+    assert concurrency == {(None, 1, 32, 256, 2), (None, 8, 32, 256, 16), ("decode-512", 1, 32, 512, 2)}
 
 
 # -- pins -----------------------------------------------------------------------------------------
@@ -600,7 +640,7 @@ def test_vllm_checkpoint_is_a_local_folder_with_no_invented_source() -> None:
     profile = load(VLLM).profile
     artifact = profile.artifact
     assert (artifact.repo, artifact.revision, artifact.url, artifact.files) == (None, None, None, {})
-    assert profile.engine.version == "0.26.0" and profile.serve.trust_remote_code  # what its unpinned install gives
+    assert profile.engine.version == "0.19.1" and profile.serve.trust_remote_code  # the newest vLLM for sm_70
 
 
 def test_report_000s_ab_is_a_second_profile_pinned_to_every_digit_000_prints() -> None:
