@@ -189,7 +189,7 @@ SHARED: tuple[Upgrade, ...] = (
     Upgrade("engine.generation", "9dd358c (2026-12-01)", dropped_if_empty()),  # NInfer's own rule reads a value
     Upgrade("engine.build", "96ed3eb (2026-12-02)", _build_of_an_installed_engine,
             lambda data: _kind(data) in KINDS and not has_build(str(_kind(data)))
-            and (_node(data, "engine") or {}).get("build") is not None),
+            and (data.get("engine") or {}).get("build") is not None),
     *(Upgrade(f"serve.{name}", SEPARATE_SERVE, dropped_if_empty(default), _not_served_by(name))
       for name, default in SHARED_SERVE_DEFAULTS.items()),
 )
