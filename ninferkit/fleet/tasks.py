@@ -32,7 +32,7 @@ from ninferkit.errors import BadInput, NinferkitError, StepFailed
 from ninferkit.fleet.spec import Host, LoadedFleet, run_dir_name
 from ninferkit.params import LoadedProfile
 from ninferkit.rundir.records import FleetTaskRecord
-from ninferkit.rundir.runs import RunDir, read_json, utc_now, write_json_atomic
+from ninferkit.rundir.runs import RunDir, json_object, read_json, utc_now, write_json_atomic
 
 TASKS_FILE = "tasks.json"
 TaskState = Literal["pending", "running", "ok", "failed", "interrupted", "lost"]
@@ -401,12 +401,12 @@ def _diagnosis(run_dir: Path, step: str) -> str | None:
     if step not in ("launch", "sweeps", "capacity") or not log.exists():
         return None
     from ninferkit.bounded import read_log
-    from ninferkit.params import validate_profile
+    from ninferkit.rundir.recorded import read_recorded
     from ninferkit.server.diagnose import diagnose
 
     try:
         report = diagnose(read_log(log, "diagnosing the failed task's server log"),
-                          validate_profile(RunDir(run_dir).read_manifest().profile))
+                          read_recorded(json_object(RunDir(run_dir).manifest)).profile)
     except NinferkitError as exc:
         return f"the server log {log} could not be diagnosed: {exc}"
     errors = report.get("errors") or []

@@ -7,24 +7,23 @@ the write-up names, not an error.
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
-from pydantic import ValidationError
 
 from ninferkit.bounded import read_log, regular_file
 from ninferkit.engines import get_adapter
 from ninferkit.engines.base import EngineAdapter
 from ninferkit.errors import BadInput, NinferkitError, ProfileError
 from ninferkit.measure.latency import Targets
-from ninferkit.params.kinds import KINDS, has_build
+from ninferkit.params.kinds import KINDS
 from ninferkit.params.profile import Profile
 from ninferkit.params.report import ReportSection
 from ninferkit.params.variants import BASE
+from ninferkit.rundir.recorded import RecordedProfile, read_recorded
 from ninferkit.rundir.records import (
     ArtifactRecord,
     CapacityRecord,
@@ -41,7 +40,7 @@ from ninferkit.rundir.records import (
     TelemetrySample,
     VariantRecord,
 )
-from ninferkit.rundir.runs import RunDir
+from ninferkit.rundir.runs import RunDir, json_object
 from ninferkit.rundir.servings import VARIANT, run_servings
 from ninferkit.sweeps.counting import Counted
 from ninferkit.sweeps.plan import sweep_names
@@ -90,6 +89,16 @@ class RunData:
     """The sweep tables of a run with variants, whole: every variant's rows beside the base's (`variant` column)."""
     variants: dict[str, tuple[VariantRecord | None, ServerRecord | None]] = field(default_factory=dict)
     """Each variant's variant.json and its server.json (the startup ledger), by name, in the profile's order."""
+    recorded: RecordedProfile | None = None
+    """The recorded profile read by today's schema (rundir/recorded.py); None where the run records none or a
+    field of it cannot be upgraded (`profile_refused` says which)."""
+    profile_refused: str | None = None
+
+    @property
+    def todays_profile(self) -> Profile | None:
+        """The recorded profile as today's schema reads it (the KV layout's fields, the deployment's command, the
+        tables' targets); None where it cannot be read."""
+        return self.recorded.profile if self.recorded is not None else None
 
     def launch_tables(self) -> dict[str, pd.DataFrame]:
         """The sweep tables with every launch's rows: `variant_tables` where the run has variants, else `tables`
@@ -199,6 +208,11 @@ def load_run(path: str | Path) -> RunData:
     data.manifest = _present(run_dir.read_manifest() if run_dir.manifest.exists() else None, run_dir.manifest,
                              data, "any step") or Manifest()
     _refuse_cut_import(run_dir, data.manifest)
+    if data.manifest.profile:
+        try:
+            data.recorded = read_recorded(json_object(run_dir.manifest))
+        except ProfileError as exc:
+            data.profile_refused = str(exc)
     data.probe = _present(run_dir.read_probe(), run_dir.probe, data, "setup")
     data.artifact = _present(run_dir.read_artifact(), run_dir.artifact, data, "verify")
     data.server = _present(run_dir.read_server(), run_dir.server, data, "launch")
@@ -330,18 +344,16 @@ TABLE_BYTES = 256 * 1024 * 1024
 def _rebuilt(data: RunData, name: str, path: Path, damage: str) -> pd.DataFrame:
     """The table `name` built again from the rows and the ledger (the sweeps step's own function); BadInput
     naming the file when the run lacks what it is built from."""
-    from ninferkit.params.load import validate_profile
     from ninferkit.sweeps.kinds import find_kind
 
     cause = f"{data.dir.name(path)} cannot be read ({damage})"
     if find_kind(name) is None or not any(entry.sweep == name for entry in data.cells.values()):
         raise BadInput(f"{cause}, and the run has no ledger entry of a {name} sweep to build it again from: "
                        "run the sweeps step again (03_sweeps), or remove the file")
-    try:
-        profile = validate_profile(data.profile, "the run's profile (manifest.json)")
-    except ProfileError as exc:
+    profile = data.todays_profile
+    if profile is None:
         raise BadInput(f"{cause}; rebuilding it needs the run's profile, which this ninferkit does not read: "
-                       f"{exc}".split("\n")[0]) from None
+                       f"{data.profile_refused or 'the manifest records none'}".split("\n")[0])
     targets = Targets(**profile.sweeps.rate.slo.model_dump())
     data.rebuilt[data.dir.name(path)] = damage
     telemetry = data.telemetry if data.dir.telemetry.exists() else None
@@ -354,27 +366,3 @@ def ordered_steps(manifest: Manifest) -> list[tuple[str, StepEntry]]:
     steps = manifest.steps
     known = [step.name for step in manifest.runbook if step.name in steps]
     return [(name, steps[name]) for name in known + sorted(set(steps) - set(known))]
-
-
-def todays_profile(recorded: dict[str, Any]) -> Profile | None:
-    """The recorded profile read by today's schema, less the keys today's no longer has (an older run's
-    `engine.generation`, vLLM's `engine.build`): enough for the KV layout's fields (capacity.model, serve.kv,
-    serve.spec) and the deployment's command; None where a field it keeps does not validate."""
-    data = copy.deepcopy(recorded)
-    engine = data.get("engine")
-    if isinstance(engine, dict) and engine.get("kind") in KINDS and not has_build(engine["kind"]):
-        engine.pop("build", None)  # an older ninferkit recorded vLLM's unused default build
-    for _ in range(16):
-        try:
-            return Profile.model_validate(data)
-        except ValidationError as exc:
-            extra = [error["loc"] for error in exc.errors() if error["type"] == "extra_forbidden"]
-            if not extra:
-                return None
-            for loc in extra:
-                node: Any = data
-                for part in loc[:-1]:
-                    node = node.get(part) if isinstance(node, dict) else None
-                if isinstance(node, dict):
-                    node.pop(loc[-1], None)
-    return None

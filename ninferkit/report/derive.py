@@ -10,8 +10,10 @@ derived.json which version and commit made each, from which inputs (sha256); whe
 this commit made them from these inputs, and the checkout was clean, nothing is rebuilt.
 
 The join is rebuilt only where the run holds the engine's record (RunDir.engine_record) or its server log;
-otherwise the recorded join is kept and `Derived.kept` says why. A run whose recorded profile no longer
-validates keeps every derived file (its tables are then read as load_run reads them).
+otherwise the recorded join is kept and `Derived.kept` says why. The recorded profile is read as today's schema
+reads it (rundir/recorded.py: fields removed since are upgraded, and derived.json's `profile` says which and who
+recorded it); a run with a field no rule upgrades keeps every derived file, naming the field (its tables are then
+read as load_run reads them).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Any
 from ninferkit.capacity.evidence import narrowed
 from ninferkit.capacity.refit import CannotRefit, refit
 from ninferkit.engines import get_adapter
+from ninferkit.errors import ProfileError
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.hashing import sha256_file
-from ninferkit.rundir.identity import recorded_profile
+from ninferkit.rundir.recorded import RecordedProfile, read_recorded
 from ninferkit.rundir.runs import RunDir, json_object, utc_now, write_json_atomic, write_text_atomic
 from ninferkit.rundir.servings import launches, run_servings
 from ninferkit.sweeps.tables import latest_outcomes, save_tables, tables_of
@@ -38,6 +41,7 @@ DERIVED = "derived.json"
 JOIN, TABLES, CAPACITY = "server_truth.jsonl", "tables/", "capacity.json"
 SCHEMA_VERSION = 1
 UNRECORDED = "an unrecorded ninferkit (before derived.json)"
+UNREADABLE = "a field of the recorded profile cannot be upgraded to this ninferkit's schema (named above)"
 
 
 @dataclass
@@ -47,13 +51,15 @@ class Derived:
     changed: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)
     previous: dict[str, str] = field(default_factory=dict)
+    profile: str = ""
+    """How the recorded profile was read: who recorded it and the fields upgraded, or why it cannot be read."""
 
     def lines(self) -> list[str]:
-        """One line per derived file, for the command's output."""
+        """One line per derived file, for the command's output, after how the profile was read."""
         out = [f"re-derived {name} from the raw files (was made by {self.previous.get(name, UNRECORDED)})"
                for name in self.changed]
         out += [f"kept {name} as recorded: {why}" for name, why in self.kept.items()]
-        return out or ["derived files current"]
+        return [*filter(None, [self.profile]), *(out or ["derived files current"])]
 
 
 def derived_by() -> dict[str, Any]:
@@ -75,24 +81,39 @@ def rederive(run_dir: RunDir) -> Derived:
     """Rebuild the join and the tables of `run_dir` from its raw files when they were made by another ninferkit
     or from other inputs; record it in derived.json. Never touches a raw file."""
     result = Derived()
-    files: dict[str, Any] = dict(json_object(run_dir.path / DERIVED).get("files") or {})
+    written = json_object(run_dir.path / DERIVED)
+    files: dict[str, Any] = dict(written.get("files") or {})
     by = derived_by()
+    profile = _profile(run_dir, result)
+    read = profile.as_record() if isinstance(profile, RecordedProfile) else {"refused": profile}
     if run_dir.capacity.is_file():
-        _capacity(run_dir, files, by, result)
+        _capacity(run_dir, profile, files, by, result)
     if run_dir.requests.exists():
-        _sweeps(run_dir, files, by, result)
-    if result.changed:
-        write_json_atomic(run_dir.path / DERIVED, {"schema_version": SCHEMA_VERSION, "files": files})
+        _sweeps(run_dir, profile, files, by, result)
+    if result.changed or (files and written.get("profile") != read):
+        write_json_atomic(run_dir.path / DERIVED, {"schema_version": SCHEMA_VERSION, "profile": read, "files": files})
     return result
 
 
-def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: Derived) -> None:
+def _profile(run_dir: RunDir, result: Derived) -> RecordedProfile | str:
+    """The recorded profile as today's schema reads it, or why it cannot be read (the field no rule upgrades)."""
+    try:
+        profile = read_recorded(json_object(run_dir.manifest))
+    except ProfileError as exc:
+        result.profile = f"the recorded profile cannot be read by this ninferkit: {exc}"
+        return str(exc)
+    result.profile = profile.line()
+    return profile
+
+
+def _sweeps(run_dir: RunDir, recorded: RecordedProfile | str, files: dict[str, Any], by: dict[str, Any],
+            result: Derived) -> None:
     """The join and the tables, unless derived.json says this clean commit made them from these inputs."""
-    profile = recorded_profile(json_object(run_dir.manifest))
-    if profile is None:
+    if isinstance(recorded, str):
         for name in (JOIN, TABLES):
-            result.kept[name] = "the recorded profile does not validate with this ninferkit"
+            result.kept[name] = UNREADABLE
         return
+    profile = recorded.profile
     inputs = _inputs(run_dir, profile)
     for name in (JOIN, TABLES):
         made = files.get(name) or {}
@@ -109,20 +130,20 @@ def _sweeps(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: 
         files[name] = {"by": by, "written": utc_now(), "inputs": inputs}
 
 
-def _capacity(run_dir: RunDir, files: dict[str, Any], by: dict[str, Any], result: Derived) -> None:
+def _capacity(run_dir: RunDir, profile: RecordedProfile | str, files: dict[str, Any], by: dict[str, Any],
+              result: Derived) -> None:
     """capacity.json fitted again from its own observations and searches (capacity/refit.py), with the version
-    that did it inside it (it is published alone). Where the recorded profile no longer validates, only the
+    that did it inside it (it is published alone). Where the recorded profile cannot be read, only the
     launches' narrowing of the recorded answer (capacity/evidence.py) is applied."""
     recorded = json_object(run_dir.capacity)
     if not recorded:
         result.kept[CAPACITY] = "capacity.json is not a JSON object"
         return
-    profile = recorded_profile(json_object(run_dir.manifest))
-    why = "the recorded profile does not validate with this ninferkit"
+    why = UNREADABLE
     fields: dict[str, Any] | None = None
-    if profile is not None:
+    if isinstance(profile, RecordedProfile):
         try:
-            fields = refit(profile, run_dir, recorded)
+            fields = refit(profile.profile, run_dir, recorded)
         except CannotRefit as exc:
             why = str(exc)
     if fields is None:

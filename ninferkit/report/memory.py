@@ -20,7 +20,7 @@ from typing import Any
 
 from ninferkit.capacity.summary import SUMMARY_COLUMNS, TABLE_COLUMNS, summary_rows, table_rows
 from ninferkit.errors import NinferkitError
-from ninferkit.report.data import RunData, todays_profile
+from ninferkit.report.data import RunData
 from ninferkit.report.document import EMPTY, Bullets, Note, Paragraph, Table
 
 LAYOUT_SOURCES = ("architecture", "KV payload lines")
@@ -89,9 +89,9 @@ def _architecture(run: RunData) -> tuple[tuple[int, str] | None, str]:
     source), or why there is none."""
     if run.adapter is None:
         return None, "the engine is not one this ninferkit knows"
-    profile = todays_profile(run.profile)
+    profile = run.todays_profile
     if profile is None:
-        return None, "the recorded profile does not validate today, so its model's KV layout is not read"
+        return None, "a field of the recorded profile cannot be read today, so its model's KV layout is not read"
     recorded = run.artifact.path if run.artifact is not None else None
     path = Path(recorded) if recorded and Path(recorded).exists() else None
     dtype = profile.serve.kv.dtype or run.adapter.capacity_pool.default_kv_dtype

@@ -25,14 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from ninferkit.errors import ProfileError
-from ninferkit.params.kinds import KINDS, has_build, serve_section
 from ninferkit.params.load import apply_override, validate_profile
-from ninferkit.params.profile import BuildSection, Profile
+from ninferkit.params.profile import Profile
 from ninferkit.params.variants import Variant
 from ninferkit.redaction import scrub
+from ninferkit.rundir.recorded import recorded_profile
 
 EXCLUDED_SERVE = frozenset({"host", "port", "container_port", "api_key_env", "startup_timeout_s", "gpu_devices",
                             "model_id"})
@@ -194,72 +192,10 @@ def manifest_servings(manifest: Mapping[str, Any]) -> dict[str, ServingIdentity]
 
 def recorded_identity(manifest: Mapping[str, Any], artifact: Mapping[str, Any] | None,
                       server: Mapping[str, Any] | None) -> ServingIdentity | None:
-    """The identity of the profile a manifest records, served as server.json says; None when that profile no
-    longer validates (an older schema): its rows then read as legacy."""
+    """The identity of the profile a manifest records (upgraded to today's schema, rundir/recorded.py), served as
+    server.json says; None when a field of that profile cannot be upgraded: its rows then read as legacy."""
     profile = recorded_profile(manifest)
     return None if profile is None else serving_identity(profile, (artifact or {}).get("sha256"), server)
-
-
-def recorded_profile(manifest: Mapping[str, Any]) -> Profile | None:
-    """The manifest's profile validated with today's schema; None when it no longer validates.
-
-    A manifest records every field of the profile, defaults included, as the ninferkit of its day had them. Where
-    that no longer validates, it is tried again less what said nothing (`_said`): the published examples'
-    manifests hold fields since removed at their empty values (`engine.generation: null`, `serve.cors: false`)
-    and the default `engine.build` of vLLM, which runs as installed; without this they kept an older ninferkit's
-    tables and capacity answer for good. A removed field that said something keeps the run as recorded."""
-    data = json.loads(json.dumps(manifest.get("profile") or {}))
-    for _ in range(3):
-        try:
-            return Profile.model_validate(data)
-        except ValidationError as exc:
-            if not _said(data, exc):
-                return None
-    return None
-
-
-def _said(data: dict[str, Any], exc: ValidationError) -> bool:
-    """Drop from a recorded profile, in place, the unknown fields whose value is empty and an engine.build that is
-    only the default of an engine that has none; whether anything was dropped."""
-    dropped = False
-    for error in exc.errors():
-        *parents, last = error["loc"]
-        node: Any = data
-        for key in parents:
-            node = node.get(key) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or last not in node:
-            continue
-        empty = node[last] in (None, False, "", {}, []) \
-            or (parents == ["serve"] and node[last] == _serve_default(last))
-        default_build = parents == ["engine"] and last == "build" and node[last] == _DEFAULT_BUILD \
-            and not _has_build(node.get("kind"))
-        if (error["type"] == "extra_forbidden" and empty) or default_build:
-            del node[last]
-            dropped = True
-    return dropped
-
-
-def _serve_default(name: object) -> object:
-    """The default another engine's serve section gives an option (a recorded `serve.tensor_parallel: 1` of a
-    llama-server run is the default of the serve section all engines once shared)."""
-    for kind in KINDS:
-        field = serve_section(kind).model_fields.get(str(name))
-        if field is not None and not field.is_required():
-            return field.get_default(call_default_factory=True)
-    return _NO_DEFAULT
-
-
-_NO_DEFAULT = object()
-
-
-def _has_build(kind: object) -> bool:
-    try:
-        return has_build(str(kind))
-    except ProfileError:
-        return True
-
-
-_DEFAULT_BUILD = BuildSection().model_dump(mode="json")
 
 
 def spec_off_profile(profile: Profile) -> Profile:

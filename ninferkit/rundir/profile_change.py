@@ -18,8 +18,9 @@ from typing import Any
 
 from ninferkit.errors import ProfileError
 from ninferkit.params.load import LoadedProfile, apply_override, load_profile, validate_profile
+from ninferkit.rundir.recorded import read_recorded
 from ninferkit.rundir.records import Manifest, ProfileChange
-from ninferkit.rundir.runs import RunDir, utc_now
+from ninferkit.rundir.runs import RunDir, json_object, utc_now
 
 MAX_VALUE_CHARS = 80
 
@@ -35,7 +36,7 @@ def checked_profile(profile: str, run_dir: Path, overrides: Sequence[str], *, al
     back as {key path: [the run's value, the new one]} for `record_change`. A run directory with no manifest
     yet takes whatever profile it is given."""
     manifest = RunDir(run_dir).read_manifest()
-    recorded = _recorded(manifest, base) if manifest.profile else None
+    recorded = _recorded(manifest, json_object(RunDir(run_dir).manifest), base) if manifest.profile else None
     if profile:
         given = Path(profile).expanduser()
         source = given if given.is_absolute() else base / given
@@ -60,14 +61,14 @@ def checked_profile(profile: str, run_dir: Path, overrides: Sequence[str], *, al
     return loaded, changed
 
 
-def _recorded(manifest: Manifest, base: Path) -> LoadedProfile:
-    """The profile the manifest records, validated by this ninferkit (so a default it added is no change). A
-    profile an older ninferkit recorded (a field since renamed) is read again from the file and overrides the
-    manifest names, as the write-up reads such a run."""
+def _recorded(manifest: Manifest, raw: dict[str, Any], base: Path) -> LoadedProfile:
+    """The profile the manifest (`raw`: its JSON object) records, read by this ninferkit as the write-up reads it
+    (rundir/recorded.py: a field removed since is upgraded; a default it added is no change). One with a field no
+    rule upgrades is read again from its file with the overrides the manifest names."""
     source = Path(manifest.profile_source) if manifest.profile_source else None
     try:
-        return LoadedProfile(validate_profile(manifest.profile, where=f"the run's profile ({manifest.profile_name})"),
-                             source, tuple(manifest.profile_overrides), dict(manifest.profile_comments or {}))
+        return LoadedProfile(read_recorded(raw).profile, source, tuple(manifest.profile_overrides),
+                             dict(manifest.profile_comments or {}))
     except ProfileError as recorded_error:
         if source is None:
             raise

@@ -23,12 +23,12 @@ from ninferkit.rundir.identity import (
     imported,
     legacy,
     manifest_servings,
-    recorded_profile,
     same_serving,
     serving_identity,
     spec_off_profile,
     variant_profile,
 )
+from ninferkit.rundir.recorded import recorded_profile
 from ninferkit.rundir.runs import RunDir, json_object
 
 VARIANT = "variant"
@@ -87,7 +87,7 @@ def run_servings(run_dir: RunDir) -> RunServings:
         model = (manifest.get("imported_from") or {}).get("model")
         main = spec_off = imported(str(manifest.get("run_id") or run_dir.path.name),
                                    model if isinstance(model, str) else None)
-    elif profile is None:  # the recorded profile no longer validates: its rows are one legacy serving
+    elif profile is None:  # a field of the recorded profile cannot be upgraded: its rows are one legacy serving
         main = spec_off = legacy(str(manifest.get("profile_hash") or "unknown"))
     else:
         sha, server = json_object(run_dir.artifact).get("sha256"), json_object(run_dir.server)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from ninferkit.params.base import Section, shaped
+from ninferkit.params.history import Upgrade
 from ninferkit.params.serve import ServeSection
 
 HAS_BUILD = True
 """engine.build says how llama-server is built (llama.cpp's source, the CPU or CUDA backend)."""
+RECORDED_UPGRADES: tuple[Upgrade, ...] = ()
+"""Fields of this engine's profile an older ninferkit recorded (params/history.py): the shared rules read them."""
 
 
 

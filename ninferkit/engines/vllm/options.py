@@ -7,11 +7,14 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from ninferkit.params.base import Section, shaped
+from ninferkit.params.history import Upgrade
 from ninferkit.params.serve import ServeSection
 
 HAS_BUILD = False
 """vLLM runs as pip installed it, with its wheel's own kernels: it has no engine.build (engine.version names
 the installed version)."""
+RECORDED_UPGRADES: tuple[Upgrade, ...] = ()
+"""Fields of this engine's profile an older ninferkit recorded (params/history.py): the shared rules read them."""
 
 
 

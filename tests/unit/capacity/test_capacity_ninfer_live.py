@@ -23,6 +23,7 @@ import yaml
 from ninferkit.engines import get_adapter
 from ninferkit.errors import ProfileError
 from ninferkit.report import write_report
+from ninferkit.rundir.recorded import read_recorded
 from ninferkit.rundir.runs import Run, open_run
 from ninferkit.steps.capacity import capacity
 from tests.conftest import DATA, whole
@@ -41,12 +42,9 @@ def _own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def todays_profile(manifest: Path) -> dict[str, Any]:
-    """The profile a capture's manifest recorded, in today's schema: engine.generation is gone (a build is
-    named by engine.fork) and each engine's serve section holds only its own options (the others were null)."""
-    profile = json.loads(manifest.read_text())["profile"]
-    profile["engine"].pop("generation")
-    profile["serve"] = {key: value for key, value in profile["serve"].items() if value is not None}
-    return profile
+    """The profile a capture's manifest recorded, as today's schema reads it (rundir/recorded.py: its
+    engine.generation "G1" read as engine.fork's build, the serve options NInfer no longer has dropped)."""
+    return read_recorded(json.loads(manifest.read_text())).profile.model_dump(mode="json")
 
 
 def replayed(source: Path, manifest: Path, where: Path, overrides: tuple[str, ...] = ()) -> tuple[Run, list[str]]:

@@ -3,11 +3,14 @@
 Data: tests/data/ninfer_live/g1-h200-2x120k/run (tests/data/ninfer_live/README.md): a real `ninferkit run` of
 NInfer on an H200, two 122,880-token lanes, whose join and tables were made by an older ninferkit: rendered as
 recorded, one lane pairs one lane's engine TTFT with the other's wall time and the other lane has no engine
-numbers, and prefix-reuse hits are "unknown" though the engine logged 16,378. Copied to tmp_path first.
+numbers, and prefix-reuse hits are "unknown" though the engine logged 16,378. Issue 38: the other two live runs
+(g1-h200/run, g1-h200-v100flags) recorded `engine.generation`, removed since, and are re-derived through the
+profile's upgrade (params/history.py). Each is copied to tmp_path first.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ninferkit.cli import main as cli_main
+from ninferkit.report import write_report
 from ninferkit.report.derive import CAPACITY, DERIVED, JOIN, TABLES, rederive
 from ninferkit.rundir.runs import RunDir
 from tests.conftest import DATA, REPO
@@ -75,14 +79,97 @@ def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.Capt
     assert not (copy / DERIVED).exists()
 
 
-def test_a_run_that_no_longer_validates_keeps_its_derived_files(tmp_path: Path) -> None:
-    # tests/data/ninfer_live/g1-h200/run: its manifest says engine.generation "G1", a field since replaced by
-    # engine.fork and engine.version; a removed field that said something is not guessed at
-    copy = tmp_path / "run"
-    shutil.copytree(DATA / "ninfer_live" / "g1-h200" / "run", copy)
+G1_RUNS = ("g1-h200/run", "g1-h200-v100flags")
+"""The two live captures whose profile an older ninferkit recorded with `engine.generation: "G1"` (removed at
+9dd358c): before issue 38's upgrade they kept every derived file as recorded."""
+
+
+def live_copy(name: str, where: Path) -> Path:
+    copy = where / name.replace("/", "-")
+    shutil.copytree(DATA / "ninfer_live" / name, copy)
+    return copy
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("name", G1_RUNS)
+def test_a_run_recorded_with_engine_generation_is_re_derived_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    copy = live_copy(name, tmp_path)
+    manifest = (copy / "manifest.json").read_bytes()
+    recorded_tasks = csv_rows(copy / "tables" / "tasks.csv")
+    recorded_reuse = {row["scenario"]: row for row in csv_rows(copy / "tables" / "prefix_reuse.csv")}
+    assert "answers" not in json.loads((copy / "capacity.json").read_text())
+    assert cli_main(["report", str(copy)]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == ('profile read as recorded by an unrecorded ninferkit older than 9dd358c (its profile has a '
+                       'field that commit removed), fields upgraded: engine.generation "G1" -> the interface of '
+                       "ziworkslab/ninfer-3090-ubuntu, engine.fork's build in the NInfer build table (9dd358c); "
+                       "removed since at their empty values, dropped: serve.gpu_memory_utilization, "
+                       "serve.swap_space_gib, serve.threads, serve.weights_dtype")
+    assert {f"re-derived {name} from the raw files (was made by an unrecorded ninferkit (before derived.json))"
+            for name in (CAPACITY, JOIN, TABLES)} == set(said[1:])
+    assert (copy / "manifest.json").read_bytes() == manifest  # raw: never rewritten
+    derived = json.loads((copy / DERIVED).read_text())
+    assert set(derived["files"]) == {CAPACITY, JOIN, TABLES}
+    assert derived["profile"]["recorded_by"].startswith("an unrecorded ninferkit older than 9dd358c")
+    assert derived["profile"]["upgraded"][0].startswith('engine.generation "G1" (removed at 9dd358c (2026-12-01))')
+    # what changed: the tokens per round come from the engine's speculative.rounds (1 + accepted / rounds: random
+    # weights reject every draft, so exactly 1), a column the recorded tables lacked
+    done = [line for line in map(json.loads, (copy / "engine-request-log.jsonl").read_text().splitlines())
+            if line.get("event") == "request_done" and line.get("speculative")]
+    assert done and {1 + line["speculative"]["accepted_tokens"] / line["speculative"]["rounds"] for line in done} \
+        == {1}
+    assert all("tokens_per_round_server_median" not in row for row in recorded_tasks)
+    assert {row["tokens_per_round_server_median"] for row in csv_rows(copy / "tables" / "tasks.csv")} == {"1.0"}
+    # prefix-reuse hits: "unknown" as recorded (the chat usage carries none), the engine's own count re-derived
+    hits = {line["result"]["prefix_cache_hit_tokens"] for line in done}
+    reuse = {row["scenario"]: row for row in csv_rows(copy / "tables" / "prefix_reuse.csv")}
+    assert recorded_reuse["identical_resend"]["cached_tokens_median"] == ""
+    assert float(reuse["identical_resend"]["hit_tokens_median"]) in hits - {0}
+    assert reuse["identical_resend"]["hit_tokens_source"] == "engine"
+    # capacity.json fitted again: the per-answer table the recorded fit predates
+    assert json.loads((copy / "capacity.json").read_text())["answers"]
+    index = (copy / "report" / "index.md").read_text()
+    appendix = (copy / "report" / "appendix.md").read_text()
+    assert "16 (length) |" in index and "16 (—) |" not in index
+    assert "| coding: tokens per round |" in index and "## Average decode against the best engine window" in index
+    assert "paired in start order" not in index
+    provenance = next(line for line in appendix.splitlines() if line.startswith("| profile read |"))
+    assert 'engine.generation "G1" -> the interface of ziworkslab/ninfer-3090-ubuntu' in provenance
+
+
+def test_a_run_recorded_by_todays_schema_says_no_field_was_upgraded(tmp_path: Path) -> None:
+    copy = live_copy("g1-h200-2x120k/run", tmp_path)
+    result = rederive(RunDir(copy))
+    assert result.lines()[0] == "profile read as recorded by ninferkit 0.1.0 @1af22a9, fields upgraded: none"
+    assert json.loads((copy / DERIVED).read_text())["profile"] == {"recorded_by": "ninferkit 0.1.0 @1af22a9",
+                                                                  "upgraded": []}
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("generation", "G3", 'engine.generation = "G3" cannot be read by this ninferkit: the field was removed at '
+     "9dd358c (2026-12-01), and engine.fork 'ziworkslab/ninfer-3090-ubuntu' is the build "
+     "ziworkslab/ninfer-3090-ubuntu, whose interface is G1, not G3"),
+    ("flavour", "fast", "engine.flavour: unknown field"),
+])
+def test_a_field_that_cannot_be_upgraded_keeps_the_derived_files_naming_it(
+        tmp_path: Path, field: str, value: str, named: str) -> None:
+    copy = live_copy("g1-h200/run", tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["profile"]["engine"][field] = value
+    (copy / "manifest.json").write_text(json.dumps(manifest))
     result = rederive(RunDir(copy))
     assert result.changed == [] and set(result.kept) == {CAPACITY, JOIN, TABLES}
-    assert all("does not validate" in line for line in result.lines())
+    assert result.lines()[0].startswith("the recorded profile cannot be read by this ninferkit: ")
+    assert named in result.lines()[0]
+    report = write_report(copy)
+    provenance = next(line for line in report.appendix["markdown"].read_text().splitlines()
+                      if line.startswith("| profile read |"))
+    assert "not by this ninferkit (the derived files are as recorded)" in provenance and named in provenance
 
 
 def test_a_run_whose_removed_fields_said_nothing_is_re_derived(tmp_path: Path) -> None:
