@@ -54,7 +54,8 @@ def main(args: argparse.Namespace) -> int:
 
         if args.url is not None or args.profile is None:
             raise BadInput("--dry-run shows the plan of a PROFILE's own server; a --url run launches nothing")
-        loaded, chosen = checked_plan(args.profile, parse_steps(args.steps) if args.steps else None, args.overrides)
+        loaded, chosen = checked_plan(args.profile, parse_steps(args.steps) if args.steps else None, args.overrides,
+                                      here=False)
         print("\n".join(plan_lines(loaded, chosen)))
         return 0
 

@@ -207,7 +207,7 @@ def load_fleet(path: str | Path, overrides: list[str] | tuple[str, ...] = (), ro
                 continue
             try:
                 profile = load_profile(where, every)
-                preflight.check(profile, spec.steps)
+                preflight.check(profile, spec.steps, here=False)  # each host's run checks its own machine
             except ProfileError as exc:
                 refused.append(f"host {host.name}, profile {written}: {exc}")
                 continue

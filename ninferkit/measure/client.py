@@ -93,7 +93,8 @@ class RequestSpec:
     api: Api
     messages: list[dict[str, Any]]
     max_tokens: int
-    temperature: float = 0.0
+    temperature: float | None = 0.0
+    """None: none is sent, and the engine samples with its own default."""
     seed: int | None = 0
     tools: list[dict[str, Any]] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -260,7 +261,9 @@ def request_body(spec: RequestSpec, model_id: str) -> dict[str, Any]:
         raise ValueError(f"api = {spec.api!r}; allowed: {', '.join(API_PATHS)}")
     if spec.tools and spec.api != "chat":
         raise ValueError(f"tools are sent on the chat API only, not {spec.api!r}")
-    body: dict[str, Any] = {"model": model_id, "stream": True, "temperature": spec.temperature}
+    body: dict[str, Any] = {"model": model_id, "stream": True}
+    if spec.temperature is not None:
+        body["temperature"] = spec.temperature
     if spec.seed is not None and spec.api in SEED_APIS:
         body["seed"] = spec.seed
     if spec.api == "chat":

@@ -62,6 +62,10 @@ class TasksSweep(Section):
     depths: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(
         default_factory=lambda: [8192], description="document tokens before the task")
     output_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="null: each task's own natural length")
+    concurrency: dict[Annotated[int, Field(ge=0, le=MAX_TOKENS)], Clients] = Field(
+        default_factory=dict, description="requests of a task sent at once, by depth ({8192: 2}: at 8,192 each "
+        "repetition is two requests at once, each its own document, seed 003 §二's C2 rows); a depth not named: one "
+        "at a time; a depth named that depths lacks sends nothing (the plan notes it), so -p can trim depths alone")
     repetitions: int = Field(1, ge=1, le=MAX_COUNT)
     warmup: int = Field(1, ge=0, le=MAX_COUNT)
     api: Api = "chat"
@@ -214,7 +218,9 @@ class SweepsSection(Section):
     agent: AgentSweep = AgentSweep()
     trace: TraceSweep = TraceSweep()
     ab: ABSweep = ABSweep()
-    temperature: float = Field(0.0, ge=0.0, description="0: greedy, as the field reports measure")
+    temperature: float | None = Field(0.0, ge=0.0, description="0: greedy, as seed 000 measures; null: no temperature "
+                                      "is sent and the engine samples as it does by default (seed 003 §二: '默认采样': "
+                                      "speculative acceptance depends on it)")
     seed: int | None = Field(0, description="sent on the chat API (the Messages and Responses APIs have no seed)")
     reasoning_effort: ReasoningEffort | None = Field(
         "none", description="sent as reasoning_effort on the chat API to engines that read it (seed 000 §2: "

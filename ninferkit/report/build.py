@@ -23,6 +23,7 @@ from ninferkit.deploy.service import command, plan
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.host.findings import environment_rows, topology_pairs
+from ninferkit.host.machine import form
 from ninferkit.measure.latency import recorded_itl
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
@@ -53,7 +54,7 @@ from ninferkit.report.lead import lead_figures, prefill_is_overhead
 from ninferkit.report.memory import capacity_blocks
 from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
-from ninferkit.report.recipe import launch_flags, profile_comments
+from ninferkit.report.recipe import artifact_fetched, launch_flags, profile_comments
 from ninferkit.report.render import get_renderer
 from ninferkit.report.views import detail_view, latency_view, sweep_view, what_fits
 from ninferkit.rundir.records import ArtifactRecord, BenchComparison, CellEntry, Manifest, ServerRecord, StepEntry
@@ -264,6 +265,9 @@ def _environment(run: RunData) -> Section:
     amx = f", AMX {', '.join(cpu.amx) or 'no'}" if cpu.amx is not None else ""  # probes before issue 18 have none
     rows.append(("CPU", f"{cpu.model}, {cpu.cores} cores, AVX-512 {'yes' if cpu.avx512f else 'no'}{amx}"))
     rows += environment_rows(facts)
+    host = facts.host
+    if host.memory_total_bytes is not None or host.source is not None:  # probes before ninferkit read them: no row
+        rows.append(("host", f"{form(host)}; memory {gib(host.memory_total_bytes)}"))
     rows.append(("platform", str(run.manifest.platform)))
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]
@@ -320,7 +324,7 @@ def _recipe(run: RunData) -> list[Section]:
                  ("artifact file", str(artifact.get("filename"))),
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
                  ("artifact size (pinned)", number(artifact.get("size_bytes")))]
-    rows += _verified_artifact(run.artifact)
+    rows += _verified_artifact(run.artifact) + artifact_fetched(run)
     blocks: list[Any] = [Table(("item", "value"), tuple(row for row in rows if row[1] not in EMPTY))]
     argv = list(run.server.argv) if run.server else []
     if not argv:

@@ -68,7 +68,6 @@ def method(run: RunData) -> list[str]:
     if not rows:
         return ["No request was measured (requests.jsonl is missing or empty), so there is no method to state."]
     warmups = sum(1 for row in run.requests if row.warmup)
-    temperatures = sorted({float(row.temperature) for row in rows if row.temperature is not None})
     seeds = sorted({row.seed for row in rows if row.seed is not None})
     apis = sorted({str(row.api) for row in rows})
     reps: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -79,8 +78,7 @@ def method(run: RunData) -> list[str]:
         f"{len(rows)} measured requests in {len(reps)} cells over the {', '.join(apis)} API(s); "
         f"{warmups} warm-up requests are excluded from every number; "
         f"repetitions per cell: {', '.join(str(n) for n in per_cell)}.",
-        f"Sampling: temperature {', '.join(number(t) for t in temperatures) or 'not recorded'}, "
-        f"seed {', '.join(str(s) for s in seeds) or 'not recorded'}.",
+        f"Sampling: {_sampling_by_cell(rows)}, seed {', '.join(str(s) for s in seeds) or _no_seed(rows)}.",
         "Decode and prefill speeds are the server's own accounting (the appendix names each figure's file and "
         "field); TTFT, TPOT, ITL and end-to-end latency are the client's (the appendix's latency "
         "section defines each, with the names other tools give it). Token counts come from the server's usage, never "
@@ -88,6 +86,36 @@ def method(run: RunData) -> list[str]:
         "Cold context-sweep requests start with a unique salt, so the prefix cache cannot serve the "
         "document; the prefix-reuse sweep measures the cache on purpose.",
     ]
+
+
+ENGINE_DEFAULT = "the engine's default (no temperature sent)"
+
+
+def sampling(row: RequestRow) -> str:
+    """The sampling a request was sent with, from its cell as planned (`sweeps.temperature`; null: none sent, the
+    engine's default, seed 003 §二's '默认采样'), else the temperature the row recorded (a row older than its cell)."""
+    cell = row.cell or {}
+    if "temperature" in cell:
+        planned = cell["temperature"]
+        return ENGINE_DEFAULT if planned is None else f"temperature {float(planned):g}"
+    return "temperature not recorded" if row.temperature is None else f"temperature {float(row.temperature):g}"
+
+
+def _no_seed(rows: Sequence[RequestRow]) -> str:
+    """Why no row has a seed: none was sent (its cells planned none, or their API has none), or rows too old to say."""
+    return "none sent" if any("seed" in (row.cell or {}) for row in rows) else "not recorded"
+
+
+def _sampling_by_cell(rows: Sequence[RequestRow]) -> str:
+    """One sampling for the run (every cell sent alike), or each sampling with the cells it ran: speculative
+    acceptance, and with it decode, depends on it, so a cell read beside another must say which it had."""
+    cells: dict[str, dict[str, None]] = defaultdict(dict)
+    for row in rows:
+        variant = (row.cell or {}).get("variant")
+        cells[sampling(row)][f"{row.sweep} {cell_label(row)}" + (f" (variant {variant})" if variant else "")] = None
+    if len(cells) == 1:
+        return next(iter(cells))
+    return "; ".join(f"{how} in {len(named)} cell(s): {', '.join(named)}" for how, named in sorted(cells.items()))
 
 
 def caveats(run: RunData) -> list[str]:
@@ -162,7 +190,7 @@ def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:
     """Requests sent alone (no other client) that waited longer before their first token than the
     server spent on the whole prompt: time the engine's own timings do not show."""
     alone = [(wait, row.prompt_s_server) for row in rows
-             if not _loads_server(row.sweep) and (wait := wait_before_prefill_s(row)) is not None
+             if not _loads_server(row) and (wait := wait_before_prefill_s(row)) is not None
              and row.prompt_s_server is not None]
     slow = [wait for wait, prompt_s in alone if wait > max(WAIT_ALONE_S, prompt_s)]
     if not slow:
@@ -176,10 +204,11 @@ def _work_before_prefill(run: RunData, rows: Sequence[RequestRow]) -> list[str]:
     return [note + (f" The server log says why: {cause}" if cause else "")]
 
 
-def _loads_server(sweep: str | None) -> bool:
-    """Whether the sweep's requests share the server with others in flight (its kind says)."""
-    kind = find_kind(sweep)
-    return kind is not None and kind.loads_server
+def _loads_server(row: RequestRow) -> bool:
+    """Whether the request shared the server with others in flight: its kind says, or its cell sent it as one lane of
+    several (a task at `sweeps.tasks.concurrency`)."""
+    kind = find_kind(row.sweep)
+    return (kind is not None and kind.loads_server) or int((row.cell or {}).get("concurrency") or 1) > 1
 
 
 def _rate_notes(run: RunData) -> list[str]:

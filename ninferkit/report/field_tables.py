@@ -401,9 +401,12 @@ def coding_and_agent(run: RunData) -> list[Block]:
     if not scenarios:
         return [Note("Neither the coding nor the agent task was measured: add them to sweeps.tasks.tasks.")]
     depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
+    at_once = {depth: max((_value(tasks, i, "concurrency") or 1 for i in range(len(tasks))
+                           if int(tasks["context_depth"].iloc[i]) == depth), default=1) for depth in depths}
+    varies = len(set(at_once.values())) > 1
     rows = []
     for depth in depths:
-        shown: list[str] = []
+        shown: list[str] = [str(at_once[depth])] if varies else []
         for name in scenarios:
             index = [i for i in range(len(tasks)) if tasks["task"].iloc[i] == name
                      and int(tasks["context_depth"].iloc[i]) == depth]
@@ -417,9 +420,13 @@ def coding_and_agent(run: RunData) -> list[Block]:
         rows.append((number(depth), *shown))
     columns = [f"{name}: {column}" for name in scenarios for column in
                ("prompt tokens", "TTFT, s (server)", _decode_header(tasks), "tokens per round")]
-    blocks: list[Block] = [Table(("depth", *columns), tuple(rows),
+    lanes = (" Requests at once: each repetition's requests sent together (sweeps.tasks.concurrency, seed 003's 并发 "
+             "column), each figure the median over them; the second lane's wait for the first's prefill is not in "
+             "the prompt time.") if varies else ""
+    blocks: list[Block] = [Table(("depth", *(["requests at once"] if varies else []), *columns), tuple(rows),
                                  "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
-                                 "003's layout); TTFT is the engine's prompt time, tokens per round the engine's.")]
+                                 "003's layout); TTFT is the engine's prompt time, tokens per round the engine's."
+                                 + lanes)]
     absent = {"coding", "agent"} - set(scenarios)
     if absent:
         blocks.append(Note(f"The {' and '.join(sorted(absent))} task was not measured: add it to "

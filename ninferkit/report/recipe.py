@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ninferkit.errors import ProfileError
+from ninferkit.host.mounts import file_system
 from ninferkit.params.load import read_profile_text, yaml_comments
 from ninferkit.report.data import RunData
+from ninferkit.report.fmt import number
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 POSITIONAL = "(argument)"
@@ -117,3 +119,25 @@ def _same(leaf: Any, value: str) -> bool:
     if isinstance(leaf, bool):
         return False
     return str(leaf) == value
+
+
+def artifact_fetched(run: RunData) -> list[tuple[str, str]]:
+    """How the artifact reached the machine, seed 000 §1.4's two figures: the download's rate (artifact.json, the
+    verify step's downloads; the report's "12.4 MB/s, 20 GiB about 29 minutes") and the file system it was loaded
+    from (probe.json, the setup step's mount of the artifact's folder; the report's local disk 18.2 s against NFS
+    52-59 s). A row only where the run recorded it."""
+    rows = []
+    downloads = run.artifact.downloads if run.artifact else []
+    if downloads:
+        received = sum(int(each.get("bytes_received") or 0) for each in downloads)
+        seconds = sum(float(each.get("seconds") or 0) for each in downloads)
+        resumed = sum(int(each.get("resumed_from_bytes") or 0) for each in downloads)
+        minutes, rest = divmod(seconds, 60)
+        took = f"{int(minutes)} min {rest:.0f} s" if minutes else f"{rest:.1f} s"
+        rate = f"{received / seconds / 1e6:.1f} MB/s" if seconds > 0 else "rate not recorded"
+        rows.append(("artifact download (this run)", f"{rate}: {number(received)} bytes in {took}"
+                     + (f", resumed after {number(resumed)} bytes already on disk" if resumed else "")))
+    disk = run.probe.facts.disk if run.probe else None
+    if disk is not None and disk.fstype is not None:
+        rows.append(("artifact folder's file system", f"{file_system(disk)}: the engine loads the weights from it"))
+    return rows

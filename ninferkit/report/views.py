@@ -331,7 +331,8 @@ def _label(name: str, cell: Row) -> str:
     for label in _labels(name):
         value = param(label.key)(cell)
         if value is not None:
-            parts.append((label.one if value == "1" and label.one else label.words).format(value))
+            parts.append((label.one if value == "1" and label.one is not None else label.words).format(value))
+    parts = [part for part in parts if part]  # a label whose `one` is "" says nothing of the usual value
     repeat = _get(cell, "repeat")
     return (" ".join(parts) or str(_get(cell, "cell_id"))) + (f" (repeat {repeat})" if repeat else "")
 

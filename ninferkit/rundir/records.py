@@ -151,6 +151,25 @@ class DiskFacts(RecordPart):
     """Where the artifact goes."""
     free_bytes: int | None = None
     total_bytes: int | None = None
+    mount_point: str | None = None
+    """The mount holding `path` (host/mounts.py); None: not read (a probe made before ninferkit read it)."""
+    fstype: str | None = None
+    mount_source: str | None = None
+    network: bool | None = None
+    """Whether the file system is a network one (NFS, CIFS, ...): seed 000 §1.4 loads in 18.2 s locally, 52-59 s
+    over NFS."""
+
+
+class HostFacts(RecordPart):
+    """The machine itself (host/machine.py): memory, and VM or container; None: not read."""
+
+    memory_total_bytes: int | None = None
+    vm: str | None = None
+    """systemd-detect-virt --vm: the hypervisor's name, "none" on bare metal."""
+    container: str | None = None
+    hypervisor_flag: bool | None = None
+    dmi: str | None = None
+    source: str | None = None
 
 
 class ProbeFacts(RecordPart):
@@ -166,6 +185,7 @@ class ProbeFacts(RecordPart):
     docker: DockerFacts = Field(default_factory=DockerFacts)
     cpu: CpuFacts = Field(default_factory=CpuFacts)
     disk: DiskFacts = Field(default_factory=DiskFacts)
+    host: HostFacts = Field(default_factory=HostFacts)
 
 
 class ProbeRecord(RunFile):

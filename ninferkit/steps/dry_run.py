@@ -1,6 +1,10 @@
 """`ninferkit run --dry-run`: what a run of a profile would do, from the same checks and plan the run itself makes,
 with nothing written, downloaded or launched. A GPU hour is dear: the launches and cells it will spend are worth
-reading before the first one starts."""
+reading before the first one starts.
+
+A dry run plans without the GPU box (on a laptop, a login node): what only that machine can answer (its GPU against
+the profile, a variant's power limit it must set as root with nvidia-smi) is said as not checked, with what this
+machine would answer, and the run itself refuses it before anything is written (steps/preflight.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from ninferkit.params import LoadedProfile
 from ninferkit.params.variants import BASE
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.server.process import planned_argv
+from ninferkit.steps.preflight import power_limit_variants
 from ninferkit.sweeps.plan import build_plan, parse_only
 
 
@@ -57,5 +62,21 @@ def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
             said.append(f"up to one launch at each of {grid * len(capacity.contexts)} grid point(s) (those the "
                         "run's own launches have not observed)")
         lines.append(f"capacity: {' and '.join(said) if said else 'no launch (the fit reads the startup logs)'}")
+    lines += _not_checked(loaded)
     lines.append("nothing was written, downloaded or launched")
+    return lines
+
+
+def _not_checked(loaded: LoadedProfile) -> list[str]:
+    """What the run checks on its own machine and a dry run does not: the setup probe's judgement of the GPU, and
+    each variant's power limit, with what this machine would answer."""
+    gpu = loaded.profile.gpu
+    described = [value for value in (gpu.name, gpu.arch, f"{gpu.memory_gib:g} GiB" if gpu.memory_gib else None,
+                                     f"power limit {gpu.power_limit_w:g} W" if gpu.power_limit_w else None) if value]
+    lines = ["not checked by a dry run: the machine (the setup step probes its GPU, driver, CUDA, Docker and disk"
+             + (f" against gpu: {', '.join(described)})" if described else ")")]
+    for name, watts, refused in power_limit_variants(loaded.profile):
+        lines.append(f"not checked by a dry run: variant {name!r} sets the power limit to {watts:g} W for its launch "
+                     "(nvidia-smi, as root); " + (f"this machine could not: {refused}; the run refuses it before "
+                                                  "anything is written" if refused else "this machine could"))
     return lines

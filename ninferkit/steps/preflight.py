@@ -41,9 +41,10 @@ LAUNCHING = ("launch", "sweeps", "capacity")
 """The manifest key that holds the steps `ninferkit run` was asked for."""
 
 
-def check(loaded: LoadedProfile, steps: Collection[str] | None = None) -> None:
-    """Raise ProfileError, one line per problem, when the steps (None: all) cannot finish with this profile."""
-    found = problems(loaded.profile, steps)
+def check(loaded: LoadedProfile, steps: Collection[str] | None = None, *, here: bool = True) -> None:
+    """Raise ProfileError, one line per problem, when the steps (None: all) cannot finish with this profile, and,
+    with `here` (the machine that runs them), on this machine (`machine_problems`)."""
+    found = problems(loaded.profile, steps) + (machine_problems(loaded.profile, steps) if here else [])
     if found:
         raise ProfileError(f"profile {loaded.profile.name} describes a run that cannot finish; nothing was "
                            f"downloaded or launched ({len(found)} problem(s)):\n"
@@ -159,12 +160,34 @@ def variant_problems(profile: Profile, launch: set[str]) -> list[str]:
                          "as the profile's own, the same cells); allowed: a serve option that changes behaviour, "
                          "gpu.power_limit_w, or cells of its own (sweeps.*)")
         found += [f"{where}: {line}" for line in _launch_problems(changed) if line not in launch]
-        if "gpu.power_limit_w" in variant.set:
-            refused = power.refusal(changed, boot_unit=False)
-            if refused:
-                found.append(f"{where}: gpu.power_limit_w = {variant.set['gpu.power_limit_w']}: {refused}")
         found += [f"{where}: {line}" for line in _pool_beyond_memory(changed)]
     return found + _objective_problems(profile)
+
+
+def power_limit_variants(profile: Profile) -> list[tuple[str, float, str | None]]:
+    """Each variant that sets the GPU's power limit (the sweeps step sets it with nvidia-smi, as root, for the
+    variant's launch): its name, the limit and why this machine cannot set it (None: it can)."""
+    found = []
+    for variant in profile.variants:
+        if "gpu.power_limit_w" in variant.set:
+            try:
+                changed = variant_profile(profile, variant)
+            except ProfileError:  # `problems` names it
+                continue
+            found.append((variant.name, float(variant.set["gpu.power_limit_w"]), power.refusal(changed,
+                                                                                                 boot_unit=False)))
+    return found
+
+
+def machine_problems(profile: Profile, steps: Collection[str] | None = None) -> list[str]:
+    """What this machine lacks for the plan: a variant's power limit it cannot set (no root, no nvidia-smi). Not
+    one of `problems`, which judge the profile whatever the machine (a fleet checks its hosts' profiles where the
+    fleet file is, a dry run plans a GPU box's run on a laptop): the run asks these on the machine that runs it,
+    before anything is written, downloaded or launched; a dry run lists them as not checked (steps/dry_run.py)."""
+    if "sweeps" not in (set(LAUNCHING) if steps is None else set(steps)) or profile.artifact.served:
+        return []
+    return [f"variant {name!r}: gpu.power_limit_w = {watts:g}: {refused}"
+            for name, watts, refused in power_limit_variants(profile) if refused]
 
 
 def _objective_problems(profile: Profile) -> list[str]:

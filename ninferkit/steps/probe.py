@@ -27,6 +27,8 @@ from ninferkit.host import evidence as host_evidence
 from ninferkit.host import findings as evidence_findings
 from ninferkit.host.cpu import host_cpu
 from ninferkit.host.gpu import gpu_facts
+from ninferkit.host.machine import form, machine_facts
+from ninferkit.host.mounts import file_system, read_mount
 from ninferkit.params.profile import Profile
 from ninferkit.rundir.records import GpuInfo, ProbeFacts, ProbeRecord, RecordedFinding
 from ninferkit.units import GIB
@@ -75,11 +77,15 @@ def cpu_facts() -> dict[str, Any]:
 
 
 def disk_facts(where: Path) -> dict[str, Any]:
+    """Room at the artifact's folder, and the file system holding it (local or network: host/mounts.py)."""
     existing = where
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     usage = shutil.disk_usage(existing)
-    return {"path": str(where), "free_bytes": usage.free, "total_bytes": usage.total}
+    mount = read_mount(where)
+    return {"path": str(where), "free_bytes": usage.free, "total_bytes": usage.total,
+            **({"mount_point": mount.mount_point, "fstype": mount.fstype, "mount_source": mount.source,
+                "network": mount.network} if mount else {})}
 
 
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -120,6 +126,7 @@ def collect(profile: Profile | None = None) -> ProbeFacts:
         "docker": docker_facts(),
         "cpu": cpu_facts(),
         "disk": disk_facts(artifact_dir),
+        "host": machine_facts(),
     })
 
 
@@ -288,7 +295,9 @@ def describe(record: ProbeRecord) -> str:
                  f"AMX: {', '.join(cpu.amx or ()) or 'no'})")
     lines.append(f"CUDA toolkit: {facts.cuda_toolkit.version or 'not found'}; docker: "
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
-    lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}")
+    lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}" + (
+        f" ({file_system(facts.disk)})" if facts.disk.fstype else ""))
+    lines.append(f"host: {form(facts.host)}, memory {_gib(facts.host.memory_total_bytes)}")
     lines += [f"{fact}: {value}" for fact, value in evidence_findings.environment_rows(facts)]
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""

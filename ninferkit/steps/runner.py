@@ -173,13 +173,14 @@ def run_runbook(
     return result
 
 
-def checked_plan(profile: str | Path, steps: Sequence[str] | None,
-                 overrides: Sequence[str]) -> tuple[LoadedProfile, list[str]]:
+def checked_plan(profile: str | Path, steps: Sequence[str] | None, overrides: Sequence[str],
+                 *, here: bool = True) -> tuple[LoadedProfile, list[str]]:
     """The profile and the chosen steps (all by default), once the whole plan of those steps passed preflight (and
-    an A/B's baseline run is on this machine): before anything is written, downloaded or launched."""
+    an A/B's baseline run is on this machine): before anything is written, downloaded or launched. `here` false (a
+    dry run): what only the machine that runs can answer (preflight.machine_problems) is left to that run."""
     chosen = list(steps) if steps else list(STEPS)
     loaded = load_profile(profile, list(overrides))
-    preflight.check(loaded, chosen)
+    preflight.check(loaded, chosen, here=here)
     if "sweeps" in chosen and loaded.profile.sweeps.ab.enabled:
         preflight.ab_baseline(loaded.profile)  # the other side of the A/B, on this machine
     return loaded, chosen

@@ -42,7 +42,8 @@ class CellParams:
     output_tokens: int
     api: Api
     pin_output: bool
-    temperature: float
+    temperature: float | None
+    """None: no temperature sent, the engine's default sampling (`sweeps.temperature: null`)."""
     seed: int | None
     reasoning_effort: str | None = None
     repeat: int = 0
@@ -96,7 +97,8 @@ def first_repeat_id(sweep: str | None, recorded: dict[str, Any] | None, cell_id:
 
 @dataclass(frozen=True)
 class Label:
-    """A cell parameter in words ('1,024 prompt tokens'); `one` where a value of 1 reads otherwise ('1 client').
+    """A cell parameter in words ('1,024 prompt tokens'); `one` where a value of 1 reads otherwise ('1 client'; "":
+    unsaid, the usual value, as a task sent one request at a time).
     Each names a cell in the short label of the write-up's caveats and `compare` too (report.headline's
     `params_label`), so two cells of a sweep never share one."""
 

@@ -365,3 +365,31 @@ def test_a_rerun_with_every_cell_done_needs_no_server(tmp_path: Path, llama_serv
     assert len(list(read_jsonl(run.dir.requests))) == rows  # nothing sent
     with pytest.raises(ServerExited):  # the concurrency cells were never run: they need the server
         sweeps(run, only="context,concurrency", progress=False)
+
+
+def test_a_task_at_two_requests_at_once_with_the_engines_default_sampling(tmp_path: Path, llama_server: Path) -> None:
+    """Seed 003 §二: its coding rows up to 90K ran two at a time (C2), with the engine's default sampling. Each
+    repetition's two requests (each its own document) are in flight together, the rows say their lane, no temperature
+    or seed is sent, and the table and the post say both."""
+    run = open_small(tmp_path / "run", "sweeps.tasks.tasks=[coding]", "sweeps.tasks.depths=[0, 64]",
+                     "sweeps.tasks.concurrency={64: 2}", "sweeps.tasks.warmup=0", "sweeps.temperature=null",
+                     "sweeps.seed=null")
+    steps.launch(run, progress=False)
+    try:
+        table = sweeps(run, only="tasks", progress=False)["tasks"]
+    finally:
+        server.stop(run.dir)
+    assert list(table["context_depth"]) == [0, 64] and list(table["concurrency"]) == [1, 2]
+    assert list(table["n_ok"]) == [1, 2]
+    rows = [r for r in rows_of(run, "tasks") if r["cell"]["context_depth"] == 64]
+    assert sorted(r["client_index"] for r in rows) == [0, 1] and {r["repetition"] for r in rows} == {0}
+    assert max(r["t_send"] for r in rows) < min(r["t_done"] for r in rows)  # sent together, not one after the other
+    assert rows[0]["prompt_tokens"] == rows[1]["prompt_tokens"] and rows[0]["request_uid"] != rows[1]["request_uid"]
+    alone = next(r for r in rows_of(run, "tasks") if r["cell"]["context_depth"] == 0)
+    assert "concurrency" not in alone["cell"] and "client_index" not in alone  # the one-at-a-time cell, its id kept
+    assert all(r["temperature"] is None and r["seed"] is None and r["cell"]["temperature"] is None
+               for r in rows_of(run, "tasks"))
+    report = steps.writeup(run)
+    post = report.markdown.read_text() + report.appendix["markdown"].read_text()
+    assert "Sampling: the engine's default (no temperature sent), seed none sent." in post
+    assert "| depth | requests at once | coding: prompt tokens |" in post

@@ -14,6 +14,8 @@ from ninferkit.sweeps.plan import build_plan, parse_only
 from tests.conftest import LOCAL_CPU, REPO
 
 TP2 = REPO / "params" / "ninfer-2xv100-sxm2-tp2.yaml"
+RTX3090 = REPO / "params" / "ninfer-rtx3090-groupwise.yaml"
+NVFP4 = REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml"
 
 
 def dry_run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -56,3 +58,31 @@ def test_a_plan_that_cannot_finish_is_refused_as_the_run_refuses_it(tmp_path: Pa
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "100000" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_variants_power_limit_is_planned_without_the_gpu_and_refused_by_the_run_itself(tmp_path: Path) -> None:
+    """Seed 003's profile sets 350 W for its w350 variant, seed 000's 200 W for its base: on a machine without
+    nvidia-smi (PATH holds none here) both plan, each saying what it could not check; the run itself refuses the
+    variant's limit before anything is written (no runs/ folder)."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NINFER_API_KEY": "k" * 16, "PATH": str(bare)}
+    outputs = {}
+    for profile in (RTX3090, NVFP4):
+        done = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(profile), "--dry-run"], cwd=work,
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "not checked by a dry run: the machine (the setup step probes its GPU" in done.stdout
+        outputs[profile] = done.stdout
+    said = [line for line in outputs[RTX3090].splitlines() if "variant 'w350'" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "not checked by a dry run: variant 'w350' sets the power limit to 350 W for its launch (nvidia-smi, as root); "
+        "this machine could not: ")
+    assert "power limit 200 W" in outputs[NVFP4]  # the base's, which the setup probe compares
+    refused = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(RTX3090)], cwd=work,
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and "variant 'w350': gpu.power_limit_w = 350: " in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert list(work.iterdir()) == []

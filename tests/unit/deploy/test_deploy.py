@@ -63,7 +63,7 @@ def test_3090_deployment_runs_its_entrypoint_image_with_the_key_by_name(tmp_path
     monkeypatch.chdir(tmp_path)  # the report mounts $PWD/models; the profile's local_dir is `models`
     monkeypatch.setenv("NINFER_API_KEY", KEY)
     [report] = bash_argvs(SEED_003_S1_3_RUN, tmp_path, env={"KEY": KEY})
-    profile = service.load(RTX3090, ["deploy.name=ninfer", "deploy.publish_host=0.0.0.0"]).profile
+    profile = service.load(RTX3090).profile  # its deploy section: the report's --name ninfer and -p 18020:18020
     _, planned = service.plan(profile)
     theirs, image, after = split_docker(report)
     ours, our_image, our_after = split_docker(planned.argv)

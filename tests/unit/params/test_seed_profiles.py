@@ -39,7 +39,8 @@ TP2 = PARAMS / "ninfer-2xv100-sxm2-tp2.yaml"
 GROUPWISE = PARAMS / "ninfer-v100-pcie-groupwise.yaml"
 VLLM = PARAMS / "vllm-v100-baseline.yaml"
 SEEDS = (V100, RTX3090, TP2, VLLM)
-DATA_MAPS = ("artifact.container_revisions", "artifact.files", "serve.docker_env", "engine.build.binary_sha256")
+DATA_MAPS = ("artifact.container_revisions", "artifact.files", "serve.docker_env", "engine.build.binary_sha256",
+             "sweeps.tasks.concurrency")
 """Settings whose keys are data (versions, file names, variable names): one comment on the key's line covers them."""
 
 # -- the reports' commands, verbatim -----------------------------------------------------------

@@ -36,10 +36,18 @@ def test_a_variant_that_changes_nothing_measured_is_refused() -> None:
     assert _problems("[{name: long-out, set: {sweeps.context.output_tokens: 320}, kinds: [context]}]") == []
 
 
-def test_a_power_limit_this_machine_cannot_set_is_refused_before_any_launch() -> None:
-    found = _problems("[{name: w300, set: {gpu.power_limit_w: 300}}]")
+def test_a_power_limit_this_machine_cannot_set_is_refused_on_the_machine_that_runs() -> None:
+    """The profile alone plans it (a dry run, a fleet's check elsewhere); the run's own check, on its machine, refuses
+    it (this machine has no nvidia-smi, or no root) before anything is written."""
+    loaded = load_profile(LOCAL_CPU, ["variants=[{name: w300, set: {gpu.power_limit_w: 300}}]"])
+    assert preflight.problems(loaded.profile, ["launch", "sweeps"]) == []
+    preflight.check(loaded, ["launch", "sweeps"], here=False)
+    found = preflight.machine_problems(loaded.profile, ["launch", "sweeps"])
     assert len(found) == 1 and found[0].startswith("variant 'w300': gpu.power_limit_w = 300: ")
     assert "root" in found[0] or "nvidia-smi is not installed" in found[0]
+    with pytest.raises(ProfileError, match="variant 'w300': gpu.power_limit_w = 300: "):
+        preflight.check(loaded, ["launch", "sweeps"])
+    assert preflight.machine_problems(loaded.profile, ["launch"]) == []  # no sweeps, no variant launch
 
 
 def test_a_pool_the_stated_memory_cannot_hold_is_refused_with_its_numbers() -> None:

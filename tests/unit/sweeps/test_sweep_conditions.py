@@ -67,7 +67,7 @@ def test_the_live_g1_build_gets_the_responses_floor_and_no_field_it_does_not_rea
     assert PROBE["chat_reasoning_none"][0] == 200
     cells = planned(tmp_path, "ninfer-rtx3090-groupwise.yaml", *LIVE_G1, "sweeps.prefix_reuse.output_tokens=8",
                     "sweeps.tasks.tasks=[reasoning, agent]", "sweeps.tasks.depths=[8192]",
-                    "sweeps.tasks.output_tokens=null")
+                    "sweeps.tasks.concurrency={}", "sweeps.tasks.output_tokens=null", "sweeps.seed=0")
     responses = cells["responses_previous_response_id"]
     assert responses.skip is None and responses.params.output_tokens == 16
     assert "output_tokens 8 raised to 16" in responses.notes[0] and "seed not sent" in responses.notes[1]
