@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.report.fmt import number
+from ninferkit.report.fmt import counts, number
 
 GAIN = 0.10
 """The share by which one side's decode rate must beat the other's to count as a gain or a loss."""
@@ -137,8 +137,8 @@ def table_rows(found: list[TaskSpeculation]) -> tuple[tuple[str, ...], ...]:
 
 
 def _count(value: float | None) -> str:
-    """A token count (a median of whole counts: whole unless two repetitions straddle it)."""
-    return number(int(value) if value is not None and value == int(value) else value)
+    """A token count: a median of counts, shown as a count (report/fmt.py counts)."""
+    return counts(value)
 
 
 COLUMNS = ("task", "depth", "expected character", "speculation", "accepted / drafted", "acceptance",
