@@ -720,7 +720,7 @@ def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
     return Section("Run conditions", blocks)
 
 
-TELEMETRY_WORDS = {"engine_log": "of the engine's own throughput lines", "metrics": "scrapes of its /metrics"}
+TELEMETRY_WORDS = {"engine_log": "of the engine's own throughput lines", "metrics": "scrapes of the engine's /metrics"}
 """telemetry.jsonl's other sources in words."""
 
 
