@@ -263,3 +263,26 @@ def test_the_leads_best_decode_and_ttft_draw_on_the_tasks_and_the_prefix_cache(t
     assert lead["TTFT (client)"]["range"].startswith("1.62 s @4.1K")  # the context sweep's, cold
     assert lead["decode"]["range"].endswith("tok/s (context sweep and tasks sweep)")
     assert "prefix-reuse scenarios the cache served" in section(text, "Headline")
+
+
+def test_counts_print_as_counts_in_the_published_posts() -> None:
+    """Issue 38 item 7: a median of two token counts is no count. The llama.cpp example's cold prefix-reuse cell hit
+    15 and 16 tokens (requests.jsonl, the engine's count); its post said "15.5". The vLLM example's json_extraction
+    task without speculation stopped at 41 and ran to 320 tokens; its post said "180", the half between them
+    rounded. Both now show the counts they lie between."""
+    rows = [json.loads(line) for line in (REPO / "docs" / "examples" / "h200-llamacpp" / "requests.jsonl")
+            .read_text().splitlines()]
+    cold = sorted(row["cached_tokens_server"] for row in rows if row["sweep"] == "prefix_reuse" and not row["warmup"]
+                  and row.get("prefix_role") == "measured" and row["cell"]["scenario"] == "cold")
+    assert cold == [15, 16]
+    post = (REPO / "docs" / "examples" / "h200-llamacpp" / "report" / "index.md").read_text()
+    (line,) = [line for line in post.splitlines() if line.startswith("| cold | chat |")]
+    assert "| 15 – 16 (engine) |" in line and "15.5" not in post
+    vllm = [json.loads(line) for line in (VLLM / "requests.jsonl").read_text().splitlines()]
+    off = sorted(row["completion_tokens"] for row in vllm if row["sweep"] == "tasks" and not row["warmup"]
+                 and row["status"] == "ok" and row["cell"]["task"] == "json_extraction"
+                 and row["cell"].get("speculation") == "off")
+    assert off == [41, 320]
+    (task,) = [line for line in (VLLM / "report" / "index.md").read_text().splitlines()
+               if line.startswith("| json_extraction | 512 | repetitive |")]
+    assert task.endswith("| 41 – 320 (length, stop) |") and "180" not in task
