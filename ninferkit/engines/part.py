@@ -11,6 +11,8 @@ from typing import ClassVar
 
 
 class EnginePart:
-    """A part of an engine adapter; `kind` is the engine it belongs to."""
+    """A part of an engine adapter; `kind` is the engine it belongs to, `name` the engine as a reader knows it
+    (a post's title names it)."""
 
     kind: ClassVar[str]
+    name: ClassVar[str]

@@ -12,7 +12,7 @@ from ninferkit.params.base import Section
 
 
 class ReportSection(Section):
-    title: str | None = Field(None, description="default: profile name, engine and hardware")
+    title: str | None = Field(None, description="default: the model, GPU, power limit, best figures and engine")
     formats: list[str] = Field(default_factory=lambda: ["markdown", "html"], min_length=1,
                                description="registered renderers to write (ninferkit.report.renderers())")
     figure_dpi: int = Field(100, ge=50, le=400, description="dots per inch of the PNG figures")

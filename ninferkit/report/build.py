@@ -1,10 +1,10 @@
 """Build the write-up of one run directory and write it with every configured renderer.
 
-Sections follow the field reports' posts: headline, environment, pinned recipe, acceptance checks,
-errors met, benchmarks, latency, capacity, run conditions, method and caveats, provenance; the renderers
-put a table of contents before them. Tables are compact views that fit the page (report/views.py); the
-CSV files hold every column. A section whose step produced no data says which step that was; nothing
-here fails because a file is missing.
+Sections follow the field reports' posts: headline, environment, pinned recipe, acceptance checks (which say
+so where the run met no error), errors met (where it met any), benchmarks, latency, capacity, run conditions,
+method and caveats, provenance; the renderers put a table of contents before them. Tables are compact views that
+fit the page (report/views.py); the CSV files hold every column. A section whose step produced no data says which
+step that was; nothing here fails because a file is missing.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from ninferkit.report.document import (
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
 from ninferkit.report.headline import HeadlineRow, headline
-from ninferkit.report.lead import lead_figures, prefill_is_overhead
+from ninferkit.report.lead import lead_figures, post_title, prefill_is_overhead
 from ninferkit.report.memory import capacity_blocks
 from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
@@ -116,13 +116,14 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
     """The write-up's content for one run; `figures` are the PNGs already drawn for it. Every text names the
     machine's folders as report/paths.py writes them, since the write-up is meant to be published."""
     paths = machine_paths(run)
+    errors = _errors(run)
     sections = [
         *_headline(run),
         *imported.sections(run),
         _environment(run),
         *_recipe(run),
-        *_acceptance(run),
-        _errors(run),
+        *_acceptance(run, clean=not errors),
+        *([Section("Errors met", [Table(("where", "error", "fix", "source"), tuple(errors))])] if errors else []),
         *_benchmarks(run, figures),
         *filter(None, [variants.section(run), objective.section(run)]),
         *field_tables.sections(run),
@@ -136,7 +137,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         _steps(run),
     ]
     sections = gather_notes(sections, "Appendix: to fill the missing tables")
-    document = Document(_title(run), f"{GENERATED_PREFIX}{utc_now()} by ninferkit {__version__} {_source(run)}.",
+    document = Document(post_title(run), f"{GENERATED_PREFIX}{utc_now()} by ninferkit {__version__} {_source(run)}.",
                         sections)
     sections.append(_provenance(run, paths_note(paths.kinds_in(texts(document)))))
     return map_text(document, paths.shorten)
@@ -149,20 +150,6 @@ def _source(run: RunData) -> str:
     called = f'run id "{run.run_id}"' if run.run_id != name else ""
     details = ", ".join(part for part in (called, made) if part)
     return f"from the run directory {name}" + (f" ({details})" if details else "")
-
-
-def _title(run: RunData) -> str:
-    """Model, GPU, engine and the best figures, as the field reports title their posts."""
-    if run.settings.title:
-        return run.settings.title
-    engine = (run.profile.get("engine") or {}).get("kind") or (run.server.engine if run.server else None) \
-        or "unknown engine"
-    found = lead_figures(run)
-    figures = f": {', '.join(found.title_figures)}" if found.title_figures else ""
-    if run.server and run.server.external and not run.probe_gpus:
-        return f"{found.model} on {engine} at {run.server.url} (a server ninferkit did not start){figures}"
-    hardware = ", ".join(sorted({str(gpu.name) for gpu in run.probe_gpus})) or "CPU"
-    return f"{found.model} on {hardware} ({engine}){figures}"
 
 
 def _headline(run: RunData) -> list[Section]:
@@ -294,7 +281,7 @@ def _recipe(run: RunData) -> list[Section]:
     build = (engine.get("build") or {}) if built else {}
     artifact = profile.get("artifact") or {}
     rows = [
-        ("engine", f"{engine.get('kind')} {engine.get('version') or ''}".strip()),
+        ("engine", f"{run.adapter.name if run.adapter else engine.get('kind')} {engine.get('version') or ''}".strip()),
         ("engine source", str(build.get("source") or (
             "not pinned (engine.build.source is empty)" if built
             else f"the installed {engine.get('kind')} {engine.get('version') or '(engine.version unset)'}"))),
@@ -316,14 +303,14 @@ def _recipe(run: RunData) -> list[Section]:
                  ("artifact package sha256 (pinned)", str(artifact.get("package_sha256"))),
                  ("artifact file (inside the package)", str(artifact.get("filename"))),
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
-                 ("artifact size (pinned)", number(artifact.get("size_bytes")))]
+                 ("artifact size (pinned)", _bytes(artifact.get("size_bytes")))]
     else:
         rows += [("artifact repo", str(artifact.get("repo") or artifact.get("url")
                                        or f"none: a local file or folder ({artifact.get('local_dir') or 'models/'})")),
                  ("artifact revision", str(artifact.get("revision") or "—")),
                  ("artifact file", str(artifact.get("filename"))),
                  ("artifact sha256 (pinned)", str(artifact.get("sha256") or "not pinned")),
-                 ("artifact size (pinned)", number(artifact.get("size_bytes")))]
+                 ("artifact size (pinned)", _bytes(artifact.get("size_bytes")))]
     rows += _verified_artifact(run.artifact) + artifact_fetched(run)
     blocks: list[Any] = [Table(("item", "value"), tuple(row for row in rows if row[1] not in EMPTY))]
     argv = list(run.server.argv) if run.server else []
@@ -404,6 +391,11 @@ def _backend(engine: dict[str, Any], build: dict[str, Any]) -> str:
     return str(build.get("backend")) + (f", sm_{build['cuda_arch']}" if build.get("cuda_arch") else "")
 
 
+def _bytes(size: Any) -> str:
+    """A byte count with its unit ("98,362,432 bytes"); "—" where the profile pins none."""
+    return f"{number(size)} bytes" if size is not None else "—"
+
+
 def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     """What the verify step measured (artifact.json), beside what the profile pins."""
     if record is None:
@@ -421,16 +413,22 @@ def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _acceptance(run: RunData) -> list[Section]:
+CLEAN = "No step failed, the server log holds no known failure, and no request failed."
+"""What the post says where a run met no error, in place of an "Errors met" section of one line."""
+
+
+def _acceptance(run: RunData, clean: bool) -> list[Section]:
+    """The server's state and its checks; `clean`: the run met no error (`_errors`), said here."""
     if run.server is None:
         return [Section("Acceptance checks",
                         [Note("No server.json: the launch step (02_launch) produced no data.")])]
     rows = tuple((str(c.name), "pass" if c.ok else "FAIL", number(c.seconds)) for c in run.server.checks)
     details = tuple((str(c.name), _detail(c.detail)) for c in run.server.checks)
-    blocks: list[Any] = [Paragraph(
+    blocks: list[Any] = [Paragraph((
         f"Server state {run.server.state} at {run.server.url}, checked when the run attached to it (not started by "
         "ninferkit)." if run.server.external
-        else f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")]
+        else f"Server state {run.server.state}, ready after {number(run.server.ready_s)} s.")
+        + (f" {CLEAN}" if clean else ""))]
     blocks.append(Table(("check", "result", "seconds"), rows, "What each check saw: the appendix.") if rows
                   else Paragraph("The server recorded no acceptance checks."))
     appendices = [Section("Appendix: the acceptance checks' answers", [Table(("check", "detail"), details)],
@@ -484,7 +482,9 @@ def _nested(value: Any) -> str:
     return number(value) if isinstance(value, (int, float, bool)) or value is None else str(value)
 
 
-def _errors(run: RunData) -> Section:
+def _errors(run: RunData) -> list[tuple[str, str, str, str]]:
+    """What went wrong, one row each (where, error, fix, source): failed steps, the launch's error, what the server
+    log's diagnosis found, failed requests by cell; none for a clean run."""
     rows: list[tuple[str, str, str, str]] = []
     for name, info in ordered_steps(run.manifest):
         if info.status in ("failed", "interrupted"):
@@ -508,10 +508,7 @@ def _errors(run: RunData) -> Section:
     for (sweep, status, http_status, error, cell_id), count in sorted(failed.items()):
         rows.append((f"{count} {status} request(s), {sweep} sweep", f"HTTP {http_status}: {error}",
                      _cell_outcome(run.cells.get(cell_id)), "requests.jsonl, sweeps/cells.jsonl"))
-    if not rows:
-        return Section("Errors met", [Paragraph("No step failed, the server log holds no known failure, and no "
-                                                "request errored.")])
-    return Section("Errors met", [Table(("where", "error", "fix", "source"), tuple(rows))])
+    return rows
 
 
 def _cell_outcome(entry: CellEntry | None) -> str:
@@ -720,11 +717,15 @@ def _conditions(run: RunData, figures: dict[str, Figure]) -> Section:
     else:
         blocks.append(Paragraph("CPU run: no GPU power, clock or throttling was recorded (there is no GPU)."))
     if other:
-        counts = ", ".join(f"{n} {source}" for source, n in sorted(other.items()))
-        blocks.append(Paragraph(f"Other telemetry rows: {counts}."))
+        counts = ", ".join(f"{n} {TELEMETRY_WORDS.get(source, source)}" for source, n in sorted(other.items()))
+        blocks.append(Paragraph(f"Also sampled (telemetry.jsonl): {counts}."))
     if "telemetry_timeline" in figures:
         blocks.append(figures["telemetry_timeline"])
     return Section("Run conditions", blocks)
+
+
+TELEMETRY_WORDS = {"engine_log": "of the engine's own throughput lines", "metrics": "scrapes of the engine's /metrics"}
+"""telemetry.jsonl's other sources in words."""
 
 
 def _idle(conditions: GpuConditions) -> str:

@@ -110,15 +110,18 @@ EMPTY = frozenset({"", "—", "— (—)", "— / —"})
 
 
 def without_empty_columns(table: Table) -> Table | None:
-    """The table less the columns no row has a value in (a column of "—" says nothing), None when no column past
-    the first has one; the first column names the rows and stays."""
+    """The table less the columns no row has a value in (a column of "—" says nothing) and the rows with no value
+    past their name (the caption names them: "no value for: agent"), None when no cell past the first column has
+    a value; the first column names the rows and stays."""
     if not table.rows:
         return table
     keep = [0, *(i for i in range(1, len(table.columns)) if any(row[i] not in EMPTY for row in table.rows))]
     if len(keep) == 1 and len(table.columns) > 1:
         return None
-    return Table(tuple(table.columns[i] for i in keep), tuple(tuple(row[i] for i in keep) for row in table.rows),
-                 table.caption)
+    rows = [row for row in table.rows if any(row[i] not in EMPTY for i in keep[1:])]
+    empty = [row[0] for row in table.rows if row not in rows]
+    caption = table.caption + (f"{' ' if table.caption else ''}No value for: {', '.join(empty)}." if empty else "")
+    return Table(tuple(table.columns[i] for i in keep), tuple(tuple(row[i] for i in keep) for row in rows), caption)
 
 
 def gather_notes(sections: list[Section], title: str) -> list[Section]:

@@ -22,10 +22,10 @@ import pandas as pd
 from ninferkit.params.variants import BASE
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
-from ninferkit.report.fmt import number
+from ninferkit.report.fmt import number, seconds
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT, launch_name
-from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 NONE = "—"
 
@@ -122,9 +122,12 @@ def _lane_cell(run: RunData) -> list[RequestRow] | None:
     return max(cells, key=lambda rows: (int((rows[0].cell or {}).get("prompt_tokens") or 0), len(rows)))
 
 
-def _queued(row: RequestRow) -> tuple[float | None, str]:
+def queued_s(row: RequestRow) -> tuple[float | None, str]:
+    """A lane's wait in the engine's queue and where it comes from: the engine's record (NInfer G1 writes no queue
+    field: its request log's TTFT less its prepare and prefill times, engines/ninfer/request_log.py), else the
+    engine's TTFT less its prompt time (a server log's `done` line)."""
     if row.queue_s_server is not None:
-        return float(row.queue_s_server), "engine"
+        return float(row.queue_s_server), "the engine's record"
     if row.ttft_s_server is not None and row.prompt_s_server is not None:
         return max(0.0, float(row.ttft_s_server) - float(row.prompt_s_server)), "engine TTFT - prompt time"
     return None, ""
@@ -143,14 +146,16 @@ def _lanes(run: RunData) -> list[Block]:
         first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
     lines: list[tuple[str, ...]] = []
     how: set[str] = set()
-    for row in sorted(first.values(), key=lambda r: (_queued(r)[0] is None, _queued(r)[0] or 0.0, r.client_index or 0)):
-        queued, source = _queued(row)
+    admitted = sorted(first.values(),
+                      key=lambda r: (queued_s(r)[0] is None, queued_s(r)[0] or 0.0, r.client_index or 0))
+    for row in admitted:
+        queued, source = queued_s(row)
         if source:
             how.add(source)
         lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens),
-                      _seconds(row.prompt_s_server), _seconds(queued), _seconds(row.ttft_s_server),
+                      seconds(row.prompt_s_server), seconds(queued), seconds(row.ttft_s_server),
                       number(row.prefill_tok_s_server, RATE_DECIMALS), number(row.completion_tokens),
-                      _seconds(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
+                      seconds(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
     shown = lines if len(lines) <= 2 * LANES_AT_EACH_END else \
         [*lines[:LANES_AT_EACH_END], *lines[-LANES_AT_EACH_END:]]
     cut = (f" The first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(lines)} lanes in the order "
@@ -166,17 +171,6 @@ def _lanes(run: RunData) -> list[Block]:
     return [title, Table(("lane", "prompt tokens", "prompt time, s (server)", "queued, s (server)",
                           "TTFT incl. queue, s (engine)", "prefill tok/s (server)", "output tokens", "wall, s (client)",
                           "status"), tuple(shown), caption)]
-
-
-def _seconds(value: float | None) -> str:
-    """Seconds to 0.01 s, and a minute or more also as the reports write it ("4 m 1.1 s")."""
-    if value is None:
-        return NONE
-    shown = number(float(value), TIME_DECIMALS)
-    if value < 60:
-        return shown
-    minutes, tenths = divmod(round(10 * float(value)), 600)  # whole tenths first: 119.97 s is 2 m 0.0 s
-    return f"{shown} ({minutes} m {tenths / 10:.1f} s)"
 
 
 LANES_AT_EACH_END = 4

@@ -38,17 +38,54 @@ def number(value: Any, decimals: int | None = None) -> str:
 
 
 def count(value: Any) -> str:
-    """A count of things (tokens, requests) or a median of counts: whole numbers as integers ("16", never "16.0"),
-    a median of two counts that differ by one as its half ("15.5").
+    """A count of things (tokens, requests): a whole number ("16", never "16.0"). A median of counts that falls
+    between two of them is no count: :func:`counts` shows such a median as the counts it lies between.
 
-    >>> count(16.0), count(15.5), count(32785.0), count(None)
-    ('16', '15.5', '32,785', '—')
+    >>> count(16.0), count(32785.0), count(None)
+    ('16', '32,785', '—')
     """
     if isinstance(value, float) and not math.isnan(value) and value.is_integer():
         return f"{int(value):,}"
-    if isinstance(value, float) and not math.isnan(value) and (2 * value).is_integer():
-        return f"{value:,.1f}"
     return number(value)
+
+
+def counts(median: Any, low: Any = None, high: Any = None) -> str:
+    """A cell's count summarised over its requests, as a count: the median where it is one, with the range where
+    the requests differ; where the median falls between two counts (an even number of requests that differ: two
+    requests of 15 and 16 hit tokens have a median of 15.5) the range alone, which for two requests is both
+    their counts.
+
+    >>> counts(16.0), counts(16.0, 15, 17), counts(15.5, 15, 16), counts(15.5), counts(None)
+    ('16', '16 (15 – 17)', '15 – 16', 'between 15 and 16', '—')
+    """
+    if median is None or (isinstance(median, float) and math.isnan(median)):
+        return "—"
+    known = low is not None and high is not None and not any(isinstance(v, float) and math.isnan(v)
+                                                              for v in (low, high))
+    if float(median).is_integer():
+        shown = count(float(median))
+        return f"{shown} ({count(float(low))} – {count(float(high))})" if known and low != high else shown
+    if known:
+        return f"{count(float(low))} – {count(float(high))}"
+    return f"between {math.floor(median):,} and {math.ceil(median):,}"
+
+
+def seconds(value: Any, unit: bool = False) -> str:
+    """A time in seconds as the field reports print it: to 0.01 s (250.27 s, 0.13 s), to 0.001 s below 0.1 s so a
+    cache hit's 0.036 s keeps its digits, and a minute or more also in minutes ("67.11 (1 m 7.1 s)"); with `unit`,
+    followed by its unit (a table's header carries it otherwise).
+
+    >>> seconds(250.268), seconds(0.1312), seconds(0.0359), seconds(67.1107, unit=True), seconds(None)
+    ('250.27 (4 m 10.3 s)', '0.13', '0.036', '67.11 s (1 m 7.1 s)', '—')
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    value = float(value)
+    shown = number(value, 3 if abs(value) < 0.1 and value != 0 else 2) + (" s" if unit else "")
+    if value < 60:
+        return shown
+    minutes, tenths = divmod(round(10 * value), 600)  # whole tenths first: 119.97 s is 2 m 0.0 s
+    return f"{shown} ({minutes} m {tenths / 10:.1f} s)"
 
 
 def gib(value: Any) -> str:

@@ -1,9 +1,12 @@
 """What the post leads with: its title and its at-a-glance table, as the field reports lead.
 
-Every report's title carries the model, the GPU, the engine and its best figures with their conditions
-(000: "200W 下 decode 93.9 tok/s、prefill 1019 tok/s"), and its first table is one line per figure with the
-best value, the conditions it was measured under and the range (000's 成绩速览: 指标 | 最好 | 区间). The
-figures come from the request rows and the startup ledger, as the headline table's do (report/headline.py).
+Every report's title carries the model, the GPU, the conditions and its best figures (000: "Tesla V100-32G 跑
+Qwen3.8-27B nvfp4：200W 下 decode 93.9 tok/s、prefill 1019 tok/s（NInfer SM70 / CUDA 12.8）"), and its first
+table is one line per figure with the best value, the conditions it was measured under and the range (000's
+成绩速览: 指标 | 最好 | 区间), at the reports' precision: rates to 0.1 tok/s (1,019.0), times to 0.01 s (250.27 s).
+The title names the model by what was loaded (the artifact), not the id it was served under ("embedded"), and
+the power limit only where the run's probe read one (never the profile's wish); the figures come from the request
+rows and the startup ledger, as the headline table's do (report/headline.py).
 As in 000, the best decode is the best of the context and tasks sweeps (its 93.9 tok/s is the coding task's), and
 the best TTFT the lowest of the context sweep's and of the prefix-reuse scenarios the cache served (its 0.13 s is
 an identical resend); each says which it was.
@@ -21,12 +24,16 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
 from ninferkit.report.data import RunData
-from ninferkit.report.fmt import gib, number
+from ninferkit.report.field_tables import queued_s
+from ninferkit.report.fmt import gib, number, seconds
 from ninferkit.report.headline import concurrency_groups
 from ninferkit.report.memory import kv_pool
 from ninferkit.rundir.records import RequestRow
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 FIXED_OVERHEAD_GROWTH = 2.0
 """A prompt time that grows less than this while the prompt grows at least `PROMPT_GROWTH`-fold is a fixed
@@ -83,9 +90,19 @@ def _decode(rows: Sequence[RequestRow]) -> tuple[Lead | None, str | None]:
     low = min(value for value, _ in values)
     side = "" if name.endswith("_server") else " (client)"
     swept = " and ".join(dict.fromkeys(f"{r.sweep} sweep" for _, r in values))
-    return (Lead(f"decode{side}", f"{number(best)} tok/s ({', '.join(conditions)})",
-                 f"{number(low)}–{number(best)} tok/s ({swept})" if number(low) != number(best) else "one value"),
-            f"decode {number(best)} tok/s")
+    return (Lead(f"decode{side}", f"{_rate(best)} tok/s ({', '.join(conditions)})",
+                 f"{_rate(low)}–{_rate(best)} tok/s ({swept})" if _rate(low) != _rate(best) else "one value"),
+            f"decode {title_rate(best)} tok/s")
+
+
+def _rate(value: float) -> str:
+    """A rate in the at-a-glance table, to 0.1 tok/s as the reports' tables print it (1,019.0 tok/s)."""
+    return number(float(value), RATE_DECIMALS)
+
+
+def title_rate(value: float) -> str:
+    """A rate in the title as the reports title theirs: to 0.1 tok/s below 1,000 (93.9), whole above (1,019)."""
+    return number(float(value), RATE_DECIMALS if value < 1000 else 0)
 
 
 def prefill_is_overhead(rows: Sequence[RequestRow]) -> tuple[float, float] | None:
@@ -110,16 +127,16 @@ def _prefill(rows: Sequence[RequestRow]) -> tuple[Lead | None, str | None]:
     lengths = sorted({int(row.prompt_tokens) for _, row in values if row.prompt_tokens is not None})
     flat = prefill_is_overhead(rows)
     if flat is not None:
+        short, long = (number(time * 1000, 1) for time in flat)
         return Lead("prefill", "not measured: the prompt time is a fixed overhead at these lengths",
-                    f"{number(flat[0] * 1000)} ms at {_tokens(lengths[0])} tokens, {number(flat[1] * 1000)} ms at "
-                    f"{_tokens(lengths[-1])}: tokens over that time is no prefill rate; longer prompts measure "
-                    "one"), None
+                    f"{short} ms at {_tokens(lengths[0])} tokens, {long} ms at {_tokens(lengths[-1])}: tokens over "
+                    "that time is no prefill rate; longer prompts measure one"), None
     best, row = max(values, key=lambda item: item[0])
     low = min(value for value, _ in values)
-    return (Lead("prefill", f"{number(best)} tok/s ({_tokens(row.prompt_tokens)}-token prompt)",
-                 f"{number(low)}–{number(best)} tok/s" + (f" ({_tokens(lengths[0])} to {_tokens(lengths[-1])} "
-                                                         "prompts)" if len(lengths) > 1 else "")),
-            f"prefill {number(best)} tok/s")
+    return (Lead("prefill", f"{_rate(best)} tok/s ({_tokens(row.prompt_tokens)}-token prompt)",
+                 f"{_rate(low)}–{_rate(best)} tok/s" + (f" ({_tokens(lengths[0])} to {_tokens(lengths[-1])} "
+                                                       "prompts)" if len(lengths) > 1 else "")),
+            f"prefill {title_rate(best)} tok/s")
 
 
 def _ttft(rows: Sequence[RequestRow], reused: Sequence[RequestRow]) -> Lead | None:
@@ -131,11 +148,11 @@ def _ttft(rows: Sequence[RequestRow], reused: Sequence[RequestRow]) -> Lead | No
     if not medians:
         return None
     best = min(medians, key=medians.__getitem__)
-    steps = " → ".join(f"{number(value)} s @{_tokens(length)}" for length, value in medians.items())
-    shown = f"{number(medians[best])} s ({_tokens(best)}-token prompt)"
+    steps = " → ".join(f"{seconds(value, unit=True)} @{_tokens(length)}" for length, value in medians.items())
+    shown = f"{seconds(medians[best], unit=True)} ({_tokens(best)}-token prompt)"
     hit = _best_hit(reused)
     if hit is not None and hit[0] < medians[best]:
-        shown = f"{number(hit[0])} s ({hit[1]})"
+        shown = f"{seconds(hit[0], unit=True)} ({hit[1]})"
     return Lead("TTFT (client)", shown, steps)
 
 
@@ -172,16 +189,18 @@ def _concurrency(run: RunData) -> Lead | None:
     rows = [r for r in run.measured("concurrency") if str(r.cell_id) == best.cell_id]
     prompt = max((int(r.prompt_tokens) for r in rows if r.prompt_tokens is not None), default=None)
     if best.requests <= best.concurrency:  # one round: the cell shows that the lanes ran, not a rate
-        queued = [float(r.queue_s_server) for r in rows if r.queue_s_server is not None]
+        queued = [waited for r in rows if (waited := queued_s(r)[0]) is not None]
         ttft = [float(r.ttft_client_s) for r in rows if r.ttft_client_s is not None]
-        wait = (f"the last waited {number(max(queued))} s in the engine's queue" if queued
-                else f"first tokens after {number(min(ttft))}–{number(max(ttft))} s (client)" if ttft else "")
+        last = "the second" if best.requests == 2 else "the last"
+        wait = (f"{last} waited {seconds(max(queued), unit=True)} in the engine's queue" if queued
+                else f"first tokens after {seconds(min(ttft))}–{seconds(max(ttft), unit=True)} (client)" if ttft
+                else "")
         return Lead("concurrency", f"{best.concurrency} requests of {_tokens(prompt)} prompt tokens each, served "
                     "together", wait or "one round")
     rates = [g.aggregate_output_tok_s_client for g in groups]
     return Lead("concurrency (aggregate output, client)",
-                f"{number(best.aggregate_output_tok_s_client)} tok/s at {best.concurrency} clients",
-                f"{number(min(rates))}–{number(max(rates))} tok/s over {len(groups)} levels")
+                f"{_rate(best.aggregate_output_tok_s_client)} tok/s at {best.concurrency} clients",
+                f"{_rate(min(rates))}–{_rate(max(rates))} tok/s over {len(groups)} levels")
 
 
 def _memory(run: RunData) -> Lead | None:
@@ -200,21 +219,92 @@ def _memory(run: RunData) -> Lead | None:
 
 
 def model_name(run: RunData) -> str:
-    """The model as the reader knows it: the id the server answered with or the profile gave it, else the
-    artifact's repository or file, else what the generated model is."""
-    if run.server is not None and run.server.model_id:
-        return str(run.server.model_id)
+    """The model as the reader knows it: what was loaded (the artifact's repository, else its file without the
+    extension, else what the generated model is), else the id the server answered with or the profile served it
+    as (a server ninferkit did not start). The served id is an alias the profile picks ("embedded")."""
     artifact = run.profile.get("artifact") or {}
-    named = (run.profile.get("serve") or {}).get("model_id") or artifact.get("repo") or artifact.get("filename")
-    if named:
-        return str(named)
+    if artifact.get("repo"):
+        return PurePosixPath(str(artifact["repo"])).name
+    if artifact.get("filename"):
+        name = PurePosixPath(str(artifact["filename"])).name
+        return name.rsplit(".", 1)[0] if name.endswith((".gguf", ".ninfer", ".safetensors", ".bin")) else name
     made = artifact.get("generate") or {}
     if made:
         shape = ", ".join(f"{made[key]} {word}" for key, word in (("layers", "layers"), ("hidden", "hidden"))
                           if made.get(key))
         return f"a generated {made.get('architecture') or 'model'} ({shape}{', ' if shape else ''}" \
-               f"{made.get('dtype') or 'dtype unknown'})"
-    return "an unnamed model"
+               f"{made.get('dtype') or 'dtype unknown'}, random weights)"
+    served = (run.server.model_id if run.server else None) or (run.profile.get("serve") or {}).get("model_id")
+    return str(served) if served else "an unnamed model"
+
+
+def power_limit_w(run: RunData) -> float | None:
+    """The power limit the run's GPUs were held to, as the setup step's probe read it (NVML's enforced limit) on
+    the GPUs it serves on (serve.gpu_devices, else the first gpu.count); None where it read none, or the cards
+    read different limits (the environment lists each)."""
+    gpus = run.probe_gpus
+    devices = (run.profile.get("serve") or {}).get("gpu_devices")
+    count = int((run.profile.get("gpu") or {}).get("count") or 1)
+    used = [gpu for gpu in gpus if gpu.index in devices] if devices else gpus[:count]
+    limits = {None if gpu.power_limit_w is None else float(gpu.power_limit_w) for gpu in used}
+    return limits.pop() if len(limits) == 1 else None
+
+
+def hardware(run: RunData) -> str:
+    """The GPU the run served on ("NVIDIA H200", "2 × Tesla V100-SXM2-32GB"), or "CPU"."""
+    names = sorted({str(gpu.name) for gpu in run.probe_gpus})
+    if not names:
+        return "CPU"
+    count = int((run.profile.get("gpu") or {}).get("count") or 1)
+    return f"{count} × {names[0]}" if count > 1 and len(names) == 1 else ", ".join(names)
+
+
+def engine_words(run: RunData) -> str:
+    """The engine and the settings the figures depend on, as 000 closes its title ("NInfer SM70 / CUDA 12.8"):
+    the engine with its fork or version, the GPU architecture it was built for and its CUDA runtime, then
+    speculation, the KV cache's type, eager mode and tensor parallelism where the profile sets them.
+
+    Example: "NInfer hamawang/ninfer-v100-20260916 / sm_70 / CUDA 12.8.0; speculation mtp, 3 draft tokens; KV int8".
+    """
+    engine: dict[str, Any] = run.profile.get("engine") or {}
+    build: dict[str, Any] = engine.get("build") or {}
+    serve: dict[str, Any] = run.profile.get("serve") or {}
+    kind = engine.get("kind") or (run.server.engine if run.server else None)
+    source = str(build.get("source") or "")
+    pinned = source.rsplit("==", 1)[-1] if source.startswith("pypi:") and "==" in source else None
+    which = engine.get("version") or engine.get("fork") or pinned
+    name = run.adapter.name if run.adapter else str(kind or "unknown engine")
+    built = [f"sm_{build['cuda_arch']}" if build.get("cuda_arch") else "",
+             f"CUDA {engine['cuda_runtime']}" if engine.get("cuda_runtime") else ""]
+    parts = [" / ".join(part for part in (" ".join(str(p) for p in (name, which) if p), *built) if part)]
+    spec = serve.get("spec") or {}
+    drafts = spec.get("draft_tokens") or spec.get("num_speculative_tokens")
+    if spec.get("method"):
+        parts.append(f"speculation {spec['method']}" + (f", {drafts} draft tokens" if drafts else ""))
+    if (serve.get("kv") or {}).get("dtype"):
+        parts.append(f"KV {serve['kv']['dtype']}")
+    if serve.get("enforce_eager"):
+        parts.append("eager, no CUDA graphs")
+    if int(serve.get("tensor_parallel") or 1) > 1:
+        parts.append(f"tensor parallel {serve['tensor_parallel']}")
+    return "; ".join(parts)
+
+
+def post_title(run: RunData) -> str:
+    """The post's title as the reports title theirs: the model on the GPU at its power limit (where the probe read
+    one), the best figures, then the engine and its settings; `report.title` where the profile sets one."""
+    if run.settings.title:
+        return str(run.settings.title)
+    found = lead_figures(run)
+    figures = f": {', '.join(found.title_figures)}" if found.title_figures else ""
+    if run.server and run.server.external:  # its settings are its owner's: the profile's are not facts about it
+        engine = " ".join(str(part) for part in (run.adapter.name if run.adapter else run.server.engine,
+                                                 run.server.engine_version) if part)
+        where = f"on {hardware(run)}" if run.probe_gpus else f"at {run.server.url}"
+        return f"{found.model} {where} (a server ninferkit did not start){figures} ({engine or 'engine unknown'})"
+    watts = power_limit_w(run)
+    power = f" at {watts:g} W" if watts is not None else ""
+    return f"{found.model} on {hardware(run)}{power}{figures} ({engine_words(run)})"
 
 
 def lead_figures(run: RunData) -> Figures:

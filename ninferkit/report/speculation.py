@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.report.fmt import number
+from ninferkit.report.fmt import counts, number
 
 GAIN = 0.10
 """The share by which one side's decode rate must beat the other's to count as a gain or a loss."""
@@ -40,6 +40,9 @@ class TaskSpeculation:
     tokens_without: float | None
     finish_with: str | None
     finish_without: str | None
+    shown: dict[str, str]
+    """accepted, drafted, tokens_with and tokens_without as counts (report/fmt.py counts: a median between two
+    counts as the counts it lies between, from the tasks table's min and max)."""
 
     @property
     def acceptance(self) -> float | None:
@@ -87,7 +90,10 @@ def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[Ta
             _value(row, "drafted_tokens_server_median"), _value(row, "accepted_tokens_server_median"),
             _value(row, "decode_tok_s_server_median"), _value(other, "decode_tok_s_server_median"),
             _value(row, "completion_tokens_median"), _value(other, "completion_tokens_median"),
-            _text(row, "finish_reason"), _text(other, "finish_reason")))
+            _text(row, "finish_reason"), _text(other, "finish_reason"),
+            {"accepted": _counts(row, "accepted_tokens_server", ranged=False),
+             "drafted": _counts(row, "drafted_tokens_server", ranged=False),
+             "tokens_with": _counts(row, "completion_tokens"), "tokens_without": _counts(other, "completion_tokens")}))
     return out
 
 
@@ -128,17 +134,21 @@ def measured_without(found: list[TaskSpeculation]) -> bool:
 
 def table_rows(found: list[TaskSpeculation]) -> tuple[tuple[str, ...], ...]:
     return tuple((item.task, number(item.context_depth), item.character, item.method,
-                  f"{_count(item.accepted)} / {_count(item.drafted)}" if item.drafted is not None else "none drafted",
+                  f"{item.shown['accepted']} / {item.shown['drafted']}" if item.drafted is not None else "none drafted",
                   _acceptance(item),
                   number(item.decode_with), number(item.decode_without),
                   f"×{item.ratio:.2f}" if item.ratio is not None else "—", item.verdict,
-                  f"{_count(item.tokens_with)} ({item.finish_with or '—'})",
-                  f"{_count(item.tokens_without)} ({item.finish_without or '—'})") for item in found)
+                  f"{item.shown['tokens_with']} ({item.finish_with or '—'})",
+                  f"{item.shown['tokens_without']} ({item.finish_without or '—'})") for item in found)
 
 
-def _count(value: float | None) -> str:
-    """A token count (a median of whole counts: whole unless two repetitions straddle it)."""
-    return number(int(value) if value is not None and value == int(value) else value)
+def _counts(row: pd.Series | None, name: str, ranged: bool = True) -> str:
+    """A count the tasks table states as `{name}_median` (with `_min`/`_max` where it has them) as a count; a whole
+    median without its range unless `ranged` (an accepted / drafted pair reads as one pair)."""
+    median = _value(row, f"{name}_median")
+    if not ranged and median is not None and median.is_integer():
+        return counts(median)
+    return counts(median, _value(row, f"{name}_min"), _value(row, f"{name}_max"))
 
 
 COLUMNS = ("task", "depth", "expected character", "speculation", "accepted / drafted", "acceptance",

@@ -23,7 +23,7 @@ from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.report.compare import RUN_TO_RUN_PCT
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
-from ninferkit.report.fmt import count, number, span
+from ninferkit.report.fmt import counts, number, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
@@ -52,13 +52,27 @@ def _get(row: Row, name: str) -> Any:
 
 def plain(name: str, scale: float = 1.0, decimals: int | None = None) -> Getter:
     def get(row: Row) -> str | None:
-        value = _whole(name, _get(row, name))
+        if _is_count(name):
+            return _counted(row, name.removesuffix("_median"))
+        value = _get(row, name)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return str(value)
         return number(value * scale if scale != 1 else value, decimals)
     return get
+
+
+def _is_count(name: str) -> bool:
+    """A count's median column (tokens, events): shown as a count, never as the half between two."""
+    return name.endswith(("_tokens_median", "_tokens_server_median", "_events_median"))
+
+
+def _counted(row: Row, base: str) -> str | None:
+    """A count stated as `{base}_median` (and `_min`/`_max` where the table has them) as a count
+    (report/fmt.py counts); None where the table has no value."""
+    median = _get(row, f"{base}_median")
+    return None if median is None else counts(median, _get(row, f"{base}_min"), _get(row, f"{base}_max"))
 
 
 def param(name: str) -> Getter:
@@ -71,13 +85,6 @@ def param(name: str) -> Getter:
     return get
 
 
-def _whole(name: str, value: Any) -> Any:
-    """A token count as a whole number where it is one (a CSV holds counts as floats: 16.0 tokens reads 16)."""
-    if "tokens" in name and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def spread(name: str, decimals: int | None = None) -> Getter:
     """`median (min – max)` of a metric the table states as `{name}_median/_min/_max`; `median [low – high]`
     where the cell has repeats (its `_ci_low/_ci_high`: the interval, sweeps/tables.py)."""
@@ -85,7 +92,7 @@ def spread(name: str, decimals: int | None = None) -> Getter:
         return number(value, decimals)
 
     def get(row: Row) -> str | None:
-        median, low, high = (_whole(name, _get(row, f"{name}_{part}")) for part in ("median", "min", "max"))
+        median, low, high = (_get(row, f"{name}_{part}") for part in ("median", "min", "max"))
         if median is None:
             return None
         ci_low, ci_high = _get(row, f"{name}_ci_low"), _get(row, f"{name}_ci_high")
@@ -124,25 +131,28 @@ def _decode(decimals: int | None) -> Getter:
 
 
 def _acceptance(row: Row) -> str | None:
-    """The acceptance rate with the engine's accepted / drafted counts (seed 000 §2.1's `47%（38/81）`)."""
+    """The acceptance rate with the engine's accepted / drafted counts (seed 000 §2.1's `47%（38/81）`); the counts
+    only where each median is a count (two requests of 0 / 8 and 5 / 13 have no accepted / drafted pair to show:
+    their median share stands alone, the CSV holds both counts' medians)."""
     share = _get(row, "acceptance_server_median")
     if share is None:
         return None
     accepted, drafted = _get(row, "accepted_tokens_server_median"), _get(row, "drafted_tokens_server_median")
-    counts = f" ({accepted:,.0f} / {drafted:,.0f})" if accepted is not None and drafted is not None else ""
-    return f"{100 * float(share):.0f}%{counts}"
+    whole = accepted is not None and drafted is not None and float(accepted).is_integer() and \
+        float(drafted).is_integer()
+    return f"{100 * float(share):.0f}%" + (f" ({counts(accepted)} / {counts(drafted)})" if whole else "")
 
 
 def _hit_tokens(row: Row) -> str | None:
     """The prefix-cache hit tokens and whose count they are; "unknown" (never 0) where neither the usage nor
     the engine's record counted them."""
     if "hit_tokens_median" not in row:  # a table built before the engine's count was read: the usage's only
-        tokens, source = _get(row, "cached_tokens_median"), "usage"
+        tokens, source = _counted(row, "cached_tokens"), "usage"
     else:
-        tokens, source = _get(row, "hit_tokens_median"), _get(row, "hit_tokens_source")
+        tokens, source = _counted(row, "hit_tokens"), _get(row, "hit_tokens_source")
     if tokens is None:
         return None if _get(row, "n_ok") in (0, None) else "unknown"
-    return f"{count(tokens)} ({source})" if source else count(tokens)
+    return f"{tokens} ({source})" if source else tokens
 
 
 def _answer(row: Row) -> str | None:
@@ -153,8 +163,7 @@ def _answer(row: Row) -> str | None:
         return None
     answer = _get(row, "ttft_answer_client_s_median")
     said = number(answer) if answer is not None else "no answer token"
-    count = int(events) if float(events).is_integer() else events  # a median of counts can be a half
-    return f"{said} ({number(count)} reasoning events)"
+    return f"{said} ({_counted(row, 'reasoning_events')} reasoning events)"
 
 
 def _engine_decode(row: Row) -> str | None:

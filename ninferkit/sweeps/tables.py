@@ -56,6 +56,9 @@ SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
           "accepted_tokens_server", "ttft_answer_client_s", "reasoning_events")
+COUNTS = tuple(name for name in MEDIAN if name.endswith(("_tokens", "_tokens_server", "_events")))
+"""The counts among them, stated with their range too: a median of two counts can fall between them (15.5 hit
+tokens), and the write-up then shows the counts it lies between (report/fmt.py counts)."""
 REPEATED = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "decode_tok_s_client")
 """The metrics a cell of several repeats states as the median of its repeats with an interval."""
 
@@ -261,6 +264,9 @@ def _cell_metrics(kind: AnyKind, measured: pd.DataFrame, rows: Sequence[RequestR
     for name in MEDIAN:
         values = numbers(ok, name)
         out[f"{name}_median"] = values.median() if len(values) else None
+        if name in COUNTS:
+            out[f"{name}_min"] = float(values.min()) if len(values) else None
+            out[f"{name}_max"] = float(values.max()) if len(values) else None
     finished, sent = _records(ok, rows), _records(measured, rows)
     for metric in METRICS:
         out.update(distribution(samples(finished, metric)).columns(metric))

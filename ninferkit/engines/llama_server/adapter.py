@@ -47,6 +47,7 @@ BUILD_LINE = re.compile(r"\bbuild (\d+) \(([^)]*)\) with (.+?) for (.+)$", re.MU
 
 class LlamaServer(EngineAdapter):
     kind = "llama_server"
+    name = "llama.cpp llama-server"
     default_binary = "llama-server"
     apis = frozenset({"chat", "messages", "responses"})
     capacity_pool = PoolRule(256, None, False, "f16")  # `-c` is the pool, split evenly over `-np` slots

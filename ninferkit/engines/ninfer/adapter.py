@@ -55,6 +55,7 @@ from ninferkit.rundir.records import ProbeFacts
 
 class NInfer(EngineAdapter):
     kind = "ninfer"
+    name = "NInfer"
     default_binary = "ninfer-serve"
     apis = frozenset({"chat", "messages", "responses"})
     owned_by = "ninfer"  # G1's /v1/models (/work/shared/ninfer-live/g1-h200/http/http_probe.json); no /metrics

@@ -128,7 +128,7 @@ def _done_fields(event: Mapping[str, Any]) -> dict[str, Any]:
         "decode_tokens_server": decode_tokens,
         "decode_s_server": decode_s,
         "decode_tok_s_server": decode_tokens / decode_s if decode_tokens is not None and decode_s else None,
-        "queue_s_server": engine_timing.get("queue_wait_seconds"),
+        "queue_s_server": _queue_s(engine_timing, timings),
         "ttft_s_server": ttft,
         "e2e_s_server": timings.get("total"),
         "spec_backend_server": spec.get("backend"),
@@ -139,6 +139,21 @@ def _done_fields(event: Mapping[str, Any]) -> dict[str, Any]:
         "accepted_per_position_server": spec.get("accepted_per_position"),
         "prefix_reuse_path": result.get("prefix_reuse_path"),
     }
+
+
+def _queue_s(engine_timing: Mapping[str, Any], timings: Mapping[str, Any]) -> float | None:
+    """The request's wait in the engine's queue: `engine_timing.queue_wait_seconds` where the engine writes it (G3);
+    else, where it writes its own TTFT (G1 on), that TTFT less the parts it names (prepare, vision, prefill). G1
+    writes no queue field, and its TTFT runs from arrival: in the captured run (shared/ninfer-live/g1-h200-2x120k)
+    every request served alone leaves under 1 ms over, and the second of two 122,880-token prompts 67.11 s, the
+    first one's prefill. None where the log has neither (G0 writes no TTFT)."""
+    if engine_timing.get("queue_wait_seconds") is not None:
+        return float(engine_timing["queue_wait_seconds"])
+    ttft, prefill = timings.get("ttft"), timings.get("prefill")
+    if ttft is None or prefill is None:
+        return None
+    return max(0.0, float(ttft) - float(timings.get("prepare") or 0.0) - float(timings.get("vision") or 0.0)
+               - float(prefill))
 
 
 SERVER_FIELDS = RequestRow.LOG_FIELDS

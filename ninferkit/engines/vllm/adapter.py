@@ -102,6 +102,7 @@ def _memory_terms(found: re.Match[str], out: dict[str, Any]) -> None:
 
 class VLLM(EngineAdapter):
     kind = "vllm"
+    name = "vLLM"
     default_binary = "python3"  # the interpreter of the environment vLLM is installed in
     apis = frozenset({"chat", "messages", "responses"})  # all three answered 200 on vLLM 0.26.0 (tests/data/vllm-live)
     owned_by = "vllm"  # vLLM 0.26.0's /v1/models (tests/data/vllm-live/session2/http/models.json); Server: uvicorn

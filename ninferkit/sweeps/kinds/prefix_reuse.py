@@ -90,7 +90,9 @@ class PrefixReuse(SweepKind[PrefixReuseSweep, PrefixCell]):
             answer = f"HTTP {first.get('http_status')}: {str(first.get('error'))[:200]}"
         seeded = ok["seeded_by"].dropna() if "seeded_by" in ok else pd.Series(dtype=object)
         return {"cached_share_median": hit, "hit_tokens_median": float(cached.median()) if len(cached) else None,
-                "hit_tokens_source": source, "seeded_by": seeded.iloc[0] if len(seeded) else None,
+                "hit_tokens_min": float(cached.min()) if len(cached) else None,
+                "hit_tokens_max": float(cached.max()) if len(cached) else None, "hit_tokens_source": source,
+                "seeded_by": seeded.iloc[0] if len(seeded) else None,
                 "server_answer_when_failed": answer}
 
 

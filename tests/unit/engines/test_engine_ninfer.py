@@ -712,6 +712,17 @@ def test_request_log_v9() -> None:
                                         "running": 1, "prefilling": 0, "decode_ready": 1, "waiting": 0, "batch": 1.0}]
 
 
+def test_g1_queue_is_the_engines_ttft_less_its_parts() -> None:
+    """NInfer G1 writes no queue field; its TTFT runs from arrival. In the captured run (tests/data/ninfer_live/
+    g1-h200-2x120k: a real ninfer-serve, two 122,880-token prompts on two lanes) the TTFT less prepare, vision and
+    prefill is under 1 ms for every request served alone and 67.11 s for the second lane, which waited out the
+    first one's 66.2 s prefill (the server log's waiting=1 lines span that minute)."""
+    rows = {row["request_id"]: row for row in request_rows(read_events(
+        DATA / "ninfer_live" / "g1-h200-2x120k" / "run" / "engine-request-log.jsonl"))}
+    assert rows[7]["queue_s_server"] == pytest.approx(67.1107, abs=1e-3)
+    assert all(row["queue_s_server"] < 0.001 for request_id, row in rows.items() if request_id != 7)
+
+
 def test_request_log_v21_and_torn_tail() -> None:
     events = read_events(NINFER_DATA / "request_log_v21.jsonl")  # its last line is cut mid-write
     rows = request_rows(events)

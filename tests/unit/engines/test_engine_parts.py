@@ -48,8 +48,8 @@ def test_every_member_has_one_part() -> None:
             assert name not in seen, f"{name} is in both {seen[name]} and {part.__name__}"
             seen[name] = part.__name__
     assert members(EngineAdapter) == set(), "EngineAdapter only joins the parts"
-    assert members(EnginePart) == {"kind"}
-    assert not set(seen) & {"kind"}
+    assert members(EnginePart) == {"kind", "name"}
+    assert not set(seen) & {"kind", "name"}
 
 
 def test_whole_engine_only_where_one_part_is_not_enough() -> None:

@@ -160,7 +160,8 @@ def test_every_figure_loads_and_no_request_leaves_the_page(tmp_path: Path) -> No
     finally:
         browser.close()
 
-    assert re.fullmatch(r"embedded on CPU \(llama_server\): decode [\d,.]+ tok/s, prefill [\d,.]+ tok/s", title), title
+    assert re.fullmatch(r"a generated qwen3 \(4 layers, 256 hidden, f16, random weights\) on CPU: decode [\d.]+ tok/s, "
+                        r"prefill [\d,.]+ tok/s \(llama\.cpp llama-server 11434\.0\.0; KV f16\)", title), title
     assert len(sizes) == len(report.figures) == 4
     assert all(width > 0 and height > 0 for width, height in sizes), sizes
     requested = [event["params"]["request"]["url"] for event in browser.events

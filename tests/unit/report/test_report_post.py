@@ -22,9 +22,11 @@ from ninferkit.engines import get_adapter
 from ninferkit.params import load_profile
 from ninferkit.report import write_report
 from ninferkit.report.data import load_run
+from ninferkit.report.derive import rederive
 from ninferkit.report.field_tables import whole_decode
 from ninferkit.report.fmt import number
 from ninferkit.report.lead import prefill_is_overhead
+from ninferkit.rundir.runs import RunDir
 from tests.conftest import DATA, REPO, whole
 from tests.unit.report.test_report import markdown_table
 
@@ -84,18 +86,67 @@ def test_report_000s_own_lines_read_as_starving_then_decode_alone() -> None:
 
 
 def test_the_live_post_leads_with_model_gpu_engine_and_its_best_figures(tmp_path: Path) -> None:
-    copy, text = post(LIVE, tmp_path)
+    """Seed 000's title carries the model, the GPU, the power limit, the best figures and the engine's build; the
+    live run's probe read 700 W on its H200 (probe.json), and its model is the artifact it loaded (the served id is
+    the profile's alias). The figures at the reports' precision: the title as 000 titles ("93.9", "1019"), the
+    at-a-glance table as 000's 成绩速览 (1,019.0 tok/s, 0.13 s), the second lane's queue from the engine's record
+    (the join `ninferkit report` re-derives with this ninferkit)."""
+    copy = tmp_path / LIVE.name
+    shutil.copytree(LIVE, copy, ignore=shutil.ignore_patterns("report", "*.parquet"))
+    rederive(RunDir(copy))
+    text = whole(write_report(copy, ["markdown"]))
     run = load_run(copy)
     context = run.measured("context")
     decode = max(float(r.decode_tok_s_server or 0) for r in [*context, *run.measured("tasks")])
     prefill = max(float(r.prefill_tok_s_server or 0) for r in context)
+    assert json.loads((copy / "probe.json").read_text())["facts"]["gpu"]["gpus"][0]["power_limit_w"] == 700
     title = text.splitlines()[0]
-    assert title == f"# qwen3.6-27b on NVIDIA H200 (ninfer): decode {decode:.1f} tok/s, prefill {prefill:,.0f} tok/s"
+    assert title == (f"# q36_27b_random on NVIDIA H200 at 700 W: decode {decode:.1f} tok/s, prefill {prefill:,.0f} "
+                     "tok/s (NInfer ziworkslab/ninfer-3090-ubuntu / sm_90; speculation mtp, 3 draft tokens; KV int8)")
     lead = markdown_table(text, "Headline", 0)
     assert [row["figure"] for row in lead] == ["decode", "prefill", "TTFT (client)", "concurrency", "memory"]
-    # Two 122,880-token requests: what the cell showed, not an aggregate rate over two requests.
+    assert lead[1]["best (conditions)"] == f"{prefill:,.1f} tok/s (4.1K-token prompt)"
+    assert re.fullmatch(r"\d+\.\d{2} s @4\.1K → \d+\.\d{2} s @32\.8K", lead[2]["range"])
+    # Two 122,880-token requests: what the cell showed, not an aggregate rate over two requests; the second's wait is
+    # the engine's TTFT less its prepare and prefill times (its request log writes no queue field)
     assert lead[3]["best (conditions)"] == "2 requests of 122.9K prompt tokens each, served together"
-    assert "tok/s" not in lead[3]["best (conditions)"]
+    second = next(line for line in map(json.loads, (copy / "engine-request-log.jsonl").read_text().splitlines())
+                  if line.get("event") == "request_done" and line["request"]["request_id"] == 7)["timings_seconds"]
+    queued = second["ttft"] - second["prepare"] - second["vision"] - second["prefill"]
+    assert round(queued, 2) == 67.11
+    assert lead[3]["range"] == "the second waited 67.11 s (1 m 7.1 s) in the engine's queue"
+
+
+def test_report_000s_conditions_lead_its_title(tmp_path: Path) -> None:
+    """Report 000's profile on the live run's files, with its probe as a 200 W V100 would read (the limit the report
+    sets with nvidia-smi -pl 200): the title names the model the profile pins, the card, 200 W, and the engine's
+    fork, architecture and CUDA runtime, as 000's own title does ("…200W 下 decode 93.9 tok/s、prefill 1019 tok/s
+    （NInfer SM70 / CUDA 12.8）"). With no limit read, the title says nothing of power."""
+    run = tmp_path / "run"
+    shutil.copytree(LIVE, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["profile"] = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml").profile.model_dump(mode="json")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    probe = json.loads((run / "probe.json").read_text())
+    probe["facts"]["gpu"]["gpus"][0].update(name="Tesla V100-PCIE-32GB", power_limit_w=200.0)
+    (run / "probe.json").write_text(json.dumps(probe))
+    title = write_report(run, ["markdown"]).markdown.read_text().splitlines()[0]
+    assert re.fullmatch(r"# Qwen3\.8-27B-nvfp4-NInfer on Tesla V100-PCIE-32GB at 200 W: decode [\d.]+ tok/s, "
+                        r"prefill [\d,]+ tok/s \(NInfer hamawang/ninfer-v100-20260916 / sm_70 / CUDA 12\.8\.0; "
+                        r"speculation mtp, 3 draft tokens; KV int8\)", title), title
+    probe["facts"]["gpu"]["gpus"][0]["power_limit_w"] = None  # NVML read no limit
+    (run / "probe.json").write_text(json.dumps(probe))
+    title = write_report(run, ["markdown"]).markdown.read_text().splitlines()[0]
+    assert " W" not in title and "power" not in title
+
+
+def test_the_embedded_post_leads_with_its_model_not_its_alias(tmp_path: Path) -> None:
+    """The embedded default serves SmolLM2-135M-Instruct under the id "embedded" (params/local-cpu.yaml): the
+    title names the model file it loaded. Data: tests/data/run_dirs/embedded-spec-ab (a real embedded run)."""
+    _, text = post(DATA / "run_dirs" / "embedded-spec-ab", tmp_path)
+    title = text.splitlines()[0]
+    assert title.startswith("# SmolLM2-135M-Instruct.Q4_1 on CPU: decode ") and "embedded" not in title
+    assert title.endswith("(llama.cpp llama-server 11434.0.0; speculation ngram-mod; KV f16)")
 
 
 def test_a_prefill_rate_over_a_fixed_overhead_never_leads(tmp_path: Path) -> None:
@@ -212,3 +263,26 @@ def test_the_leads_best_decode_and_ttft_draw_on_the_tasks_and_the_prefix_cache(t
     assert lead["TTFT (client)"]["range"].startswith("1.62 s @4.1K")  # the context sweep's, cold
     assert lead["decode"]["range"].endswith("tok/s (context sweep and tasks sweep)")
     assert "prefix-reuse scenarios the cache served" in section(text, "Headline")
+
+
+def test_counts_print_as_counts_in_the_published_posts() -> None:
+    """Issue 38 item 7: a median of two token counts is no count. The llama.cpp example's cold prefix-reuse cell hit
+    15 and 16 tokens (requests.jsonl, the engine's count); its post said "15.5". The vLLM example's json_extraction
+    task without speculation stopped at 41 and ran to 320 tokens; its post said "180", the half between them
+    rounded. Both now show the counts they lie between."""
+    rows = [json.loads(line) for line in (REPO / "docs" / "examples" / "h200-llamacpp" / "requests.jsonl")
+            .read_text().splitlines()]
+    cold = sorted(row["cached_tokens_server"] for row in rows if row["sweep"] == "prefix_reuse" and not row["warmup"]
+                  and row.get("prefix_role") == "measured" and row["cell"]["scenario"] == "cold")
+    assert cold == [15, 16]
+    post = (REPO / "docs" / "examples" / "h200-llamacpp" / "report" / "index.md").read_text()
+    (line,) = [line for line in post.splitlines() if line.startswith("| cold | chat |")]
+    assert "| 15 – 16 (engine) |" in line and "15.5" not in post
+    vllm = [json.loads(line) for line in (VLLM / "requests.jsonl").read_text().splitlines()]
+    off = sorted(row["completion_tokens"] for row in vllm if row["sweep"] == "tasks" and not row["warmup"]
+                 and row["status"] == "ok" and row["cell"]["task"] == "json_extraction"
+                 and row["cell"].get("speculation") == "off")
+    assert off == [41, 320]
+    (task,) = [line for line in (VLLM / "report" / "index.md").read_text().splitlines()
+               if line.startswith("| json_extraction | 512 | repetitive |")]
+    assert task.endswith("| 41 – 320 (length, stop) |") and "180" not in task
