@@ -533,8 +533,15 @@ every-column view is raw detail, in the appendix."""
 def _benchmarks(run: RunData, figures: dict[str, Figure]) -> list[Section]:
     blocks: list[Any] = []
     detail: list[Block] = []
+    flat = prefill_is_overhead(run.measured("context"))
     for name, frame in run.tables.items():
+        if name == "context" and flat is not None:  # the headline's rule: tokens over a fixed overhead is no rate
+            frame = frame.drop(columns=[column for column in frame if column.startswith("prefill_tok_s")])
         views = [*sweep_view(name, frame), *filter(None, [detail_view(name, run.requests)])]
+        if name == "context" and flat is not None:
+            views.append(Note(f"No prefill rate: the engine's prompt time stays between {number(flat[0] * 1000)} "
+                              f"and {number(flat[1] * 1000)} ms over these prompt lengths, a fixed overhead; tokens "
+                              "over it would read as a rate it is not (tables/context.csv keeps the division)."))
         if name in IN_FIELD_TABLES:
             detail += views
         else:

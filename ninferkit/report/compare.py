@@ -35,6 +35,7 @@ from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
+from ninferkit.report.lead import prefill_is_overhead
 from ninferkit.report.render import get_renderer
 from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
@@ -44,6 +45,9 @@ from ninferkit.sweeps.cell import repeat_of, without_repeat
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
+OVERHEAD = "prompt time is a fixed overhead: no prefill rate"
+"""The verdict of a context cell's prefill where either run's prompt time stays flat as the prompt grows (the
+post's rule, report/lead.py): tokens over that time would compare two overheads as rates."""
 RUN_TO_RUN_PCT = 3.0
 """Seed 000 §2.2's run-to-run spread (the same artifact rerun: ±3%): the yardstick where a cell has one
 repetition per run, so its own spread is unknown."""
@@ -214,6 +218,8 @@ def move_words(metric: str, row: Any) -> str:
             f"beyond the ±{RUN_TO_RUN_PCT:g}% run-to-run spread"
     else:
         said = "inside run-to-run spread" if row["verdict"] == "within spread" else f"{row['verdict']}, beyond spread"
+    if row["verdict"] == OVERHEAD:
+        return f"{name}: not comparable ({OVERHEAD})"
     caveat = "" if row.get("comparable", True) else ", acceptance differs: not comparable"
     return f"{name} {pct:+.1f}% ({said}{caveat})"
 
@@ -234,6 +240,7 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
             raise NinferkitError(f"{run.dir.path} has no measured request (requests.jsonl missing or empty); "
                                  "run its sweeps step (03_sweeps) first")
     base = runs[0]
+    flat = {run.run_id: prefill_is_overhead(run.measured("context")) is not None for run in runs}
     base_cells = _cells(base)
     rows: list[dict[str, Any]] = []
     unpaired: list[str] = []
@@ -250,6 +257,9 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 accept_a, accept_b = _acceptance(base_cells[key]), _acceptance(cells[key])
                 gap = _acceptance_gap(accept_a, accept_b)
                 comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
+                if metric.startswith("prefill") and key[0] == "context" and (flat[base.run_id] or flat[other.run_id]):
+                    row["verdict"] = OVERHEAD  # the post's rule: tokens over a fixed overhead is no prefill rate
+                    comparable = False
                 rows.append({"candidate": other.run_id, "sweep": key[0], "variant": _variant(key), "cell": _label(key),
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
                              **row, "acceptance_a": accept_a, "acceptance_b": accept_b, "comparable": comparable})

@@ -41,6 +41,13 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     low, high = capacity["max_kv_tokens_interval"]
     assert f"| Memory: largest KV pool (capacity fit) | tokens | {low:,} | {low:,} – {high:,} |" in text
     assert "| engine backend | none: vllm runs as installed" in text and "| None |" not in text
+    # vLLM's prompt time stays at 17-21 ms from 256 to 8,000 tokens: the headline says prefill is not measured, and
+    # the Benchmarks table prints no rate beside it (it printed 462,229 tok/s at 8,000 tokens)
+    prompt = {length: statistics.median(r["prompt_s_server"] for r in context
+                                        if r["cell"]["target_prompt_tokens"] == length) for length in (256, 8_000)}
+    assert prompt[8_000] < 2 * prompt[256]
+    assert "| prefill | not measured: the prompt time is a fixed overhead" in text
+    assert "No prefill rate: the engine's prompt time stays between" in text and "462,229" not in text
     assert_regenerates(EXAMPLE, run, "gunzip the example's two files (its README), run `ninferkit report "
                        "docs/examples/h200-vllm` and commit report/")
 
@@ -58,6 +65,10 @@ def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
     off = table[table["cell"].str.contains("speculation=off")]
     assert off["cell"].nunique() == 8 and off["acceptance_a"].isna().all() and off["acceptance_b"].isna().all()
     assert "| tasks: task=reasoning, context_depth=512, speculation=off, api=chat |" in (out / "index.md").read_text()
+    # the post's rule holds in compare too: vLLM's context prefill is a fixed overhead, so no cell says it got better
+    prefill = table[(table["sweep"] == "context") & (table["metric"] == "prefill_tok_s_server")]
+    assert len(prefill) == 3 and set(prefill["verdict"]) == {"prompt time is a fixed overhead: no prefill rate"}
+    assert not prefill["comparable"].any() and "+811.7%" not in (out / "index.md").read_text()
 
 
 def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:
