@@ -64,7 +64,9 @@ class SseLines:
         self.later: ParseLater | None = None
         """Where set (the wire's reads), events are held and handed to the sink after the event loop's current
         batch of socket reads (ParseLater); else each is handed on as its line is split."""
-        self.held: list[tuple[bytes, float]] = []
+        self.held: list[bytes] = []
+        self.held_stamps: list[float] = []
+        """The held events and their reads' stamps (two lists: no tuple per event for the collector to track)"""
         self.error: ValueError | None = None
         """What the sink refused while handing on held events (MalformedStream)"""
         self.on_error: Callable[[ValueError], None] | None = None
@@ -92,7 +94,8 @@ class SseLines:
                     else:
                         if not self.held:
                             self.later.want(self)
-                        self.held.append((payload, now))
+                        self.held.append(payload)
+                        self.held_stamps.append(now)
                     if self.named_end and not self.done:
                         self.done = _FINAL.search(payload) is not None
             elif line.startswith(b"event:"):
@@ -102,11 +105,11 @@ class SseLines:
     def hand_on(self) -> None:
         """The held events to the sink, in order, each with its read's stamp; what the sink refuses is kept in
         `error` (and told to `on_error`), and the events after it are dropped: the stream stops there."""
-        held, self.held = self.held, []
+        held, stamps, self.held, self.held_stamps = self.held, self.held_stamps, [], []
         if self.error is not None:
             return
         try:
-            for payload, now in held:
+            for payload, now in zip(held, stamps, strict=True):
                 self.sink(payload, now)
         except ValueError as exc:  # MalformedStream
             self.error = exc
