@@ -4,16 +4,23 @@
    1 GiB of random bytes), file warm in the page cache, runs alternated. Reported: the command's wall
    time (Python start-up included) and the hashing rate ninferkit itself measures.
 2. download: `ninferkit.artifact.download()` (streams, hashes as it writes, renames after the sha256
-   matches) vs `curl -o` (no verification), and vs `curl -o` followed by `sha256sum` (what the
-   field reports do), from the same loopback server (tests/range_server.py, run as its own process,
+   matches) vs `curl -o` (no verification), vs `curl -o` followed by `sha256sum` (what the field
+   reports do), and vs `curl -o` then `sync FILE` (the bytes on disk, as ninferkit's fsync before its
+   rename leaves them), from the same loopback server (tests/range_server.py, run as its own process,
    sendfile), runs alternated, dirty pages flushed with sync before each, output on the same
    filesystem. Both wall times are taken around the call from outside (ninferkit's includes its fsync
    before the rename; curl does not sync). CPU s/GiB is user+sys of the downloading process, and the
    server's CPU per GiB is printed for each contender so a slow server cannot hide behind a ratio.
+   Beside them the disk alone: `dd conv=fsync` of the served file (from the page cache) to the output
+   folder, what making the file durable costs without a network.
+
+The client side (this process, curl, sha256sum) and the HTTP server share the CPUs the benchmark was started on
+unless `--client-cpus` and `--server-cpus` part them (cpu_sides); deployed, the server is Hugging Face's.
 
 Targets (issue 3): ninferkit >= 0.9 of sha256sum's rate and >= 0.9 of curl's throughput.
 
-    python benchmarks/bench_artifact.py [--size-mib 1024] [--repeat 3] [--dir DIR]
+    python benchmarks/bench_artifact.py [--size-mib 1024] [--repeat 3] [--dir DIR] [--client-cpus 0,1
+        --server-cpus 2-5]
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import cpu_sides  # noqa: E402
 
 from ninferkit.artifact import download, sha256_file  # noqa: E402
 
@@ -121,22 +130,30 @@ def bench_sha256(path: Path, expected: str, repeat: int) -> dict[str, Series]:
     return {"ours": ours, "ours_hashing": internal, "sha256sum": theirs}
 
 
-def bench_download(served: Path, out: Path, expected: str, repeat: int) -> dict[str, Series]:
+def bench_download(served: Path, out: Path, expected: str, repeat: int,
+                   server_cpus: frozenset[int] | None) -> dict[str, Series]:
     size = (served / "blob.bin").stat().st_size
     out.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen([sys.executable, str(REPO / "tests" / "range_server.py"), str(served)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, preexec_fn=cpu_sides.server_start(server_cpus))
     try:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}/org/model/resolve/{'0' * 40}/blob.bin"
-        series = {"ours": Series(), "curl": Series(), "curl_sha256sum": Series()}
+        print(f"download: the client (ninferkit, curl, sha256sum) on CPUs {cpu_sides.said(0)}, the HTTP server on "
+              f"CPUs {cpu_sides.said(server.pid)}", flush=True)
+        series = {"ours": Series(), "curl": Series(), "curl_sync": Series(), "curl_sha256sum": Series(),
+                  "disk": Series()}
         for _ in range(repeat):
             _one_download(series["curl"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0])
+            _one_download(series["curl_sync"], out / "curl.bin", size, server.pid, lambda dest: timed(
+                ["curl", "-s", "-f", "-o", str(dest), url])[0] + timed(["sync", str(dest)])[0])
             _one_download(series["curl_sha256sum"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0] + timed(["sha256sum", str(dest)])[0])
             _one_download(series["ours"], out / "ours.bin", size, server.pid, lambda dest: _timed_download(
                 url, dest, size, expected))
+            _one_download(series["disk"], out / "disk.bin", size, server.pid, lambda dest: timed(
+                ["dd", f"if={served / 'blob.bin'}", f"of={dest}", "bs=8M", "conv=fsync", "status=none"])[0])
         return series
     finally:
         server.terminate()
@@ -164,7 +181,9 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed after)")
+    cpu_sides.add_options(parser, "the loopback HTTP server")
     args = parser.parse_args()
+    cpu_sides.pin_client(args.client_cpus)
     with tempfile.TemporaryDirectory(prefix="bench-artifact-") as scratch:
         work = args.dir or Path(scratch)
         served = work / "served"
@@ -174,7 +193,7 @@ def main() -> int:
         print(f"file: {blob} ({args.size_mib} MiB), {os.cpu_count()} CPUs, min and median of {args.repeat} runs, "
               f"load average before: {os.getloadavg()[0]:.1f}")
         sha = bench_sha256(blob, expected, args.repeat)
-        dl = bench_download(served, work / "out", expected, args.repeat)
+        dl = bench_download(served, work / "out", expected, args.repeat, args.server_cpus)
     startup, _ = timed([sys.executable, "-m", "ninferkit", "verify", "--help"])
     rows = [
         ("sha256    ninferkit verify --file (wall, start-up included)", sha["ours"]),
@@ -182,7 +201,9 @@ def main() -> int:
         ("          sha256sum", sha["sha256sum"]),
         ("download  ninferkit.artifact.download() (sha256 while writing)", dl["ours"]),
         ("          curl -o (no verification)", dl["curl"]),
+        ("          curl -o, then sync FILE (on disk, as ninferkit leaves it)", dl["curl_sync"]),
         ("          curl -o, then sha256sum (the field reports' workflow)", dl["curl_sha256sum"]),
+        ("disk      dd conv=fsync of the file from memory (no network)", dl["disk"]),
     ]
     print(f"{'':<66} {'MiB/s min / median':>18} {'CPU s/GiB':>10} {'server CPU s/GiB':>17}")
     for label, series in rows:
@@ -198,6 +219,10 @@ def main() -> int:
           f"against curl + sha256sum: {dl['ours'].rate / dl['curl_sha256sum'].rate:.2f}; CPU per GiB "
           f"{dl['ours'].cpu:.2f} s vs curl's {dl['curl'].cpu:.2f} s, "
           f"curl + sha256sum's {dl['curl_sha256sum'].cpu:.2f} s")
+    print(f"sha256 alone (ninferkit's hashing) runs at {sha['ours_hashing'].rate / dl['curl'].rate:.2f} of curl's "
+          f"download rate (medians): one stream's sha256 is one thread's work, so a download that hashes every byte "
+          f"as it arrives is at most that; curl then sync: {dl['ours'].rate / dl['curl_sync'].rate:.2f}; the disk's "
+          f"durable write alone (dd conv=fsync) runs at {dl['disk'].rate / dl['curl'].rate:.2f} of curl's rate")
     print(f"load average after the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

@@ -30,7 +30,12 @@ count (the
 phases' sizes below) and time (each reader's run is killed after READER_TIMEOUT_S); SIGTERM or Ctrl-C stop
 the readers and the stand-in servers.
 
+The readers and the stand-in share the CPUs the benchmark was started on unless `--client-cpus` and
+`--server-cpus` part them (cpu_sides): deployed, the server is another machine, so a stand-in on the readers' cores
+charges them its own work. Both sides' CPUs are printed as each process got them.
+
 Run: .venv/bin/python benchmarks/bench_client_standin.py [--repeats 3] [--baseline DIR]
+         [--client-cpus 0,1 --server-cpus 2-5]
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import cpu_sides
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "standin_sse.c"
@@ -218,9 +225,9 @@ def ninferkit_reader(port: int, phase: Phase, repo: Path, over_workers: bool = F
 # ---- the parent ----
 
 @contextmanager
-def standins(workdir: Path, built: Path | None) -> Iterator[dict[str, int]]:
+def standins(workdir: Path, built: Path | None, cpus: frozenset[int] | None) -> Iterator[dict[str, int]]:
     """The stand-in serving on two loopback ports, {mode: port}, built here unless `built` names a binary of it
-    (a machine without cc); stopped on the way out."""
+    (a machine without cc), on `cpus` (None: the benchmark's own); stopped on the way out."""
     binary = built or workdir / "standin_sse"
     if built is None:
         subprocess.run(["cc", "-O2", "-pthread", "-o", str(binary), str(SOURCE)], check=True)
@@ -229,11 +236,13 @@ def standins(workdir: Path, built: Path | None) -> Iterator[dict[str, int]]:
         ports = {}
         for mode in ("flood", "paced"):
             ports[mode] = free_port()
-            server = subprocess.Popen([str(binary), str(ports[mode]), mode], stdout=subprocess.PIPE)
+            server = subprocess.Popen([str(binary), str(ports[mode]), mode], stdout=subprocess.PIPE,
+                                      preexec_fn=cpu_sides.server_start(cpus))
             servers.append(server)
             assert server.stdout is not None
             if server.stdout.readline().strip() != b"listening":
                 raise SystemExit(f"the stand-in did not start on port {ports[mode]}")
+            print(f"stand-in server, {mode}: CPUs {cpu_sides.said(server.pid)}", flush=True)
         yield ports
     finally:
         for server in servers:
@@ -320,6 +329,7 @@ def main() -> int:
                         "all): " + "; ".join(p.name for p in PHASES))
     parser.add_argument("--standin", type=Path, help="a stand-in binary built elsewhere (cc -O2 -pthread -static "
                         "standin_sse.c), for a machine without cc")
+    cpu_sides.add_options(parser, "the stand-in servers")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
     parser.add_argument("--reader", choices=READERS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -342,6 +352,8 @@ def main() -> int:
     if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
         parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
     readers = READERS if args.baseline is not None else READERS[:3]
+    cpu_sides.pin_client(args.client_cpus)  # the readers (and a workers reader's processes) inherit it
+    print(f"readers: CPUs {cpu_sides.said(0)}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds the finally blocks: readers, stand-ins
     for peer in ("aiperf", "guidellm"):
         found = shutil.which(peer)
@@ -352,7 +364,7 @@ def main() -> int:
     collected: dict[tuple[str, str, str], list[float | None]] = {}
     started = time.monotonic()
     with (tempfile.TemporaryDirectory(prefix="ninferkit-standin-") as workdir,
-          standins(Path(workdir), args.standin) as ports):
+          standins(Path(workdir), args.standin, args.server_cpus) as ports):
         for repeat in range(args.repeats):
             for phase in (p for p in PHASES if p.name in chosen):
                 taking = [reader for reader in readers if reader != "workers" or phase.spread]

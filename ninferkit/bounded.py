@@ -14,9 +14,11 @@ importers: issue 40), and a value nested a few hundred deep fails later, in what
 from __future__ import annotations
 
 import json
+import json.scanner
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +50,25 @@ JSON_NESTING = 100
 """The deepest JSON nesting read from a server or a file someone sent: a tool's results nest 4 or 5 deep."""
 
 
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder())  # type: ignore[arg-type]  # typeshed types the decoder it takes as the scanner
+"""json's own (C) scanner, called straight: json.loads of a str passes two Python frames and two whitespace matches
+before it (a streamed event's cost, issue 43). Text it does not read whole goes to json.loads, whose answer and
+error are then the ones given."""
+
+
 def loads_json(text: str | bytes) -> Any:
     """JSON from a server or a file someone sent: ValueError, never RecursionError, when it is not JSON or
     nests deeper than JSON_NESTING (callers already turn ValueError into their own clear error)."""
     try:
-        found = json.loads(text)
+        found, end = None, -1
+        if isinstance(text, str):
+            try:
+                found, end = _SCAN(text, 0)
+            except (StopIteration, ValueError):  # not JSON from its first character: json.loads says how
+                pass
+        if end != len(text):
+            found = json.loads(text)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {JSON_NESTING} levels") from None
     opening = (b"{", b"[") if isinstance(text, bytes) else ("{", "[")

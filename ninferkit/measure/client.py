@@ -403,7 +403,7 @@ class StreamingClient:
             result.http_status = response.status_code
             if response.status_code >= 400:
                 return await bounded.aread_body(response, bounded.ERROR_BODY_BYTES, self.deadline_s)
-            lines = SseLines(parser.keep, SSE_LINE_BYTES)
+            lines = SseLines(parser.keep, SSE_LINE_BYTES, named_end=api != "chat")
             try:
                 async for chunk in response.aiter_raw():
                     lines.feed(chunk, time.monotonic())
@@ -417,7 +417,7 @@ class StreamingClient:
     async def _stream_wire(self, wire: SseWire, api: str, body: dict[str, Any], result: RequestResult,
                            parser: _StreamParser) -> bounded.Body | None:
         """Off the socket by hand (sse_wire): the error page, or None for a stream."""
-        answer = WireAnswer(SseLines(parser.keep, SSE_LINE_BYTES))
+        answer = WireAnswer(SseLines(parser.keep, SSE_LINE_BYTES, named_end=api != "chat"))
         try:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as httpx
             await wire.post(API_PATHS[api], content, answer, bounded.ERROR_BODY_BYTES)

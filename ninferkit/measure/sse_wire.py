@@ -4,8 +4,9 @@ asyncio's buffered protocol (`buffer_updated`), each socket read stamped once be
 Why not httpx for this one request: through httpx, httpcore and h11 every read cost the client about 60 us
 of Python before its events could be stamped (issue 43: 46% of its CPU; at 64 streams one core saturated
 and the stamps queued 9-16 ms behind the bytes). Here a read is one clock read, a chunk-size scan and a
-line split, then each event's JSON parse (after the stamp). httpx stays for every other request ninferkit
-sends, and for a client given a `transport` (a test replaying a recording).
+line split; its events' JSON parse runs once the batch of reads the loop found ready is stamped (ParseLater).
+httpx stays for every other request ninferkit sends, and for a client given a `transport` (a test replaying a
+recording).
 
 What a server can do wrong here is what httpx reported, with httpx's error types and words, so rows read
 alike: ConnectError, ReadTimeout (no byte within the read timeout), RemoteProtocolError (the server closed
@@ -56,8 +57,19 @@ class SseLines:
     last event marks it done, so a server that keeps the connection open after it is not waited on (that wait
     read as a read timeout: issue 40)."""
 
-    def __init__(self, sink: EventSink, line_cap: int) -> None:
-        self.sink, self.line_cap = sink, line_cap
+    def __init__(self, sink: EventSink, line_cap: int, named_end: bool = True) -> None:
+        """`named_end` False for a stream that ends with `data: [DONE]` only (the chat API): its events are not
+        scanned for FINAL_EVENTS, a scan per event that only the Messages and Responses APIs need."""
+        self.sink, self.line_cap, self.named_end = sink, line_cap, named_end
+        self.later: ParseLater | None = None
+        """Where set (the wire's reads), events are held and handed to the sink after the event loop's current
+        batch of socket reads (ParseLater); else each is handed on as its line is split."""
+        self.held: list[bytes] = []
+        self.held_stamps: list[float] = []
+        """The held events and their reads' stamps (two lists: no tuple per event for the collector to track)"""
+        self.error: ValueError | None = None
+        """What the sink refused while handing on held events (MalformedStream)"""
+        self.on_error: Callable[[ValueError], None] | None = None
         self.rest = b""
         self.done = False
         """The stream's last event came (`data: [DONE]`, a Messages or Responses stream's final event)"""
@@ -77,10 +89,57 @@ class SseLines:
                 if payload == b"[DONE]":
                     self.done = True
                 elif payload:
-                    self.sink(payload, now)
-                    self.done = self.done or _FINAL.search(payload) is not None
+                    if self.later is None:
+                        self.sink(payload, now)
+                    else:
+                        if not self.held:
+                            self.later.want(self)
+                        self.held.append(payload)
+                        self.held_stamps.append(now)
+                    if self.named_end and not self.done:
+                        self.done = _FINAL.search(payload) is not None
             elif line.startswith(b"event:"):
                 self.done = self.done or b'"' + line[6:].strip() + b'"' in FINAL_EVENTS
+
+
+    def hand_on(self) -> None:
+        """The held events to the sink, in order, each with its read's stamp; what the sink refuses is kept in
+        `error` (and told to `on_error`), and the events after it are dropped: the stream stops there."""
+        held, stamps, self.held, self.held_stamps = self.held, self.held_stamps, [], []
+        if self.error is not None:
+            return
+        try:
+            for payload, now in zip(held, stamps, strict=True):
+                self.sink(payload, now)
+        except ValueError as exc:  # MalformedStream
+            self.error = exc
+            if self.on_error is not None:
+                self.on_error(exc)
+
+
+class ParseLater:
+    """Hands the events of a batch of socket reads to their parsers once every read of the batch is stamped.
+
+    asyncio handles the reads one select() found ready one after another; parsed as it came, each event held
+    the next read's stamp back by its JSON parse. When many streams' events arrive together (64 streams of one
+    engine step), the last of them was stamped late by all the others' parses (issue 43: stamp lag, ITL p99
+    over the truth at c64). So a read only stamps, de-frames and splits; the parse runs in one callback queued
+    behind the batch (call_soon runs after the handles already due), before the next select's reads are handled.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: list[SseLines] = []
+
+    def want(self, lines: SseLines) -> None:
+        if not self.waiting:
+            self.loop.call_soon(self.run)
+        self.waiting.append(lines)
+
+    def run(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for lines in waiting:
+            lines.hand_on()
 
 
 class WireAnswer:
@@ -132,6 +191,7 @@ class _Wire(asyncio.BufferedProtocol):
     def send(self, request: bytes, done: asyncio.Future[None], answer: WireAnswer, error_cap: int,
              timeout: float | None) -> None:
         self._reset(done, answer, error_cap, timeout)
+        answer.lines.on_error = self._fail
         assert self.transport is not None
         self.transport.write(request)
         self._arm()
@@ -199,6 +259,8 @@ class _Wire(asyncio.BufferedProtocol):
                           and (self.chunked or self.length is not None))
 
     def _body(self, now: float) -> None:
+        if self.chunk_left == -1 and self._one_whole_chunk(now):
+            return
         if not self.chunked:
             data, self.raw = self.raw, b""
             if self.length is not None:
@@ -250,6 +312,26 @@ class _Wire(asyncio.BufferedProtocol):
             self.chunk_left = size if size else -3
         self.raw = raw[at:]
         self._deliver(b"".join(pieces), now)
+
+    def _one_whole_chunk(self, now: float) -> bool:
+        """The common read, de-framed in a few C calls: exactly one whole chunk (a streamed event as engines send
+        it, one to a chunk, read as it came); False, nothing done, for anything else (the general loop's)."""
+        if not self.chunked:
+            return False
+        raw = self.raw
+        end = raw.find(b"\r\n", 0, 10)
+        if end < 1:
+            return False
+        try:
+            size = int(raw[:end], 16)
+        except ValueError:  # a chunk extension, or no hex: the general loop reads or refuses it
+            return False
+        stop = end + 2 + size
+        if not size or len(raw) != stop + 2 or raw[stop:] != b"\r\n":
+            return False
+        self.raw = b""
+        self._deliver(raw[end + 2:stop], now)
+        return True
 
     def _deliver(self, data: bytes, now: float) -> None:
         if not data:
@@ -342,6 +424,7 @@ class SseWire:
         self.connect_timeout_s, self.read_timeout_s, self.keep_alive = connect_timeout_s, read_timeout_s, keep_alive
         self._idle: list[_Wire] = []
         self._ssl: ssl.SSLContext | None = None
+        self._later: ParseLater | None = None
 
     async def post(self, path: str, body: bytes, answer: WireAnswer, error_cap: int) -> None:
         """Send `body`, then read the answer into `answer` until it ends; httpx's errors for a connection that
@@ -352,7 +435,11 @@ class SseWire:
             headers["Connection"] = "close"
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         request = f"POST {self.base_path}{path} HTTP/1.1\r\n{head}\r\n".encode() + body
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._later is None or self._later.loop is not loop:
+            self._later = ParseLater(loop)
+        answer.lines.later = self._later
+        done: asyncio.Future[None] = loop.create_future()
         try:
             timeout = None if math.isinf(self.read_timeout_s) else self.read_timeout_s
             wire.send(request, done, answer, error_cap, timeout)
@@ -362,6 +449,13 @@ class SseWire:
             if wire.transport is not None:
                 wire.transport.close()
             raise
+        finally:
+            answer.lines.hand_on()  # events still held: the answer ended in their read's batch
+        if answer.lines.error is not None:
+            wire.keep_open = False
+            if wire.transport is not None:
+                wire.transport.close()
+            raise answer.lines.error
         if wire.keep_open and self.keep_alive and not wire.closed:
             self._idle.append(wire)
 

@@ -311,6 +311,13 @@ def test_deep_json_from_a_server_or_a_file_is_a_clear_error(tmp_path: Path) -> N
         loads_json(deep)
     with pytest.raises(ValueError, match=f"nested deeper than {JSON_NESTING}"):
         loads_json("[" * 500 + "]" * 500)  # within Python's reader, past what anything should walk
+    # read by json's scanner straight where it reads the text whole, else by json.loads, in its words
+    assert loads_json('{"a": [1, "x"]}') == {"a": [1, "x"]} and loads_json(' {"a": 1}\n') == {"a": 1}
+    assert loads_json(b'{"a": 1}') == {"a": 1}
+    for text, said in (('{"a": 1} x', "Extra data"), ("", "Expecting value"), ("\ufeff{}", "BOM"),
+                       ('{"a": ', "Expecting value")):
+        with pytest.raises(ValueError, match=said):
+            loads_json(text)
 
     def models(conn: socket.socket, request: bytes) -> None:
         body = b'{"data": ' + deep.encode() + b"}"

@@ -15,6 +15,7 @@ import pytest
 from ninferkit.engines import get_adapter
 from ninferkit.measure.client import RequestResult, RequestSpec, StreamingClient
 from ninferkit.measure.client_clock import PROBE_S, ClockWatch
+from ninferkit.measure.sse_wire import ParseLater, SseLines
 
 ADAPTER = get_adapter("llama_server")
 HAIKU = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
@@ -99,6 +100,47 @@ def test_events_in_one_chunk_and_a_chunk_per_half_event() -> None:
     assert result.completion_tokens == 3 and result.finish_reason == "length"
     assert result.t_first_token is not None and result.t_last_token is not None
     assert result.t_last_token > result.t_first_token
+
+
+def test_chunks_read_whole_with_an_extension_or_a_size_that_is_no_hex() -> None:
+    """A read of exactly one whole chunk takes a short way (sse_wire `_one_whole_chunk`); a chunk with an extension
+    after its size is read by the general way, and a size that is no hex is the same errored row either way."""
+    def extended(data: bytes) -> bytes:
+        return b"%x;name=value\r\n" % len(data) + data + b"\r\n"
+    body = [chunk(ROLE), extended(TOKEN), chunk(TOKEN), extended(TOKEN + FINAL), chunk(sse("[DONE]"))]
+    result = asyncio.run(send([(0, HEAD), *((0.01, piece) for piece in body), (0, b"0\r\n\r\n")]))
+    assert result.status == "ok", result.error
+    assert result.completion_tokens == 3 and len(result.text_event_times) == 3
+    assert result.reply.text == " light" * 3
+    broken = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), (0.01, b"zz\r\n" + TOKEN + b"\r\n")]))
+    assert broken.status == "errored" and broken.error is not None
+    assert "a chunk size that is not hex" in broken.error, broken.error
+
+
+def test_a_batch_of_reads_is_stamped_before_any_of_its_events_is_parsed() -> None:
+    """Reads the loop handles together only stamp and split; their events are parsed after the batch, in order, each
+    with its own read's stamp (ParseLater), so one stream's parse does not make the next stream's stamp late."""
+    async def main() -> list[tuple[bytes, float]]:
+        later = ParseLater(asyncio.get_running_loop())
+        parsed: list[tuple[bytes, float]] = []
+        streams = [SseLines(lambda payload, now: parsed.append((payload, now)), 1024) for _ in range(2)]
+        for lines in streams:
+            lines.later = later
+        streams[0].feed(b'data: {"a": 1}\n\ndata: {"a": 2}\n\n', 1.0)
+        streams[1].feed(b'data: {"b": 1}\n\n', 2.0)
+        assert parsed == []  # not in the reads themselves
+        await asyncio.sleep(0)
+        return parsed
+    assert asyncio.run(main()) == [(b'{"a": 1}', 1.0), (b'{"a": 2}', 1.0), (b'{"b": 1}', 2.0)]
+
+
+def test_a_server_that_sends_more_events_than_its_tokens_can_make_is_stopped() -> None:
+    """The parser refuses events past what max_tokens can make (8 per token + 1,024); the refusal, raised where the
+    events are parsed after their reads, still ends the request as an errored row."""
+    flood = chunk(TOKEN * 200)
+    result = asyncio.run(send([(0, HEAD), (0, chunk(ROLE)), *((0.001, flood) for _ in range(10))], close=False))
+    assert result.status == "errored" and result.error is not None
+    assert "more events than 3 output tokens can make" in result.error, result.error
 
 
 def test_a_stall_past_the_read_timeout_is_an_errored_row() -> None:
