@@ -73,6 +73,25 @@ class TasksSweep(Section):
     speculation_ab: bool = Field(False, description="also run every task with speculative decoding off, on a second "
                                  "server of this profile with serve.spec reset, beside the run's own: both sides "
                                  "of the A/B in one run (it needs memory for both servers)")
+    task_depths: dict[TaskName, list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]]] = Field(
+        default_factory=dict, description="a task measured at its own depths instead of `depths` (seed 000 §2.3: "
+        "the summary after its 5.9K document, every other task alone)")
+
+    @model_validator(mode="after")
+    def _depths_of_run_tasks(self) -> TasksSweep:
+        """A depth for a task the sweep does not run would plan nothing, and its author meant something."""
+        idle = [name for name in self.task_depths if name not in self.tasks]
+        if idle:
+            raise ValueError(f"task_depths names {', '.join(idle)}, not in sweeps.tasks.tasks; allowed: "
+                             f"{', '.join(self.tasks)}")
+        empty = [name for name, depths in self.task_depths.items() if not depths]
+        if empty:
+            raise ValueError(f"task_depths gives {', '.join(empty)} no depth; leave it out to use sweeps.tasks.depths")
+        return self
+
+    def depths_of(self, task: str) -> list[int]:
+        """The depths `task` is measured at: its own where task_depths names it, else the sweep's."""
+        return next((depths for name, depths in self.task_depths.items() if name == task), self.depths)
 
 
 class ConcurrencySweep(Section):

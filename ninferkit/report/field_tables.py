@@ -1,7 +1,7 @@
 """The field reports' tables that no single sweep table holds, in the reports' own layout.
 
 The benchmark views (report/views.py) show one sweep table each; the posts users write also lay the same
-numbers out across cells and across the engine's own lines: the task suite at two depths side by side
+numbers out across cells and across the engine's own lines: the task suite with its prompt time at each depth
 (seed 000 §2.3), the two long requests lane by lane, decode batching from the engine's windows, slots
 against client lanes with the speed-up, the engine's lines that show prefill running one lane at a time
 (§2.4 a–d), coding beside agent by input length (seed 003) and the average decode beside the best window
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -78,29 +78,51 @@ def _own_speculation(tasks: pd.DataFrame) -> pd.DataFrame:
 
 
 def tasks_by_depth(run: RunData) -> list[Block]:
-    """Seed 000 §2.3: one row per task, its output tokens, and decode / acceptance at each depth."""
+    """Seed 000 §2.3: one row per task, its output tokens, and the server's prompt time and decode / acceptance at
+    each depth. Where the tasks did not all run at the same depths (`sweeps.tasks.task_depths`: seed 000's summary
+    after its document, the others alone) a column per depth would be half empty: each task's row then names the
+    document it was sent after, as the report's "摘要（5.9K 文档）" does."""
     tasks = run.tables.get("tasks")
     if tasks is None or not len(tasks):
         return [Note("No tasks table: run the tasks sweep (sweeps.tasks) for the report's task table; each of "
                      "sweeps.tasks.depths is a column.")]
     tasks = _own_speculation(tasks).reset_index(drop=True)
-    depths = sorted({int(d) for d in tasks["context_depth"].dropna()})
-    names = list(dict.fromkeys(tasks["task"]))
-    rows = []
-    for name in names:
-        cells = {int(tasks["context_depth"].iloc[i]): i for i in range(len(tasks)) if tasks["task"].iloc[i] == name}
-        outputs = {number(_value(tasks, i, "completion_tokens_median")) for i in cells.values()}
-        rows.append((str(name), " / ".join(sorted(outputs)),
-                     *(_decode_mtp(tasks, cells[d]) if d in cells else NONE for d in depths)))
-    blocks: list[Block] = [Table(("task", "output tokens", *(f"{_depth_words(d)}: {_decode_header(tasks)}"
-                                                             for d in depths)), tuple(rows),
-                                 "tables/tasks.csv: per task, the engine's decode rate and its acceptance at each "
-                                 "depth, in seed 000 §2.3's layout. A depth is the tokens of document placed before "
-                                 "the task's instruction (0: the instruction alone, tens of tokens); the server's "
-                                 "settings are the run's for every column.")]
-    if len(depths) < 2:
-        blocks.append(Note("One depth was measured: each further depth in sweeps.tasks.depths adds a column."))
-    return blocks
+    cells: dict[str, dict[int, int]] = defaultdict(dict)
+    for i in range(len(tasks)):
+        if pd.notna(tasks["context_depth"].iloc[i]):
+            cells[str(tasks["task"].iloc[i])][int(tasks["context_depth"].iloc[i])] = i
+    depths = sorted({depth for found in cells.values() for depth in found})
+    shared = all(set(found) == set(depths) for found in cells.values())
+    decode = _decode_header(tasks)
+    caption = ("tables/tasks.csv: per task, the server's prompt time (the field reports' TTFT: prompt processing, "
+               "without the queue) and the engine's decode rate with its acceptance, in seed 000 §2.3's layout. A "
+               "depth is the tokens of document placed before the task's instruction (0: the instruction alone, tens "
+               "of tokens); the server's settings are the run's for every ")
+    if shared:
+        rows = [(name, _outputs(tasks, found.values()),
+                 *(value for depth in depths for value in _prompt_and_decode(tasks, found[depth])))
+                for name, found in cells.items()]
+        headers = [f"{_depth_words(depth)}: {column}" for depth in depths for column in (PROMPT_TIME, decode)]
+        blocks: list[Block] = [Table(("task", "output tokens", *headers), tuple(rows), caption + "column.")]
+        if len(depths) < 2:
+            blocks.append(Note("One depth was measured: each further depth in sweeps.tasks.depths adds a column."))
+        return blocks
+    rows = [(name if depth == 0 else f"{name} ({_depth_words(depth)})", _outputs(tasks, [index]),
+             *_prompt_and_decode(tasks, index))
+            for name, found in cells.items() for depth, index in sorted(found.items())]
+    return [Table(("task", "output tokens", PROMPT_TIME, decode), tuple(rows),
+                  caption + "row; a task sent after a document says so (sweeps.tasks.task_depths).")]
+
+
+PROMPT_TIME = "prompt time, s (server)"
+
+
+def _outputs(tasks: pd.DataFrame, indexes: Iterable[int]) -> str:
+    return " / ".join(sorted({number(_value(tasks, i, "completion_tokens_median")) for i in indexes}))
+
+
+def _prompt_and_decode(tasks: pd.DataFrame, index: int) -> tuple[str, str]:
+    return number(_value(tasks, index, "prompt_s_server_median"), TIME_DECIMALS), _decode_mtp(tasks, index)
 
 
 def _depth_words(depth: int) -> str:
@@ -429,12 +451,14 @@ def coding_and_agent(run: RunData) -> list[Block]:
 
 
 def decode_windows(run: RunData) -> list[Block]:
-    """Seed 004 §四: per launch and cell, the engine's average decode per request, the cell's aggregate output, and
-    the mean and best of the engine's windows of decode alone; where no window only decoded, what the windows held
-    instead."""
+    """Seed 004 §四 (config / mode / average decode / 5 s peak): per launch and cell, the figure the report gives for
+    its mode (one request: its decode rate, the engine's; several clients: their aggregate output, the client's) at
+    its precision (averages to 0.01 tok/s, the peak to 0.1), beside the engine's best window of decode alone; where no
+    window only decoded, what the windows held instead."""
     lines = []
     notes: list[str] = []
     tables = run.launch_tables()
+    window = _window_s(run.telemetry)
     for name, table in tables.items():
         if "decode_tok_s_engine_peak" not in table.columns:
             continue
@@ -443,14 +467,11 @@ def decode_windows(run: RunData) -> list[Block]:
             windows = _value(table, i, "engine_windows") or 0
             if not windows and not mixed:
                 continue
-            label = " ".join(str(_value(table, i, key)) for key in ("task", "scenario", "concurrency",
-                                                                     "target_prompt_tokens", "context_depth")
-                             if _value(table, i, key) is not None)
-            lines.append(((launch,) if run.variants else ()) + (
-                name, label, number(_value(table, i, "decode_tok_s_server_median")),
-                number(_value(table, i, "aggregate_output_tok_s_client")),
-                number(_value(table, i, "decode_tok_s_engine_mean")),
-                number(_value(table, i, "decode_tok_s_engine_peak")), number(windows), number(mixed)))
+            mode, average = _mode_and_average(run, name, table, i, launch)
+            lines.append((_config(run, launch), mode, number(average, AVERAGE_DECIMALS),
+                          number(_value(table, i, "decode_tok_s_engine_peak"), RATE_DECIMALS),
+                          number(_value(table, i, "decode_tok_s_engine_mean"), AVERAGE_DECIMALS),
+                          f"{number(windows)} / {number(mixed)}"))
             if not windows and _value(table, i, "engine_decode_note"):
                 notes.append(str(_value(table, i, "engine_decode_note")))
     if not lines:
@@ -458,16 +479,48 @@ def decode_windows(run: RunData) -> list[Block]:
         return [Note(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
                           "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
                           "--log-stats-interval-ms 5000) and outputs that outlast two windows fill this table.")]
-    blocks: list[Block] = [Table((("launch",) if run.variants else ()) + (
-        "sweep", "cell", "average decode tok/s (server, per request)", "aggregate output tok/s (client)",
-        "windows of decode alone: mean tok/s", "best window tok/s", "windows of decode alone",
-        "windows that also prefilled"), tuple(lines),
-        "tables/*.csv: a window counts as decode only where the engine's line says no prefill ran in it; the ones "
-        "that also prefilled are counted, never averaged in. Aggregate output is all the cell's output over its wall "
-        "(client), the figure seed 004 gives for its concurrent rows."
-        + (" Every launch's cells: the profile's own serving (base) and each variant's." if run.variants else ""))]
+    peak = f"{window:g} s peak" if window else "peak window"
+    blocks: list[Block] = [Table((
+        "config", "mode", "average decode, tok/s", f"{peak}, tok/s (engine)", "windows of decode alone: mean, tok/s",
+        "windows: decode alone / also prefilled"), tuple(lines),
+        "tables/*.csv, seed 004 §四's layout: the average is the median of the requests' decode rate (the engine's) "
+        "for one request at a time, and all the cell's output over its wall (the client's) for concurrent clients, "
+        "the figure seed 004 gives for its concurrent rows; the peak is the engine's best throughput window of decode "
+        "alone (no prefill in it; the windows that also prefilled are counted, never averaged in). The config names "
+        "the launch: the profile's own serving (base) or a variant, with its speculative decoding and slots.")]
     if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in tables.values()
                      if "engine_windows" in t.columns for i in range(len(t))):
         blocks.append(Paragraph(f"No cell has a window of decode alone, so no engine mean or peak is printed: "
                                 f"{notes[0]}."))
     return blocks
+
+
+AVERAGE_DECIMALS = 2
+"""Seed 004 prints its averages to 0.01 tok/s (151.45) and its peaks to 0.1 (183.6)."""
+
+
+def _window_s(telemetry: Sequence[TelemetrySample]) -> float | None:
+    """The engine's throughput window, as its lines give it (seed 004's "5 秒峰值": a 5 s window)."""
+    lengths = [float(row.interval_s) for row in telemetry if row.source == "engine_log" and row.interval_s]
+    return statistics.median(lengths) if lengths else None
+
+
+def _config(run: RunData, launch: str) -> str:
+    """A launch as seed 004 names its configs ("NVFP4 + MTP5"): the launch, its speculative decoding and slots."""
+    method, drafts = (run.launch_setting(launch, f"serve.spec.{key}") for key in ("method", "draft_tokens"))
+    spec = f"{method} {drafts}" if method and drafts else (str(method) if method else "no speculation")
+    return f"{launch} ({spec}, {number(run.launch_setting(launch, 'serve.max_concurrency'))} slots)"
+
+
+def _mode_and_average(run: RunData, sweep: str, table: pd.DataFrame, index: int, launch: str) -> tuple[str, Any]:
+    """The cell's mode in seed 004's words and the average its mode gives: one request's decode (server), or the
+    aggregate output of concurrent clients (client)."""
+    clients = _value(table, index, "concurrency")
+    if sweep == "concurrency" and clients is not None and int(clients) > 1:
+        slots = number(run.launch_setting(launch, "serve.max_concurrency"))
+        return (f"{number(int(clients))} clients on {slots} slots: aggregate output (client)",
+                _value(table, index, "aggregate_output_tok_s_client"))
+    keys = ("task", "scenario", "target_prompt_tokens", "context_depth")
+    label = " ".join(number(_value(table, index, key)) for key in keys if _value(table, index, key) is not None)
+    mode = "1 request" if sweep == "concurrency" else f"{sweep} {label}".strip()
+    return f"{mode}: decode per request (server)", _value(table, index, "decode_tok_s_server_median")

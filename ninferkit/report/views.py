@@ -27,7 +27,7 @@ from ninferkit.report.fmt import counts, number, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
-from ninferkit.sweeps.kinds.columns import Shape, ViewColumn
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS, Shape, ViewColumn
 from ninferkit.sweeps.plan import AB
 
 Row = Mapping[str, Any]
@@ -261,18 +261,38 @@ def ab_view(frame: pd.DataFrame) -> Table:
     / decode / acceptance (the engine's medians), and the candidate's prefill and decode over the baseline's, each
     said inside or beyond the ±3% a rerun of one setup moves by (seed 000 §2.2)."""
     lines = []
+    batched = False
     for row in frame.to_dict("records"):
         sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}")),
                              number(_get(row, f"decode_tok_s_server_{side}")),
-                             percent(f"acceptance_server_{side}")(row) or "—")) for side in ("a", "b")]
-        moves = [_ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in AB_MOVED]
+                             percent(f"acceptance_server_{side}")(row) or "—")) + _ab_batch(row, side)
+                 for side in ("a", "b")]
+        moved = [*AB_MOVED, *(AB_BATCH_MOVED if _ab_batch(row, "a") or _ab_batch(row, "b") else ())]
+        batched = batched or len(moved) > len(AB_MOVED)
+        moves = [_ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in moved]
         lines.append((f"{_get(row, 'sweep')}: {_get(row, 'cell')}", *sides, "; ".join(moves)))
     return Table(("cell", f"A, baseline: {AB_SIDE}", f"B, this run: {AB_SIDE}", "B / A"), tuple(lines),
                  "tables/ab.csv: the cells both runs measured, paired by cell (A is the run "
                  "sweeps.ab.baseline_run_dir names); server-side medians of prefill and decode and the acceptance of "
                  f"drafted tokens (MTP), seed 000 §2.2's layout. A ratio within ±{RUN_TO_RUN_PCT:g}% (what a rerun of "
                  "one setup moves by: seed 000 §2.2) is inside run-to-run spread, never a speed-up; decode at "
-                 "different acceptance is not comparable.")
+                 "different acceptance is not comparable."
+                 + (" A concurrency cell also gives its batch (the client's): the wall from the first "
+                    "request sent to the last byte, the output tokens of all its requests and their aggregate rate "
+                    "(seed 000 §2.2's \"批 wall / tok / tok/s\")." if batched else ""))
+
+
+AB_BATCH_MOVED = (("aggregate", "aggregate_output_tok_s_client"),)
+
+
+def _ab_batch(row: Row, side: str) -> str:
+    """A concurrent cell's batch on one side of the A/B ("; batch wall 3.84 s / 188 tok / 48.9 tok/s"); "" for a
+    cell of one request at a time, or an A/B built before the batch was kept."""
+    wall, output = _get(row, f"wall_s_{side}"), _get(row, f"output_tokens_{side}")
+    if wall is None and output is None:
+        return ""
+    return (f"; batch wall {number(wall, TIME_DECIMALS)} s / {count(output)} tok / "
+            f"{number(_get(row, f'aggregate_output_tok_s_client_{side}'), RATE_DECIMALS)} tok/s")
 
 
 def _ab_move(words: str, ratio: Any) -> str:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ninferkit.measure.confidence import median_interval
-from ninferkit.measure.latency import METRICS, Targets, distribution, requests_per_s, samples
+from ninferkit.measure.latency import METRICS, Targets, distribution, requests_per_s, samples, wall_s
 from ninferkit.measure.telemetry import LOG_POLL_S, engine_rates, window_summary
 from ninferkit.params.profile import Profile
 from ninferkit.params.variants import BASE
@@ -398,7 +398,10 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
 
     Only cells finished on both sides are paired; a cell's repeats (`sweeps.repeats`) are one cell, their
     requests pooled. Decode rates at different acceptance are not comparable (field reports): the acceptance of
-    both sides is shown next to each pair.
+    both sides is shown next to each pair. A cell of a kind that loads the server with several requests at once
+    (concurrency) also has each side's batch as seed 000 §2.2 prints it ("批 wall 3.84 s / 188 tok / 48.9 tok/s"):
+    the wall from the first send to the last byte, the output tokens of all its requests, and the two's quotient
+    (`_batch`).
     """
     sides = {}
     for label, run_dir in (("a", baseline), ("b", candidate)):
@@ -406,7 +409,8 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
         repeats: dict[str, list[str]] = {}
         for cid, o in outcomes.items():
             repeats.setdefault(first_repeat_id(o.sweep, o.cell, cid), []).append(cid)
-        sides[label] = (outcomes, _frame(counted_rows(run_dir, outcomes)), repeats)
+        counted_side = counted_rows(run_dir, outcomes)
+        sides[label] = (outcomes, _frame(counted_side), repeats, counted_side)
     records = []
     for cell_id, ids in sides["a"][2].items():
         outcome = sides["a"][0][ids[0]]
@@ -421,11 +425,33 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = numbers(ok, name)
                 record[f"{name}_{label}"] = values.median() if len(values) else None
-        for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s"):
+            if kind.loads_server:
+                record.update({f"{name}_{label}": value for name, value in _batch(measured, sides[label][3]).items()})
+        for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s",
+                     *(("aggregate_output_tok_s_client",) if kind.loads_server else ())):
             a, b = record[f"{name}_a"], record[f"{name}_b"]
             record[f"{name}_ratio_b_over_a"] = b / a if a and b is not None else None
         records.append(record)
     return pd.DataFrame(records)
+
+
+BATCH = ("wall_s", "output_tokens", "aggregate_output_tok_s_client")
+"""A loaded cell's batch in the A/B: its wall (client: first send to last byte), all its output, and their quotient."""
+
+
+def _batch(measured: pd.DataFrame, rows: Sequence[RequestRow]) -> dict[str, float | None]:
+    """Each of BATCH over the cell's measured requests, per repeat (a repeat's requests are one batch; the wall
+    across repeats would count the time between them), the median of the repeats."""
+    values: dict[str, list[float]] = {name: [] for name in BATCH}
+    for _, one in measured.groupby("cell_id"):
+        ok = one[one["status"] == "ok"]
+        wall = wall_s(_records(ok, rows))  # as the concurrency table takes its aggregate: over the requests served
+        output = float(numbers(ok, "completion_tokens").sum()) if len(ok) else None
+        for name, value in zip(BATCH, (wall, output, output / wall if output is not None and wall else None),
+                               strict=True):
+            if value is not None:
+                values[name].append(value)
+    return {name: float(np.median(found)) if found else None for name, found in values.items()}
 
 
 def _cell_label(kind: AnyKind, outcome: CellEntry) -> str:

@@ -1,5 +1,8 @@
 """The tasks sweep: the task suite at one or more context depths, decode rate and acceptance per task.
 
+A task runs at every depth of `sweeps.tasks.depths` unless `task_depths` gives it its own (seed 000 §2.3 measured
+the summary after its 5.9K document and every other task as the instruction alone).
+
 The tasks run at each task's own output length unless the profile pins one. With
 `sweeps.tasks.speculation_ab` each task cell has a twin with `speculation: off`, measured on a second
 server of the profile with speculative decoding off (sweeps/spec_off.py), right after it: both sides of the
@@ -78,11 +81,12 @@ class Tasks(SweepKind[TasksSweep, TasksCell]):
                           f"sweeps.tasks.depths ({', '.join(map(str, section.depths))}) does not hold: nothing is "
                           "sent at them", UserWarning, stacklevel=2)
         cells = []
-        for depth in section.depths:
-            for name in section.tasks:
+        for depth in dict.fromkeys([*section.depths, *(d for name in section.tasks for d in section.depths_of(name))]):
+            for name in (name for name in section.tasks if depth in section.depths_of(name)):
                 task = load_task(name)
                 output = section.output_tokens or task.output_tokens
-                planner.fits("sweeps.tasks.depths", depth + INSTRUCTION_TOKENS, sent_output_tokens(section.api, output))
+                field = f"sweeps.tasks.task_depths.{name}" if name in section.task_depths else "sweeps.tasks.depths"
+                planner.fits(field, depth + INSTRUCTION_TOKENS, sent_output_tokens(section.api, output))
                 effort = {"reasoning_effort": task.reasoning_effort} if task.reasoning_effort else {}
                 at_once = section.concurrency.get(depth, 1)
                 for side in sides:

@@ -706,8 +706,34 @@ def test_seed_004_outputs_outlast_two_windows_at_its_best_rate() -> None:
                if line.startswith("| NVFP4 + MTP") and "单请求" in line)  # the best 5 s window of its NVFP4 rows
     cells = _planned(TP2)
     assert {(cell.get("variant"), cell["concurrency"]) for cell in cells} == {
-        (None, 1), (None, 2), ("mtp4", 1), ("mtp5", 1), ("slots-4", 4)}
+        (None, 1), (None, 2), (None, 4), ("mtp4", 1), ("mtp5", 1), ("slots-4", 4)}
     assert all(_windows(cell["output_tokens"], peak) >= 2 for cell in cells)
+
+
+def test_seed_004s_four_clients_run_on_two_slots_and_on_four() -> None:
+    """Seed 004 §四: "4 并发时聚合是 1.65× / 2.09× 单请求（2 槽 / 4 槽）" sets 4 clients on the default 2 slots beside
+    4 on a 4-slot server; both are planned, each beside a one-request cell of the same MTP3 serving."""
+    seed = (DATA / "seeds" / "004_976b9d3921b6cb81.txt").read_text()
+    assert "1.65× / 2.09× 单请求（2 槽 / 4 槽）" in seed
+    cells = _planned(TP2)
+    assert {(cell["slots"], cell["concurrency"]) for cell in cells if cell.get("variant") in (None, "slots-4")} == {
+        (2, 1), (2, 2), (2, 4), (4, 4)}
+    assert len({cell["output_tokens"] for cell in cells}) == 1  # every row decodes the same output
+
+
+def test_seed_004s_swift_row_is_left_out_saying_why() -> None:
+    """Seed 004 §四's "Swift-1.5 + MTP5" row is another artifact, which nothing pins (the report names it only as
+    "Swift-1.5 DFlash2") and a variant cannot change: the profile plans no row for it and says so where its variants
+    are (the plan a user copies), naming what would pin it."""
+    seed = (DATA / "seeds" / "004_976b9d3921b6cb81.txt").read_text()
+    assert "| Swift-1.5 + MTP5 | 单请求 | 163.13 | 183.6 |" in seed
+    assert "Swift-1.5 DFlash2（实测 MTP5 速度冠军）" in seed
+    assert "huggingface.co" not in seed.split("Swift-1.5", 1)[1].split("\n", 1)[0]  # no link on its line
+    text = TP2.read_text()
+    assert "Swift-1.5 + MTP5" in text and "Nothing pins it" in text and "sha256" in text.split("Nothing pins it")[1]
+    assert not any("artifact" in key for variant in load_profile(TP2).profile.variants for key in variant.set)
+    with pytest.raises(ProfileError, match="artifact are every variant's"):
+        load_profile(TP2, overrides=['variants=[{"name": "swift", "set": {"artifact.filename": "x.ninfer"}}]'])
 
 
 def test_seed_000_s2_2s_sustained_and_cached_rows_are_planned_alike_in_both_profiles_so_they_pair() -> None:
@@ -729,14 +755,19 @@ def test_seed_000_s2_2s_sustained_and_cached_rows_are_planned_alike_in_both_prof
 @pytest.mark.parametrize("path", [V100, PARAMS / "ninfer-v100-pcie-groupwise.yaml"], ids=["nvfp4", "groupwise"])
 def test_report_000s_task_table_sends_the_prompts_the_report_measured(path: Path) -> None:
     """Issue 38, the audit's gap 1: seed 000 §2.3's prompts were tens of tokens at both its "8K / 64K 档" (TTFT
-    0.09-0.47 s), and the summary's 5.9K document (5.8 s). So the profile plans the instructions alone and after a
-    5.9K document, and no cold 8K or 64K prompt (about 15 minutes of prefill on the V100 that the report never ran)."""
-    assert seeds.TASK_PROMPTS.text in (DATA / "seeds" / seeds.SEED_000).read_text()
+    0.09-0.47 s), and only the summary was sent after its 5.9K document (5.8 s). So the profile plans each of the
+    report's eight tasks once: seven as the instruction alone, the summary after 5,900 document tokens; no summary
+    without its document, no other task after one, no cold 8K or 64K prompt (about 15 minutes of prefill on the V100
+    that the report never ran), and no agent task (the report has none)."""
+    seed = (DATA / "seeds" / seeds.SEED_000).read_text()
+    assert seeds.TASK_PROMPTS.text in seed and "摘要（5.9K 文档）" in seed
     profile = load_profile(path).profile
     cells = [cell for cell in build_plan(profile, get_adapter("ninfer"), sweep_names(), explicit=False)
              if cell.sweep == "tasks"]
-    depths = Counter(cell.params.as_dict()["context_depth"] for cell in cells)
-    assert depths == {0: 9, 5900: 9}  # the 9 tasks, at each depth
+    depths = {cell.params.as_dict()["task"]: cell.params.as_dict()["context_depth"] for cell in cells}
+    assert len(depths) == len(cells) == 8
+    assert depths == {"coding": 0, "json_extraction": 0, "summarization": 5900, "translation": 0, "reasoning": 0,
+                      "bug_root_cause": 0, "chit_chat": 0, "fiction": 0}
     assert all(cell.skip is None for cell in cells)
 
 

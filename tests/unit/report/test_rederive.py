@@ -45,8 +45,9 @@ def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right
     assert lines[1].startswith("| L2 (client 0) | 122,880 | 66.20 (1 m 6.2 s) | 67.11 (1 m 7.1 s) | "
                                "133.36 (2 m 13.4 s) |")
     assert "| identical_resend | chat | 1 | 16,384 | 16,378 (engine) |" in index
-    windows = next(line for line in index.splitlines() if line.startswith("| concurrency | 2 | 33.8 |"))
-    assert windows.endswith("| 0 | 6 |")  # no window of decode alone, 6 that also prefilled
+    windows = next(line for line in index.splitlines() if line.startswith("| base (mtp 3, 2 slots) | 2 clients on 2 "
+                                                                          "slots: aggregate output (client) | 0.48 |"))
+    assert windows.endswith("| 0 / 6 |")  # no window of decode alone, 6 that also prefilled
     assert "| 4,096 | 4,680 | 1.82 | 41.7 / 0% | 1.00 |" in index  # tokens per round
     # issue 38 item 5 (003's tokens per round): the table's figure is the engine's own speculative.rounds, 1 +
     # accepted / rounds per request of the coding cell (random weights: every draft rejected, so exactly 1)

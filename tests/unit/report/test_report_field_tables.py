@@ -14,11 +14,14 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ninferkit.report import write_report
 from ninferkit.report.compare import compare_runs
+from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Table
+from ninferkit.report.field_tables import decode_windows, tasks_by_depth
 from ninferkit.report.fmt import number
 from ninferkit.report.views import sweep_view
 from ninferkit.rundir.runs import RunDir
@@ -149,9 +152,12 @@ def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
            "waiting=1" in text
     # §2.7: idle beside load
     assert "37.0 – 53.0 / 212 (155 samples)" in text
-    # 004: the concurrent cell's aggregate output (client: 2 x 32 tokens over the cell's 103 s wall) beside the
-    # engine's per-request average, as seed 004 gives aggregate for its concurrent rows
-    assert "| concurrency | 2 | 35.0 | 0.622 |" in text
+    # §2.3: each task's prompt time (the server's, 0.01 s) beside its decode and acceptance
+    assert "| coding | 16 | 3.37 | 41.1 / 0% |" in text
+    assert "after 8,192 document tokens: prompt time, s (server)" in text
+    # 004: the concurrent cell's aggregate output (client: 2 x 32 tokens over the cell's 103 s wall) where the
+    # report gives aggregate for its concurrent rows, to 0.01 tok/s as its averages are; the launch named as a config
+    assert "| base (mtp 3, 2 slots) | 2 clients on 2 slots: aggregate output (client) | 0.62 |" in text
     # 004: no window of decode alone, said instead of a number 25 times below the per-request rate
     assert "No cell has a window of decode alone, so no engine mean or peak is printed" in text
 
@@ -194,3 +200,87 @@ def test_the_ab_table_reads_like_2_2() -> None:
             assert f"{words} {ratio:.2f}x ({said} ±3%)" in row[3]
     said = " ".join(row[3] for row in table.rows)
     assert "(inside ±3%)" in said and "(beyond ±3%)" in said  # the recorded pair has moves of both kinds
+
+
+LIVE_2X120K = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
+
+
+def test_tasks_at_their_own_depths_name_their_document_in_the_row(tmp_path: Path) -> None:
+    """Seed 000 §2.3's layout where the tasks did not share their depths (`sweeps.tasks.task_depths`: its summary
+    after the document, the others alone): one row per task and depth, the document named in the task's row as the
+    report's "摘要（5.9K 文档）" does, never a half-empty column per depth. Data: two recorded runs of the same engine
+    build and artifact, whose tasks ran at different depths: g1-h200-2x120k's coding and chit-chat at 4,096 document
+    tokens, and g1-h200-v100flags' summary at 8,192 (their tables/tasks.csv as the sweeps step wrote them)."""
+    short = pd.read_csv(LIVE_2X120K / "tables" / "tasks.csv")
+    long = pd.read_csv(LIVE / "tables" / "tasks.csv")
+    tasks = pd.concat([short, long[long["task"] == "summarization"]], ignore_index=True)
+    [table] = tasks_by_depth(RunData(dir=RunDir(tmp_path), tables={"tasks": tasks}))
+    assert isinstance(table, Table)
+    assert table.columns == ("task", "output tokens", "prompt time, s (server)", "decode tok/s (server) / acceptance")
+    summary = long[long["task"] == "summarization"].iloc[0]
+    assert table.rows == (
+        ("coding (after 4,096 document tokens)", "16", "1.82", "41.7 / 0%"),
+        ("chit_chat (after 4,096 document tokens)", "16", "1.67", "41.7 / 0%"),
+        ("summarization (after 8,192 document tokens)", "16", f"{summary['prompt_s_server_median']:.2f}",
+         f"{summary['decode_tok_s_server_median']:.1f} / 0%"))
+
+
+def test_tasks_at_the_same_depths_keep_a_column_pair_per_depth(tmp_path: Path) -> None:
+    """Every task at every depth (the recorded v100flags run: eight tasks at 8,192): the report's columns per depth,
+    each the server's prompt time and the decode / acceptance, one row per task."""
+    tasks = pd.read_csv(LIVE / "tables" / "tasks.csv")
+    blocks = tasks_by_depth(RunData(dir=RunDir(tmp_path), tables={"tasks": tasks}))
+    table = blocks[0]
+    assert isinstance(table, Table)
+    assert table.columns[2:] == ("after 8,192 document tokens: prompt time, s (server)",
+                                 "after 8,192 document tokens: decode tok/s (server) / acceptance")
+    assert [row[0] for row in table.rows] == list(tasks["task"])
+    for row, (_, raw) in zip(table.rows, tasks.iterrows(), strict=True):
+        assert row[2] == f"{raw['prompt_s_server_median']:.2f}"
+
+
+def test_the_abs_concurrent_cells_give_the_batch_as_2_2_prints_it() -> None:
+    """Seed 000 §2.2's "双并发（8K，均缓存命中）" row prints each side's batch: "批 wall 3.84 s / 188 tok / 48.9
+    tok/s". The A/B of two recorded runs of the same profile (tests/data/run_dirs/embedded-2 as A, embedded-1 as B,
+    the embedded default's real runs: run_dirs/README.md) pairs their concurrency cells; each side's wall and aggregate
+    equal what that run's own sweeps step wrote in its tables/concurrency.csv, and the view prints them."""
+    a_side, b_side = DATA / "run_dirs" / "embedded-2", DATA / "run_dirs" / "embedded-1"
+    frame = ab_table(RunDir(a_side), RunDir(b_side))
+    paired = frame[frame["sweep"] == "concurrency"]
+    assert len(paired) == 3
+    for label, run_dir in (("a", a_side), ("b", b_side)):
+        own = pd.read_csv(run_dir / "tables" / "concurrency.csv")
+        for _, row in paired.iterrows():
+            level = int(row["cell"].split("concurrency=")[1].split()[0])
+            recorded = own[own["concurrency"] == level].iloc[0]
+            assert row[f"wall_s_{label}"] == pytest.approx(recorded["wall_s"])
+            assert row[f"aggregate_output_tok_s_client_{label}"] == pytest.approx(
+                recorded["aggregate_output_tok_s_client"])
+            assert row[f"output_tokens_{label}"] == level * 2 * 32  # 2 requests a client, 32 tokens each
+    assert frame[frame["sweep"] != "concurrency"]["wall_s_a"].isna().all()  # one request at a time: no batch
+    [table] = sweep_view("ab", frame)
+    rows = {row[0]: row for row in table.rows}  # type: ignore[union-attr]
+    two = rows["concurrency: concurrency=2 requests_per_client=2 prompt_tokens_target=256 api=chat"]
+    assert two[1].endswith("; batch wall 6.76 s / 128 tok / 18.9 tok/s")
+    assert two[2].endswith("; batch wall 2.02 s / 128 tok / 63.4 tok/s")
+    assert "aggregate 3.35x (beyond ±3%)" in two[3]
+    assert "批 wall / tok / tok/s" in table.caption  # type: ignore[union-attr]
+    context = next(row for label, row in rows.items() if label.startswith("context"))
+    assert "batch" not in context[1] and "aggregate" not in context[3]
+
+
+def test_seed_004s_table_prints_averages_to_two_decimals_and_the_peak_to_one(tmp_path: Path) -> None:
+    """Seed 004 §四 (config / mode / average decode / 5 s peak: 151.45 and 176.0). Data: the recorded run
+    g1-h200-2x120k with the tables its sweeps step wrote: the concurrent cell's aggregate (0.4766 tok/s, client) and
+    its engine windows (best 1.2, mean 1.033 over 6, the engine's 5 s lines)."""
+    seed = (DATA / "seeds" / "004_976b9d3921b6cb81.txt").read_text()
+    assert "| 配置 | 模式 | 平均 decode (tok/s) | 5 秒峰值 (tok/s) |" in seed and "| 151.45 | 176.0 |" in seed
+    run_dir = tmp_path / "run"
+    shutil.copytree(LIVE_2X120K, run_dir)
+    [table] = decode_windows(load_run(run_dir))
+    assert isinstance(table, Table)
+    assert table.columns[:4] == ("config", "mode", "average decode, tok/s", "5 s peak, tok/s (engine)")
+    assert table.rows[0] == ("base (mtp 3, 2 slots)", "2 clients on 2 slots: aggregate output (client)", "0.48",
+                             "1.2", "1.03", "6 / —")  # the table predates the count of mixed windows: unknown
+    assert all(row[1].endswith("decode per request (server)") and re.fullmatch(r"\d+\.\d\d", row[2])
+               for row in table.rows[1:])

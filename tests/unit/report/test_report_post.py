@@ -239,7 +239,8 @@ def test_the_task_tables_caption_says_what_a_depth_is(tmp_path: Path) -> None:
     tasks = section(text, "Tasks at each depth")
     assert "A depth is the tokens of document placed before the task's instruction (0: the instruction alone" in tasks
     (header,) = [line for line in tasks.splitlines() if line.startswith("| task |")]
-    assert header.split(" | ")[2:] == ["after 4,096 document tokens: decode tok/s (server) / acceptance |"]
+    assert header.split(" | ")[2:] == ["after 4,096 document tokens: prompt time, s (server)",
+                                       "after 4,096 document tokens: decode tok/s (server) / acceptance |"]
 
 
 def test_the_leads_best_decode_and_ttft_draw_on_the_tasks_and_the_prefix_cache(tmp_path: Path) -> None:
