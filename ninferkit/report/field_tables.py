@@ -122,7 +122,7 @@ def _outputs(tasks: pd.DataFrame, indexes: Iterable[int]) -> str:
 
 
 def _prompt_and_decode(tasks: pd.DataFrame, index: int) -> tuple[str, str]:
-    return number(_value(tasks, index, "prompt_s_server_median"), TIME_DECIMALS), _decode_mtp(tasks, index)
+    return seconds(_value(tasks, index, "prompt_s_server_median")), _decode_mtp(tasks, index)
 
 
 def _depth_words(depth: int) -> str:

@@ -23,11 +23,11 @@ from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.report.compare import RUN_TO_RUN_PCT
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
-from ninferkit.report.fmt import counts, number, span
+from ninferkit.report.fmt import count, counts, number, seconds, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
-from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, TIME_DECIMALS, Shape, ViewColumn
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, Shape, ViewColumn
 from ninferkit.sweeps.plan import AB
 
 Row = Mapping[str, Any]
@@ -291,7 +291,7 @@ def _ab_batch(row: Row, side: str) -> str:
     wall, output = _get(row, f"wall_s_{side}"), _get(row, f"output_tokens_{side}")
     if wall is None and output is None:
         return ""
-    return (f"; batch wall {number(wall, TIME_DECIMALS)} s / {count(output)} tok / "
+    return (f"; batch wall {seconds(wall)} s / {count(output)} tok / "
             f"{number(_get(row, f'aggregate_output_tok_s_client_{side}'), RATE_DECIMALS)} tok/s")
 
 
