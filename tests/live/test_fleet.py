@@ -235,7 +235,10 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
 
     watcher.join(timeout=240)
     assert not watcher.is_alive(), f"fleet status never said task 1's node was lost: {seen}"
-    assert seen[1].startswith("running: Slurm: its node nodeb is not responding (sinfo: "), seen
+    # the first `fleet status` may come after sinfo already marks the node (a loaded box starts Python slowly)
+    silent = [index for index, said in enumerate(seen)
+              if said.startswith("running: Slurm: its node nodeb is not responding (sinfo: ")]
+    assert silent and silent[0] <= 1, seen
     # Slurm ends the task on NODE_FAIL when its message reaches the job's step (interrupted), or the task runs on
     # unreachable (lost), as in issue 41; either way it is said, and never written as "ended without saying how"
     assert seen[-1].startswith(("lost: Slurm lost its node nodeb (NODE_FAIL: it stopped answering) while the task "
@@ -243,7 +246,7 @@ def test_fleet_over_slurm_and_ssh_killed_host_resumes(tmp_path: Path, cluster: S
                                 "interrupted: Slurm lost its node nodeb (NODE_FAIL: it stopped answering) and ended "
                                 "the task there")), seen
     assert not any(said.startswith("failed") for said in seen), seen
-    silent_s, node_fail_s = stamps[1], stamps[-1]
+    silent_s, node_fail_s = stamps[silent[0]], stamps[-1]
     ended_b = job_fields(env, job_b)
     assert ended_b["JobState"] == "NODE_FAIL" and ended_b["Restarts"] == "0", ended_b  # never started twice
     cluster.start_node("nodeb")  # the node returns: Slurm ends what is left of the task there, if anything is
