@@ -159,8 +159,9 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
         run.dir.record_step("sweeps", cells_planned=len(cells), cells_run=len(pending), cells_failed=len(failed),
                             cells_kept=len(resume.keep), cells_sent=len(resume.send), resend_reasons=resume.reasons(),
                             resume_summary=resume.summary(servings.main.id),
-                            serving_id=servings.main.id, objective_answer=settled,
-                            telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+                            serving_id=servings.main.id,
+                            telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status,
+                            **({} if settled is None else {"objective_answer": settled}))
         problem = None
         if unstarted:
             problem = SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
@@ -260,8 +261,8 @@ def _left_stopped(run: Run) -> str | None:
     server (capacity/launches.py): the relaunch would hold a GPU for minutes for nothing. What the capacity and
     write-up steps read of the base's launch (server.json with its checks and ledger, logs/server.log) is its first
     launch's, kept as it was; a rerun of this step launches what it needs (`_variants_left`)."""
-    planned = preflight.planned_steps(run.dir) or []
-    entry = run.dir.read_manifest().steps.get("sweeps")
+    manifest = run.dir.read_manifest()
+    planned, entry = manifest.planned_steps or [], manifest.steps.get("sweeps")
     if entry is None or entry.status != "running" or "sweeps" not in planned:
         return None
     then = planned[planned.index("sweeps") + 1:][:1]
@@ -286,8 +287,9 @@ def _variants_left(run: Run, cells: list[Cell[Any]]) -> ServerRecord | None:
 def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
                          baseline: RunDir | None) -> SweepTables | None:
     """The tables, rebuilt from the rows, where every planned cell is done for the run's serving: a rerun of
-    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server. None where a cell
-    is still to be sent (the caller raises why no server answers)."""
+    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server; the objective's
+    answer is recorded as after the launches. None where a cell is still to be sent (the caller raises why no
+    server answers)."""
     if not run.dir.sweep_cells.exists():
         return None
     ledger, requests = read_rows(run.dir.sweep_cells, CellEntry), read_rows(run.dir.requests, RequestRow)
@@ -297,7 +299,9 @@ def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
     if baseline is not None:
         tables[AB] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
-    run.dir.record_step("sweeps", objective_answer=_settled(run))
+    settled = _settled(run)
+    if settled is not None:
+        run.dir.record_step("sweeps", objective_answer=settled)
     return SweepTables(tables)
 
 
