@@ -139,12 +139,13 @@ class LogReader(EnginePart):
         return None
 
     def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
-                         server_log: Path | None = None,
+                         server_logs: Sequence[Path] = (),
                          request_log: Path | None = None) -> list[dict[str, Any]] | None:
         """Server-side fields per client row (same order; {} where none) from the engine's own
-        per-request record outside the responses (its request log, or the server log's per-request
+        per-request record outside the responses (its request log, or the server logs' per-request
         lines), read after the requests ended; None when the engine (or this profile) keeps no such
-        record. `rows` are all requests.jsonl rows of the run; `request_log` the run directory's copy of the
-        engine's request log (RunDir.engine_record), read instead of the path the profile names, which is the
-        serving machine's."""
+        record. `rows` are the requests.jsonl rows of one serving; `server_logs` the logs of every launch of it, in
+        launch order (RunDir.server_logs: a server started again keeps its earlier log as server.N.log), each read
+        on its own; `request_log` the run directory's copy of the engine's request log (RunDir.engine_record), read
+        instead of the path the profile names, which is the serving machine's."""
         return None

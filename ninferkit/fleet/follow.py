@@ -94,17 +94,18 @@ def _ok(status: TaskStatus | None) -> bool:
     return status is not None and status.state == "ok"
 
 
-def slurm_statuses(state: StateDir, tasks: Sequence[Task],
-                   held: set[int] | None = None) -> dict[int, TaskStatus | None]:
+def slurm_statuses(state: StateDir, tasks: Sequence[Task], held: set[int] | None = None,
+                   cluster: slurm.KillTimes | None = None) -> dict[int, TaskStatus | None]:
     """The Slurm tasks' own statuses, with Slurm's word where a task ended without writing one: it died outside
     the runbook, and its status (written here, its port kept for the resume) says how, with its log's last
     lines. A task Slurm's time limit ended says so: its SIGTERM reads as a scancel's to the task itself.
     `held` (when given) gets the tasks whose job Slurm still holds (a job ending is COMPLETING a while after its
-    task wrote its status; its TIMEOUT comes after). SlurmError when Slurm does not answer."""
+    task wrote its status; its TIMEOUT comes after). `cluster`: the cluster's kill times as a follower keeps them
+    (read once per `collect` or `watch`); None reads them where needed. SlurmError when Slurm does not answer."""
     mine = [task for task in tasks if task.via == "slurm"]
     if not mine:
         return {}
-    words = slurm.slurm_states(state)
+    words = slurm.slurm_states(state, cluster)
     now = datetime.now()  # Slurm prints its times in local time, without a zone
     found: dict[int, TaskStatus | None] = {}
     for task in mine:
@@ -246,15 +247,15 @@ ENDED_WORDS = {"TIMEOUT": "Slurm's time limit", "CANCELLED": "cancelled", "NODE_
                "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted", "BOOT_FAIL": "its node did not boot"}
 
 
-def status(fleet: LoadedFleet) -> list[dict[str, Any]]:
+def status(fleet: LoadedFleet, cluster: slurm.KillTimes | None = None) -> list[dict[str, Any]]:
     """Every task's state now: one dict per task (`tasks.summary`). A transport or host that does not answer
     within its bound makes its own tasks `unknown`, with its reason and what the task last said; the others
-    answer beside it."""
+    answer beside it. `cluster`: as `slurm_statuses` takes it."""
     state = StateDir(fleet.state_dir)
     tasks = state.read_tasks()
     unknown: dict[int, str] = {}
     try:
-        found = slurm_statuses(state, tasks)
+        found = slurm_statuses(state, tasks, cluster=cluster)
     except slurm.SlurmError as exc:
         found = {}
         unknown |= {task.index: str(exc) for task in tasks if task.via == "slurm"}
@@ -285,8 +286,9 @@ def watch(fleet: LoadedFleet, every_s: float, write: Callable[[str], None], term
     (each round bounded as `status` is). On a terminal the view is redrawn in place; elsewhere (a log, a pipe)
     a round is printed as plain lines, stamped, and only when a task's line changed. The last round's tasks."""
     last: list[str] = []
+    cluster = slurm.KillTimes()
     while True:
-        shown = status(fleet)
+        shown = status(fleet, cluster)
         lines = [watch_line(task) for task in shown]
         going = sum(1 for task in shown if task["state"] in ("pending", "running", "lost"))
         head = f"{utc_now()}  {fleet.spec.name}: {len(shown)} task(s), {going} pending or running"
@@ -336,12 +338,13 @@ def collect(fleet: LoadedFleet, say: Callable[[str], None] = print,
     waiting = [task for task in tasks if task.via == "slurm"]
     silent = ""
     lost: dict[int, str | None] = {}
+    cluster = slurm.KillTimes()  # asked of Slurm once, where a lost node's answer first needs it
     while waiting and time.monotonic() < deadline:
         for task in waiting:
             offsets[task.index] = _relay(state.log(task.index), offsets.get(task.index, 0), locked)
         held: set[int] = set()
         try:
-            found = slurm_statuses(state, waiting, held)
+            found = slurm_statuses(state, waiting, held, cluster)
         except slurm.SlurmError as exc:  # said when it starts and when it ends, its tasks still followed
             if str(exc) != silent:
                 locked(f"[slurm] {exc}; tasks {', '.join(str(task.index) for task in waiting)} wait for its answer")

@@ -169,13 +169,28 @@ def job_ids(state: StateDir) -> dict[int, str]:
     return latest
 
 
-def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
+class KillTimes:
+    """The cluster's KillWait and MessageTimeout (`kill_times`), read from `scontrol show config` on first use and
+    kept: one follower (`fleet collect`, `fleet status --watch`) asks Slurm every few seconds while a lost node is
+    back, and the cluster's configuration does not change under it. A read that fails is not kept (SlurmError: the
+    next poll asks again)."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, str] | None = None
+
+    def get(self) -> dict[str, str]:
+        if self._read is None:
+            self._read = kill_times(slurm_config())
+        return self._read
+
+
+def slurm_states(state: StateDir, cluster: KillTimes | None = None) -> dict[int, dict[str, str]]:
     """Slurm's word on each task's latest job: {"state", "exit_code", "node", "reason", "start_time",
     "end_time"} by task index, and for a running job or one whose node failed, its node's state now
     ("node_state", from sinfo: `alloc*` or `down*` for a node that does not answer). For a job whose node failed
     and answers again, also what tells whether the job's processes there are gone: the node's "boot_time",
     "slurmd_start_time" and "last_busy_time" (`node_times`), the cluster's "kill_wait_s" and
-    "message_timeout_s" (`kill_times`)."""
+    "message_timeout_s" (`cluster`, read here when not given)."""
     ids = job_ids(state)
     arrays = sorted({job.split("_")[0] for job in ids.values()})
     if not arrays:
@@ -210,7 +225,7 @@ def slurm_states(state: StateDir) -> dict[int, dict[str, str]]:
     back = {word["node"] for word in mine.values() if word["state"] == "NODE_FAIL"
             and not word.get("node_state", "*").endswith("*")}
     if back:  # a lost node that answers again: has Slurm ended what was left of the job there?
-        config = kill_times(slurm_config())
+        config = (cluster or KillTimes()).get()
         for node in back:
             shown = slurm_command(["scontrol", "show", "node", "-o", node])
             facts = {**config, **(node_times(shown.stdout) if shown.returncode == 0 else {})}

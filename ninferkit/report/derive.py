@@ -177,7 +177,7 @@ def _rejoin(run_dir: RunDir, profile: Profile) -> bool:
     manifest = json_object(run_dir.manifest)
     rows = [row for row in run_dir.read_requests() if row.profile_hash in (manifest.get("profile_hash"), None)]
     record = run_dir.engine_record()
-    if not rows or (record is None and not run_dir.server_log.is_file()):
+    if not rows or (record is None and not run_dir.server_logs()):
         return False
     found = log_truth(run_dir, profile, get_adapter(profile.engine.kind), rows)
     if found is None:
@@ -195,10 +195,10 @@ def _rejoin(run_dir: RunDir, profile: Profile) -> bool:
 
 def _inputs(run_dir: RunDir, profile: Profile) -> dict[str, str]:
     """sha256 of each raw file the derived files are made from (those the run has), and of its profile: the rows,
-    the ledger, the telemetry, and each launch's log and request record (the base's, then its variants' and the
-    speculation A/B's other side's: their rows are joined to them)."""
+    the ledger, the telemetry, and each launch's logs (server.N.log of a server started again included) and request
+    record (the base's, then its variants' and the speculation A/B's other side's: their rows are joined to them)."""
     records = [path for launch in reversed(launches(run_dir, profile, run_servings(run_dir)).values())
-               for path in (launch.folder.server_log, launch.folder.engine_record())]
+               for path in (*launch.folder.server_logs(), launch.folder.engine_record())]
     paths = [run_dir.requests, run_dir.sweep_cells, run_dir.telemetry, *records]
     found = {run_dir.name(path): sha256_file(path).hexdigest for path in paths if path is not None and path.is_file()}
     recorded = json.dumps(json_object(run_dir.manifest).get("profile"), sort_keys=True)

@@ -2,9 +2,9 @@
 
 The section says the question (the limits, the goodput targets, the cells that decide), the answer and why, the
 launches the search took and their wall time, and per launch what its figures showed or why the search did not need
-it (sweeps/objective.py re-derives all of it from requests.jsonl and the variants' records, so a post rebuilt later
-says the same). A `largest` objective (the largest context that keeps decode >= Z) is answered for the base's own
-cells too, so this section stands without variants.
+it (sweeps/settle.py re-derives all of it from requests.jsonl and the variants' records, as the sweeps step does at
+the end of its launches, so the step and a post rebuilt later say the same). A `largest` objective (the largest
+context that keeps decode >= Z) is answered for the base's own cells too, so this section stands without variants.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ninferkit.params.variants import BASE, Objective
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Paragraph, Section, Table
 from ninferkit.report.fmt import number
-from ninferkit.sweeps.objective import answer, did_not_start, judge
+from ninferkit.sweeps.settle import settle
 
 TITLE = "The best setting for the target"
 
@@ -37,13 +37,8 @@ def section(run: RunData) -> Section | None:
 def _answer(run: RunData, objective: Objective) -> list[Block]:
     """The question, the answer with the launches it took, and each launch's outcome."""
     names = [BASE, *run.variants]
-    rows = [*run.requests, *run.variant_requests]
-    verdicts = {name: judge(objective, name, rows) for name in names}
-    for name, (record, _) in run.variants.items():
-        if record is not None and record.state == "failed":
-            verdicts[name] = did_not_start(name, (record.error or "no reason recorded").splitlines()[0])
     searched = names[1:] if objective.ordered else names
-    found = answer(objective, searched, verdicts)
+    found = settle(objective, run.dir, list(run.variants), run.counted.rows)
     records = [record for record, _ in run.variants.values() if record is not None]
     seconds = [record.seconds for record in records if record.seconds is not None]
     took = (f" It took {len(records)} of {len(names) - 1} variant launch(es) besides the base"

@@ -276,6 +276,14 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
+def earlier_logs(path: Path) -> list[Path]:
+    """The logs earlier launches left beside `path` (logs/server.log): `server.N.log`, N counting up from 1 in
+    launch order (server.process.keep_earlier_log names them), sorted by N."""
+    numbered = {int(found.suffixes[-2][1:]): found for found in path.parent.glob(f"{path.stem}.*{path.suffix}")
+                if len(found.suffixes) >= 2 and found.suffixes[-2][1:].isdigit()}
+    return [numbered[number] for number in sorted(numbered)]
+
+
 @dataclass(frozen=True)
 class RunDir:
     """Every path of one run directory, named once: the data flow of the design.
@@ -318,7 +326,14 @@ class RunDir:
 
     @property
     def server_log(self) -> Path:
+        """The log of this folder's latest launch (the base's, a variant's, a capacity launch's)."""
         return self.logs / "server.log"
+
+    def server_logs(self) -> list[Path]:
+        """Every launch's log of this folder, in launch order: the earlier launches' (`earlier_logs`, kept when the
+        server was started again: the base after the variants, a variant on a rerun), then the latest's; those
+        present. Each launch's rows are joined to its own log (sweeps/truth.py)."""
+        return [*earlier_logs(self.server_log), *([self.server_log] if self.server_log.is_file() else [])]
 
     @property
     def docker(self) -> Path:

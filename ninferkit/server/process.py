@@ -52,7 +52,16 @@ from ninferkit.progress import track
 from ninferkit.redaction import remember_env, scrub
 from ninferkit.rundir.hashing import sha256_file
 from ninferkit.rundir.records import AcceptanceCheck, ServerRecord
-from ninferkit.rundir.runs import Run, RunDir, open_for_write, read_json, utc_now, write_record, write_text_atomic
+from ninferkit.rundir.runs import (
+    Run,
+    RunDir,
+    earlier_logs,
+    open_for_write,
+    read_json,
+    utc_now,
+    write_record,
+    write_text_atomic,
+)
 from ninferkit.transports import proxy_note, uses_proxy
 
 STOP_GRACE_S = 10.0
@@ -189,9 +198,8 @@ def keep_earlier_log(path: Path) -> Path | None:
     server again after its variants. Returns where it went; None when there was none."""
     if not path.is_file() or path.is_symlink() or path.stat().st_size == 0:
         return None
-    taken = [int(found.suffixes[-2][1:]) for found in path.parent.glob(f"{path.stem}.*{path.suffix}")
-             if len(found.suffixes) >= 2 and found.suffixes[-2][1:].isdigit()]
-    kept = path.with_name(f"{path.stem}.{max(taken, default=0) + 1}{path.suffix}")
+    earlier = earlier_logs(path)
+    kept = path.with_name(f"{path.stem}.{int(earlier[-1].suffixes[-2][1:]) + 1 if earlier else 1}{path.suffix}")
     os.replace(path, kept)
     _scrub_log(kept)  # a server that died is never stopped, so its log was never scrubbed
     return kept

@@ -38,7 +38,7 @@ from ninferkit.errors import (
 )
 from ninferkit.measure.telemetry import Telemetry
 from ninferkit.measure.workloads import Tokenizer
-from ninferkit.params.variants import BASE, Variant
+from ninferkit.params.variants import Variant
 from ninferkit.progress import Progress, track
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.rundir.records import CellEntry, RequestRow, ServerRecord
@@ -49,10 +49,11 @@ from ninferkit.steps import preflight
 from ninferkit.steps.catalog import Step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
-from ninferkit.sweeps.objective import Verdict, answer, did_not_start, judge, next_launch, said
+from ninferkit.sweeps.objective import Verdict, next_launch, said
 from ninferkit.sweeps.plan import AB, build_plan, parse_only, sweep_names, write_plan
 from ninferkit.sweeps.resume import resume_plan
 from ninferkit.sweeps.rules import CellTally, MaxErrors, StopRule
+from ninferkit.sweeps.settle import answer_line, launch_verdicts, settle
 from ninferkit.sweeps.spec_off import is_spec_off, spec_off_context
 from ninferkit.sweeps.tables import SweepTables, ab_table, build_tables, latest_outcomes, measured_ok, save_tables
 from ninferkit.sweeps.truth import record_log_truth
@@ -125,8 +126,17 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                                        telemetry if profile.sweeps.telemetry else None, shown)
                     variants = [cell for cell in pending if variant_of(cell) is not None]
                     relaunch = bool(variants) and server.stop(run.dir)  # a GPU holds one pool: the base's goes first
+                    if relaunch and (left := _left_stopped(run)) is not None:
+                        relaunch = False
+                        shown.event(left)
+                        run.dir.record_step("sweeps", server_left_stopped=left)
                     unstarted = _run_variants(ctx, variants, servings, shown,
                                               lambda said: _checked_plan(run, kinds, explicit, said)[0])
+                    settled = None
+                    if profile.objective is not None:  # the engine's record of the last cell joined first
+                        record_log_truth(run, adapter, requests.rows())
+                        settled = _settled(run)
+                        shown.event(f"objective: {settled}")
             except NinferkitError as error:  # a variant's power limit that did not take or come back included
                 try:  # what was measured before it is joined and tabled, whatever stopped the step
                     record_log_truth(run, adapter, requests.rows())
@@ -150,7 +160,8 @@ def sweeps(run: Run, *, only: str | Iterable[str] | None = None, progress: bool 
                             cells_kept=len(resume.keep), cells_sent=len(resume.send), resend_reasons=resume.reasons(),
                             resume_summary=resume.summary(servings.main.id),
                             serving_id=servings.main.id,
-                            telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status)
+                            telemetry_nvml=telemetry.nvml_status, telemetry_metrics=telemetry.metrics_status,
+                            **({} if settled is None else {"objective_answer": settled}))
         problem = None
         if unstarted:
             problem = SweepFailed(f"{len(unstarted)} variant(s) did not start, so their cells were not sent (tables "
@@ -190,9 +201,9 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
     objective, order = run.profile.objective, [variant.name for variant in run.profile.variants]
     pending = {name: [cell for cell in cells if variant_of(cell) == name] for name in order}
     verdicts: dict[str, Verdict] = {}
-    if objective is not None:  # what earlier runs measured decides first
-        rows = run.dir.read_requests()
-        verdicts = {name: judge(objective, name, rows) for name in order if not pending[name]}
+    if objective is not None:  # what earlier runs measured (or failed to launch) decides first
+        measured = [name for name in order if not pending[name]]
+        verdicts = launch_verdicts(objective, run.dir, measured)
     while True:
         if objective is None:
             name = next((each for each in order if pending[each]), None)
@@ -208,13 +219,8 @@ def _run_variants(ctx: SweepContext, cells: list[Cell[Any]], servings: RunServin
         if why is not None:
             unstarted.append(f"variant {name}: {why} (its log: {run.dir.variant(name).server_log})")
         if objective is not None:
-            verdicts[name] = did_not_start(name, why) if why else judge(objective, name, run.dir.read_requests())
+            verdicts[name] = launch_verdicts(objective, run.dir, [name])[name]
             shown.event(f"variant {name}: {said(verdicts[name])}")
-    if objective is not None:
-        rows, searched = run.dir.read_requests(), order if objective.ordered else [BASE, *order]
-        found = answer(objective, searched, {name: verdicts.get(name) or judge(objective, name, rows)
-                                             for name in searched})
-        shown.event(f"objective: {found.best or 'no answer'}: {found.why}")
     return unstarted
 
 
@@ -248,6 +254,24 @@ def _relaunch_base(run: Run, progress: bool) -> None:
     run.dir.record_step("sweeps", server_relaunched=utc_now())
 
 
+def _left_stopped(run: Run) -> str | None:
+    """Why the run's server is not launched again after the variants (None: it is): `ninferkit run` is running this
+    step (the manifest's plan, and this step's status `running`, are the runner's) and its next step is the capacity
+    step with launches of its own (`capacity.fit_launches`, `capacity.search`), whose first launch stops the run's
+    server (capacity/launches.py): the relaunch would hold a GPU for minutes for nothing. What the capacity and
+    write-up steps read of the base's launch (server.json with its checks and ledger, logs/server.log) is its first
+    launch's, kept as it was; a rerun of this step launches what it needs (`_variants_left`)."""
+    manifest = run.dir.read_manifest()
+    planned, entry = manifest.planned_steps or [], manifest.steps.get("sweeps")
+    if entry is None or entry.status != "running" or "sweeps" not in planned:
+        return None
+    then = planned[planned.index("sweeps") + 1:][:1]
+    if then != ["capacity"] or not (run.profile.capacity.fit_launches or run.profile.capacity.search):
+        return None
+    return ("the run's server is not started again after the variants: the capacity step, next in this run, stops "
+            "it for its own launches")
+
+
 def _variants_left(run: Run, cells: list[Cell[Any]]) -> ServerRecord | None:
     """The run's (stopped) server record where the cells left to send are all variants' (each launches its own
     server, so a rerun needs no base server: 04 stopped it, or the runner did); None where a base cell is left,
@@ -263,8 +287,9 @@ def _variants_left(run: Run, cells: list[Cell[Any]]) -> ServerRecord | None:
 def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
                          baseline: RunDir | None) -> SweepTables | None:
     """The tables, rebuilt from the rows, where every planned cell is done for the run's serving: a rerun of
-    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server. None where a cell
-    is still to be sent (the caller raises why no server answers)."""
+    03_sweeps after 04_capacity_fit stopped the server has nothing to send and needs no server; the objective's
+    answer is recorded as after the launches. None where a cell is still to be sent (the caller raises why no
+    server answers)."""
     if not run.dir.sweep_cells.exists():
         return None
     ledger, requests = read_rows(run.dir.sweep_cells, CellEntry), read_rows(run.dir.requests, RequestRow)
@@ -274,7 +299,19 @@ def _done_without_server(run: Run, kinds: list[str], cells: list[Cell[Any]],
     if baseline is not None:
         tables[AB] = ab_table(baseline, run.dir)
     save_tables(run.dir, tables)
+    settled = _settled(run)
+    if settled is not None:
+        run.dir.record_step("sweeps", objective_answer=settled)
     return SweepTables(tables)
+
+
+def _settled(run: Run) -> str | None:
+    """The profile's objective answered from the run's files (sweeps/settle.py, as the post answers it), in a line;
+    None without an objective."""
+    objective = run.profile.objective
+    if objective is None:
+        return None
+    return answer_line(settle(objective, run.dir, [variant.name for variant in run.profile.variants]))
 
 
 def _status(outcomes: dict[str, CellEntry], cell: Cell[Any]) -> str | None:

@@ -122,8 +122,8 @@ def record_log_truth(run: Run, adapter: LogReader, read: Sequence[RequestRow] | 
     (the sweeps step reads it once, rundir.runs.GrowingRows); None reads it here.
 
     Each row is read beside the record of the launch that answered it (`log_truth`). A row once joined keeps its
-    join when a later pass finds no partner for it (`join_to_keep`): the log it was joined from may be a launch's
-    that a relaunch has since replaced (the base's, after the variants)."""
+    join when a later pass finds no partner for it (`join_to_keep`): a log kept as server.N.log is read again, but
+    one that was removed or cut since is not."""
     rows = [row for row in (run.dir.read_requests() if read is None else read) if row.profile_hash == run.profile_hash]
     if not any(row.request_uid for row in rows):
         return 0
@@ -150,7 +150,7 @@ def record_log_truth(run: Run, adapter: LogReader, read: Sequence[RequestRow] | 
 
 def join_to_keep(fields: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
     """A row's fresh join, or its earlier one where the fresh pass found no partner and the earlier did: the log
-    that pairing was made from may be a launch's that a relaunch has since replaced."""
+    that pairing was made from may have been cut or removed since (a copied run keeping only a log's startup)."""
     if fields.get("server_join") is None and earlier is not None and earlier.get("server_join") is not None:
         return earlier
     return fields
@@ -159,9 +159,11 @@ def join_to_keep(fields: dict[str, Any], earlier: dict[str, Any] | None) -> dict
 def log_truth(run_dir: RunDir, profile: Profile, adapter: LogReader, rows: Sequence[RequestRow],
               servings: RunServings | None = None) -> list[dict[str, Any]] | None:
     """The engine's own record of each row (same order; {} where none), each row joined to the record of the
-    server that answered it (rundir/servings.py: `launches`): the base's rows to the run's log, a variant's to
+    server that answered it (rundir/servings.py: `launches`): the base's rows to the run's logs, a variant's to
     variants/<name>/, the speculation A/B's other side to its folder; a row of a serving no current launch has, to
-    the run's. None when no launch's engine keeps a record."""
+    the run's. A folder's every launch is read (RunDir.server_logs): the base started again after the variants
+    keeps its first launch's log as logs/server.1.log, and the rows that launch answered join to it. None when no
+    launch's engine keeps a record."""
     servings = servings or run_servings(run_dir)
     by_serving = launches(run_dir, profile, servings)
     named = {launch.name: launch for launch in by_serving.values()}
@@ -174,7 +176,7 @@ def log_truth(run_dir: RunDir, profile: Profile, adapter: LogReader, rows: Seque
     for name, indexes in groups.items():
         launch = named[name]
         found = adapter.server_log_truth(launch.profile, [rows[index].as_dict() for index in indexes],
-                                         launch.folder.server_log, launch.folder.engine_record())
+                                         launch.folder.server_logs(), launch.folder.engine_record())
         if found is None:
             continue
         kept = True

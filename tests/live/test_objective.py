@@ -13,7 +13,7 @@ from typing import Any
 
 from ninferkit import steps
 from ninferkit.report.build import write_report
-from ninferkit.rundir.runs import open_run
+from ninferkit.rundir.runs import RunDir, open_run
 from ninferkit.server import process as server
 from ninferkit.steps.sweeps import sweeps
 from tests.conftest import LOCAL_CPU, free_port
@@ -36,10 +36,14 @@ def _rows(run_dir: Path, sweep: str) -> list[dict[str, Any]]:
 
 
 def _post(run_dir: Path) -> str:
-    """The post's objective section, up to the next section."""
+    """The post's objective section, up to the next section; checked to say the answer the sweeps step recorded
+    (both settle it from the files: sweeps/settle.py)."""
     text = write_report(run_dir, ["markdown"]).markdown.read_text()
     section = text[text.index("## The best setting for the target"):]
-    return section[:section.find("\n## ", 3)] if "\n## " in section else section
+    section = section[:section.find("\n## ", 3)] if "\n## " in section else section
+    answered = RunDir(run_dir).read_manifest().steps["sweeps"].objective_answer
+    assert f"Answer: {answered}." in section, (answered, section)
+    return section
 
 
 def test_the_launch_with_the_highest_goodput_is_the_answer(tmp_path: Path, llama_server: Path) -> None:

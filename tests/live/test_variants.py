@@ -144,3 +144,39 @@ def test_a_power_variant_without_nvidia_smi_is_refused_and_the_base_left_running
         server.stop(run.dir)
     assert not run.dir.variant("w350").path.exists()  # never launched
     assert run.dir.read_manifest().steps["sweeps"].server_relaunched
+
+
+def test_a_runbook_whose_capacity_step_launches_leaves_the_base_stopped_after_the_variants(
+        tmp_path: Path, llama_server: Path) -> None:
+    """`ninferkit run` with variants and a capacity step that launches: the capacity step's first launch stops the
+    run's server, so the sweeps step does not start it again after the variants (on a GPU, minutes of a model's
+    load for nothing). The capacity step still finds the base's launch as the launch step left it (its log, with the
+    acceptance checks that served), and a rerun of the sweeps step has nothing to send and needs no server."""
+    one = 'variants=[{name: ub32, set: {serve.extra_args: [--ubatch-size, "32"]}}]'
+    only = ["sweeps.context.enabled=false", "sweeps.tasks.enabled=false", "sweeps.prefix_reuse.enabled=false"]
+    grid = ["capacity.concurrencies=[1]", "capacity.contexts=[1024]", "capacity.kv_dtypes=[f16]",
+            "capacity.fit_launches=true", "capacity.search=false"]
+    overrides = [f"serve.port={free_port()}", *SMALL, *only, one, *grid]
+    lines: list[str] = []
+    result = run_runbook(LOCAL_CPU, tmp_path / "run", ["launch", "sweeps", "capacity"], overrides, say=lines.append)
+    assert result.ok, lines
+    run_dir = result.run.dir
+    entry = run_dir.read_manifest().steps["sweeps"]
+    assert entry.server_left_stopped.startswith("the run's server is not started again after the variants")
+    assert getattr(entry, "server_relaunched", None) is None
+    assert run_dir.server_logs() == [run_dir.server_log]  # the base launched once: no server.1.log
+    assert any(entry.server_left_stopped in line for line in lines), lines  # said as the step ran
+    assert not any("stopped the launch step's server" in line for line in lines), lines  # nothing left to stop
+    capacity = run_dir.read_capacity()
+    assert capacity is not None
+    own = capacity.observations[0]
+    assert own.source == str(run_dir.server_log) and own.served  # the base's launch, as the launch step left it
+    assert [Path(obs.source).parent.parent.name for obs in capacity.observations[1:]] == ["01"]  # the grid's launch
+    assert [variant.name for variant in capacity.variants] == ["ub32"]
+
+    # a rerun of the sweeps step: every cell is kept, nothing is sent, no server is started
+    reopened = open_run(LOCAL_CPU, run_dir.path, overrides)
+    table = sweeps(reopened, only="concurrency", progress=False)["concurrency"]
+    assert list(table["variant"]) == ["base", "base", "ub32", "ub32"] and set(table["status"]) == {"done"}
+    with pytest.raises(ServerError):
+        server.ensure_running(run_dir)

@@ -490,7 +490,7 @@ def test_an_engine_request_log_that_never_ends_is_a_note_on_each_row(tmp_path: P
     profile = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml",
                            [f"serve.request_log_jsonl={target}"]).profile
     started = time.monotonic()
-    notes = get_adapter("ninfer").server_log_truth(profile, [{"request_uid": "a"}, {"request_uid": "b"}], None)
+    notes = get_adapter("ninfer").server_log_truth(profile, [{"request_uid": "a"}, {"request_uid": "b"}])
     assert notes is not None and len(notes) == 2 and time.monotonic() - started < 10
     assert all(note["server_note"].startswith(f"request log {target} (serve.request_log_jsonl) not read: reading "
                                               "NInfer's request log: ") and "not a regular file" in note["server_note"]

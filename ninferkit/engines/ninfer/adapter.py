@@ -171,37 +171,41 @@ class NInfer(EngineAdapter):
         return None if found is None else Path(found).expanduser()
 
     def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
-                         server_log: Path | None = None,
+                         server_logs: Sequence[Path] = (),
                          request_log: Path | None = None) -> list[dict[str, Any]] | None:
         """The engine's own record of each client row: the `--request-log-jsonl` file (unrounded timings,
         queue wait, speculative counters) when the profile sets one, else the per-request `done` lines of
-        the server log (rounded as printed: ms, 0.1 tok/s), joined by start and done times, token counts and
-        TTFTs that fit (request_log.join_client_rows). None when there is neither. A record that cannot be read gives
-        every row a `server_note` saying why, never an error: the client rows stand on their own."""
+        the server logs (rounded as printed: ms, 0.1 tok/s), each launch's log read on its own (its request ids
+        and clock are that launch's), joined by start and done times, token counts and TTFTs that fit
+        (request_log.join_client_rows; a request another launch answered fits none of a launch's times). None when
+        there is neither. A record that cannot be read gives every row a `server_note` saying why, never an error:
+        the client rows stand on their own."""
         serve = serve_of(profile, Serve)
         named = None if serve.request_log_jsonl is None else Path(serve.request_log_jsonl).expanduser()
-        if named is not None and request_log is not None:
-            path, source, what = request_log, "request_log", f"request log {named} (the run's copy, {request_log})"
-        elif named is not None:
-            path, source, what = named, "request_log", f"request log {named} (serve.request_log_jsonl)"
-        elif server_log is not None and server_log.is_file():
-            path, source, what = server_log, "server_log", f"server log {server_log}"
+        logs_present = [path for path in server_logs if path.is_file()]
+        if named is not None:
+            source, searched = "request_log", named.name
+            what = (f"request log {named} (the run's copy, {request_log})" if request_log is not None
+                    else f"request log {named} (serve.request_log_jsonl)")
+        elif logs_present:
+            source, searched = "server_log", ", ".join(path.name for path in logs_present)
+            what = "server log " + ", ".join(map(str, logs_present))
         else:
             return None
         try:
-            if source == "request_log":
-                server_rows = [row for row in request_rows(read_events(path)) if row.get("status")]  # ended
+            if named is not None:
+                server_rows = [row for row in request_rows(read_events(request_log or named))
+                               if row.get("status")]  # ended
             else:
-                text = read_file(path, LOG_FILE_BYTES, "reading the server log").decode(errors="replace")
-                logged = logs.request_rows_of_log(text)
-                server_rows = with_log_clock([row for row in logged if row.get("status")], rows)
+                server_rows = [row for path in logs_present for row in with_log_clock(
+                    [row for row in logs.request_rows_of_log(_log_text(path)) if row.get("status")], rows)]
         except (OSError, NinferkitError) as exc:
             return [{"server_note": f"{what} not read: {exc}"} for _ in rows]
         out = []
         for joined in join_client_rows(rows, server_rows):
             if joined["server_join"] is None:
                 note = joined.get("server_note") or (
-                    f"no request in {(named or path).name} matched this one (start and done within 5 s of the "
+                    f"no request in {searched} matched this one (start and done within 5 s of the "
                     "client's, same token counts and outcome, server TTFT and times inside the client's)")
                 out.append({"server_join": None, "server_note": note})
                 continue
@@ -273,6 +277,10 @@ class NInfer(EngineAdapter):
 
 
 Adapter = NInfer
+
+
+def _log_text(path: Path) -> str:
+    return read_file(path, LOG_FILE_BYTES, "reading the server log").decode(errors="replace")
 
 
 @functools.lru_cache(maxsize=8)

@@ -430,10 +430,11 @@ class VLLM(EngineAdapter):
         return None if found is None else Path(found).expanduser()
 
     def server_log_truth(self, profile: Profile, rows: Sequence[Mapping[str, Any]],
-                         server_log: Path | None = None,
+                         server_logs: Sequence[Path] = (),
                          request_log: Path | None = None) -> list[dict[str, Any]] | None:
         """vLLM's own span of each row's request, joined by request id (otlp.join_spans); None without
-        serve.otlp_traces_jsonl. A span file that cannot be read gives every row a `server_note` saying why."""
+        serve.otlp_traces_jsonl. A span file that cannot be read gives every row a `server_note` saying why. The
+        server logs are not read: the spans are the per-request record joined here."""
         path = request_log or self.request_log_path(profile)
         if path is None:
             return None

@@ -51,7 +51,7 @@ def rejoined(tmp_path: Path, request_log: Path = RUN / "engine-request-log.jsonl
     copy = tmp_path / "run"
     shutil.copytree(RUN, copy)
     rows = client_rows()
-    found = ADAPTER.server_log_truth(profile(request_log), rows, copy / "logs" / "server.log")
+    found = ADAPTER.server_log_truth(profile(request_log), rows, [copy / "logs" / "server.log"])
     assert found is not None
     for row, fields in zip(rows, found, strict=True):
         append_jsonl(copy / "server_truth.jsonl", {"request_uid": row["request_uid"], "cell_id": row["cell_id"],
@@ -84,7 +84,7 @@ def test_the_two_long_requests_are_joined_by_their_done_times_and_ttfts(tmp_path
 
 def test_the_stderr_done_lines_join_the_same_way() -> None:
     rows = client_rows()
-    from_stderr = ADAPTER.server_log_truth(profile(None), rows, RUN / "logs" / "server.log")
+    from_stderr = ADAPTER.server_log_truth(profile(None), rows, [RUN / "logs" / "server.log"])
     exact = join_client_rows(rows, [row for row in request_rows(read_events(RUN / "engine-request-log.jsonl"))
                                     if row.get("status")])
     assert from_stderr is not None

@@ -53,7 +53,7 @@ def test_the_log_clock_is_found_from_the_rows_themselves() -> None:
 
 def test_done_lines_join_the_requests_the_request_log_joins() -> None:
     client = rows()
-    from_stderr = ADAPTER.server_log_truth(profile_without_request_log(), client, RUN / "logs" / "server.log")
+    from_stderr = ADAPTER.server_log_truth(profile_without_request_log(), client, [RUN / "logs" / "server.log"])
     assert from_stderr is not None and len(from_stderr) == len(client)
     from_request_log = join_client_rows(client, [r for r in request_rows(read_events(RUN / "engine-request-log.jsonl"))
                                                  if r.get("status")])
@@ -74,7 +74,7 @@ def test_done_lines_join_the_requests_the_request_log_joins() -> None:
 
 
 def test_no_record_at_all_is_none() -> None:
-    assert ADAPTER.server_log_truth(profile_without_request_log(), rows(), None) is None
+    assert ADAPTER.server_log_truth(profile_without_request_log(), rows(), []) is None
 
 
 def _plus_hours(stamp: str, hours: int) -> str:

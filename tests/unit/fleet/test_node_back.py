@@ -7,7 +7,11 @@ recorded); the decision is tested on them at the times they were recorded."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
 
 from ninferkit.fleet import slurm
 from ninferkit.fleet.follow import copy_gone, kill_deadline, lost_tasks, seen_lost
@@ -121,3 +125,31 @@ def test_a_node_still_silent_keeps_the_task_lost_whatever_the_time() -> None:
     word = {**slurm_word("back"), "node_state": "down*"}
     lost = seen_lost(task_status("back"), word, BACK + timedelta(days=1))
     assert lost is not None and lost.reason is not None and "(NODE_FAIL: it stopped answering)" in lost.reason
+
+
+SCONTROL = '''#!/bin/sh
+echo "$*" >> {calls}
+if [ -e {down} ]; then echo "stand-in: no controller answers" >&2; exit 1; fi
+cat {config}
+'''
+
+
+def test_the_cluster_kill_times_are_asked_once_per_follower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet collect` polls Slurm every 2 s, and while a lost node is back each poll needs the cluster's KillWait and
+    MessageTimeout, which do not change under it: one `slurm.KillTimes` per follower asks `scontrol show config`
+    once. A stand-in `scontrol` on PATH answers with the recorded config (scontrol-show-config.txt) and counts its
+    calls; while the controller does not answer, nothing is kept and the next poll asks again."""
+    bin_dir, calls, down = tmp_path / "bin", tmp_path / "calls", tmp_path / "down"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "scontrol"
+    stand_in.write_text(SCONTROL.format(calls=calls, down=down, config=RECORDED / "scontrol-show-config.txt"))
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    down.touch()
+    cluster = slurm.KillTimes()
+    with pytest.raises(slurm.SlurmError, match="stand-in: no controller answers"):
+        cluster.get()
+    down.unlink()
+    for _ in range(3):  # three polls
+        assert cluster.get() == {"kill_wait_s": "30", "message_timeout_s": "10"}
+    assert calls.read_text().splitlines() == ["show config", "show config"]  # the failed read, then one

@@ -10,6 +10,7 @@ its serving id). Nothing of the engine's lines is edited; the split only decides
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from ninferkit.engines import get_adapter
 from ninferkit.report.derive import JOIN, rederive
 from ninferkit.rundir.runs import Run, open_run, read_jsonl
 from ninferkit.rundir.servings import run_servings
+from ninferkit.server.process import keep_earlier_log
 from ninferkit.sweeps.truth import record_log_truth
 from tests.conftest import DATA, REPO
 
@@ -67,7 +69,7 @@ def run_with_a_variant(tmp_path: Path, overrides: tuple[str, ...] = ()) -> tuple
     variant_log.write_text("".join(startup + lines[cut:]))
 
     rows = captured_rows()
-    whole = ADAPTER.server_log_truth(run.profile, rows, CAPTURE / "logs" / "server.log",  # one server, as captured
+    whole = ADAPTER.server_log_truth(run.profile, rows, [CAPTURE / "logs" / "server.log"],  # one server, as captured
                                      CAPTURE / "engine-request-log.jsonl" if overrides else None)
     assert whole is not None
     servings = run_servings(run.dir)
@@ -94,7 +96,7 @@ def test_each_launch_rows_join_its_own_server_log(tmp_path: Path) -> None:
         assert truth[row["request_uid"]].get("server_request_id") == row["expected_request_id"], row["request_uid"]
     assert all(truth[row["request_uid"]]["server_request_id"] >= first_variant for row in on_variant)
     # and only its own server's log has it: the base's log alone pairs none of the variant's rows
-    against_base = ADAPTER.server_log_truth(run.profile, on_variant, run.dir.server_log)
+    against_base = ADAPTER.server_log_truth(run.profile, on_variant, [run.dir.server_log])
     assert against_base is not None and all(fields.get("server_join") is None for fields in against_base)
 
 
@@ -140,3 +142,30 @@ def test_with_a_request_log_each_launch_keeps_its_own_copy_and_joins_its_rows(tm
         entry = truth[row["request_uid"]]
         assert entry.get("server_request_id") == row["expected_request_id"], row["request_uid"]
         assert entry.get("server_join") is None or entry["server_source"] == "request_log"
+
+
+def test_rederiving_after_a_relaunch_joins_the_first_launch_rows_to_its_kept_log(tmp_path: Path) -> None:
+    """The base started again after the variants (steps/sweeps.py) moves its first launch's log aside as
+    logs/server.1.log (server.keep_earlier_log) and writes a new logs/server.log, which holds only the startup
+    lines: no request of the first launch is in it. Re-derived from the raw files with no join recorded, every row
+    still finds the request the captured log gave it (the base's from server.1.log, the variant's from its own
+    log), and derived.json's inputs hash server.1.log, so a change to it makes the join stale."""
+    run, _ = run_with_a_variant(tmp_path)
+    startup = run.dir.server_log.read_text().splitlines(keepends=True)
+    startup = startup[:startup.index(next(x for x in startup if "listening on" in x)) + 1]
+    assert keep_earlier_log(run.dir.server_log) == run.dir.logs / "server.1.log"
+    run.dir.server_log.write_text("".join(startup))  # the relaunched server's log
+    assert run.dir.server_logs() == [run.dir.logs / "server.1.log", run.dir.server_log]
+    assert not run.dir.server_truth.exists()
+
+    assert JOIN in rederive(run.dir).changed
+    truth = {entry["request_uid"]: entry for entry in read_jsonl(run.dir.server_truth)}
+    rows = [json.loads(line) for line in run.dir.requests.read_text().splitlines()]
+    on_base = [row for row in rows if row["cell"].get("variant") != VARIANT]
+    assert len(on_base) >= 10 and sum(row["expected_request_id"] is not None for row in on_base) >= 10
+    for row in rows:
+        assert truth[row["request_uid"]].get("server_request_id") == row["expected_request_id"], row["request_uid"]
+    kept = run.dir.logs / "server.1.log"
+    inputs = json.loads((run.dir.path / "derived.json").read_text())["files"][JOIN]["inputs"]
+    assert inputs["logs/server.1.log"] == hashlib.sha256(kept.read_bytes()).hexdigest()
+    assert inputs["logs/server.log"] == hashlib.sha256(run.dir.server_log.read_bytes()).hexdigest()
