@@ -157,14 +157,17 @@ def _headline(run: RunData) -> list[Section]:
     lead = lead_figures(run)
     blocks: list[Any] = []
     if lead.lines:
+        single = any(line.metric.startswith(("decode", "prefill", "TTFT")) for line in lead.lines)
         blocks.append(Table(("figure", "best (conditions)", "range"),
                             tuple((line.metric, line.best, line.spread) for line in lead.lines),
-                            "Decode, prefill and TTFT: one request at a time, the engine's own figures where it "
-                            "reports them. Prefill and the TTFT range: the context sweep (prefix cache defeated); "
-                            "decode's best and range: the context and tasks sweeps; TTFT's best: the lower of the "
-                            "context sweep's and the prefix-reuse scenarios the cache served, each with its "
-                            "conditions. The file and field of each, with its sample count: the appendix of "
-                            "headline figures and their sources."))
+                            ("Decode, prefill and TTFT: one request at a time, the engine's own figures where it "
+                             "reports them. Prefill and the TTFT range: the context sweep (prefix cache defeated); "
+                             "decode's best and range: the context and tasks sweeps; TTFT's best: the lower of the "
+                             "context sweep's and the prefix-reuse scenarios the cache served, each with its "
+                             "conditions. " if single else "No request of this run was measured alone (no context "
+                             "or tasks sweep): the figures are the concurrency sweep's and the startup's. ")
+                            + "The file and field of each, with its sample count: the appendix of headline figures "
+                            "and their sources."))
     overhead = prefill_is_overhead(run.measured("context")) is not None  # its rates are no prefill rate
     by_length = [row for row in found if row.prompt_tokens is not None and row.best is not None
                  and not (overhead and row.metric.startswith("Prefill"))]

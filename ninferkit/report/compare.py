@@ -46,8 +46,8 @@ from ninferkit.sweeps.cell import repeat_of, without_repeat
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
 OVERHEAD = "prompt time is a fixed overhead: no prefill rate"
-"""The verdict of a context cell's prefill where either run's prompt time stays flat as the prompt grows (the
-post's rule, report/lead.py): tokens over that time would compare two overheads as rates."""
+"""The verdict of a cell's prefill where either run's prompt time stays flat as its context prompts grow (the post's
+rule, report/lead.py): tokens over that time would compare two overheads as rates, in any sweep's cells."""
 RUN_TO_RUN_PCT = 3.0
 """Seed 000 §2.2's run-to-run spread (the same artifact rerun: ±3%): the yardstick where a cell has one
 repetition per run, so its own spread is unknown."""
@@ -181,7 +181,7 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
     for (_, sweep, cell), group in groups:
         by_metric = {row["metric"]: row for _, row in group.iterrows()}
         first = group.iloc[0]
-        sides = [" / ".join(number(by_metric[m][f"median_{side}"]) if m in by_metric else "—" for m in SHAPE_METRICS)
+        sides = [" / ".join(_median(by_metric.get(m), side) for m in SHAPE_METRICS)
                  + f" / {_share(first[f'acceptance_{side}'])}" for side in ("a", "b")]
         moves = [move_words(m, by_metric[m]) for m in SHAPE_METRICS if m in by_metric]
         lines.append((f"{sweep}: {cell}", *sides, "; ".join(moves)))
@@ -193,6 +193,14 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
                   f"spread of either run (or, with one repetition, the ±{RUN_TO_RUN_PCT:g}% a rerun of the same "
                   "setup moves by: seed 000 §2.2) is inside run-to-run spread, never a speed-up. Decode rates at "
                   "different acceptance are not comparable (the Caveats say where).")]
+
+
+def _median(row: Any, side: str) -> str:
+    """One side's median of a metric; none where the run's prompt time is a fixed overhead (`OVERHEAD`): the
+    division is kept in table.csv, not shown as a rate."""
+    if row is None:
+        return "—"
+    return "— (overhead)" if row.get(f"overhead_{side}") is True else number(row[f"median_{side}"])
 
 
 def _natural(text: str) -> list[Any]:
@@ -257,8 +265,9 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 accept_a, accept_b = _acceptance(base_cells[key]), _acceptance(cells[key])
                 gap = _acceptance_gap(accept_a, accept_b)
                 comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
-                if metric.startswith("prefill") and key[0] == "context" and (flat[base.run_id] or flat[other.run_id]):
+                if metric.startswith("prefill") and (flat[base.run_id] or flat[other.run_id]):
                     row["verdict"] = OVERHEAD  # the post's rule: tokens over a fixed overhead is no prefill rate
+                    row.update(overhead_a=flat[base.run_id], overhead_b=flat[other.run_id])
                     comparable = False
                 rows.append({"candidate": other.run_id, "sweep": key[0], "variant": _variant(key), "cell": _label(key),
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,

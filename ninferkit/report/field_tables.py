@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.params.variants import BASE
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
-from ninferkit.report.fmt import number, seconds
+from ninferkit.report.fmt import counts, number, seconds
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT, launch_name
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
@@ -118,7 +118,9 @@ PROMPT_TIME = "prompt time, s (server)"
 
 
 def _outputs(tasks: pd.DataFrame, indexes: Iterable[int]) -> str:
-    return " / ".join(sorted({number(_value(tasks, i, "completion_tokens_median")) for i in indexes}))
+    parts = ("median", "min", "max")
+    return " / ".join(sorted({counts(*(_value(tasks, i, f"completion_tokens_{part}") for part in parts))
+                              for i in indexes}))
 
 
 def _prompt_and_decode(tasks: pd.DataFrame, index: int) -> tuple[str, str]:

@@ -263,8 +263,8 @@ def ab_view(frame: pd.DataFrame) -> Table:
     lines = []
     batched = False
     for row in frame.to_dict("records"):
-        sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}")),
-                             number(_get(row, f"decode_tok_s_server_{side}")),
+        sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}"), RATE_DECIMALS),
+                             number(_get(row, f"decode_tok_s_server_{side}"), RATE_DECIMALS),
                              percent(f"acceptance_server_{side}")(row) or "—")) + _ab_batch(row, side)
                  for side in ("a", "b")]
         moved = [*AB_MOVED, *(AB_BATCH_MOVED if _ab_batch(row, "a") or _ab_batch(row, "b") else ())]

@@ -48,6 +48,7 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     assert prompt[8_000] < 2 * prompt[256]
     assert "| prefill | not measured: the prompt time is a fixed overhead" in text
     assert "No prefill rate: the engine's prompt time stays between" in text and "462,229" not in text
+    assert "| 43.5 |" not in text  # a median between two output-token counts shows the counts
     assert_regenerates(EXAMPLE, run, "gunzip the example's two files (its README), run `ninferkit report "
                        "docs/examples/h200-vllm` and commit report/")
 
@@ -66,9 +67,13 @@ def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
     assert off["cell"].nunique() == 8 and off["acceptance_a"].isna().all() and off["acceptance_b"].isna().all()
     assert "| tasks: task=reasoning, context_depth=512, speculation=off, api=chat |" in (out / "index.md").read_text()
     # the post's rule holds in compare too: vLLM's context prefill is a fixed overhead, so no cell says it got better
-    prefill = table[(table["sweep"] == "context") & (table["metric"] == "prefill_tok_s_server")]
-    assert len(prefill) == 3 and set(prefill["verdict"]) == {"prompt time is a fixed overhead: no prefill rate"}
-    assert not prefill["comparable"].any() and "+811.7%" not in (out / "index.md").read_text()
+    # (the concurrency and prefix-reuse cells' prompts are no longer than the context sweep's: the same overhead)
+    prefill = table[table["metric"] == "prefill_tok_s_server"]
+    assert set(prefill["sweep"]) >= {"context", "concurrency", "prefix_reuse"}
+    assert set(prefill["verdict"]) == {"prompt time is a fixed overhead: no prefill rate"}
+    shown = (out / "index.md").read_text()
+    assert not prefill["comparable"].any() and "+811.7%" not in shown and "prefill +" not in shown
+    assert "| 50,697 / 669 / 100% | — (overhead) / 117 / 59% |" in shown
 
 
 def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:

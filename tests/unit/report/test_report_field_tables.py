@@ -193,7 +193,7 @@ def test_the_ab_table_reads_like_2_2() -> None:
         assert row[0] == f"{raw['sweep']}: {raw['cell']}"
         for side, shown in (("a", row[1]), ("b", row[2])):  # llama-server drafts nothing here: no acceptance
             prefill, decode = raw[f"prefill_tok_s_server_{side}"], raw[f"decode_tok_s_server_{side}"]
-            assert shown == f"{number(prefill)} / {number(decode)} / —"
+            assert shown == f"{number(prefill, 1)} / {number(decode, 1)} / —"  # 0.1 tok/s, as §2.2 prints
         for words, metric in (("prefill", "prefill_tok_s_server"), ("decode", "decode_tok_s_server")):
             ratio = raw[f"{metric}_ratio_b_over_a"]
             said = "inside" if abs(ratio - 1) <= 0.03 else "beyond"
