@@ -297,8 +297,10 @@ def describe(record: ProbeRecord) -> str:
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
     lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}" + (
         f" ({file_system(facts.disk)})" if facts.disk.fstype else ""))
-    lines.append(f"host: {form(facts.host)}, memory {_gib(facts.host.memory_total_bytes)}, system disk (/) "
-                 f"{_gib(facts.host.system_disk_total_bytes)} ({_gib(facts.host.system_disk_free_bytes)} free)")
+    host = facts.host
+    lines.append(f"host: {form(host)}, memory {_gib(host.memory_total_bytes)}" + (
+        f", system disk (/) {_gib(host.system_disk_total_bytes)} ({_gib(host.system_disk_free_bytes)} free)"
+        if host.system_disk_total_bytes is not None else ""))
     lines += [f"{fact}: {value}" for fact, value in evidence_findings.environment_rows(facts)]
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""
