@@ -154,8 +154,10 @@ def memory_row(run: RunData) -> tuple[str, str] | None:
     each = "; ".join(f"GPU {card.gpu} {gib(card.used_bytes)}" for card in cards)
     total = f"; total {gib(sum(card.used_bytes for card in cards))}" if len(cards) > 1 else ""
     gaps = [card.after_ready_s for card in cards if card.after_ready_s is not None]
+    unknown = "ninferkit did not start this server" if run.server and run.server.external else \
+        "server.json records no ready time"
     when = (f"the first sample after the server was ready, {max(gaps):.0f} s after" if gaps
-            else "the run's first sample (no ready time: ninferkit did not start this server)")
+            else f"the run's first sample ({unknown})")
     grew = [card for card in cards if gib(card.most_bytes) != gib(card.used_bytes)]
     most = f"; at most {', '.join(f'GPU {card.gpu} {gib(card.most_bytes)}' for card in grew)} during the run" \
         if grew else "; no more during the run"

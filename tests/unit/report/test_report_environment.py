@@ -71,6 +71,16 @@ def test_memory_not_sampled_says_so_never_zero(tmp_path: Path) -> None:
     assert value.startswith("not sampled") and "0.00" not in value
 
 
+def test_memory_without_a_ready_time_is_the_runs_first_sample_and_says_so(tmp_path: Path) -> None:
+    run = _copy(tmp_path)
+    server = json.loads((run / "server.json").read_text())
+    (run / "server.json").write_text(json.dumps({**server, "ready_s": None}))
+    first = next(row for row in _telemetry(run) if row["source"] == "nvml")
+    value = _environment(run)["GPU memory used after start"]
+    assert value.startswith(f"GPU 0 {gib(first['memory_used_bytes'])} (")
+    assert "the run's first sample (server.json records no ready time)" in value
+
+
 def test_memory_of_each_card_and_their_total(tmp_path: Path) -> None:
     """No run of two GPUs is recorded: the second card here is the live run's own samples relabelled GPU 1, with
     the reading a quarter larger, to check that each card is printed and the total is their sum."""
