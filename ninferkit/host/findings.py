@@ -133,9 +133,14 @@ def topology_pairs(facts: ProbeFacts) -> str:
     NVLinks"); "" with fewer than two GPUs or no matrix read."""
     said = [(first, second, how) for first, row in facts.gpu_topology.links.items() for second, how in row.items()
             if int(first.removeprefix("GPU")) < int(second.removeprefix("GPU"))]  # each pair once
-    return "; ".join(f"{a}–{b}: {how}" + (f", a bonded set of {how[2:]} NVLinks" if re.fullmatch(r"NV\d+", how)
+    return "; ".join(f"{a}–{b}: {how}" + (f", {_nvlinks(how)}" if re.fullmatch(r"NV\d+", how)
                                             else f", {TOPOLOGY_WORDS[how]}" if how in TOPOLOGY_WORDS else "")
                      for a, b, how in said)
+
+
+def _nvlinks(how: str) -> str:
+    """NV# in words, as the matrix's legend puts it ("a bonded set of # NVLinks"), one link as one."""
+    return "one NVLink" if how == "NV1" else f"a bonded set of {how[2:]} NVLinks"
 
 
 TOPOLOGY_WORDS = {"SYS": "PCIe and the interconnect between NUMA nodes, no NVLink",

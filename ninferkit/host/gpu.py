@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ninferkit.host import evidence as host_evidence
+from ninferkit.rundir.records import GpuInfo
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -52,11 +53,18 @@ def _optional(call: Callable[[], Any]) -> Any:
         return None
 
 
+def _watts(milliwatts: Any) -> float | None:
+    """NVML's milliwatts as watts; None where NVML did not say."""
+    return milliwatts / 1000 if milliwatts is not None else None
+
+
 def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
     major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
     power_limit = _optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+    default_limit = _optional(lambda: pynvml.nvmlDeviceGetPowerManagementDefaultLimit(handle))
+    limit_range = _optional(lambda: pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)) or (None, None)
     power_draw = _optional(lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
     return {
         "index": index,
@@ -66,7 +74,10 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
         "arch": f"sm_{major}{minor}",
         "memory_total_bytes": int(memory.total),
         "memory_free_bytes": int(memory.free),
-        "power_limit_w": power_limit / 1000 if power_limit is not None else None,
+        "power_limit_w": _watts(power_limit),
+        "power_limit_default_w": _watts(default_limit),
+        "power_limit_min_w": _watts(limit_range[0]),
+        "power_limit_max_w": _watts(limit_range[1]),
         "power_draw_w": power_draw / 1000 if power_draw is not None else None,
         "sm_clock_mhz": _optional(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
         "sm_clock_max_mhz": _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
@@ -78,3 +89,15 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
         "pci_bus_id": host_evidence.pci_bus_id(pynvml, handle),
         "nvlink": host_evidence.nvlink_links(pynvml, handle),
     }
+
+
+def power_limit_words(gpu: GpuInfo) -> str:
+    """The power limit in force beside the card's default and the range it may be set to, as seed 000 §0 and §2.7
+    write it ("200 W (default 250 W, settable 100–250 W)"): a lowered limit changes every figure measured under it,
+    and the default says whether it was lowered. Probes before ninferkit read the default give the limit alone."""
+    if gpu.power_limit_w is None:
+        return "not read"
+    said = [f"default {gpu.power_limit_default_w:g} W"] if gpu.power_limit_default_w is not None else []
+    if gpu.power_limit_min_w is not None and gpu.power_limit_max_w is not None:
+        said.append(f"settable {gpu.power_limit_min_w:g}–{gpu.power_limit_max_w:g} W")
+    return f"{gpu.power_limit_w:g} W" + (f" ({', '.join(said)})" if said else "")

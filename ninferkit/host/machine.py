@@ -52,15 +52,25 @@ def _dmi() -> str | None:
     return " ".join(name for name in names if name) or None
 
 
+def system_disk(root: Path = Path("/")) -> dict[str, int | None]:
+    """Size and room of the file system at `/` (seed 000 §0's "200G 系统盘"), which the artifact's folder need not
+    be on; None each where it cannot be read."""
+    try:
+        usage = shutil.disk_usage(root)
+    except OSError:
+        return {"system_disk_total_bytes": None, "system_disk_free_bytes": None}
+    return {"system_disk_total_bytes": usage.total, "system_disk_free_bytes": usage.free}
+
+
 def machine_facts() -> dict[str, Any]:
-    """Memory and form: `vm` and `container` as systemd-detect-virt names them ("none": not one; None: not known),
-    the CPU's hypervisor flag, the DMI vendor and product, and which of them said it."""
+    """Memory, the system disk and form: `vm` and `container` as systemd-detect-virt names them ("none": not one;
+    None: not known), the CPU's hypervisor flag, the DMI vendor and product, and which of them said it."""
     try:
         memory = memory_total_bytes(MEMINFO.read_text())
     except OSError:
         memory = None
     vm, container = _detect_virt("vm"), _detect_virt("container")
-    return {"memory_total_bytes": memory, "vm": vm, "container": container,
+    return {"memory_total_bytes": memory, **system_disk(), "vm": vm, "container": container,
             "hypervisor_flag": "hypervisor" in host_cpu().flags if host_cpu().flags else None, "dmi": _dmi(),
             "source": "systemd-detect-virt" if vm is not None or container is not None else
             ("/proc/cpuinfo and /sys/class/dmi" if host_cpu().flags else None)}

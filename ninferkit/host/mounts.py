@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninferkit.rundir.records import DiskFacts
+from ninferkit.units import GIB
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 NETWORK_TYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs",
@@ -83,3 +84,15 @@ def file_system(disk: DiskFacts) -> str:
         return "not recorded"
     where = "network" if disk.network else "local"
     return f"{where} ({disk.fstype} at {disk.mount_point}, from {disk.mount_source})"
+
+
+def disk_room(disk: DiskFacts) -> str | None:
+    """probe.json's disk of the artifact's folder in words: the file system's size and what was free at setup (seed
+    000 §0 gives its disk's size: "200G 系统盘"), then the folder and the mount it is on where read; None where the
+    probe read no size."""
+    if disk.total_bytes is None:
+        return None
+    where = disk.path or "the artifact's folder"
+    on = f" (mounted at {disk.mount_point})" if disk.mount_point else ""
+    free = f", {disk.free_bytes / GIB:.1f} GiB free at setup" if disk.free_bytes is not None else ""
+    return f"{disk.total_bytes / GIB:.1f} GiB{free}, holding {where}{on}"

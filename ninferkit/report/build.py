@@ -23,12 +23,14 @@ from ninferkit.deploy.service import command, plan
 from ninferkit.engines import get_adapter
 from ninferkit.errors import NinferkitError
 from ninferkit.host.findings import environment_rows, topology_pairs
+from ninferkit.host.gpu import power_limit_words
 from ninferkit.host.machine import form
+from ninferkit.host.mounts import disk_room
 from ninferkit.measure.latency import recorded_itl
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, objective, speculation, variants
-from ninferkit.report.conditions import GpuConditions, gpu_conditions
+from ninferkit.report.conditions import GpuConditions, gpu_conditions, memory_row
 from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.derive import DERIVED, UNRECORDED
 from ninferkit.report.document import (
@@ -246,7 +248,7 @@ def _environment(run: RunData) -> Section:
     if gpu.available:
         for item in gpu.gpus:
             rows.append((f"GPU {item.index}", f"{item.name} ({item.arch}), {gib(item.memory_total_bytes)}, power "
-                         f"limit {number(item.power_limit_w)} W, PCIe gen {item.pcie_gen} x{item.pcie_width}"))
+                         f"limit {power_limit_words(item)}, PCIe gen {item.pcie_gen} x{item.pcie_width}"))
         rows.append(("driver", f"{gpu.driver_version} ({module.flavour or 'module flavour unknown'} kernel module)"))
         rows.append(("CUDA (driver)", str(gpu.cuda_driver_version)))
     else:
@@ -255,9 +257,14 @@ def _environment(run: RunData) -> Section:
     amx = f", AMX {', '.join(cpu.amx) or 'no'}" if cpu.amx is not None else ""  # probes before issue 18 have none
     rows.append(("CPU", f"{cpu.model}, {cpu.cores} cores, AVX-512 {'yes' if cpu.avx512f else 'no'}{amx}"))
     rows += environment_rows(facts)
+    rows += filter(None, [memory_row(run)])
     host = facts.host
     if host.memory_total_bytes is not None or host.source is not None:  # probes before ninferkit read them: no row
-        rows.append(("host", f"{form(host)}; memory {gib(host.memory_total_bytes)}"))
+        rows.append(("host", f"{form(host)}; memory {gib(host.memory_total_bytes)}" + (
+            f"; system disk (/) {gib(host.system_disk_total_bytes)}, {gib(host.system_disk_free_bytes)} free"
+            if host.system_disk_total_bytes is not None else "")))
+    room = disk_room(facts.disk)
+    rows += [("artifact folder's disk", room)] if room else []
     rows.append(("platform", str(run.manifest.platform)))
     findings = [f"{f.severity}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "")
                 for f in (run.probe.findings if run.probe else [])]

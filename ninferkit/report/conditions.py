@@ -1,4 +1,5 @@
-"""Run conditions from telemetry.jsonl: power, SM clock, temperature and throttling per GPU.
+"""Run conditions from telemetry.jsonl: power, SM clock, temperature and throttling per GPU, and each card's
+memory once the server was up.
 
 Numbers measured on a GPU that throttled, or at a different power cap, are not the card's numbers;
 the write-up states the conditions beside every benchmark. Samples are taken while requests were in
@@ -7,11 +8,13 @@ flight (first send to last byte) when requests.jsonl exists, so idle time does n
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from ninferkit.report.data import RunData
+from ninferkit.report.fmt import gib
 from ninferkit.rundir.records import TelemetrySample
 
 
@@ -86,3 +89,77 @@ def _summarise(gpu: str, rows: list[TelemetrySample], window: str) -> GpuConditi
         max(temperature) if temperature else None,
         throttled / len(rows), tuple(reasons),
     )
+
+
+@dataclass(frozen=True)
+class CardMemory:
+    """One GPU's memory in use as NVML counts it (every process on the card, nvidia-smi's memory.used)."""
+
+    gpu: str
+    used_bytes: int
+    """At the first sample at or after the server was ready (the run's first sample where no ready time is known)."""
+    after_ready_s: float | None
+    """How long after ready that sample was taken; None: the run knows no ready time (a server it did not start)."""
+    most_bytes: int
+    """The most any sample of the run read."""
+
+
+def _utc(text: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def ready_at(run: RunData) -> dt.datetime | None:
+    """When the run's server answered ready: server.json's start (to the second) plus its ready time."""
+    server = run.server
+    started = _utc(server.started) if server else None
+    if started is None or server is None or server.ready_s is None:
+        return None
+    return started + dt.timedelta(seconds=float(server.ready_s))
+
+
+def memory_after_ready(run: RunData) -> list[CardMemory]:
+    """Per GPU, the memory in use once the server was ready, as seed 004 §四 reads nvidia-smi after start ("双卡各占
+    13.5 GB") and 001 §5.2 ("25 GB+"): the first NVML sample at or after ready, and the most the run read; a GPU
+    with no memory reading is left out (not sampled, never 0)."""
+    ready = ready_at(run)
+    by_gpu: dict[str, list[tuple[dt.datetime | None, int]]] = defaultdict(list)
+    for row in run.nvml():
+        if row.memory_used_bytes is not None:
+            by_gpu[str(row.gpu or 0)].append((_utc(row.t_utc), row.memory_used_bytes))
+    out = []
+    for gpu, samples in sorted(by_gpu.items()):
+        after = [(at, used) for at, used in samples if ready is None or (at is not None and at >= ready)]
+        if not after:
+            continue
+        at, used = after[0]
+        out.append(CardMemory(gpu, used, (at - ready).total_seconds() if ready and at else None,
+                              max(used for _, used in samples)))
+    return out
+
+
+MEMORY_FACT = "GPU memory used after start"
+
+
+def memory_row(run: RunData) -> tuple[str, str] | None:
+    """The Environment's row of GPU memory in use after start, in GiB (the unit nvidia-smi's MiB add up to): each
+    card, their total where there are several, when it was sampled and the most the run read; "not sampled" on a
+    GPU run with no memory reading, no row on a CPU run."""
+    cards = memory_after_ready(run)
+    if not cards:
+        return (MEMORY_FACT, "not sampled (telemetry.jsonl has no NVML memory reading after the server was ready)") \
+            if run.gpu_available else None
+    each = "; ".join(f"GPU {card.gpu} {gib(card.used_bytes)}" for card in cards)
+    total = f"; total {gib(sum(card.used_bytes for card in cards))}" if len(cards) > 1 else ""
+    gaps = [card.after_ready_s for card in cards if card.after_ready_s is not None]
+    unknown = "ninferkit did not start this server" if run.server and run.server.external else \
+        "server.json records no ready time"
+    when = (f"the first sample after the server was ready, {max(gaps):.0f} s after" if gaps
+            else f"the run's first sample ({unknown})")
+    grew = [card for card in cards if gib(card.most_bytes) != gib(card.used_bytes)]
+    most = f"; at most {', '.join(f'GPU {card.gpu} {gib(card.most_bytes)}' for card in grew)} during the run" \
+        if grew else "; no more during the run"
+    return (MEMORY_FACT, f"{each}{total} (NVML's used memory, every process on the card, as nvidia-smi shows it): "
+            f"{when}{most}")

@@ -32,7 +32,7 @@ from ninferkit.report.field_tables import queued_s
 from ninferkit.report.fmt import gib, number, seconds
 from ninferkit.report.headline import concurrency_groups
 from ninferkit.report.memory import kv_pool
-from ninferkit.rundir.records import RequestRow
+from ninferkit.rundir.records import GpuInfo, RequestRow
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 FIXED_OVERHEAD_GROWTH = 2.0
@@ -238,16 +238,32 @@ def model_name(run: RunData) -> str:
     return str(served) if served else "an unnamed model"
 
 
-def power_limit_w(run: RunData) -> float | None:
-    """The power limit the run's GPUs were held to, as the setup step's probe read it (NVML's enforced limit) on
-    the GPUs it serves on (serve.gpu_devices, else the first gpu.count); None where it read none, or the cards
-    read different limits (the environment lists each)."""
+def _served_on(run: RunData) -> list[GpuInfo]:
+    """The probed GPUs the run serves on (serve.gpu_devices, else the first gpu.count)."""
     gpus = run.probe_gpus
     devices = (run.profile.get("serve") or {}).get("gpu_devices")
     count = int((run.profile.get("gpu") or {}).get("count") or 1)
-    used = [gpu for gpu in gpus if gpu.index in devices] if devices else gpus[:count]
-    limits = {None if gpu.power_limit_w is None else float(gpu.power_limit_w) for gpu in used}
+    return [gpu for gpu in gpus if gpu.index in devices] if devices else gpus[:count]
+
+
+def power_limit_w(run: RunData) -> float | None:
+    """The power limit the run's GPUs were held to, as the setup step's probe read it (NVML's enforced limit) on
+    the GPUs it serves on; None where it read none, or the cards read different limits (the environment lists
+    each)."""
+    limits = {None if gpu.power_limit_w is None else float(gpu.power_limit_w) for gpu in _served_on(run)}
     return limits.pop() if len(limits) == 1 else None
+
+
+def title_power_limit_w(run: RunData) -> float | None:
+    """The limit the title names: only one other than the cards' default, as the reports title theirs (000 leads
+    with "200W 下", a V100 held under its 250 W default; 004 names no power, its cards at their default). Where the
+    probe read no default (probes before ninferkit read it) the limit stays: a lowered limit left out would pass
+    its figures off as the card's."""
+    watts = power_limit_w(run)
+    defaults = {None if gpu.power_limit_default_w is None else float(gpu.power_limit_default_w)
+                for gpu in _served_on(run)}
+    default = defaults.pop() if len(defaults) == 1 else None
+    return None if watts is None or (default is not None and abs(default - watts) < 1) else watts
 
 
 def hardware(run: RunData) -> str:
@@ -291,8 +307,9 @@ def engine_words(run: RunData) -> str:
 
 
 def post_title(run: RunData) -> str:
-    """The post's title as the reports title theirs: the model on the GPU at its power limit (where the probe read
-    one), the best figures, then the engine and its settings; `report.title` where the profile sets one."""
+    """The post's title as the reports title theirs: the model on the GPU at its power limit (where it is not the
+    card's default: title_power_limit_w), the best figures, then the engine and its settings; `report.title` where
+    the profile sets one."""
     if run.settings.title:
         return str(run.settings.title)
     found = lead_figures(run)
@@ -302,7 +319,7 @@ def post_title(run: RunData) -> str:
                                                  run.server.engine_version) if part)
         where = f"on {hardware(run)}" if run.probe_gpus else f"at {run.server.url}"
         return f"{found.model} {where} (a server ninferkit did not start){figures} ({engine or 'engine unknown'})"
-    watts = power_limit_w(run)
+    watts = title_power_limit_w(run)
     power = f" at {watts:g} W" if watts is not None else ""
     return f"{found.model} on {hardware(run)}{power}{figures} ({engine_words(run)})"
 

@@ -125,7 +125,8 @@ def artifact_fetched(run: RunData) -> list[tuple[str, str]]:
     """How the artifact reached the machine, seed 000 §1.4's two figures: the download's rate (artifact.json, the
     verify step's downloads; the report's "12.4 MB/s, 20 GiB about 29 minutes") and the file system it was loaded
     from (probe.json, the setup step's mount of the artifact's folder; the report's local disk 18.2 s against NFS
-    52-59 s). A row only where the run recorded it."""
+    52-59 s), beside the load time the engine printed and the server's time to ready, which mean little without
+    it. A row only where the run recorded it."""
     rows = []
     downloads = run.artifact.downloads if run.artifact else []
     if downloads:
@@ -139,5 +140,11 @@ def artifact_fetched(run: RunData) -> list[tuple[str, str]]:
                      + (f", resumed after {number(resumed)} bytes already on disk" if resumed else "")))
     disk = run.probe.facts.disk if run.probe else None
     if disk is not None and disk.fstype is not None:
-        rows.append(("artifact folder's file system", f"{file_system(disk)}: the engine loads the weights from it"))
+        load = run.ledger.get("weights_load_s")
+        ready = run.server.ready_s if run.server and not run.server.external else None
+        loaded = "".join([f"; weights loaded in {number(load)} s (the engine's figure)" if load is not None else "",
+                          f"{',' if load is not None else ';'} ready {number(ready)} s after start"
+                          if ready is not None else ""])
+        rows.append(("artifact folder's file system", f"{file_system(disk)}: the engine loads the weights from it"
+                     + loaded))
     return rows

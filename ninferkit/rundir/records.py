@@ -62,6 +62,13 @@ class GpuInfo(RecordPart):
     memory_total_bytes: int | None = None
     memory_free_bytes: int | None = None
     power_limit_w: int | float | None = None
+    """The limit in force (NVML's enforced limit)."""
+    power_limit_default_w: int | float | None = None
+    """The card's default limit (seed 000 §0: "200 W（V100-PCIE 默认 250 W）"); None in probes made before ninferkit
+    read it."""
+    power_limit_min_w: int | float | None = None
+    power_limit_max_w: int | float | None = None
+    """The range `nvidia-smi -pl` accepts (000 §2.7: "可设 100–250"); None: not read."""
     pcie_gen: int | None = None
     pcie_width: int | None = None
     pci_bus_id: str | None = None
@@ -164,6 +171,9 @@ class HostFacts(RecordPart):
     """The machine itself (host/machine.py): memory, and VM or container; None: not read."""
 
     memory_total_bytes: int | None = None
+    system_disk_total_bytes: int | None = None
+    """The file system at `/` (seed 000 §0's "200G 系统盘"); None: not read (probes before ninferkit read it)."""
+    system_disk_free_bytes: int | None = None
     vm: str | None = None
     """systemd-detect-virt --vm: the hypervisor's name, "none" on bare metal."""
     container: str | None = None

@@ -26,7 +26,7 @@ from ninferkit.finding import Finding, Severity
 from ninferkit.host import evidence as host_evidence
 from ninferkit.host import findings as evidence_findings
 from ninferkit.host.cpu import host_cpu
-from ninferkit.host.gpu import gpu_facts
+from ninferkit.host.gpu import gpu_facts, power_limit_words
 from ninferkit.host.machine import form, machine_facts
 from ninferkit.host.mounts import file_system, read_mount
 from ninferkit.params.profile import Profile
@@ -289,7 +289,7 @@ def describe(record: ProbeRecord) -> str:
                      f"module {facts.kernel_module.flavour}")
         for g in gpu.gpus:
             lines.append(f"GPU {g.index}: {g.name} {g.arch}, {_gib(g.memory_total_bytes)}, "
-                         f"power limit {g.power_limit_w} W, PCIe gen {g.pcie_gen} x{g.pcie_width}")
+                         f"power limit {power_limit_words(g)}, PCIe gen {g.pcie_gen} x{g.pcie_width}")
     cpu = facts.cpu
     lines.append(f"CPU: {cpu.model} ({cpu.cores} cores, AVX-512: {'yes' if cpu.avx512f else 'no'}, "
                  f"AMX: {', '.join(cpu.amx or ()) or 'no'})")
@@ -297,7 +297,10 @@ def describe(record: ProbeRecord) -> str:
                  f"{'running' if facts.docker.engine_running else 'no engine'}")
     lines.append(f"disk free at {facts.disk.path}: {_gib(facts.disk.free_bytes)}" + (
         f" ({file_system(facts.disk)})" if facts.disk.fstype else ""))
-    lines.append(f"host: {form(facts.host)}, memory {_gib(facts.host.memory_total_bytes)}")
+    host = facts.host
+    lines.append(f"host: {form(host)}, memory {_gib(host.memory_total_bytes)}" + (
+        f", system disk (/) {_gib(host.system_disk_total_bytes)} ({_gib(host.system_disk_free_bytes)} free)"
+        if host.system_disk_total_bytes is not None else ""))
     lines += [f"{fact}: {value}" for fact, value in evidence_findings.environment_rows(facts)]
     for f in record.findings:
         waived = ", waived by gpu.waive" if f.waived else ""

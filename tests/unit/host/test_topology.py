@@ -26,3 +26,13 @@ def test_a_probe_without_the_matrix_still_reads() -> None:
     """probe.json files written before the matrix was recorded have no gpu_topology."""
     facts = ProbeFacts.model_validate({})
     assert facts.gpu_topology.source is None and topology_pairs(facts) == ""
+
+
+def test_a_pairs_links_read_as_the_legend_words_them() -> None:
+    """The words for a recorded matrix's pairs (no pair was ever captured here: these are the record's own values,
+    not nvidia-smi's lines); 004's V100-SXM2 pair would print NV# between its two GPUs."""
+    facts = ProbeFacts.model_validate({"gpu_topology": {"source": "nvidia-smi topo -m", "links": {
+        "GPU0": {"GPU1": "NV1", "GPU2": "NV2", "GPU3": "SYS"}, "GPU1": {"GPU0": "NV1"}}}})
+    assert topology_pairs(facts) == ("GPU0–GPU1: NV1, one NVLink; GPU0–GPU2: NV2, a bonded set of 2 NVLinks; "
+                                     "GPU0–GPU3: SYS, PCIe and the interconnect between NUMA nodes, no NVLink")
+    assert ("GPU pairs (nvidia-smi topo -m)", topology_pairs(facts)) in environment_rows(facts)

@@ -5,6 +5,7 @@ hub (tests/range_server.py) and the setup step's probe of this machine; the post
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import yaml
@@ -49,7 +50,10 @@ def test_the_post_prints_the_download_rate_the_file_system_and_the_host(tmp_path
 
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     host = next(line for line in post.splitlines() if line.startswith("| host |"))
-    assert host.endswith(f"; memory {gib(probed.facts.host.memory_total_bytes)} |")
+    facts = probed.facts.host
+    assert host.endswith(f"; memory {gib(facts.memory_total_bytes)}; system disk (/) "
+                         f"{gib(facts.system_disk_total_bytes)}, {gib(facts.system_disk_free_bytes)} free |")
+    assert facts.system_disk_total_bytes == shutil.disk_usage("/").total
     assert abs((probed.facts.host.memory_total_bytes or 0) - memory) < 0.01 * memory
 
 
@@ -59,3 +63,4 @@ def test_a_run_without_them_recorded_prints_no_such_rows(tmp_path: Path) -> None
     write_record(run.dir.probe, probe.ProbeRecord())
     post = write_report(run.dir.path, ["markdown"]).markdown.read_text()
     assert "artifact download" not in post and "file system" not in post and "| host |" not in post
+    assert "artifact folder's disk" not in post and "GPU memory used" not in post  # no size read; a CPU run

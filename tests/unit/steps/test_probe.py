@@ -82,6 +82,9 @@ def test_this_machine_is_probed_without_error() -> None:
         assert codes.get("no_gpu", codes.get("gpu_without_driver")) in ("info", "warning")
     assert result.blocking() == []
     assert probe.describe(result)
+    for gpu in facts.gpu.gpus:  # on a GPU machine: NVML's default limit beside the one in force (000 §0)
+        assert gpu.power_limit_default_w is not None and f"(default {gpu.power_limit_default_w:g} W" in \
+            probe.describe(result)
 
 
 def test_field_report_rules_fire_on_a_misconfigured_volta_box() -> None:
