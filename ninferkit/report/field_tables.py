@@ -480,7 +480,7 @@ def coding_and_agent(run: RunData) -> list[Block]:
                ("prompt tokens", "TTFT, s (server)", _decode_header(tasks), "tokens per round")]
     lanes = (" Requests at once: each repetition's requests sent together (sweeps.tasks.concurrency, seed 003's 并发 "
              "column), each figure the median over them; the second lane's wait for the first's prefill is not in "
-             "the prompt time.") if varies else ""
+             "the prompt time (the lane table of the Concurrency section gives each lane's).") if varies else ""
     blocks: list[Block] = [Table(("depth", *(["requests at once"] if varies else []), *columns), tuple(rows),
                                  "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
                                  "003's layout); TTFT is the engine's prompt time, tokens per round the engine's."
