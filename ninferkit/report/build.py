@@ -547,7 +547,8 @@ def _benchmarks(run: RunData, figures: dict[str, Figure]) -> list[Section]:
     for name, frame in run.tables.items():
         if name == "context" and flat is not None:  # the headline's rule: tokens over a fixed overhead is no rate
             frame = frame.drop(columns=[column for column in frame if column.startswith("prefill_tok_s")])
-        views = [*sweep_view(name, frame), *filter(None, [detail_view(name, run.requests)])]
+        views = [*sweep_view(name, frame, run.settings.acceptance_gap_pct),
+                 *filter(None, [detail_view(name, run.requests)])]
         if name == "context" and flat is not None:
             views.append(Note(f"No prefill rate: the engine's prompt time stays between {number(flat[0] * 1000)} "
                               f"and {number(flat[1] * 1000)} ms over these prompt lengths, a fixed overhead; tokens "

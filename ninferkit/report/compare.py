@@ -263,8 +263,8 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 if row is None:
                     continue
                 accept_a, accept_b = _acceptance(base_cells[key]), _acceptance(cells[key])
-                gap = _acceptance_gap(accept_a, accept_b)
-                comparable = not (metric.startswith("decode") and gap > base.settings.acceptance_gap_pct)
+                comparable = not (metric.startswith("decode")
+                                  and acceptance_differs(accept_a, accept_b, base.settings.acceptance_gap_pct))
                 if metric.startswith("prefill") and (flat[base.run_id] or flat[other.run_id]):
                     row["verdict"] = OVERHEAD  # the post's rule: tokens over a fixed overhead is no prefill rate
                     row.update(overhead_a=flat[base.run_id], overhead_b=flat[other.run_id])
@@ -412,5 +412,9 @@ def _interval_columns(interval: Interval | None) -> dict[str, Any]:
             "interval_method": interval.describe()}
 
 
-def _acceptance_gap(a: float | None, b: float | None) -> float:
-    return 100 * abs(a - b) if a is not None and b is not None else 0.0
+def acceptance_differs(a: float | None, b: float | None, gap_pct: float) -> bool:
+    """Whether two acceptance rates (shares) differ by more than `gap_pct` percentage points
+    (report.acceptance_gap_pct): decode at different acceptance is not comparable (seed 000 §2.2: other text, other
+    drafts accepted), so an A/B says so beside the decode move. A side with no acceptance is no difference: nothing
+    was drafted there to compare."""
+    return a is not None and b is not None and 100 * abs(a - b) > gap_pct

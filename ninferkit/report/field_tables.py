@@ -25,6 +25,7 @@ from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Tab
 from ninferkit.report.fmt import counts, number, seconds
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT, launch_name
+from ninferkit.sweeps.cell import repeat_of
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 NONE = "—"
@@ -137,13 +138,35 @@ def concurrency_blocks(run: RunData) -> list[Block]:
     return [*_lanes(run), *_batching(run), *_slots_by_lanes(run), *_engine_lines(run)]
 
 
-def _lane_cell(run: RunData) -> list[RequestRow] | None:
-    """The measured requests of the concurrency cell with two or more clients at the longest prompt."""
-    cells = [rows for rows in run.cell_rows("concurrency").values()
-             if rows and int((rows[0].cell or {}).get("concurrency") or 0) >= 2]
-    if not cells:
-        return None
-    return max(cells, key=lambda rows: (int((rows[0].cell or {}).get("prompt_tokens") or 0), len(rows)))
+def _lane_cells(run: RunData) -> list[tuple[str, str, list[RequestRow]]]:
+    """Every cell in which two or more requests ran at once, on every launch (the profile's own serving and each
+    variant's): the concurrency sweep's cells of two or more clients and the tasks sweep's of two or more requests
+    at once (sweeps.tasks.concurrency, seed 003's C2 rows), as (launch, the cell in words, its measured requests).
+    A cell run several times (sweeps.repeats) gives its first repeat: its lanes, not a table per repeat."""
+    found = []
+    for sweep in LANE_SWEEPS:
+        for rows in run.cell_rows(sweep, variants=True).values():
+            cell = rows[0].cell or {} if rows else {}
+            if int(cell.get("concurrency") or 0) >= 2 and repeat_of(cell) == 0:
+                found.append((launch_name(cell), sweep, cell, rows))
+    found.sort(key=lambda item: (item[0] != BASE, item[0], LANE_SWEEPS.index(item[1]),
+                                 int(item[2].get("prompt_tokens") or item[2].get("context_depth") or 0),
+                                 int(item[2].get("concurrency") or 0), str(item[2].get("task") or "")))
+    return [(launch, _cell_words(sweep, cell), rows) for launch, sweep, cell, rows in found]
+
+
+LANE_SWEEPS = ("concurrency", "tasks")
+"""The sweeps whose cells send several requests at once by design (the rate sweep's overlap is its load, not lanes)."""
+
+
+def _cell_words(sweep: str, cell: dict[str, Any]) -> str:
+    """A cell of lanes as the reports name their pairs: "2 clients at 65,536 prompt tokens", "coding, 2 at once,
+    after 32,768 document tokens"."""
+    if sweep == "tasks":
+        depth = int(cell.get("context_depth") or 0)
+        return f"{cell.get('task')}, {cell.get('concurrency')} at once, {_depth_words(depth)}"
+    return (f"{cell.get('concurrency')} clients at {number(cell.get('prompt_tokens'))} prompt tokens"
+            + (" (cached)" if cell.get("cached") else ""))
 
 
 def queued_s(row: RequestRow) -> tuple[float | None, str]:
@@ -158,43 +181,60 @@ def queued_s(row: RequestRow) -> tuple[float | None, str]:
 
 
 def _lanes(run: RunData) -> list[Block]:
-    title = Paragraph("(a) The longest concurrent requests: each lane's first request, in the order the engine "
-                      "admitted them.")
-    rows = _lane_cell(run)
-    if rows is None:
-        return [Note("(a) lanes: no concurrency cell with two or more clients: run the concurrency sweep with two "
-                                 "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
-                                 "serve.max_context).")]
-    first: dict[int | None, RequestRow] = {}
-    for row in sorted(rows, key=lambda r: (r.repetition or 0, r.t_send or 0)):
-        first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
+    """Seed 000 §2.4(a) and seed 003 观察 1: per cell of requests at once, each lane's first request in the order the
+    engine admitted it, with its wait in the queue, its own prefill and the TTFT that holds both (the second of
+    003's pairs: "39 s / 80 s at 32K, 87 s / 177 s at 64K"), then its decode; one row per lane of every launch's
+    such cells, each naming its launch and its cell."""
+    cells = _lane_cells(run)
+    if not cells:
+        return [Note("(a) lanes: no cell ran two or more requests at once: run the concurrency sweep with two "
+                     "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
+                     "serve.max_context), or the tasks sweep with requests at once (sweeps.tasks.concurrency).")]
     lines: list[tuple[str, ...]] = []
     how: set[str] = set()
-    admitted = sorted(first.values(),
-                      key=lambda r: (queued_s(r)[0] is None, queued_s(r)[0] or 0.0, r.client_index or 0))
-    for row in admitted:
-        queued, source = queued_s(row)
-        if source:
-            how.add(source)
-        lines.append((f"L{len(lines) + 1} (client {row.client_index})", number(row.prompt_tokens),
-                      seconds(row.prompt_s_server), seconds(queued), seconds(row.ttft_s_server),
-                      number(row.prefill_tok_s_server, RATE_DECIMALS), number(row.completion_tokens),
-                      seconds(row.e2e_client_s), row.status if row.status != "ok" else "ok"))
-    shown = lines if len(lines) <= 2 * LANES_AT_EACH_END else \
-        [*lines[:LANES_AT_EACH_END], *lines[-LANES_AT_EACH_END:]]
-    cut = (f" The first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(lines)} lanes in the order "
-           f"admitted; the other {len(lines) - len(shown)} are rows of requests.jsonl." if len(shown) < len(lines)
-           else "")
-    cell = rows[0].cell or {}
-    caption = (f"requests.jsonl with the engine's record: the concurrency cell of {cell.get('concurrency')} clients at "
-               f"{number(cell.get('prompt_tokens'))} prompt tokens. Prompt time is the field reports' TTFT (the "
-               "server's prompt processing, without the queue); TTFT incl. queue is the engine's from arrival to first "
-               f"token (seed 000 §2.4(a)'s bracketed \"engine records 8m8.7s\"); queued: "
-               f"{', '.join(sorted(how)) or 'not recorded'}. Wall is the client's, send to last byte. A lane without "
-               "the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say why)." + cut)
-    return [title, Table(("lane", "prompt tokens", "prompt time, s (server)", "queued, s (server)",
-                          "TTFT incl. queue, s (engine)", "prefill tok/s (server)", "output tokens", "wall, s (client)",
-                          "status"), tuple(shown), caption)]
+    cut: list[str] = []
+    for launch, words, rows in cells:
+        first: dict[int | None, RequestRow] = {}
+        for row in sorted(rows, key=lambda r: (r.repetition or 0, r.t_send or 0)):
+            first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
+        admitted = sorted(first.values(),
+                          key=lambda r: (queued_s(r)[0] is None, queued_s(r)[0] or 0.0, r.client_index or 0))
+        own: list[tuple[str, ...]] = []
+        for row in admitted:
+            queued, source = queued_s(row)
+            if source:
+                how.add(source)
+            named: tuple[str, ...] = (launch,) if run.variants else ()
+            own.append(named + (
+                words, f"L{len(own) + 1} (client {row.client_index})", number(row.prompt_tokens), seconds(queued),
+                seconds(row.prompt_s_server), seconds(row.ttft_s_server),
+                number(row.prefill_tok_s_server, RATE_DECIMALS), number(row.decode_tok_s_server, RATE_DECIMALS),
+                number(row.completion_tokens), seconds(row.e2e_client_s), row.status))
+        if len(own) > 2 * LANES_AT_EACH_END:
+            cut.append(f"{words}: the first {LANES_AT_EACH_END} and the last {LANES_AT_EACH_END} of {len(own)} lanes "
+                       f"admitted, the other {len(own) - 2 * LANES_AT_EACH_END} are rows of requests.jsonl")
+            own = [*own[:LANES_AT_EACH_END], *own[-LANES_AT_EACH_END:]]
+        lines += own
+    failed = any(line[-1] != "ok" for line in lines)
+    caption = ("requests.jsonl with the engine's record: every cell in which two or more requests ran at once (the "
+               "concurrency sweep's clients, the tasks sweep's requests at once)"
+               + (", on every launch: the profile's own serving (base) and each variant's" if run.variants else "")
+               + ". Queued is the wait before the lane's own prefill ("
+               f"{', '.join(sorted(how)) or 'not recorded'}); prompt time is the field reports' TTFT (the server's "
+               "prompt processing, without the queue); TTFT incl. queue is the engine's from arrival to first token, "
+               "the two together (seed 000 §2.4(a)'s bracketed \"engine records 8m8.7s\", seed 003's second request: "
+               "queue + its own prefill); decode is the engine's. Wall is the client's, send to last byte. A lane "
+               "without the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say "
+               "why)." + (" Cut: " + "; ".join(cut) + "." if cut else ""))
+    columns = (("launch",) if run.variants else ()) + (
+        "cell", "lane", "prompt tokens", "queued, s (server)", "prompt time, s (server)",
+        "TTFT incl. queue, s (engine)",
+        "prefill tok/s (server)", "decode tok/s (server)", "output tokens", "wall, s (client)", "status")
+    if not failed:
+        columns, lines = columns[:-1], [line[:-1] for line in lines]
+    title = Paragraph("(a) Requests at once, lane by lane: each lane's first request, in the order the engine "
+                      "admitted them.")
+    return [title, Table(columns, tuple(lines), caption)]
 
 
 LANES_AT_EACH_END = 4
@@ -440,7 +480,7 @@ def coding_and_agent(run: RunData) -> list[Block]:
                ("prompt tokens", "TTFT, s (server)", _decode_header(tasks), "tokens per round")]
     lanes = (" Requests at once: each repetition's requests sent together (sweeps.tasks.concurrency, seed 003's 并发 "
              "column), each figure the median over them; the second lane's wait for the first's prefill is not in "
-             "the prompt time.") if varies else ""
+             "the prompt time (the lane table of the Concurrency section gives each lane's).") if varies else ""
     blocks: list[Block] = [Table(("depth", *(["requests at once"] if varies else []), *columns), tuple(rows),
                                  "tables/tasks.csv: per context depth, the coding and agent tasks side by side (seed "
                                  "003's layout); TTFT is the engine's prompt time, tokens per round the engine's."

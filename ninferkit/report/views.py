@@ -21,7 +21,8 @@ import pandas as pd
 
 from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
-from ninferkit.report.compare import RUN_TO_RUN_PCT
+from ninferkit.params.report import ReportSection
+from ninferkit.report.compare import RUN_TO_RUN_PCT, acceptance_differs
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import count, counts, number, seconds, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
@@ -32,6 +33,9 @@ from ninferkit.sweeps.plan import AB
 
 Row = Mapping[str, Any]
 Getter = Callable[[Row], "str | None"]
+
+ACCEPTANCE_GAP_PCT: float = ReportSection.model_fields["acceptance_gap_pct"].default
+"""report.acceptance_gap_pct's default, for a view shown without the run's settings (a notebook's table)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,20 @@ def spread(name: str, decimals: int | None = None) -> Getter:
         if low is None or high is None or shown(low) == shown(high):
             return shown(median)
         return f"{shown(median)} ({shown(low)} – {shown(high)})"
+    return get
+
+
+def slowest(name: str) -> Getter:
+    """`median; slowest max` of a time the table states as `{name}_median/_max` (a request's end to end): the
+    typical request and the one that waited longest, which a p99 of a cell of a few requests cannot give; the
+    one value where every request took the same (or one ran)."""
+    def get(row: Row) -> str | None:
+        median, most = _get(row, f"{name}_median"), _get(row, f"{name}_max")
+        if median is None:
+            return None
+        if most is None or seconds(most) == seconds(median):
+            return seconds(median)
+        return f"{seconds(median)}; slowest {seconds(most)}"
     return get
 
 
@@ -204,7 +222,7 @@ SHAPES: dict[Shape, Callable[[ViewColumn], Getter]] = {
     "requests": lambda c: _requests, "engine_decode": lambda c: _engine_decode, "gpu": lambda c: _gpu,
     "wait_before_prefill": lambda c: _wait, "goodput": lambda c: _goodput, "kept_up": lambda c: _kept_up,
     "decode": lambda c: _decode(c.decimals), "acceptance": lambda c: _acceptance, "hit_tokens": lambda c: _hit_tokens,
-    "answer": lambda c: _answer,
+    "answer": lambda c: _answer, "slowest": lambda c: slowest(c.column),
 }
 """How each shape of a kind's write-up column (sweeps/kinds/columns.py) is shown."""
 
@@ -221,11 +239,13 @@ REQUESTS = Column("requests", _requests)
 STATUS = Column("status", plain("status"))
 
 
-def sweep_view(name: str, frame: pd.DataFrame) -> list[Block]:
+def sweep_view(name: str, frame: pd.DataFrame, acceptance_gap_pct: float = ACCEPTANCE_GAP_PCT) -> list[Block]:
     """The compact table of tables/<name>.csv and, below it, what its failed or skipped cells and notes say;
-    the A/B as seed 000 §2.2 lays it out; a table of no kind this ninferkit knows is shown whole."""
+    the A/B as seed 000 §2.2 lays it out (its rows flagged where acceptance differs by more than
+    `acceptance_gap_pct` points, the run's report.acceptance_gap_pct); a table of no kind this ninferkit knows is
+    shown whole."""
     if name == AB:
-        return [ab_view(frame)]
+        return [ab_view(frame, acceptance_gap_pct)]
     columns = view_columns(name)
     if columns is None:
         shown = frame.dropna(axis="columns", how="all")
@@ -256,30 +276,61 @@ AB_SIDE = "prefill / decode tok/s / MTP"
 AB_MOVED = (("prefill", "prefill_tok_s_server"), ("decode", "decode_tok_s_server"))
 
 
-def ab_view(frame: pd.DataFrame) -> Table:
+def ab_view(frame: pd.DataFrame, acceptance_gap_pct: float = ACCEPTANCE_GAP_PCT) -> Table:
     """Seed 000 §2.2's layout of tables/ab.csv (sweeps.ab): one row per cell both runs measured, each side's prefill
-    / decode / acceptance (the engine's medians), and the candidate's prefill and decode over the baseline's, each
-    said inside or beyond the ±3% a rerun of one setup moves by (seed 000 §2.2)."""
+    / decode / acceptance (the engine's medians; the acceptance with the engine's accepted / drafted counts over the
+    cell, the report's "464/523"), and the candidate's prefill and decode over the baseline's, each said inside or
+    beyond the ±3% a rerun of one setup moves by (seed 000 §2.2). A row whose two acceptances differ by more than
+    `acceptance_gap_pct` points says that its decode is not comparable, by compare/'s rule (compare.py
+    acceptance_differs)."""
     lines = []
     batched = False
     for row in frame.to_dict("records"):
+        shares = {side: _ab_share(row, side) for side in ("a", "b")}
         sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}"), RATE_DECIMALS),
                              number(_get(row, f"decode_tok_s_server_{side}"), RATE_DECIMALS),
-                             percent(f"acceptance_server_{side}")(row) or "—")) + _ab_batch(row, side)
+                             _ab_acceptance(row, side, shares[side]))) + _ab_batch(row, side)
                  for side in ("a", "b")]
         moved = [*AB_MOVED, *(AB_BATCH_MOVED if _ab_batch(row, "a") or _ab_batch(row, "b") else ())]
         batched = batched or len(moved) > len(AB_MOVED)
         moves = [_ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in moved]
+        if acceptance_differs(shares["a"], shares["b"], acceptance_gap_pct):
+            moves.append(f"acceptance {_share(shares['a'])} vs {_share(shares['b'])}: decode not comparable")
         lines.append((f"{_get(row, 'sweep')}: {_get(row, 'cell')}", *sides, "; ".join(moves)))
     return Table(("cell", f"A, baseline: {AB_SIDE}", f"B, this run: {AB_SIDE}", "B / A"), tuple(lines),
                  "tables/ab.csv: the cells both runs measured, paired by cell (A is the run "
-                 "sweeps.ab.baseline_run_dir names); server-side medians of prefill and decode and the acceptance of "
-                 f"drafted tokens (MTP), seed 000 §2.2's layout. A ratio within ±{RUN_TO_RUN_PCT:g}% (what a rerun of "
+                 "sweeps.ab.baseline_run_dir names); server-side medians of prefill and decode, and the acceptance of "
+                 "drafted tokens (MTP) with the engine's accepted / drafted tokens over the cell's requests where it "
+                 f"counted them, seed 000 §2.2's layout. A ratio within ±{RUN_TO_RUN_PCT:g}% (what a rerun of "
                  "one setup moves by: seed 000 §2.2) is inside run-to-run spread, never a speed-up; decode at "
-                 "different acceptance is not comparable."
+                 f"acceptances more than {acceptance_gap_pct:g} points apart (report.acceptance_gap_pct) is not "
+                 "comparable, and the row says so."
                  + (" A concurrency cell also gives its batch (the client's): the wall from the first "
                     "request sent to the last byte, the output tokens of all its requests and their aggregate rate "
                     "(seed 000 §2.2's \"批 wall / tok / tok/s\")." if batched else ""))
+
+
+def _ab_share(row: Row, side: str) -> float | None:
+    """One side's acceptance: the engine's accepted over drafted tokens of the cell where it counted both (the
+    share its counts show), else the median of the requests' shares; None where nothing was drafted."""
+    accepted, drafted = _get(row, f"accepted_tokens_server_{side}"), _get(row, f"drafted_tokens_server_{side}")
+    if accepted is not None and drafted:
+        return float(accepted) / float(drafted)
+    share = _get(row, f"acceptance_server_{side}")
+    return None if share is None else float(share)
+
+
+def _ab_acceptance(row: Row, side: str, share: float | None) -> str:
+    """"89% (464 / 523)" where the engine counted the drafts, "89%" where it gave a share alone, "—" without
+    speculative decoding."""
+    accepted, drafted = _get(row, f"accepted_tokens_server_{side}"), _get(row, f"drafted_tokens_server_{side}")
+    if share is None:
+        return "—"
+    return _share(share) + (f" ({count(accepted)} / {count(drafted)})" if accepted is not None and drafted else "")
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
 
 
 AB_BATCH_MOVED = (("aggregate", "aggregate_output_tok_s_client"),)

@@ -52,7 +52,9 @@ from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per
 from ninferkit.sweeps.truth import decode_gap_summary, rows_with_server_truth
 
 NO_TARGETS = Targets()
-SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server")
+SPREAD = ("prefill_tok_s_server", "ttft_client_s", "decode_tok_s_server", "e2e_client_s")
+"""The metrics a table states with their range: its median, fastest and slowest request (end to end: report 001 §6.4's
+per-request latency as concurrency grows, whose p99 over a cell of two requests would say nothing)."""
 MEDIAN = ("prompt_tokens", "prompt_content_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
           "prompt_s_server", "decode_tok_s_client", "acceptance_server", "queue_s_server", "drafted_tokens_server",
           "accepted_tokens_server", "ttft_answer_client_s", "reasoning_events")
@@ -401,7 +403,8 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     both sides is shown next to each pair. A cell of a kind that loads the server with several requests at once
     (concurrency) also has each side's batch as seed 000 §2.2 prints it ("批 wall 3.84 s / 188 tok / 48.9 tok/s"):
     the wall from the first send to the last byte, the output tokens of all its requests, and the two's quotient
-    (`_batch`).
+    (`_batch`). Each side's accepted and drafted tokens are the engine's counts over the cell (`_drafts`: seed
+    000 §2.2's "MTP 接受率 464/523 vs 467/525").
     """
     sides = {}
     for label, run_dir in (("a", baseline), ("b", candidate)):
@@ -425,6 +428,7 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = numbers(ok, name)
                 record[f"{name}_{label}"] = values.median() if len(values) else None
+            record[f"accepted_tokens_server_{label}"], record[f"drafted_tokens_server_{label}"] = _drafts(ok)
             if kind.loads_server:
                 record.update({f"{name}_{label}": value for name, value in _batch(measured, sides[label][3]).items()})
         for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s",
@@ -433,6 +437,17 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
             record[f"{name}_ratio_b_over_a"] = b / a if a and b is not None else None
         records.append(record)
     return pd.DataFrame(records)
+
+
+def _drafts(ok: pd.DataFrame) -> tuple[float | None, float | None]:
+    """The accepted and drafted tokens of a cell's finished requests in all, as the engine counted them; None where
+    none has both counts, or where one that reports an acceptance has no counts (a sum over some of the cell's
+    requests would be no cell's)."""
+    accepted, drafted = numbers(ok, "accepted_tokens_server"), numbers(ok, "drafted_tokens_server")
+    both = accepted.index.intersection(drafted.index)
+    if not len(both) or len(both) < len(numbers(ok, "acceptance_server")):
+        return None, None
+    return float(accepted[both].sum()), float(drafted[both].sum())
 
 
 BATCH = ("wall_s", "output_tokens", "aggregate_output_tok_s_client")

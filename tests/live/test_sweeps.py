@@ -393,3 +393,6 @@ def test_a_task_at_two_requests_at_once_with_the_engines_default_sampling(tmp_pa
     post = report.markdown.read_text() + report.appendix["markdown"].read_text()
     assert "Sampling: the engine's default (no temperature sent), seed none sent." in post
     assert "| depth | requests at once | coding: prompt tokens |" in post
+    # seed 003 观察 1: the pair's lanes, one row each, the second's engine TTFT holding its wait and its own prefill
+    lanes = [line for line in post.splitlines() if line.startswith("| coding, 2 at once, after 64 document tokens | L")]
+    assert [line.split(" | ")[1].split()[0] for line in lanes] == ["L1", "L2"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Shape = Literal["param", "plain", "spread", "percent", "requests", "engine_decode", "gpu", "wait_before_prefill",
-                "goodput", "kept_up", "decode", "acceptance", "hit_tokens", "answer"]
+                "goodput", "kept_up", "decode", "acceptance", "hit_tokens", "answer", "slowest"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ DECODE = ViewColumn("decode, tok/s (server)", "decode_tok_s_server", "decode")
 """The engine's decode rate, with the client's beside it where they differ beyond the run's spread (a stall)."""
 ENGINE = ViewColumn("engine decode windows, mean / peak tok/s", shape="engine_decode")
 TTFT = ViewColumn("TTFT, s (client)", "ttft_client_s", "spread")
+END_TO_END = ViewColumn("per request end to end, s (client): median; slowest", "e2e_client_s", "slowest")
+"""Each request's send to last byte, as its median and its slowest (report 001 §6.4: per-request latency as the
+clients grow, beside the aggregate)."""
 ACCEPTANCE = ViewColumn("acceptance (server): accepted / drafted", shape="acceptance")
 TTFT_SERVER = ViewColumn("TTFT, s (server: prompt time, without queueing)", "prompt_s_server_median", "plain")
 PROMPT = ViewColumn("prompt tokens (measured)", "prompt_tokens_median", "plain")

@@ -42,7 +42,7 @@ class Concurrency(SweepKind[ConcurrencySweep, ConcurrencyCell]):
     labels = (Label("concurrency", "{} clients", one="{} client"),)
     view = (ViewColumn("clients", "concurrency"), ViewColumn("prompt tokens", "prompt_tokens_target"), columns.API,
             columns.REQUESTS, ViewColumn("aggregate output, tok/s (client)", "aggregate_output_tok_s_client", "plain"),
-            columns.DECODE, columns.ENGINE, columns.TTFT,
+            columns.DECODE, columns.ENGINE, columns.TTFT, columns.END_TO_END,
             ViewColumn("wait before prefill, s", shape="wait_before_prefill"), columns.GPU)
     loads_server = True
 

@@ -24,6 +24,8 @@ from ninferkit.rundir.runs import RunDir
 from tests.conftest import DATA, REPO
 
 RUN = DATA / "ninfer_live" / "g1-h200-2x120k" / "run"
+PAIR = "| 2 clients at 122,880 prompt tokens | "
+"""The lane table's rows of the run's one cell of requests at once."""
 
 
 
@@ -36,13 +38,13 @@ def test_report_rederives_the_join_and_the_tables_and_the_figures_come_out_right
     assert f"re-derived {JOIN} from the raw files (was made by an unrecorded ninferkit" in said
     assert f"re-derived {TABLES} from the raw files" in said
     index = (copy / "report" / "index.md").read_text()
-    lines = [line for line in index.splitlines() if line.startswith("| L")]
-    # prompt time, queued, TTFT incl. queue: the second lane waited out the first one's prefill. The queue is the
+    lines = [line for line in index.splitlines() if line.startswith(PAIR)]
+    # queued, prompt time, TTFT incl. queue: the second lane waited out the first one's prefill. The queue is the
     # engine's TTFT less its prepare and prefill times (G1 writes no queue field): 133.358 - 0.043 - 66.204 for the
     # second, under 1 ms for the first (its 0.03 s of prepare is no wait)
-    assert lines[0].startswith("| L1 (client 1) | 122,880 | 66.20 (1 m 6.2 s) | 0.001 | 66.24 (1 m 6.2 s) |")
-    assert "| 94.78 (1 m 34.8 s) | ok |" in lines[0]
-    assert lines[1].startswith("| L2 (client 0) | 122,880 | 66.20 (1 m 6.2 s) | 67.11 (1 m 7.1 s) | "
+    assert lines[0].startswith(f"{PAIR}L1 (client 1) | 122,880 | 0.001 | 66.20 (1 m 6.2 s) | 66.24 (1 m 6.2 s) |")
+    assert lines[0].endswith("| 32 | 94.78 (1 m 34.8 s) |")
+    assert lines[1].startswith(f"{PAIR}L2 (client 0) | 122,880 | 67.11 (1 m 7.1 s) | 66.20 (1 m 6.2 s) | "
                                "133.36 (2 m 13.4 s) |")
     assert "| identical_resend | chat | 1 | 16,384 | 16,378 (engine) |" in index
     windows = next(line for line in index.splitlines() if line.startswith("| base (mtp 3, 2 slots) | 2 clients on 2 "
@@ -75,8 +77,9 @@ def test_as_recorded_renders_the_old_figures(tmp_path: Path, capsys: pytest.Capt
     assert cli_main(["report", "--as-recorded", str(copy)]) == 0
     assert "not re-derived" in capsys.readouterr().err
     index = (copy / "report" / "index.md").read_text()
-    lines = [line for line in index.splitlines() if line.startswith("| L")]
-    assert lines[1].startswith("| L2 (client 1) | 122,880 | — |")  # the old join: this lane lost its engine numbers
+    lines = [line for line in index.splitlines() if line.startswith(PAIR)]
+    # the old join: this lane lost its engine numbers
+    assert lines[1].startswith(f"{PAIR}L2 (client 1) | 122,880 | — |")
     assert "| derived files made by | as recorded: an unrecorded ninferkit (before derived.json) |" in \
         (copy / "report" / "appendix.md").read_text()
     assert not (copy / DERIVED).exists()
