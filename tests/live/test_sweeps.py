@@ -384,7 +384,11 @@ def test_a_task_at_two_requests_at_once_with_the_engines_default_sampling(tmp_pa
     rows = [r for r in rows_of(run, "tasks") if r["cell"]["context_depth"] == 64]
     assert sorted(r["client_index"] for r in rows) == [0, 1] and {r["repetition"] for r in rows} == {0}
     assert max(r["t_send"] for r in rows) < min(r["t_done"] for r in rows)  # sent together, not one after the other
-    assert rows[0]["prompt_tokens"] == rows[1]["prompt_tokens"] and rows[0]["request_uid"] != rows[1]["request_uid"]
+    # each lane's document opens with its own random salt (nothing may come from a prefix cache), whose token count
+    # varies, so each document is cut at its own place; the server's count of the joined text can differ by one
+    # where that cut meets the task's separator (seen: 249 and 248)
+    assert abs(rows[0]["prompt_tokens"] - rows[1]["prompt_tokens"]) <= 1
+    assert rows[0]["request_uid"] != rows[1]["request_uid"]
     alone = next(r for r in rows_of(run, "tasks") if r["cell"]["context_depth"] == 0)
     assert "concurrency" not in alone["cell"] and "client_index" not in alone  # the one-at-a-time cell, its id kept
     assert all(r["temperature"] is None and r["seed"] is None and r["cell"]["temperature"] is None
