@@ -495,7 +495,9 @@ def _errors(run: RunData) -> list[tuple[str, str, str, str]]:
     for name, info in ordered_steps(run.manifest):
         if info.status in ("failed", "interrupted"):
             error = str(info.error or info.status)
-            words, fix = recorded_bare(error, name, run.dir.path.name) or (error.split("\n")[0], _fix_in(error))
+            planned = run.manifest.planned_steps or []
+            left = ",".join(planned[planned.index(name):] if name in planned else [name])
+            words, fix = recorded_bare(error, left, run.dir.path.name) or (error.split("\n")[0], _fix_in(error))
             rows.append((f"step {name}", words, fix, f"{run.dir.name(run.dir.manifest)} (steps.{name}.error)"))
     if run.server and run.server.error:
         error = run.server.error

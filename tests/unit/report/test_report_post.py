@@ -318,6 +318,10 @@ def test_a_bare_os_error_of_an_older_run_says_what_is_known_and_what_to_do(tmp_p
     (row,) = markdown_table(text, "Errors met", 0)
     assert row["where"] == "step sweeps" and row["source"] == "manifest.json (steps.sweeps.error)"
     assert row["error"].startswith("[Errno 2] No such file or directory: the OS named no file")
-    assert row["fix"] == (f"run the step again with this ninferkit (`ninferkit run PROFILE --run-dir {copy.name} "
-                          "--steps sweeps`): it names the file and the call that met it, and keeps the traceback in "
-                          "logs/ninferkit-errors.log")
+    # every cell had run (13 of 13), so the sweeps step rebuilds its tables without a server; the failure left the
+    # capacity and write-up steps of the plan unrun
+    assert (manifest["steps"]["sweeps"]["cells_run"], manifest["steps"]["sweeps"]["cells_failed"]) == (13, 0)
+    assert manifest["planned_steps"][-3:] == ["sweeps", "capacity", "writeup"] and "capacity" not in manifest["steps"]
+    assert row["fix"] == (f"run the steps left again with this ninferkit (`ninferkit run PROFILE --run-dir {copy.name} "
+                          "--steps sweeps,capacity,writeup`): it names the file and the call that met it, and keeps "
+                          "the traceback in logs/ninferkit-errors.log")
