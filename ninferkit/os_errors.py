@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 import traceback
 from collections.abc import Iterator
@@ -79,6 +80,24 @@ def fix_for(exc: OSError) -> str:
     if exc.errno in (errno.ENOTDIR, errno.EISDIR):
         return f"a file stands where a folder belongs, or a folder where a file belongs: {path}; remove it"
     return "see the traceback"
+
+
+BARE_OS_ERROR = re.compile(r"\[Errno (\d+)\] ([^:\n]+)")
+"""An OSError as str() writes one that names no file, the whole of a recorded step error: what a ninferkit
+before FileProblem recorded (the H200 run of 2026-12-02's sweeps step: "[Errno 2] No such file or directory")."""
+
+
+def recorded_bare(error: str, steps: str, run_dir_name: str) -> tuple[str, str] | None:
+    """(the error in words, what to do) for a step error recorded as a bare OSError (`BARE_OS_ERROR`), which names
+    no file and kept no traceback; None for any other error. Nothing in the run can name the file now, so the
+    fix is to run `steps` (the failed step and those its failure left unrun) again with a ninferkit that names it
+    (FileProblem)."""
+    if BARE_OS_ERROR.fullmatch(error.strip()) is None:
+        return None
+    return (f"{error.strip()}: the OS named no file, and the ninferkit that made this run recorded no file and no "
+            "traceback",
+            f"run the steps left again with this ninferkit (`ninferkit run PROFILE --run-dir {run_dir_name} --steps "
+            f"{steps}`): it names the file and the call that met it, and keeps the traceback in logs/{ERRORS_LOG}")
 
 
 def keep_traceback(run_dir: Path | None, error: BaseException) -> Path:

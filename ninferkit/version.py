@@ -10,13 +10,18 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+PACKAGE = Path(__file__).resolve().parent
+"""The code whose state is recorded: this package's folder in its checkout."""
 
-def git_state(where: Path) -> dict[str, Any]:
-    """The commit of the ninferkit checkout and whether it had uncommitted changes; the two git commands run at
-    once (`--version` waits for the slower, not for both in turn)."""
-    commands = (["rev-parse", "HEAD"], ["status", "--porcelain"])
+
+def git_state(package: Path = PACKAGE) -> dict[str, Any]:
+    """The commit of the checkout that holds `package` and whether the code in `package` differs from it
+    ("dirty"). Only the package counts: rendering one published example rewrites tracked files under
+    docs/examples/, and a whole-tree status made every later example record "dirty": true for code that was
+    the commit's. The two git commands run at once (`--version` waits for the slower, not for both in turn)."""
+    commands = (["rev-parse", "HEAD"], ["status", "--porcelain", "--", "."])
     try:
-        running = [subprocess.Popen(["git", "-C", str(where), *args], stdout=subprocess.PIPE,
+        running = [subprocess.Popen(["git", "-C", str(package), *args], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
                    for args in commands]
     except OSError:

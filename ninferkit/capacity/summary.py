@@ -85,12 +85,26 @@ def room_words(row: dict[str, Any] | DecisionRow) -> str:
     data = row.as_dict() if isinstance(row, DecisionRow) else row
     if (data.get("margin_gib_interval") or [None, None])[:2] == [None, None]:
         return str(data.get("verdict") or "—")
+    if data.get("leftover_tokens") is not None and data.get("shortfall_gib") is not None:
+        return _either(data)
     parts = []
     if data.get("leftover_tokens") is not None:
         parts.append(f"leftover {tokens(data['leftover_tokens'])} tokens ({gib(data.get('leftover_gib'))} GiB)")
     if data.get("shortfall_gib") is not None:
         parts.append(f"short by {gib(data['shortfall_gib'])} GiB ({tokens(data.get('shortfall_tokens'))} tokens)")
     return " or ".join(parts) or str(data.get("verdict") or "—")
+
+
+def _either(data: dict[str, Any]) -> str:
+    """A borderline row: sure of neither side, so each is "up to" its possible amount, and a side the data leaves
+    open says so (not "?" after a sure amount that is 0)."""
+    room, room_gib = (data.get("leftover_tokens") or [None, None])[1], (data.get("leftover_gib") or [None, None])[1]
+    lost, lost_gib = (data.get("shortfall_tokens") or [None, None])[1], (data.get("shortfall_gib") or [None, None])[1]
+    left = (f"leftover up to {int(room):,} tokens ({float(room_gib):.2f} GiB)" if room is not None
+            and room_gib is not None else "leftover by an amount the data does not bound")
+    short = (f"short by up to {float(lost_gib):.2f} GiB ({int(lost):,} tokens)" if lost is not None
+             and lost_gib is not None else "short by an amount the data does not bound")
+    return f"{left}, or {short}"
 
 
 def summary_rows(answer: CapacityAnswer) -> list[tuple[str, str]]:

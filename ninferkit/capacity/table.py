@@ -108,15 +108,22 @@ def leftover(fam: FamilyFit, rule: PoolRule, cell: Cell, tokens: int, room: Inte
              margin: Interval) -> dict[str, Any]:
     """The margin in tokens as well as GiB: leftover_tokens (the pool memory would allow at this cell less
     `tokens`, whole pages) and leftover_gib where it fits for sure, shortfall_gib and shortfall_tokens (the
-    pages the pool would have to lose) where it cannot; both, as [sure, possible], where it is borderline."""
+    pages the pool would have to lose) where it cannot; both, as [sure, possible], where it is borderline.
+
+    A borderline row is sure of neither, so each side's sure amount is 0, never the other side's bound negated
+    (that printed "short by -116.69–? GiB" for a row whose margin was at most +116.69 GiB)."""
     memory = fam.memory_pool(cell.concurrency, cell.context_per_slot, room, rule)
     spare = [None if v is None else int(v) - tokens for v in (memory.low, memory.high)]
     out: dict[str, Any] = {"memory_pool_tokens": [None if v is None else int(v) for v in (memory.low, memory.high)]}
-    if margin.high is None or margin.high >= 0:
-        out.update(leftover_tokens=spare, leftover_gib=margin.as_gib())
-    if margin.low is None or margin.low < 0:
-        out.update(shortfall_tokens=[None if v is None else -v for v in reversed(spare)],
-                   shortfall_gib=(-margin).as_gib())
+    fits = margin.low is not None and margin.low >= 0
+    short = margin.high is not None and margin.high < 0
+    if not short:
+        out.update(leftover_tokens=spare if fits else [0, spare[1]],
+                   leftover_gib=margin.as_gib() if fits else [0.0, margin.as_gib()[1]])
+    if not fits:
+        lost = [None if v is None else -v for v in reversed(spare)]
+        out.update(shortfall_tokens=lost if short else [0, lost[1]],
+                   shortfall_gib=(-margin).as_gib() if short else [0.0, (-margin).as_gib()[1]])
     return out
 
 

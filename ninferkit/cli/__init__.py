@@ -78,14 +78,12 @@ class _Version(argparse.Action):
 
 def version_line() -> str:
     """'ninferkit 0.1.0 (git 176ae66)': the package version and the checkout's commit, as results record them."""
-    from pathlib import Path
-
     from ninferkit.version import __version__, git_state
 
-    state = git_state(Path(__file__).resolve().parent.parent.parent)
+    state = git_state()
     if state["commit"] is None:
         return f"ninferkit {__version__} (not a git checkout)"
-    dirty = ", uncommitted changes" if state["dirty"] else ""
+    dirty = ", code modified since that commit" if state["dirty"] else ""
     return f"ninferkit {__version__} (git {state['commit'][:7]}{dirty})"
 
 

@@ -27,6 +27,7 @@ from ninferkit.host.gpu import power_limit_words
 from ninferkit.host.machine import form
 from ninferkit.host.mounts import disk_room
 from ninferkit.measure.latency import recorded_itl
+from ninferkit.os_errors import recorded_bare
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
 from ninferkit.report import field_tables, imported, objective, speculation, variants
@@ -52,7 +53,7 @@ from ninferkit.report.document import (
 from ninferkit.report.figures import write_figures
 from ninferkit.report.fmt import gib, number, span
 from ninferkit.report.headline import HeadlineRow, headline
-from ninferkit.report.lead import lead_figures, post_title, prefill_is_overhead
+from ninferkit.report.lead import artifact_named, lead_figures, post_title, prefill_is_overhead
 from ninferkit.report.memory import capacity_blocks
 from ninferkit.report.paths import machine_paths
 from ninferkit.report.paths import note as paths_note
@@ -416,6 +417,8 @@ def _verified_artifact(record: ArtifactRecord | None) -> list[tuple[str, str]]:
     rows = [("artifact sha256 (measured)", measured),
             ("artifact size (measured)", f"{number(record.size_bytes)} bytes"),
             ("artifact container version", str(record.container_version or "—")),
+            *((("model (as the artifact names itself)", named),)
+              if (named := artifact_named(record.container)) else ()),
             ("artifact verified", f"{'yes' if record.ok else 'NO'} (problems: {problems})")]
     for binary in record.binaries:
         fields = ", ".join(f"{k}={v}" for k, v in sorted(binary.items()) if not isinstance(v, (dict, list)))
@@ -499,7 +502,10 @@ def _errors(run: RunData) -> list[tuple[str, str, str, str]]:
     for name, info in ordered_steps(run.manifest):
         if info.status in ("failed", "interrupted"):
             error = str(info.error or info.status)
-            rows.append((f"step {name}", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.manifest)))
+            planned = run.manifest.planned_steps or []
+            left = ",".join(planned[planned.index(name):] if name in planned else [name])
+            words, fix = recorded_bare(error, left, run.dir.path.name) or (error.split("\n")[0], _fix_in(error))
+            rows.append((f"step {name}", words, fix, f"{run.dir.name(run.dir.manifest)} (steps.{name}.error)"))
     if run.server and run.server.error:
         error = run.server.error
         rows.append(("launch", error.split("\n")[0], _fix_in(error), run.dir.name(run.dir.server)))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ninferkit.capacity.evidence import narrowed
@@ -65,7 +64,7 @@ class Derived:
 def derived_by() -> dict[str, Any]:
     """This ninferkit: its version, and the commit and state of its checkout (the version alone is one number for
     every commit)."""
-    state = git_state(Path(__file__).resolve().parents[2])
+    state = git_state()
     return {"ninferkit": __version__, "commit": state.get("commit"), "dirty": state.get("dirty")}
 
 
@@ -73,7 +72,7 @@ def shown_by(by: dict[str, Any] | None) -> str:
     if not by:
         return UNRECORDED
     commit = str(by.get("commit") or "")[:7]
-    dirty = " (uncommitted changes)" if by.get("dirty") else ""
+    dirty = " (its code modified since that commit)" if by.get("dirty") else ""
     return f"ninferkit {by.get('ninferkit')}" + (f" @{commit}" if commit else "") + dirty
 
 

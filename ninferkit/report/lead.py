@@ -4,7 +4,8 @@ Every report's title carries the model, the GPU, the conditions and its best fig
 Qwen3.8-27B nvfp4：200W 下 decode 93.9 tok/s、prefill 1019 tok/s（NInfer SM70 / CUDA 12.8）"), and its first
 table is one line per figure with the best value, the conditions it was measured under and the range (000's
 成绩速览: 指标 | 最好 | 区间), at the reports' precision: rates to 0.1 tok/s (1,019.0), times to 0.01 s (250.27 s).
-The title names the model by what was loaded (the artifact), not the id it was served under ("embedded"), and
+The title names the model as a reader searches for it, by what was loaded (the artifact's own name for itself,
+else its repository or file: `model_name`), not the id it was served under ("embedded"), and
 the power limit only where the run's probe read one (never the profile's wish); the figures come from the request
 rows and the startup ledger, as the headline table's do (report/headline.py).
 As in 000, the best decode is the best of the context and tasks sweeps (its 93.9 tok/s is the coding task's), and
@@ -218,10 +219,27 @@ def _memory(run: RunData) -> Lead | None:
     return Lead("memory", " + ".join(parts), left)
 
 
+def artifact_named(container: dict[str, Any] | None) -> str | None:
+    """The model as its artifact names itself: a NInfer container's identity (model_id, or v3's metadata name) with
+    its weights id ("qwen3.6-27b groupwise-int"), as report 000 titles "Qwen3.8-27B nvfp4"; None without one."""
+    identity = (container or {}).get("identity") or {}
+    model = identity.get("model_id") or identity.get("name")
+    if not model:
+        return None
+    weights = identity.get("weights_id")
+    return f"{model} {weights}" if weights else str(model)
+
+
 def model_name(run: RunData) -> str:
-    """The model as the reader knows it: what was loaded (the artifact's repository, else its file without the
-    extension, else what the generated model is), else the id the server answered with or the profile served it
-    as (a server ninferkit did not start). The served id is an alias the profile picks ("embedded")."""
+    """The model as a reader searches for it, one rule for every post: the name the artifact gives itself (its
+    container's identity, the same whichever repository, folder or file name it came from: the three live runs of
+    one model were titled "q36_27b_random", a file stem, and "qwen3.6-27b-random", a repository's name), else the
+    repository's name, else the file without its extension, else what the generated model is, else the id the
+    server answered with or the profile served it as (a server ninferkit did not start). The served id is an
+    alias the profile picks ("embedded")."""
+    named = artifact_named(run.artifact.container if run.artifact else None)
+    if named:
+        return named
     artifact = run.profile.get("artifact") or {}
     if artifact.get("repo"):
         return PurePosixPath(str(artifact["repo"])).name

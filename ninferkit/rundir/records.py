@@ -609,7 +609,8 @@ class GitState(RecordPart):
 
     commit: str | None = None
     dirty: bool | None = None
-    """Uncommitted changes in the checkout."""
+    """Uncommitted changes to the code (the ninferkit package folder), not to docs or examples; runs made before
+    session 38 recorded any change in the checkout."""
 
 
 class RunbookStep(RecordPart):

@@ -754,7 +754,7 @@ def _write_manifest(run: Run) -> None:
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "host": socket.gethostname(),
-            "git": git_state(Path(__file__).resolve().parents[2]),
+            "git": git_state(),
             "updated": utc_now(),
         }
     )

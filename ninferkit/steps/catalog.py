@@ -34,6 +34,9 @@ class Step:
     """Whether a `--url` run (someone else's server) takes it by default."""
     runbook: bool = True
     """Whether `ninferkit run` runs it (06_deploy leaves a service behind, so it runs only by hand)."""
+    needs_server: bool = False
+    """Whether it sends requests to the run's own running server (the sweeps); a step that reads the launch's files
+    (capacity, writeup) or launches its own does not, so the sweeps step does not start the base again for it."""
 
     @property
     def label(self) -> str:

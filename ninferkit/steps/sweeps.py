@@ -46,7 +46,7 @@ from ninferkit.rundir.runs import GrowingRows, Run, RunDir, read_rows, record_se
 from ninferkit.rundir.servings import RunServings, run_servings
 from ninferkit.server import process as server
 from ninferkit.steps import preflight
-from ninferkit.steps.catalog import Step
+from ninferkit.steps.catalog import Step, get_step
 from ninferkit.sweeps.cell import Cell
 from ninferkit.sweeps.execute import SweepContext, base_row, run_cell
 from ninferkit.sweeps.objective import Verdict, next_launch, said
@@ -247,29 +247,35 @@ def _run_variant(ctx: SweepContext, variant: Variant, own: list[Cell[Any]], serv
 
 
 def _relaunch_base(run: Run, progress: bool) -> None:
-    """The run's own server launched again after the variants, as the step found it: the next step (04's
-    observation of the launch, the write-up's acceptance checks) and the user after `ninferkit sweep` or 03_sweeps
-    find the base serving running. Its earlier log is kept (server.keep_earlier_log), its rows joined to it."""
+    """The run's own server launched again after the variants, as the step found it: the user after `ninferkit
+    sweep` or 03_sweeps, and a later step of `ninferkit run` that sends it requests (`_left_stopped`), find the base
+    serving running. Its earlier log is kept (server.keep_earlier_log), its rows joined to it."""
     server.start(run, progress=progress)
     run.dir.record_step("sweeps", server_relaunched=utc_now())
 
 
 def _left_stopped(run: Run) -> str | None:
     """Why the run's server is not launched again after the variants (None: it is): `ninferkit run` is running this
-    step (the manifest's plan, and this step's status `running`, are the runner's) and its next step is the capacity
-    step with launches of its own (`capacity.fit_launches`, `capacity.search`), whose first launch stops the run's
-    server (capacity/launches.py): the relaunch would hold a GPU for minutes for nothing. What the capacity and
-    write-up steps read of the base's launch (server.json with its checks and ledger, logs/server.log) is its first
-    launch's, kept as it was; a rerun of this step launches what it needs (`_variants_left`)."""
+    step (the manifest's plan, and this step's status `running`, are the runner's) and no later step of its plan
+    sends requests to the run's server (`Step.needs_server`): the capacity step reads the launch's log or launches
+    its own servers (its first launch stops the run's), the write-up reads the run's files, and the runner stops the
+    server at the end, so a relaunch would hold a GPU for minutes of a model's load for nothing. What those steps
+    read of the base's launch (server.json with its checks and ledger, logs/server.log) is its first launch's, kept
+    as it was; a rerun of this step launches what it needs (`_variants_left`). Called alone (03_sweeps, `ninferkit
+    sweep`), the step leaves the base running as it found it."""
     manifest = run.dir.read_manifest()
     planned, entry = manifest.planned_steps or [], manifest.steps.get("sweeps")
     if entry is None or entry.status != "running" or "sweeps" not in planned:
         return None
-    then = planned[planned.index("sweeps") + 1:][:1]
-    if then != ["capacity"] or not (run.profile.capacity.fit_launches or run.profile.capacity.search):
+    later = planned[planned.index("sweeps") + 1:]
+    if any(get_step(name).needs_server for name in later):
         return None
-    return ("the run's server is not started again after the variants: the capacity step, next in this run, stops "
-            "it for its own launches")
+    if later[:1] == ["capacity"] and (run.profile.capacity.fit_launches or run.profile.capacity.search):
+        return ("the run's server is not started again after the variants: the capacity step, next in this run, "
+                "stops it for its own launches")
+    return ("the run's server is not started again after the variants: "
+            + (f"no later step of this run ({', '.join(later)}) sends it requests" if later
+               else "the sweeps step is the last of this run") + ", and the run stops it at its end")
 
 
 def _variants_left(run: Run, cells: list[Cell[Any]]) -> ServerRecord | None:
@@ -403,4 +409,4 @@ def serving(run: Run, progress: bool = True) -> Iterator[bool]:
 __all__ = ["SweepTables", "ab_table", "build_tables", "plan", "serving", "sweep_names", "sweeps"]
 
 
-STEP = Step("sweeps", "03_sweeps.ipynb", "tables/", sweeps, url=True)
+STEP = Step("sweeps", "03_sweeps.ipynb", "tables/", sweeps, url=True, needs_server=True)

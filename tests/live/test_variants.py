@@ -180,3 +180,32 @@ def test_a_runbook_whose_capacity_step_launches_leaves_the_base_stopped_after_th
     assert list(table["variant"]) == ["base", "base", "ub32", "ub32"] and set(table["status"]) == {"done"}
     with pytest.raises(ServerError):
         server.ensure_running(run_dir)
+
+
+@pytest.mark.parametrize("after", [[], ["capacity", "writeup"]], ids=["sweeps-last", "capacity-reading-logs"])
+def test_a_runbook_whose_later_steps_need_no_server_leaves_the_base_stopped_after_the_variants(
+        tmp_path: Path, llama_server: Path, after: list[str]) -> None:
+    """`ninferkit run` with variants where the sweeps step is the last, or only a capacity step that launches nothing
+    (it reads the launch's log) and the write-up come after it: no later step sends the run's server a request and
+    the runner stops it at the end, so the sweeps step does not start it again after the variants (before, it did,
+    then the runner stopped it: on a GPU, a model's load for nothing). Its first launch's log stays the only one."""
+    one = 'variants=[{name: ub32, set: {serve.extra_args: [--ubatch-size, "32"]}}]'
+    only = ["sweeps.context.enabled=false", "sweeps.tasks.enabled=false", "sweeps.prefix_reuse.enabled=false"]
+    reading = ["capacity.fit_launches=false", "capacity.search=false"]
+    overrides = [f"serve.port={free_port()}", *SMALL, *only, one, *reading]
+    lines: list[str] = []
+    result = run_runbook(LOCAL_CPU, tmp_path / "run", ["launch", "sweeps", *after], overrides, say=lines.append)
+    assert result.ok, lines
+    run_dir = result.run.dir
+    entry = run_dir.read_manifest().steps["sweeps"]
+    said = ("the sweeps step is the last of this run" if not after
+            else "no later step of this run (capacity, writeup) sends it requests")
+    assert entry.server_left_stopped == (f"the run's server is not started again after the variants: {said}, and the "
+                                         "run stops it at its end")
+    assert getattr(entry, "server_relaunched", None) is None
+    assert run_dir.server_logs() == [run_dir.server_log]  # the base launched once: no server.1.log
+    assert any(entry.server_left_stopped in line for line in lines), lines
+    if after:
+        capacity = run_dir.read_capacity()
+        assert capacity is not None and capacity.observations[0].source == str(run_dir.server_log)
+        assert (run_dir.path / "report" / "index.md").is_file()

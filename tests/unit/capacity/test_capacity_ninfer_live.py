@@ -137,9 +137,21 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
     across = answer.auto["by_context"]
     assert across["starts_up_to_context"] == 131_072 and across["refuses_from_context"] is None
     assert across["undecided"] is True
+    # 163,840 per slot is past the one launch's max_context: its margin is bounded above only, so the row may have
+    # memory left or be short by any amount; it printed "short by -116.69–? GiB (-3,489,600–? tokens)" before
+    borderline = [row for row in summary.decision_table if row.context_per_slot == 163_840]
+    assert borderline and all(row.fits is None for row in borderline)
+    for row in borderline:
+        assert row.margin_gib_interval is not None and row.margin_gib_interval[0] is None
+        assert row.leftover_gib == [0.0, row.margin_gib_interval[1]] and row.shortfall_gib == [0.0, None]
+        assert row.leftover_tokens is not None and row.leftover_tokens[0] == 0 and row.shortfall_tokens == [0, None]
     text = whole(write_report(run.dir.path))
     assert ("| auto at 2 slots, by max_context | starts up to max_context 131,072; above, the data does not say; at "
             "262,144, the largest the engine takes: auto: borderline |") in text
+    row = borderline[0]
+    assert (f"| borderline | ?–{row.margin_gib_interval[1]:.2f} | leftover up to {row.leftover_tokens[1]:,} tokens "
+            f"({row.margin_gib_interval[1]:.2f} GiB), or short by an amount the data does not bound |") in text
+    assert "short by -" not in text and "(-" not in text
 
 
 def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path: Path) -> None:

@@ -101,8 +101,9 @@ def test_the_live_post_leads_with_model_gpu_engine_and_its_best_figures(tmp_path
     prefill = max(float(r.prefill_tok_s_server or 0) for r in context)
     assert json.loads((copy / "probe.json").read_text())["facts"]["gpu"]["gpus"][0]["power_limit_w"] == 700
     title = text.splitlines()[0]
-    assert title == (f"# q36_27b_random on NVIDIA H200 at 700 W: decode {decode:.1f} tok/s, prefill {prefill:,.0f} "
-                     "tok/s (NInfer ziworkslab/ninfer-3090-ubuntu / sm_90; speculation mtp, 3 draft tokens; KV int8)")
+    assert title == (f"# qwen3.6-27b groupwise-int on NVIDIA H200 at 700 W: decode {decode:.1f} tok/s, prefill "
+                     f"{prefill:,.0f} tok/s (NInfer ziworkslab/ninfer-3090-ubuntu / sm_90; speculation mtp, 3 draft "
+                     "tokens; KV int8)")
     lead = markdown_table(text, "Headline", 0)
     assert [row["figure"] for row in lead] == ["decode", "prefill", "TTFT (client)", "concurrency", "memory"]
     assert lead[1]["best (conditions)"] == f"{prefill:,.1f} tok/s (4.1K-token prompt)"
@@ -117,6 +118,23 @@ def test_the_live_post_leads_with_model_gpu_engine_and_its_best_figures(tmp_path
     assert lead[3]["range"] == "the second waited 67.11 s (1 m 7.1 s) in the engine's queue"
 
 
+def test_the_live_runs_of_one_model_name_it_one_way(tmp_path: Path) -> None:
+    """The three live runs loaded one model: two from a repository named local/qwen3.6-27b-random, one from a local
+    file q36_27b_random.ninfer (no repository). Titled by repository else file stem, the posts named it two ways;
+    each container names itself (identity qwen3.6-27b, weights groupwise-int), and every post now uses that name,
+    in its title and in its recipe, whatever its repository or file name."""
+    runs = (LIVE, DATA / "ninfer_live" / "g1-h200" / "run", DATA / "ninfer_live" / "g1-h200-v100flags")
+    repos = {str(json.loads((run / "manifest.json").read_text())["profile"]["artifact"].get("repo")) for run in runs}
+    assert repos == {"None", "local/qwen3.6-27b-random"}  # as recorded: the two ways the titles took
+    for index, run in enumerate(runs):
+        identity = json.loads((run / "artifact.json").read_text())["container"]["identity"]
+        assert identity == {"model_id": "qwen3.6-27b", "weights_id": "groupwise-int"}
+        _, text = post(run, tmp_path / str(index))
+        assert text.startswith("# qwen3.6-27b groupwise-int on NVIDIA H200 ")
+        assert "| model (as the artifact names itself) | qwen3.6-27b groupwise-int |" in section(text, "Pinned recipe")
+        assert "q36_27b_random on" not in text and "qwen3.6-27b-random on" not in text
+
+
 def test_report_000s_conditions_lead_its_title(tmp_path: Path) -> None:
     """Report 000's profile on the live run's files, with its probe as a 200 W V100 would read (the limit the report
     sets with nvidia-smi -pl 200): the title names the model the profile pins, the card, 200 W, and the engine's
@@ -127,6 +145,7 @@ def test_report_000s_conditions_lead_its_title(tmp_path: Path) -> None:
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["profile"] = load_profile(REPO / "params" / "ninfer-v100-pcie-nvfp4.yaml").profile.model_dump(mode="json")
     (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "artifact.json").unlink()  # the live run's file names itself qwen3.6-27b: the profile's repo names 000's
     probe = json.loads((run / "probe.json").read_text())
     probe["facts"]["gpu"]["gpus"][0].update(name="Tesla V100-PCIE-32GB", power_limit_w=200.0)
     (run / "probe.json").write_text(json.dumps(probe))
@@ -288,3 +307,22 @@ def test_counts_print_as_counts_in_the_published_posts() -> None:
     (task,) = [line for line in (VLLM / "report" / "index.md").read_text().splitlines()
                if line.startswith("| json_extraction | 512 | repetitive |")]
     assert task.endswith("| 41 – 320 (length, stop) |") and "180" not in task
+
+
+def test_a_bare_os_error_of_an_older_run_says_what_is_known_and_what_to_do(tmp_path: Path) -> None:
+    """The live run's sweeps step failed after its last cell with a bare "[Errno 2] No such file or directory": the
+    ninferkit that made it (1af22a9) recorded no file and kept no traceback, and the post showed the words alone.
+    It now says where the error is recorded, that no file was named, and the command that names it."""
+    manifest = json.loads((LIVE / "manifest.json").read_text())
+    assert manifest["steps"]["sweeps"]["error"] == "[Errno 2] No such file or directory"  # as recorded
+    copy, text = post(LIVE, tmp_path)
+    (row,) = markdown_table(text, "Errors met", 0)
+    assert row["where"] == "step sweeps" and row["source"] == "manifest.json (steps.sweeps.error)"
+    assert row["error"].startswith("[Errno 2] No such file or directory: the OS named no file")
+    # every cell had run (13 of 13), so the sweeps step rebuilds its tables without a server; the failure left the
+    # capacity and write-up steps of the plan unrun
+    assert (manifest["steps"]["sweeps"]["cells_run"], manifest["steps"]["sweeps"]["cells_failed"]) == (13, 0)
+    assert manifest["planned_steps"][-3:] == ["sweeps", "capacity", "writeup"] and "capacity" not in manifest["steps"]
+    assert row["fix"] == (f"run the steps left again with this ninferkit (`ninferkit run PROFILE --run-dir {copy.name} "
+                          "--steps sweeps,capacity,writeup`): it names the file and the call that met it, and keeps "
+                          "the traceback in logs/ninferkit-errors.log")
