@@ -54,7 +54,7 @@ def test_each_variant_is_a_launch_of_its_own_and_the_plans_warnings_are_notes(tm
     assert "--pending-timeout-ms 600000" in launches[0] and "note:" not in done.stdout
     [said] = [line for line in lines if line.startswith("not reproduced: ")]
     assert said.startswith("not reproduced: seed 004 §四: the Swift-1.5 + MTP5 row (163.13 tok/s average, 183.6 "
-                           "peak): another artifact") and lines.index(said) == len(lines) - 2
+                           "peak): it is another model file") and lines.index(said) == len(lines) - 2
     default = dry_run(tmp_path, str(TP2), "-p", "serve.pending_timeout_ms=null")
     assert default.returncode == 0, default.stderr
     assert ("note: serve.pending_timeout_ms is 30000 ms with max_concurrency 2 and max_context 155648: a request "
