@@ -26,6 +26,7 @@ from ninferkit.params.base import Section, shaped
 from ninferkit.params.capacity import CapacitySection
 from ninferkit.params.deploy import DeploySection
 from ninferkit.params.kinds import has_build, serve_section
+from ninferkit.params.not_reproduced import NotReproduced, unique_items
 from ninferkit.params.report import ReportSection
 from ninferkit.params.serve import ServeSection
 from ninferkit.params.sweeps import SweepsSection
@@ -309,11 +310,19 @@ class Profile(Section):
                                     "in turn on the same artifact by the sweeps step (issue 39)")
     objective: Objective | None = Field(None, description="the best of the launches for a target, and a search "
                                         "that stops launching once the answer is known (issue 39)")
+    not_reproduced: list[NotReproduced] = Field(
+        default_factory=list, description="what the report this profile follows did that no run of it makes, and "
+        "why: the dry run prints it with the plan, the post in its section \"What this run does not reproduce\"")
 
     @field_validator("variants")
     @classmethod
     def _variant_names(cls, value: list[Variant]) -> list[Variant]:
         return unique_names(value)
+
+    @field_validator("not_reproduced")
+    @classmethod
+    def _items_once(cls, value: list[NotReproduced]) -> list[NotReproduced]:
+        return unique_items(value)
 
     @field_validator("name")
     @classmethod

@@ -30,7 +30,7 @@ from ninferkit.measure.latency import recorded_itl
 from ninferkit.os_errors import recorded_bare
 from ninferkit.params.kinds import KINDS, has_build
 from ninferkit.report import caveats as caveat_rules
-from ninferkit.report import field_tables, imported, objective, speculation, variants
+from ninferkit.report import field_tables, imported, not_reproduced, objective, speculation, variants
 from ninferkit.report.conditions import GpuConditions, gpu_conditions, memory_row
 from ninferkit.report.data import RunData, load_run, ordered_steps
 from ninferkit.report.derive import DERIVED, UNRECORDED
@@ -130,6 +130,7 @@ def build_document(run: RunData, figures: dict[str, Figure]) -> Document:
         *_benchmarks(run, figures),
         *filter(None, [variants.section(run), objective.section(run)]),
         *field_tables.sections(run),
+        *filter(None, [not_reproduced.section(run)]),
         _latency(run),
         _speculation(run),
         *_capacity(run),

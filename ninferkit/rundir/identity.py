@@ -33,9 +33,10 @@ from ninferkit.redaction import scrub
 from ninferkit.rundir.recorded import recorded_profile
 
 EXCLUDED_SERVE = frozenset({"host", "port", "container_port", "api_key_env", "startup_timeout_s", "gpu_devices",
-                            "model_id"})
+                            "model_id", "checkpoint_quantization"})
 """Serve options that never change a number: where it listens, the key's variable, how long it may take to
-start, which device ids it gets (the card is the host's), and the model's public id (`model.id` states it)."""
+start, which device ids it gets (the card is the host's), the model's public id (`model.id` states it) and what
+the profile states of the checkpoint's quantization (no flag: its bytes, `model.sha256`, are the checkpoint)."""
 PATH_SUFFIXES = ("_jsonl", "_path", "_dir", "_file")
 ENGINE_KEYS = ("fork", "docker_image", "version")
 BUILD_KEYS = ("source", "commit", "backend", "cuda_arch")

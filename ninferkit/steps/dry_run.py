@@ -8,6 +8,7 @@ machine would answer, and the run itself refuses it before anything is written (
 
 from __future__ import annotations
 
+import os
 import shlex
 import warnings
 from collections import Counter
@@ -63,18 +64,24 @@ def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
                         "run's own launches have not observed)")
         lines.append(f"capacity: {' and '.join(said) if said else 'no launch (the fit reads the startup logs)'}")
     lines += _not_checked(loaded)
+    lines += [f"not reproduced: {entry.item}: {entry.why}" for entry in profile.not_reproduced]
     lines.append("nothing was written, downloaded or launched")
     return lines
 
 
 def _not_checked(loaded: LoadedProfile) -> list[str]:
-    """What the run checks on its own machine and a dry run does not: the setup probe's judgement of the GPU, and
-    each variant's power limit, with what this machine would answer."""
+    """What the run checks on its own machine and a dry run does not: the setup probe's judgement of the GPU, the
+    API key's variable in its environment, and each variant's power limit, with what this machine would answer."""
     gpu = loaded.profile.gpu
     described = [value for value in (gpu.name, gpu.arch, f"{gpu.memory_gib:g} GiB" if gpu.memory_gib else None,
                                      f"power limit {gpu.power_limit_w:g} W" if gpu.power_limit_w else None) if value]
     lines = ["not checked by a dry run: the machine (the setup step probes its GPU, driver, CUDA, Docker and disk"
              + (f" against gpu: {', '.join(described)})" if described else ")")]
+    variable = loaded.profile.serve.api_key_env
+    if variable:
+        lines.append(f"not checked by a dry run: serve.api_key_env names {variable}, which the run reads from its "
+                     "machine's environment and refuses before anything is written where it is unset; "
+                     + ("here it is set" if os.environ.get(variable) else f"here it is not set (export {variable})"))
     for name, watts, refused in power_limit_variants(loaded.profile):
         lines.append(f"not checked by a dry run: variant {name!r} sets the power limit to {watts:g} W for its launch "
                      "(nvidia-smi, as root); " + (f"this machine could not: {refused}; the run refuses it before "

@@ -100,13 +100,12 @@ def planned_steps(run_dir: RunDir) -> list[str] | None:
 
 
 def _launch_problems(profile: Profile) -> list[str]:
-    """What the launch step would refuse: the engine's check of every flag (the command it would run),
-    the API key's variable, and a KV pool that is not a whole number of the engine's pages. A served model's
-    (`--url`) server is someone else's: only the key's variable is checked."""
+    """What the launch step would refuse: the engine's check of every flag (the command it would run) and a KV
+    pool that is not a whole number of the engine's pages. A served model's (`--url`) server is someone else's:
+    nothing of its launch is checked. The API key's variable is the machine's environment (`machine_problems`)."""
     if profile.artifact.served:
-        return _raised(partial(server.api_key, profile))
+        return []
     found = _raised(partial(server.planned_argv, profile))
-    found += _raised(partial(server.api_key, profile))
     capacity = profile.serve.kv.capacity
     page = get_adapter(profile.engine.kind).capacity_pool.page_tokens
     already = any(line.startswith("serve.kv.capacity") for line in found)
@@ -180,14 +179,17 @@ def power_limit_variants(profile: Profile) -> list[tuple[str, float, str | None]
 
 
 def machine_problems(profile: Profile, steps: Collection[str] | None = None) -> list[str]:
-    """What this machine lacks for the plan: a variant's power limit it cannot set (no root, no nvidia-smi). Not
-    one of `problems`, which judge the profile whatever the machine (a fleet checks its hosts' profiles where the
-    fleet file is, a dry run plans a GPU box's run on a laptop): the run asks these on the machine that runs it,
-    before anything is written, downloaded or launched; a dry run lists them as not checked (steps/dry_run.py)."""
-    if "sweeps" not in (set(LAUNCHING) if steps is None else set(steps)) or profile.artifact.served:
-        return []
-    return [f"variant {name!r}: gpu.power_limit_w = {watts:g}: {refused}"
-            for name, watts, refused in power_limit_variants(profile) if refused]
+    """What this machine lacks for the plan: the API key's variable (serve.api_key_env) unset in its environment,
+    a variant's power limit it cannot set (no root, no nvidia-smi). Not one of `problems`, which judge the profile
+    whatever the machine (a fleet checks its hosts' profiles where the fleet file is, a dry run plans a GPU box's
+    run on a laptop): the run asks these on the machine that runs it, before anything is written, downloaded or
+    launched; a dry run lists them as not checked (steps/dry_run.py)."""
+    wanted = set(LAUNCHING) if steps is None else set(steps)
+    found = _raised(partial(server.api_key, profile)) if wanted & set(LAUNCHING) else []
+    if "sweeps" not in wanted or profile.artifact.served:
+        return found
+    return found + [f"variant {name!r}: gpu.power_limit_w = {watts:g}: {refused}"
+                    for name, watts, refused in power_limit_variants(profile) if refused]
 
 
 def _objective_problems(profile: Profile) -> list[str]:

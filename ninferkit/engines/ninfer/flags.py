@@ -248,15 +248,20 @@ def check(serve: Serve, build: Build, arch: str | None) -> list[str]:
 
 
 def queue_trap(serve: Serve, build: Build) -> str | None:
-    """A legal setting that fails in use: prefill runs one request at a time, so with the default 30 s
-    admission deadline a request queued behind a long prompt expires (seed 000 §1.5, seed 003)."""
+    """A legal setting that fails in use: the admission deadline (default 30 s) counts a request's whole wait for
+    admission, so one queued behind a long prompt expires (prefill runs one request at a time: seed 000 §1.5, seed
+    003), and so does one waiting for a free slot when more clients send than there are slots (the engine's own
+    answer: ninfer-live/g1-h200/http, three requests on one slot with a 1.5 s deadline, two 503 "expired while
+    waiting for admission")."""
     timeout = serve.pending_timeout_ms or DEFAULT_PENDING_TIMEOUT_MS
     if (not build.paged_pool or timeout > DEFAULT_PENDING_TIMEOUT_MS or serve.max_concurrency < 2
             or serve.max_context < LONG_CONTEXT_TOKENS):
         return None
     return (f"serve.pending_timeout_ms is {timeout} ms with max_concurrency {serve.max_concurrency} and "
-            f"max_context {serve.max_context}: prefill runs one request at a time, so a request queued behind a "
-            "long prompt expires with 503 request_queue_timeout; set serve.pending_timeout_ms to e.g. 600000")
+            f"max_context {serve.max_context}: a request waiting for admission longer than that (behind a long "
+            "prompt, whose prefill runs one request at a time, or for a free slot while more clients send than "
+            f"the {serve.max_concurrency} slots) expires with 503 request_queue_timeout; set "
+            "serve.pending_timeout_ms to e.g. 600000")
 
 
 def builds_with(row: Flag) -> list[str]:

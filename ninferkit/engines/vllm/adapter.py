@@ -534,12 +534,37 @@ def check_against_vllm(profile: Profile, argv: list[str], facts: VllmFacts | Non
         problems.append(f"serve.spec.method = {method!r}: not a speculative method of {where}; allowed: "
                         f"{', '.join(facts.speculative_methods)}")
     arch = profile.gpu.arch
+    problems += _quantization_problems(serve.checkpoint_quantization, arch, facts, where)
     if arch and facts.torch_cuda_archs and arch not in facts.torch_cuda_archs:
         problems.append(f"gpu.arch = {arch!r}: {where} runs on a torch built for {', '.join(facts.torch_cuda_archs)} "
                         f"only, so it has no kernels for {arch}; allowed: a vLLM built for {arch}")
     if problems:
         raise ProfileError(f"profile {profile.name} does not fit {where}:\n"
                            + "\n".join(f"  - {problem}" for problem in problems))
+
+
+def _quantization_problems(method: str | None, arch: str | None, facts: VllmFacts, where: str) -> list[str]:
+    """The checkpoint's quantization (serve.checkpoint_quantization) against the vLLM's own minimum compute
+    capability for it, as NInfer's build rules refuse a KV type the GPU has no kernels for: vLLM compares the two at
+    start-up (config/vllm.py) and stops there, after the checkpoint was fetched and loading began. The minimum is the
+    method's, as vLLM's own start-up check is: a scheme inside a method may need more (compressed-tensors says 7.0,
+    its NVFP4 schemes 7.5, refused when vLLM builds the layers). Silent where the facts have no minimums (recorded
+    before ninferkit read them) or the profile states no method or no arch. A negative minimum is a CPU method's."""
+    minimum = facts.quantization_min_capability
+    if method is None or not minimum:
+        return []
+    if method not in minimum:
+        return [f"serve.checkpoint_quantization = {method!r}: not a quantization method of {where}; allowed: "
+                f"{', '.join(sorted(minimum))}"]
+    if arch is None or int(arch.removeprefix("sm_")) >= minimum[method]:
+        return []
+    capability = int(arch.removeprefix("sm_"))
+    runs = sorted(name for name, needed in minimum.items() if 0 <= needed <= capability)
+    return [f"serve.checkpoint_quantization = {method!r}: {where} refuses it below compute capability "
+            f"{minimum[method] / 10:.1f} ({method}'s get_min_capability() is {minimum[method]}), and gpu.arch "
+            f"{arch!r} is {capability / 10:.1f}: the launch would stop at start-up with \"The quantization method "
+            f"{method} is not supported for the current GPU\"; allowed: a GPU of compute capability "
+            f"{minimum[method] / 10:.1f} or later, or a checkpoint whose method runs on {arch} ({', '.join(runs)})"]
 
 
 _FLAG_FIELDS = {"--swap-space": "serve.swap_space_gib", "--attention-backend": "serve.attention_backend",

@@ -19,7 +19,7 @@ import functools
 import hashlib
 import json
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -60,12 +60,23 @@ try:
              "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 except Exception:
     pass
+from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+minimum = {}
+for method in QUANTIZATION_METHODS:
+    try:
+        minimum[method] = int(get_quantization_config(method).get_min_capability())
+    except Exception:
+        pass
 json.dump({"version": vllm.__version__, "options": options,
            "attention_backends": [m.name for m in AttentionBackendEnum],
-           "speculative_methods": flat(SpeculativeMethod), "torch_cuda_archs": archs, "read": read},
+           "speculative_methods": flat(SpeculativeMethod), "torch_cuda_archs": archs,
+           "quantization_min_capability": minimum, "read": read},
           sys.stdout, sort_keys=True)
 """
-"""Run with the engine's Python (`python -c PROGRAM`): prints the facts as one JSON object. The architectures are
+"""Run with the engine's Python (`python -c PROGRAM`): prints the facts as one JSON object. Each quantization
+method's minimum compute capability is its config class's own `get_min_capability()`, which vLLM compares with the
+GPU's at start-up (config/vllm.py) and refuses below: an NVFP4 checkpoint (modelopt_fp4, 75) on a V100 (70). The
+architectures are
 torch's build flags (`torch.cuda.get_arch_list()` gives the same list, but only where a GPU is visible), so the
 facts read the same on a machine without one; `read` says where they were read (interpreter, vLLM's folder, torch
 and its CUDA, the GPU if any)."""
@@ -81,6 +92,9 @@ class VllmFacts:
     speculative_methods: tuple[str, ...]
     torch_cuda_archs: tuple[str, ...]
     source: str
+    quantization_min_capability: dict[str, int] = field(default_factory=dict)
+    """quantization method -> the compute capability vLLM needs for it (75: 7.5); empty where the facts were
+    recorded before ninferkit read them (0.26.0's)."""
 
     def deprecated(self, option: str) -> bool:
         return bool(self.options.get(option, {}).get("deprecated"))
@@ -89,7 +103,9 @@ class VllmFacts:
 def parse_facts(text: str, source: str) -> VllmFacts:
     data = json.loads(text)
     return VllmFacts(str(data["version"]), dict(data["options"]), tuple(data["attention_backends"]),
-                     tuple(data["speculative_methods"]), tuple(data.get("torch_cuda_archs") or ()), source)
+                     tuple(data["speculative_methods"]), tuple(data.get("torch_cuda_archs") or ()), source,
+                     {str(method): int(value)
+                      for method, value in (data.get("quantization_min_capability") or {}).items()})
 
 
 def installed_facts(python: Path) -> VllmFacts | None:
@@ -109,14 +125,15 @@ _WHERE = ("import importlib.util as u, os, sys; s = u.find_spec('vllm'); "
 @functools.lru_cache(maxsize=8)
 def _installed(python: str, mtime_ns: int) -> VllmFacts | None:
     """Asked once per vLLM install: importing vLLM takes 20-30 s (seen on the H200), and a run asks from each of
-    its steps' processes, so the answer is kept in the cache, keyed by the interpreter and vLLM's own files."""
+    its steps' processes, so the answer is kept in the cache, keyed by the interpreter, vLLM's own files and the
+    program (a newer one reads more)."""
     try:
         where = subprocess.run([python, "-c", _WHERE], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if where.returncode != 0 or not where.stdout.split():
         return None
-    key = hashlib.sha256(f"{python}|{mtime_ns}|{where.stdout.strip()}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{python}|{mtime_ns}|{where.stdout.strip()}|{PROGRAM}".encode()).hexdigest()[:16]
     cached = cache_dir() / "vllm-facts" / f"{key}.json"
     source = f"read from {Path(python).name}'s vLLM"
     if cached.is_file():

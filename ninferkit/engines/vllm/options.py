@@ -73,6 +73,13 @@ class Serve(ServeSection):
                                           "request id, concurrent requests included; null: no tracing")
     otlp_port: int = Field(4318, ge=1, le=65_535, description="the loopback port of that receiver (OTLP/HTTP's "
                            "own port by default)")
+    checkpoint_quantization: str | None = Field(
+        None, **shaped(r"^[a-z0-9][a-z0-9_-]*$", "a quantization method as vLLM names it (modelopt_fp4)"),
+        description="the checkpoint's quantization as vLLM names the method it reads from config.json's "
+        "quantization_config (modelopt_fp4: a ModelOpt NVFP4 checkpoint; awq, gptq, fp8, ...); no flag: it says "
+        "what the checkpoint is, so the plan refuses a GPU below that method's minimum compute capability (the "
+        "pinned vLLM's own, engines/vllm/versions) before anything is fetched; null: not stated, vLLM checks it at "
+        "start-up")
     spec: Spec = Spec()
 
     @field_validator("extra_args")

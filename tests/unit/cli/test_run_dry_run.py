@@ -41,16 +41,50 @@ def test_the_plan_names_each_launch_and_counts_the_cells_a_run_would_send(tmp_pa
 
 
 def test_each_variant_is_a_launch_of_its_own_and_the_plans_warnings_are_notes(tmp_path: Path) -> None:
-    """Report 004's profile: the base MTP3 launch, MTP 4 and 5 at one request, 4 slots; its long context with the
-    default pending timeout is warned of as a note, not a Python warning."""
+    """Report 004's profile: the base MTP3 launch, MTP 4 and 5 at one request, 4 slots, and what it does not
+    reproduce (the Swift-1.5 row) after the plan. With the engine's default pending timeout (the report sets none;
+    the profile does, for its 4 clients on 2 slots) the queue is warned of as a note, not a Python warning."""
     done = dry_run(tmp_path, str(TP2))
     assert done.returncode == 0, done.stderr
-    launches = [line for line in done.stdout.splitlines() if line.startswith("launch (")]
+    lines = done.stdout.splitlines()
+    launches = [line for line in lines if line.startswith("launch (")]
     assert [line.split(":")[0] for line in launches] == ["launch (base)", "launch (mtp4", "launch (mtp5",
                                                          "launch (slots-4"]
     assert "--draft-tokens 5" in launches[2] and "--max-concurrency 4" in launches[3]
-    assert "note: serve.pending_timeout_ms is 30000 ms" in done.stdout
-    assert "UserWarning" not in done.stderr and "Traceback" not in done.stderr
+    assert "--pending-timeout-ms 600000" in launches[0] and "note:" not in done.stdout
+    [said] = [line for line in lines if line.startswith("not reproduced: ")]
+    assert said.startswith("not reproduced: seed 004 §四: the Swift-1.5 + MTP5 row (163.13 tok/s average, 183.6 "
+                           "peak): it is another model file") and lines.index(said) == len(lines) - 2
+    default = dry_run(tmp_path, str(TP2), "-p", "serve.pending_timeout_ms=null")
+    assert default.returncode == 0, default.stderr
+    assert ("note: serve.pending_timeout_ms is 30000 ms with max_concurrency 2 and max_context 155648: a request "
+            "waiting for admission longer than that (behind a long prompt, whose prefill runs one request at a time, "
+            "or for a free slot while more clients send than the 2 slots) expires with 503 request_queue_timeout"
+            ) in default.stdout
+    assert "UserWarning" not in default.stderr and "Traceback" not in default.stderr
+
+
+def test_an_unset_api_key_is_not_checked_by_a_dry_run_and_refused_by_the_run_itself(tmp_path: Path) -> None:
+    """Seed 003's profile names NINFER_API_KEY (its docker run passes -e NINFER_API_KEY): a dry run on a machine
+    without it plans and says it could not check it, as for the power limit; the run refuses before anything is
+    written (no runs/ folder)."""
+    env = {key: value for key, value in os.environ.items() if key != "NINFER_API_KEY"} | {"PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(RTX3090), "--dry-run"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ("not checked by a dry run: serve.api_key_env names NINFER_API_KEY, which the run reads from its machine's "
+            "environment and refuses before anything is written where it is unset; here it is not set (export "
+            "NINFER_API_KEY)") in done.stdout.splitlines()
+    refused = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(RTX3090)], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "serve.api_key_env names NINFER_API_KEY, but it is not set; export NINFER_API_KEY=<key> first" in \
+        refused.stderr, refused.stderr
+    assert list(tmp_path.iterdir()) == []
+    keyed = subprocess.run([sys.executable, "-m", "ninferkit", "run", str(RTX3090), "--dry-run"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120, env=env | {"NINFER_API_KEY": "k" * 16})
+    assert "names NINFER_API_KEY, which the run reads from its machine's environment and refuses before anything is " \
+           "written where it is unset; here it is set" in keyed.stdout
 
 
 def test_a_plan_that_cannot_finish_is_refused_as_the_run_refuses_it(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from importlib import resources
 import pytest
 
 from ninferkit.engines.vllm.facts import VllmFacts, recorded_facts
+from ninferkit.errors import ProfileError
 from ninferkit.params.load import load_profile
 from ninferkit.server.process import planned_argv
 from tests.conftest import DATA, REPO
@@ -102,10 +103,31 @@ def test_0_19_1_has_the_reports_baseline_flags_and_not_what_it_adds() -> None:
     """Report 001's baseline command parses on 0.19.1 (the profile's planned argv, every flag in its parser); §5.2's
     --swap-space and the dflash2 A/B side are in none of its lists."""
     facts = facts_of("0.19.1")
-    profile = load_profile(REPO / "params" / "vllm-v100-baseline.yaml").profile
+    profile = load_profile(REPO / "params" / "vllm-v100-baseline.yaml",  # read past its NVFP4 refusal (below)
+                           ["serve.checkpoint_quantization=null"]).profile
     planned = [token for token in planned_argv(profile) if token.startswith("--")]
     assert planned and all(flag in facts.options and not facts.deprecated(flag) for flag in planned)
     assert "--swap-space" not in facts.options and "--attention-backend" in facts.options
     assert "TRITON_ATTN" in facts.attention_backends
     assert not any("DFLASH" in name for name in facts.attention_backends)
     assert not any("dflash" in name for name in facts.speculative_methods)
+
+
+def test_0_19_1_says_each_quantization_methods_minimum_compute_capability() -> None:
+    """vLLM's start-up check (config/vllm.py: the method's get_min_capability() against the GPU's) as the facts
+    program read it from 0.19.1 itself: NVFP4 (modelopt_fp4) needs 7.5, so report 001's NVFP4 checkpoint cannot
+    start on its V100; GPTQ and GGUF can. 0.26.0's file was recorded before the program read minimums: it has none,
+    and nothing is refused for want of them."""
+    minimum = facts_of("0.19.1").quantization_min_capability
+    assert minimum["modelopt_fp4"] == 75 and minimum["modelopt_fp4"] > SM_70
+    assert minimum["gptq"] <= SM_70 and minimum["gguf"] <= SM_70 and minimum["fp8"] > SM_70
+    recorded = json.loads(VERSIONS.joinpath("0.19.1.json").read_text())
+    assert recorded["quantization_min_capability"] == minimum
+    assert facts_of("0.26.0").quantization_min_capability == {}
+    profile = load_profile(REPO / "params" / "vllm-v100-baseline.yaml",
+                           ["engine.version=0.26.0", "gpu.arch=sm_90", "gpu.name=null"]).profile
+    assert "--model" in planned_argv(profile)  # 0.26.0 names no minimum: the checkpoint is not judged
+    with pytest.raises(ProfileError, match=r"serve.checkpoint_quantization = 'nvfp4': not a quantization method of "
+                       r"vLLM 0.19.1 .*allowed: awq, awq_marlin, "):
+        planned_argv(load_profile(REPO / "params" / "vllm-v100-baseline.yaml",
+                                  ["serve.checkpoint_quantization=nvfp4"]).profile)

@@ -176,3 +176,17 @@ def test_a_value_of_the_wrong_form_is_told_the_form_not_a_regex() -> None:
     assert "serve.spec.method = 'Ngram Mod': must be a --spec-type name: lowercase letters, digits and '-'" in said
     assert "variants.0.name = 'Big One': must be 1-40 lowercase letters" in said
     assert "pattern" not in said and "^" not in said
+
+
+def test_what_a_profile_does_not_reproduce_is_validated() -> None:
+    """`not_reproduced` entries need both keys, an item once, and no other key (a misspelt `reason` fails)."""
+    entry = '{"item": "seed 004 §四: the Swift-1.5 row", "why": "nothing pins it"}'
+    loaded = load_profile(LOCAL_CPU, [f"not_reproduced=[{entry}]"]).profile
+    assert [(each.item, each.why) for each in loaded.not_reproduced] == [("seed 004 §四: the Swift-1.5 row",
+                                                                         "nothing pins it")]
+    with pytest.raises(ProfileError, match="each item once; given more than once"):
+        load_profile(LOCAL_CPU, [f"not_reproduced=[{entry}, {entry}]"])
+    with pytest.raises(ProfileError, match=r"not_reproduced\.0\.why"):
+        load_profile(LOCAL_CPU, ['not_reproduced=[{"item": "seed 004 §四", "reason": "nothing pins it"}]'])
+    with pytest.raises(ProfileError, match=r"not_reproduced\.0\.item"):
+        load_profile(LOCAL_CPU, ['not_reproduced=[{"item": "", "why": "nothing pins it"}]'])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,10 @@ SEED_004_FRAGMENTS = {
 # plus1998/NInfer-V100-Duo README @ 19bf15b: "The launcher defaults to TP2 on GPUs 0/1, INT8 KV, CUDA
 # Graph, MTP3 with the optimized proposal head, one active request, and `127.0.0.1:8080`").
 SEED_004_LAUNCHER_DEFAULTS = {"--kv-dtype": "int8", "--host": "127.0.0.1"}
+SEED_004_DIFFERENCES = {
+    "--pending-timeout-ms": ("absent", "600000", "the engine's 30 s admission deadline would expire the 3rd and 4th "
+                             "requests of §四's 4 clients on 2 slots while the first two decode 2,048 tokens"),
+}
 
 # -- the only Docker-level differences, each with its reason ---------------------------------------
 
@@ -507,9 +512,14 @@ def test_3090_tarball_is_checked_by_the_verify_step(tmp_path: Path, monkeypatch:
 # -- seed 004: TP2, flags from prose ---------------------------------------------------------------
 
 def test_tp2_flags_are_the_reports_and_the_launchers() -> None:
-    # The report sets no --pending-timeout-ms: the runbook warns that its second long request can expire.
-    with pytest.warns(UserWarning, match="pending_timeout_ms is 30000 ms with max_concurrency 2"):
+    """The report's flags and the launcher's defaults, and one more with its reason: the report sets no
+    --pending-timeout-ms, so the engine's 30 s admission deadline would expire the plan's queued requests (the
+    queue note says so where the profile keeps the default)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         argv = planned_argv(load(TP2).profile)
+    with pytest.warns(UserWarning, match="or for a free slot while more clients send than the 2 slots"):
+        planned_argv(load(TP2, ["serve.pending_timeout_ms=null"]).profile)
     assert argv[0] == "ninfer-serve" and argv[1].endswith("/qwen3_8_27b_nvfp4.ninfer")
     printed: dict[str, str | None] = {}
     for fragment in SEED_004_FRAGMENTS.values():
@@ -518,7 +528,7 @@ def test_tp2_flags_are_the_reports_and_the_launchers() -> None:
             printed[flag] = value
     expected = {**printed, **SEED_004_LAUNCHER_DEFAULTS}
     assert set(printed).isdisjoint(SEED_004_LAUNCHER_DEFAULTS)
-    assert differing_flags(expected, flags(argv)) == {}
+    assert differing_flags(expected, flags(argv)) == {flag: pair[:2] for flag, pair in SEED_004_DIFFERENCES.items()}
 
 
 # -- seed 001: vLLM ---------------------------------------------------------------------------------
@@ -532,10 +542,15 @@ VLLM_DIFFERENCES = {
 }
 
 
+NVFP4_UNSTATED = "serve.checkpoint_quantization=null"
+"""Report 001's plan read past its refusal (vLLM 0.19.1 refuses its NVFP4 checkpoint on the V100), as a reader
+reads the rest of it."""
+
+
 def test_vllm_command_is_the_reports(tmp_path: Path) -> None:
     """The report's command as vLLM 0.19.1 takes it, on the report's own GPU (sm_70)."""
     [report] = bash_argvs(restore_breaks(SEED_001_S5_2), tmp_path)
-    ours = planned_argv(load(VLLM).profile)
+    ours = planned_argv(load(VLLM, [NVFP4_UNSTATED]).profile)
     assert report[:3] == ours[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
     allowed = {flag: (theirs, mine) for flag, (theirs, mine, _) in VLLM_DIFFERENCES.items()}
     assert differing_flags(flags(report), flags(ours)) == allowed
@@ -584,14 +599,33 @@ def test_vllm_dry_run_plans_every_table_of_report_001(capsys: pytest.CaptureFixt
     with 32 output tokens, §6.4's 16 requests of 256 tokens at 1 and 8 clients: each a cell of the dry run."""
     seed = (DATA / "seeds" / "001_14cad6f44f36910c.txt").read_text()
     assert '"max_tokens": 512' in seed and "max_workers=8" in seed and "range(16)" in seed
-    assert main(["run", str(VLLM), "--dry-run"]) == 0
+    assert main(["run", str(VLLM), "-p", NVFP4_UNSTATED, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "passes preflight" in out and "sweeps: 4 cells in all" in out
     context = [(cell["target_prompt_tokens"], cell["output_tokens"]) for cell in _planned(VLLM, "context")]
     assert context == [(8160, 32)]
     concurrency = {(cell.get("variant"), cell["concurrency"], cell["prompt_tokens"], cell["output_tokens"],
-                    cell["concurrency"] * cell["requests_per_client"]) for cell in _planned(VLLM)}
-    assert concurrency == {(None, 1, 32, 256, 2), (None, 8, 32, 256, 16), ("decode-512", 1, 32, 512, 2)}
+                    cell["concurrency"] * cell["requests_per_client"], cell["temperature"])
+                   for cell in _planned(VLLM)}
+    assert '"max_tokens": 512, "temperature": 0.7' in seed and '"max_tokens": 256, "temperature": 0.8' in seed
+    assert concurrency == {(None, 1, 32, 256, 2, 0.8), (None, 8, 32, 256, 16, 0.8),
+                           ("decode-512", 1, 32, 512, 2, 0.7)}  # each table at the report's own sampling
+    said = [line for line in out.splitlines() if line.startswith("not reproduced: ")]
+    assert [line.split(": ")[1] for line in said] == [
+        "seed 001 §2.2, §5-§8", "seed 001 §6.2", "seed 001 §6.3"]  # NVFP4 on the V100, and both dflash2 sides
+
+
+def test_vllm_plan_refuses_the_reports_nvfp4_checkpoint_on_the_v100(capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 001 serves an NVFP4 checkpoint on a V100 (compute capability 7.0); vLLM 0.19.1's own minimum for
+    modelopt_fp4 is 7.5 (read from it into versions/0.19.1.json), so the dry run refuses before anything, naming
+    the field and what would run, as NInfer's build rules refuse fp8 KV on sm_86."""
+    assert main(["run", str(VLLM), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert ("serve.checkpoint_quantization = 'modelopt_fp4': vLLM 0.19.1 (recorded from vLLM 0.19.1" in err
+            and "refuses it below compute capability 7.5 (modelopt_fp4's get_min_capability() is 75), and gpu.arch "
+            "'sm_70' is 7.0" in err), err
+    assert "a checkpoint whose method runs on sm_70 (bitsandbytes, compressed-tensors, gguf, gptq, " in err
+    assert main(["run", str(VLLM), "-p", "gpu.arch=sm_75", "-p", "gpu.name=null", "--dry-run"]) == 0  # a T4 takes it
 
 
 # -- pins -----------------------------------------------------------------------------------------
@@ -697,7 +731,19 @@ def test_seed_000_s2_4_b_and_c_are_planned_on_the_groupwise_artifact_as_the_repo
     assert all(_windows(cell["output_tokens"], batch_one) >= 2 for cell in batching)  # a whole window after prefill
     assert _windows(320, batch_one) < 2  # the reason (c)'s outputs could not fill (b)'s batch-1 row
     cold = {cell.get("variant") for cell in _planned(V100) if not cell.get("cached")}
-    assert not cold - {None}  # the nvfp4 profile plans no §2.4(b)/(c) lanes: the report ran them on groupwise
+    assert not cold - {None, "clients-4-on-2"}  # no §2.4(b)/(c) lanes on nvfp4: the report ran them on groupwise
+
+
+def test_seed_000_s1_5s_clients_beyond_the_slots_are_planned_on_the_production_launch() -> None:
+    """§1.5 explains run.sh's (nvfp4) --max-concurrency 2 with a measurement: clients beyond it starve ("第 3、4 条掉到
+    5.7 tok/s"). The nvfp4 profile plans 4 clients on its 2 slots, beside 1 and 2 for the speed-up, as seed 004's
+    profile plans its 4 on 2, so the post's slots-against-lanes table has the row and each lane's rate."""
+    seed = (DATA / "seeds" / "000_77605b501239fca0.txt").read_text()
+    assert "`--max-concurrency 2`\t引擎真批处理路数。客户端并发超过它会被饿（实测第 3、4 条掉到 5.7 tok/s）" in seed
+    profile = load_profile(V100).profile
+    starved = [cell for cell in _planned(V100) if cell.get("variant") == "clients-4-on-2"]
+    assert {(cell["slots"], cell["concurrency"]) for cell in starved} == {(2, 1), (2, 2), (2, 4)}
+    assert profile.serve.max_concurrency == 2 and profile.serve.pending_timeout_ms == 600000  # none expires queued
 
 
 def test_seed_004_outputs_outlast_two_windows_at_its_best_rate() -> None:
@@ -724,13 +770,13 @@ def test_seed_004s_four_clients_run_on_two_slots_and_on_four() -> None:
 def test_seed_004s_swift_row_is_left_out_saying_why() -> None:
     """Seed 004 §四's "Swift-1.5 + MTP5" row is another artifact, which nothing pins (the report names it only as
     "Swift-1.5 DFlash2") and a variant cannot change: the profile plans no row for it and says so where its variants
-    are (the plan a user copies), naming what would pin it."""
+    are (its not_reproduced, which the plan and the post print), naming what would pin it."""
     seed = (DATA / "seeds" / "004_976b9d3921b6cb81.txt").read_text()
     assert "| Swift-1.5 + MTP5 | 单请求 | 163.13 | 183.6 |" in seed
     assert "Swift-1.5 DFlash2（实测 MTP5 速度冠军）" in seed
     assert "huggingface.co" not in seed.split("Swift-1.5", 1)[1].split("\n", 1)[0]  # no link on its line
-    text = TP2.read_text()
-    assert "Swift-1.5 + MTP5" in text and "Nothing pins it" in text and "sha256" in text.split("Nothing pins it")[1]
+    [entry] = load_profile(TP2).profile.not_reproduced  # the dry run prints it, the post says it
+    assert "Swift-1.5 + MTP5" in entry.item and "nothing pins it" in entry.why and "sha256" in entry.why
     assert not any("artifact" in key for variant in load_profile(TP2).profile.variants for key in variant.set)
     with pytest.raises(ProfileError, match="artifact are every variant's"):
         load_profile(TP2, overrides=['variants=[{"name": "swift", "set": {"artifact.filename": "x.ninfer"}}]'])

@@ -164,10 +164,14 @@ def test_a_kv_pool_of_part_pages_is_refused(hub: RangeServer, tmp_path: Path) ->
 def test_a_missing_api_key_stops_the_plan(hub: RangeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NINFERKIT_TEST_NO_SUCH_KEY", raising=False)
     profile = load_profile(_v100_like(hub, tmp_path, "[2048]"), ["serve.api_key_env=NINFERKIT_TEST_NO_SUCH_KEY"])
-    assert preflight.problems(profile.profile, ["launch"]) == [
-        "serve.api_key_env names NINFERKIT_TEST_NO_SUCH_KEY, but it is not set; "
-        "export NINFERKIT_TEST_NO_SUCH_KEY=<key> first"]
-    assert preflight.problems(profile.profile, ["setup", "verify"]) == []
+    said = ("serve.api_key_env names NINFERKIT_TEST_NO_SUCH_KEY, but it is not set; export "
+            "NINFERKIT_TEST_NO_SUCH_KEY=<key> first")
+    assert preflight.machine_problems(profile.profile, ["launch"]) == [said]  # this machine's environment
+    assert preflight.problems(profile.profile, ["launch"]) == []  # the profile itself is fine (a dry run plans it)
+    with pytest.raises(ProfileError, match="NINFERKIT_TEST_NO_SUCH_KEY, but it is not set"):
+        preflight.check(profile, ["launch"])  # the run refuses before anything is written
+    preflight.check(profile, ["launch"], here=False)
+    assert preflight.machine_problems(profile.profile, ["setup", "verify"]) == []
 
 
 def test_the_setup_step_alone_checks_the_plan_the_run_recorded(hub: RangeServer, tmp_path: Path) -> None:
