@@ -121,7 +121,7 @@ def test_the_title_names_the_limit_only_where_it_is_not_the_default(tmp_path: Pa
     gpu.update(power_limit_default_w=700.0, power_limit_min_w=200.0, power_limit_max_w=700.0)  # the H100's answers
     (run / "probe.json").write_text(json.dumps(probe))
     post = write_report(run, ["markdown"]).markdown.read_text()
-    assert re.match(r"# q36_27b_random on NVIDIA H200: decode ", post)
+    assert re.match(r"# qwen3.6-27b groupwise-int on NVIDIA H200: decode ", post)
     assert _environment(run)["GPU 0"].endswith("power limit 700 W (default 700 W, settable 200–700 W), PCIe gen 5 x16")
     gpu["power_limit_w"] = 500.0  # held under its default, as 000's V100 at 200 W of 250 W
     (run / "probe.json").write_text(json.dumps(probe))
