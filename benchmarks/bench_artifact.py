@@ -17,10 +17,17 @@
 The client side (this process, curl, sha256sum) and the HTTP server share the CPUs the benchmark was started on
 unless `--client-cpus` and `--server-cpus` part them (cpu_sides); deployed, the server is Hugging Face's.
 
+`--out-dir DIR` puts the downloads there (default: beside the served file): on a tmpfs (/dev/shm) an fsync costs
+nothing, so the client's own cost against curl is measured apart from the disk's durable write rate, which curl
+never waits for. `--baseline DIR` runs another ninferkit checkout (say `git archive main ninferkit` unpacked in DIR)
+as one more contender, its download and its `verify --file` interleaved with this checkout's in the same runs.
+ninferkit's downloads run in a process of their own each (as curl's do), timed around the `download()` call
+inside it, so start-up is not in the rate; its CPU is that process's own over the call (all its threads).
+
 Targets (issue 3): ninferkit >= 0.9 of sha256sum's rate and >= 0.9 of curl's throughput.
 
-    python benchmarks/bench_artifact.py [--size-mib 1024] [--repeat 3] [--dir DIR] [--client-cpus 0,1
-        --server-cpus 2-5]
+    python benchmarks/bench_artifact.py [--size-mib 1024] [--repeat 3] [--dir DIR] [--out-dir DIR]
+        [--baseline DIR] [--client-cpus 0,1 --server-cpus 2-5]
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ sys.path.insert(0, str(REPO))
 
 import cpu_sides  # noqa: E402
 
-from ninferkit.artifact import download, sha256_file  # noqa: E402
+from ninferkit.artifact import sha256_file  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -111,27 +118,37 @@ class Series:
         return statistics.median(self.server_cpu_per_gib)
 
 
-def bench_sha256(path: Path, expected: str, repeat: int) -> dict[str, Series]:
+def checkout_python(checkout: Path) -> list[str]:
+    """This interpreter, running the ninferkit of `checkout` (-P: not the working folder's), the packages it was
+    given on PYTHONPATH kept behind it."""
+    path = os.pathsep.join(filter(None, [str(checkout.resolve()), os.environ.get("PYTHONPATH")]))
+    return ["env", f"PYTHONPATH={path}", sys.executable, "-P"]
+
+
+def bench_sha256(path: Path, expected: str, repeat: int, baseline: Path | None) -> dict[str, Series]:
     size = path.stat().st_size
-    cli = [sys.executable, "-m", "ninferkit", "verify", "--file", str(path), "--sha256", expected, "--json"]
-    ours, internal, theirs = Series(), Series(), Series()
+    checkouts = {"ours": REPO, **({"baseline": baseline} if baseline else {})}
+    series = {name: Series() for name in ("ours", "ours_hashing", "sha256sum", "baseline", "baseline_hashing")}
+    theirs = series["sha256sum"]
     timed(["sha256sum", str(path)])  # warm the page cache: both sides then read from memory
     for _ in range(repeat):
-        cpu = cpu_s()
-        seconds, out = timed(cli)
-        result = json.loads(out)
-        assert result["ok"] and result["sha256"] == expected, result["problems"]
-        ours.add(size, seconds, cpu_s() - cpu)
-        internal.add(size, result["sha256_seconds"], 0.0)
+        for name, checkout in checkouts.items():
+            cpu = cpu_s()
+            seconds, out = timed(checkout_python(checkout) + ["-m", "ninferkit", "verify", "--file", str(path),
+                                                               "--sha256", expected, "--json"])
+            result = json.loads(out)
+            assert result["ok"] and result["sha256"] == expected, result["problems"]
+            series[name].add(size, seconds, cpu_s() - cpu)
+            series[f"{name}_hashing"].add(size, result["sha256_seconds"], 0.0)
         cpu = cpu_s()
         seconds, out = timed(["sha256sum", str(path)])
         assert out.split()[0] == expected
         theirs.add(size, seconds, cpu_s() - cpu)
-    return {"ours": ours, "ours_hashing": internal, "sha256sum": theirs}
+    return series
 
 
-def bench_download(served: Path, out: Path, expected: str, repeat: int,
-                   server_cpus: frozenset[int] | None) -> dict[str, Series]:
+def bench_download(served: Path, out: Path, expected: str, repeat: int, server_cpus: frozenset[int] | None,
+                   baseline: Path | None) -> dict[str, Series]:
     size = (served / "blob.bin").stat().st_size
     out.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen([sys.executable, str(REPO / "tests" / "range_server.py"), str(served)],
@@ -142,7 +159,7 @@ def bench_download(served: Path, out: Path, expected: str, repeat: int,
         print(f"download: the client (ninferkit, curl, sha256sum) on CPUs {cpu_sides.said(0)}, the HTTP server on "
               f"CPUs {cpu_sides.said(server.pid)}", flush=True)
         series = {"ours": Series(), "curl": Series(), "curl_sync": Series(), "curl_sha256sum": Series(),
-                  "disk": Series()}
+                  "disk": Series(), "baseline": Series()}
         for _ in range(repeat):
             _one_download(series["curl"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0])
@@ -151,7 +168,10 @@ def bench_download(served: Path, out: Path, expected: str, repeat: int,
             _one_download(series["curl_sha256sum"], out / "curl.bin", size, server.pid, lambda dest: timed(
                 ["curl", "-s", "-f", "-o", str(dest), url])[0] + timed(["sha256sum", str(dest)])[0])
             _one_download(series["ours"], out / "ours.bin", size, server.pid, lambda dest: _timed_download(
-                url, dest, size, expected))
+                REPO, url, dest, size, expected))
+            if baseline is not None:
+                _one_download(series["baseline"], out / "baseline.bin", size, server.pid,
+                              lambda dest: _timed_download(baseline, url, dest, size, expected))
             _one_download(series["disk"], out / "disk.bin", size, server.pid, lambda dest: timed(
                 ["dd", f"if={served / 'blob.bin'}", f"of={dest}", "bs=8M", "conv=fsync", "status=none"])[0])
         return series
@@ -160,18 +180,37 @@ def bench_download(served: Path, out: Path, expected: str, repeat: int,
         server.wait(timeout=10)
 
 
-def _timed_download(url: str, dest: Path, size: int, expected: str) -> float:
-    started = time.perf_counter()
-    download(url, dest, size, expected, progress=False)
-    return time.perf_counter() - started
+DOWNLOAD_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from ninferkit.artifact import download
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+url, dest, size, expected = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cpu0, started = cpu(), time.perf_counter()
+download(url, dest, size, expected, progress=False)
+print(json.dumps({"seconds": time.perf_counter() - started, "cpu_s": cpu() - cpu0}))
+"""
+"""A download by one checkout's ninferkit in a process of its own, timed around the call (start-up left out)."""
 
 
-def _one_download(series: Series, dest: Path, size: int, server_pid: int, fetch: Callable[[Path], float]) -> None:
+def _timed_download(checkout: Path, url: str, dest: Path, size: int, expected: str) -> tuple[float, float]:
+    _, out = timed(checkout_python(checkout) + ["-c", DOWNLOAD_CHILD, url, str(dest), str(size), expected])
+    found = json.loads(out)
+    return found["seconds"], found["cpu_s"]
+
+
+def _one_download(series: Series, dest: Path, size: int, server_pid: int,
+                  fetch: Callable[[Path], float | tuple[float, float]]) -> None:
+    """One run of one contender; `fetch` gives its seconds, or its seconds and its own CPU seconds (else the CPU
+    of this process and its finished children over the run)."""
     dest.unlink(missing_ok=True)
     os.sync()
     cpu, server_cpu = cpu_s(), process_cpu_s(server_pid)
-    seconds = fetch(dest)
-    series.add(size, seconds, cpu_s() - cpu, process_cpu_s(server_pid) - server_cpu)
+    got = fetch(dest)
+    seconds, own_cpu = got if isinstance(got, tuple) else (got, cpu_s() - cpu)
+    series.add(size, seconds, own_cpu, process_cpu_s(server_pid) - server_cpu)
     assert dest.stat().st_size == size
     dest.unlink()
 
@@ -181,8 +220,13 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed after)")
+    parser.add_argument("--out-dir", type=Path, help="where the downloads are written (default: DIR/out); a tmpfs "
+                        "such as /dev/shm leaves the disk out")
+    parser.add_argument("--baseline", type=Path, help="another ninferkit checkout to run as one more contender")
     cpu_sides.add_options(parser, "the loopback HTTP server")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "ninferkit" / "artifact" / "fetch.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/artifact/fetch.py)")
     cpu_sides.pin_client(args.client_cpus)
     with tempfile.TemporaryDirectory(prefix="bench-artifact-") as scratch:
         work = args.dir or Path(scratch)
@@ -192,9 +236,13 @@ def main() -> int:
         expected = sha256_file(blob).hexdigest
         print(f"file: {blob} ({args.size_mib} MiB), {os.cpu_count()} CPUs, min and median of {args.repeat} runs, "
               f"load average before: {os.getloadavg()[0]:.1f}")
-        sha = bench_sha256(blob, expected, args.repeat)
-        dl = bench_download(served, work / "out", expected, args.repeat, args.server_cpus)
-    startup, _ = timed([sys.executable, "-m", "ninferkit", "verify", "--help"])
+        out = args.out_dir or work / "out"
+        filesystem = subprocess.run(["df", "--output=fstype,target", str(out.parent if not out.exists() else out)],
+                                    capture_output=True, text=True).stdout.split()[-2:]
+        print(f"downloads written to {out} ({' on '.join(filesystem)})")
+        sha = bench_sha256(blob, expected, args.repeat, args.baseline)
+        dl = bench_download(served, out, expected, args.repeat, args.server_cpus, args.baseline)
+    startup, _ = timed(checkout_python(REPO) + ["-m", "ninferkit", "verify", "--help"])
     rows = [
         ("sha256    ninferkit verify --file (wall, start-up included)", sha["ours"]),
         ("          ninferkit hashing alone (sha256_seconds in --json)", sha["ours_hashing"]),
@@ -205,6 +253,10 @@ def main() -> int:
         ("          curl -o, then sha256sum (the field reports' workflow)", dl["curl_sha256sum"]),
         ("disk      dd conv=fsync of the file from memory (no network)", dl["disk"]),
     ]
+    if args.baseline is not None:
+        rows[2:2] = [("          baseline: verify --file (wall, start-up included)", sha["baseline"]),
+                     ("          baseline: hashing alone", sha["baseline_hashing"])]
+        rows.insert(6, ("          baseline: download()", dl["baseline"]))
     print(f"{'':<66} {'MiB/s min / median':>18} {'CPU s/GiB':>10} {'server CPU s/GiB':>17}")
     for label, series in rows:
         cpu = f"{series.cpu:10.2f}" if series.cpu else f"{'-':>10}"
@@ -223,6 +275,10 @@ def main() -> int:
           f"download rate (medians): one stream's sha256 is one thread's work, so a download that hashes every byte "
           f"as it arrives is at most that; curl then sync: {dl['ours'].rate / dl['curl_sync'].rate:.2f}; the disk's "
           f"durable write alone (dd conv=fsync) runs at {dl['disk'].rate / dl['curl'].rate:.2f} of curl's rate")
+    if args.baseline is not None:
+        print(f"baseline: verify --file {sha['baseline'].rate / sha['sha256sum'].rate:.2f} of sha256sum's rate "
+              f"(wall); download {dl['baseline'].rate / dl['curl'].rate:.2f} of curl's (medians), "
+              f"{dl['baseline'].slowest / dl['curl'].slowest:.2f} of the slowest")
     print(f"load average after the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

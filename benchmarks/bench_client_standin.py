@@ -12,6 +12,9 @@ process of its own, so its CPU is its own (counted around the load only: no star
   that load (`measure/client_workers.spread`: the stand-in's 5 ms gap, the client's CPU per event measured at the
   reader's start, the CPUs' idle share measured just before the phase; the decision and its reason are printed);
   its CPU is not compared (the workers' own start-up would be in it), its stamps are;
+- `bare-split` (the same phases): the bare reader over as many processes as the client has CPUs, the streams
+  dealt out among them: the floor for the `workers` reader's stamps, what the machine and the stand-in allow any
+  Python reader spread over those cores (its CPU is not compared either);
 - `baseline`, with `--baseline DIR`: the same, from another ninferkit checkout (say `git archive main ninferkit`
   unpacked in DIR), so a change is measured against what it changes in one run, under one load.
 
@@ -23,7 +26,9 @@ three repetitions, min and median printed, and each figure's ratio to the bare r
   the tokens per second of client CPU, which a loaded machine does not move (wall-clock ceilings it does);
 - paced at c64 and c256: stamp lag p99 (the client's stamp minus the send time inside the event) and ITL p99
   (the client's gaps between text events) against the truth (the gaps between the send times), and their
-  ratio (`ITL p99 / truth`: 1.05 is the issue's "within 5%").
+  ratio (`ITL p99 / truth`: 1.05 is the issue's "within 5%"); beside the lag, its p99 over the events of mid-stream
+  only (a stream's first 2 and last 10 left out), which tells a steady lag from one of streams starting and ending
+  together.
 
 AIPerf and GuideLLM are not driven here: the script says whether they are installed. Loopback only, bounded in
 count (the
@@ -64,10 +69,13 @@ import cpu_sides
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "standin_sse.c"
-READERS = ("bare", "ninferkit", "workers", "baseline")
+READERS = ("bare", "ninferkit", "workers", "bare-split", "baseline")
 STANDIN_GAP_S = 0.005
 """The stand-in's pace in paced mode (PACE_NS in standin_sse.c)."""
 READER_TIMEOUT_S = 60
+MID_AFTER, MID_BEFORE_END = 2, 10
+"""A stream's events left out of the mid-stream lag: its first ones and its last ones, where its start and end
+(a connection, a request sent, a result handed back) meet other streams' events."""
 MESSAGES = [{"role": "user", "content": "Write a haiku about a lighthouse."}]
 
 
@@ -108,11 +116,14 @@ def cpu_s() -> float:
 def measured(requests: list[tuple[list[float], list[float]]], cpu: float, wall: float) -> dict[str, Any]:
     """A reader's figures from each request's (stamps, send times) of its text events."""
     lags = [stamp - sent for stamps, sends in requests for stamp, sent in zip(stamps, sends, strict=True)]
+    mid = [stamp - sent for stamps, sends in requests
+           for stamp, sent in zip(stamps[MID_AFTER:-MID_BEFORE_END], sends[MID_AFTER:-MID_BEFORE_END], strict=True)]
     gaps = [b - a for stamps, _ in requests for a, b in zip(stamps, stamps[1:], strict=False)]
     truth = [b - a for _, sends in requests for a, b in zip(sends, sends[1:], strict=False)]
     tokens = sum(len(stamps) for stamps, _ in requests)
     return {"tokens": tokens, "requests": len(requests), "cpu_s": cpu, "wall_s": wall,
-            "lag_p99_ms": _ms(percentile(lags, 99)), "itl_p99_ms": _ms(percentile(gaps, 99)),
+            "lag_p99_ms": _ms(percentile(lags, 99)), "mid_lag_p99_ms": _ms(percentile(mid, 99)),
+            "itl_p99_ms": _ms(percentile(gaps, 99)),
             "truth_itl_p99_ms": _ms(percentile(truth, 99))}
 
 
@@ -128,20 +139,27 @@ def send_times(parts: list[str]) -> list[float]:
 # ---- the readers (each runs as `--reader NAME` in its own process) ----
 
 def bare_reader(port: int, phase: Phase) -> dict[str, Any]:
-    body = json.dumps({"model": "embedded", "messages": MESSAGES, "stream": True, "max_tokens": phase.tokens,
+    done, cpu, wall = bare_requests(port, phase.concurrency, phase.requests, phase.tokens)
+    return measured(done, cpu, wall)
+
+
+def bare_requests(port: int, concurrency: int, requests: int,
+                  tokens: int) -> tuple[list[tuple[list[float], list[float]]], float, float]:
+    """The bare reader's loop: each request's (stamps, send times), its CPU seconds and wall seconds."""
+    body = json.dumps({"model": "embedded", "messages": MESSAGES, "stream": True, "max_tokens": tokens,
                        "stream_options": {"include_usage": True}}).encode()
     request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Content-Length: %d\r\n\r\n" % len(body)) + body
     selector = selectors.DefaultSelector()
     done: list[tuple[list[float], list[float]]] = []
-    left = phase.requests
+    left = requests
 
     def start(sock: socket.socket) -> None:
         sock.sendall(request)
         selector.register(sock, selectors.EVENT_READ, {"buffer": b"", "finished": False, "stamps": [], "parts": []})
 
     cpu0, wall0 = cpu_s(), time.monotonic()
-    for _ in range(min(phase.concurrency, left)):
+    for _ in range(min(concurrency, left)):
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setblocking(False)
         start(sock)
@@ -175,7 +193,38 @@ def bare_reader(port: int, phase: Phase) -> dict[str, Any]:
                     else:
                         conn.close()
                     break
-    return measured(done, cpu_s() - cpu0, time.monotonic() - wall0)
+    return done, cpu_s() - cpu0, time.monotonic() - wall0
+
+
+def bare_split_reader(port: int, phase: Phase) -> dict[str, Any]:
+    """The bare reader in as many forked processes as this process may use CPUs, the phase's streams and requests
+    dealt out among them, started together; their requests merged (no CPU: each child's is its own)."""
+    count = max(1, min(len(os.sched_getaffinity(0)), phase.concurrency))
+    children = []
+    wall0 = time.monotonic()
+    for index in range(count):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one share of the phase, its requests back as JSON, then out at once
+            os.close(read_end)
+            share = bare_requests(port, len(range(index, phase.concurrency, count)),
+                                  len(range(index, phase.requests, count)), phase.tokens)[0]
+            with os.fdopen(write_end, "w") as out:
+                json.dump(share, out)
+            os._exit(0)
+        os.close(write_end)
+        children.append((pid, read_end))
+    done: list[tuple[list[float], list[float]]] = []
+    for pid, read_end in children:
+        with os.fdopen(read_end) as pipe:
+            text = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        if status:
+            raise SystemExit(f"bare-split: a child exited with status {status}")
+        done += [(stamps, sends) for stamps, sends in json.loads(text)]
+    figures = measured(done, 0.0, time.monotonic() - wall0)
+    figures.update(cpu_s=None, workers=count)
+    return figures
 
 
 def ninferkit_reader(port: int, phase: Phase, repo: Path, over_workers: bool = False) -> dict[str, Any]:
@@ -286,6 +335,7 @@ def figures_of(run: dict[str, Any], phase: Phase) -> dict[str, float | None]:
         out["requests per client CPU s"] = run["requests"] / run["cpu_s"]
     if phase.spread:
         out["stamp lag p99 ms"] = run["lag_p99_ms"]
+        out["stamp lag p99 ms, mid-stream"] = run["mid_lag_p99_ms"]
         out["ITL p99 ms"] = run["itl_p99_ms"]
         out["truth ITL p99 ms"] = run["truth_itl_p99_ms"]
         out["ITL p99 / truth"] = run["itl_p99_ms"] / run["truth_itl_p99_ms"]
@@ -337,8 +387,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.reader:
         phase = next(p for p in PHASES if p.name == args.phase)
-        print(json.dumps(bare_reader(args.port, phase) if args.reader == "bare" else
-                         ninferkit_reader(args.port, phase, args.repo, over_workers=args.reader == "workers")))
+        if args.reader in ("bare", "bare-split"):
+            figures = (bare_reader if args.reader == "bare" else bare_split_reader)(args.port, phase)
+        else:
+            figures = ninferkit_reader(args.port, phase, args.repo, over_workers=args.reader == "workers")
+        print(json.dumps(figures))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -351,7 +404,7 @@ def main() -> int:
         parser.error(f"--standin {args.standin}: not an executable file")
     if args.baseline is not None and not (args.baseline / "ninferkit" / "measure" / "client.py").is_file():
         parser.error(f"--baseline {args.baseline}: no ninferkit checkout there (ninferkit/measure/client.py)")
-    readers = READERS if args.baseline is not None else READERS[:3]
+    readers = READERS if args.baseline is not None else READERS[:-1]
     cpu_sides.pin_client(args.client_cpus)  # the readers (and a workers reader's processes) inherit it
     print(f"readers: CPUs {cpu_sides.said(0)}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds the finally blocks: readers, stand-ins
@@ -367,12 +420,15 @@ def main() -> int:
           standins(Path(workdir), args.standin, args.server_cpus) as ports):
         for repeat in range(args.repeats):
             for phase in (p for p in PHASES if p.name in chosen):
-                taking = [reader for reader in readers if reader != "workers" or phase.spread]
+                taking = [reader for reader in readers if reader not in ("workers", "bare-split") or phase.spread]
                 turn = repeat % len(taking)
                 for reader in taking[turn:] + taking[:turn]:
                     run = run_reader(reader, ports[phase.mode], phase, args.baseline)
                     if "why" in run:
                         print(f"{phase.name}, repetition {repeat + 1}: {run['why']}", flush=True)
+                    elif "workers" in run:
+                        print(f"{phase.name}, repetition {repeat + 1}: {reader} over {run['workers']} processes",
+                              flush=True)
                     for figure, value in figures_of(run, phase).items():
                         collected.setdefault((phase.name, figure, reader), []).append(value)
             print(f"repetition {repeat + 1} done at {time.monotonic() - started:.0f} s", flush=True)

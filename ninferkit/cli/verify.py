@@ -47,16 +47,18 @@ def add_parser(subparsers: Any, summary: str) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ninferkit.artifact import describe
-    from ninferkit.rundir.runs import open_run
-    from ninferkit.steps.verify import verify
-
     if (args.profile is None) == (args.file is None):
         raise ProfileError("give either a PROFILE or --file PATH (not both, not neither)")
     if args.file is not None:
         return _verify_one_file(args)
     if args.sha256 or args.size:
         raise ProfileError("--sha256 and --size go with --file; a profile pins artifact.sha256 / artifact.size_bytes")
+    # imported here, not above: the profile's step brings the report's modules (pandas, matplotlib), ~1 s that
+    # a --file check does not need (issue 43)
+    from ninferkit.artifact import describe
+    from ninferkit.rundir.runs import open_run
+    from ninferkit.steps.verify import verify
+
     run = open_run(args.profile, args.run_dir, args.overrides)
     record = verify(run)  # raises (exit 1) with every problem listed when a check fails
     if args.json:

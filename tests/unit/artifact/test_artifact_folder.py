@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ninferkit.artifact import sha256_file
-from ninferkit.artifact.describe import describe
+from ninferkit.artifact.record_text import describe
 from ninferkit.errors import ArtifactError, ChecksumMismatch, ProfileError
 from ninferkit.params import load_profile
 from ninferkit.rundir.runs import open_run
