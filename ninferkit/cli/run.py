@@ -49,13 +49,16 @@ def main(args: argparse.Namespace) -> int:
     from ninferkit.steps.runner import checked_plan, parse_steps, run_runbook
 
     if args.dry_run:
-        from ninferkit.errors import BadInput
-        from ninferkit.steps.dry_run import plan_lines
+        from ninferkit.errors import BadInput, ProfileError
+        from ninferkit.steps.dry_run import plan_lines, refused
 
         if args.url is not None or args.profile is None:
             raise BadInput("--dry-run shows the plan of a PROFILE's own server; a --url run launches nothing")
-        loaded, chosen = checked_plan(args.profile, parse_steps(args.steps) if args.steps else None, args.overrides,
-                                      here=False)
+        try:
+            loaded, chosen = checked_plan(args.profile, parse_steps(args.steps) if args.steps else None,
+                                          args.overrides, here=False)
+        except ProfileError as exc:
+            raise refused(exc, args.profile, args.overrides) from None
         print("\n".join(plan_lines(loaded, chosen)))
         return 0
 

@@ -94,10 +94,13 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
 def power_limit_words(gpu: GpuInfo) -> str:
     """The power limit in force beside the card's default and the range it may be set to, as seed 000 §0 and §2.7
     write it ("200 W (default 250 W, settable 100–250 W)"): a lowered limit changes every figure measured under it,
-    and the default says whether it was lowered. Probes before ninferkit read the default give the limit alone."""
+    and the default says whether it was lowered. Where no default was read (probes before ninferkit read it, or a
+    driver that does not say), that is said too: a bare "700 W" would read as the card's own figure, and the post's
+    title keeps the limit for the same reason (report/lead.title_power_limit_w)."""
     if gpu.power_limit_w is None:
         return "not read"
-    said = [f"default {gpu.power_limit_default_w:g} W"] if gpu.power_limit_default_w is not None else []
+    said = [f"default {gpu.power_limit_default_w:g} W" if gpu.power_limit_default_w is not None
+            else "default not read"]
     if gpu.power_limit_min_w is not None and gpu.power_limit_max_w is not None:
         said.append(f"settable {gpu.power_limit_min_w:g}–{gpu.power_limit_max_w:g} W")
     return f"{gpu.power_limit_w:g} W" + (f" ({', '.join(said)})" if said else "")

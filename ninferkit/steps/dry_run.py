@@ -13,9 +13,15 @@ import shlex
 import warnings
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
 
 from ninferkit.engines import get_adapter
-from ninferkit.params import LoadedProfile
+from ninferkit.errors import ProfileError
+from ninferkit.params import LoadedProfile, apply_override
+from ninferkit.params.load import profile_path, read_yaml_mapping
+from ninferkit.params.not_reproduced import NotReproduced
 from ninferkit.params.variants import BASE
 from ninferkit.rundir.identity import variant_profile
 from ninferkit.server.process import planned_argv
@@ -64,9 +70,35 @@ def _planned(loaded: LoadedProfile, steps: Sequence[str]) -> list[str]:
                         "run's own launches have not observed)")
         lines.append(f"capacity: {' and '.join(said) if said else 'no launch (the fit reads the startup logs)'}")
     lines += _not_checked(loaded)
-    lines += [f"not reproduced: {entry.item}: {entry.why}" for entry in profile.not_reproduced]
+    lines += _not_reproduced(loaded)
     lines.append("nothing was written, downloaded or launched")
     return lines
+
+
+def refused(exc: ProfileError, profile: str | Path, overrides: Sequence[str]) -> ProfileError:
+    """The refusal of a dry run with the profile's `not_reproduced` after it: a plan refused for one reason (001's
+    NVFP4 checkpoint on a V100, refused while the profile loads) still tells its reader what else of the report the
+    profile cannot reproduce and why, which is what they came to the dry run to read. Read from the file as
+    written, since the profile as a whole did not validate; where that section does not validate either, the
+    refusal goes alone."""
+    try:
+        source = profile_path(profile)
+        _, data = read_yaml_mapping(source, "profile", str(source), "at least name, engine, artifact")
+        for item in overrides:
+            apply_override(data, item)
+        entries = TypeAdapter(list[NotReproduced]).validate_python(data.get("not_reproduced") or [])
+    except (ProfileError, ValidationError):
+        return exc
+    lines = [_said(entry) for entry in entries]
+    return ProfileError("\n".join([str(exc), *lines])) if lines else exc
+
+
+def _not_reproduced(loaded: LoadedProfile) -> list[str]:
+    return [_said(entry) for entry in loaded.profile.not_reproduced]
+
+
+def _said(entry: NotReproduced) -> str:
+    return f"not reproduced: {entry.item}: {entry.why}"
 
 
 def _not_checked(loaded: LoadedProfile) -> list[str]:

@@ -625,7 +625,21 @@ def test_vllm_plan_refuses_the_reports_nvfp4_checkpoint_on_the_v100(capsys: pyte
             and "refuses it below compute capability 7.5 (modelopt_fp4's get_min_capability() is 75), and gpu.arch "
             "'sm_70' is 7.0" in err), err
     assert "a checkpoint whose method runs on sm_70 (bitsandbytes, compressed-tensors, gguf, gptq, " in err
+    # the refused plan still says what else of the report the profile cannot reproduce, each once, after the refusal
+    said = [line.split(":")[1].strip() for line in err.splitlines() if line.startswith("not reproduced: ")]
+    assert said == ["seed 001 §2.2, §5-§8", "seed 001 §6.2", "seed 001 §6.3"], err
+    assert err.index("serve.checkpoint_quantization") < err.index("not reproduced: ")
     assert main(["run", str(VLLM), "-p", "gpu.arch=sm_75", "-p", "gpu.name=null", "--dry-run"]) == 0  # a T4 takes it
+
+
+def test_a_refused_plan_whose_not_reproduced_is_malformed_gives_that_field_alone(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The section is read from the file as written when the profile does not validate: a malformed one is the
+    field error, named, and no entry of it is printed as if it were the profile's (one error, no traceback)."""
+    assert main(["run", str(VLLM), "-p", "not_reproduced=[{item: x}]", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "not_reproduced.0.why: required field is missing" in err and "Traceback" not in err
+    assert not [line for line in err.splitlines() if line.startswith("not reproduced: ")], err
 
 
 # -- pins -----------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_the_power_limit_reads_beside_the_cards_default_as_000_writes_it() -> No
     h100 = GpuInfo(power_limit_w=watts["limit"], power_limit_default_w=watts["default_limit"],
                    power_limit_min_w=watts["min_limit"], power_limit_max_w=watts["max_limit"])
     assert power_limit_words(h100) == "700 W (default 700 W, settable 200–700 W)"
-    assert power_limit_words(GpuInfo(power_limit_w=700)) == "700 W"  # a probe before ninferkit read the default
+    assert power_limit_words(GpuInfo(power_limit_w=700)) == "700 W (default not read)"  # probed before it was read
     assert power_limit_words(GpuInfo()) == "not read"
 
 
