@@ -18,3 +18,9 @@ def shaped(pattern: str, form: str) -> dict[str, Any]:
     what a bad value's error says (pydantic's own message quotes the regex, which a person should not have to
     read)."""
     return {"pattern": pattern, "json_schema_extra": {"form": form}}
+
+
+def given_twice(keys: list[str]) -> list[str]:
+    """The keys of a list section given more than once, sorted: two entries of one key (a variant's name, a not
+    reproduced item) would mix their rows or say the same thing twice, so each list refuses them by its own words."""
+    return sorted({key for key in keys if keys.count(key) > 1})

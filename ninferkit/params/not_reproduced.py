@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ninferkit.params.base import Section
+from ninferkit.params.base import Section, given_twice
 
 
 class NotReproduced(Section):
@@ -23,8 +23,7 @@ class NotReproduced(Section):
 
 def unique_items(value: list[NotReproduced]) -> list[NotReproduced]:
     """One entry per item: a second would say the same table twice."""
-    seen = [entry.item for entry in value]
-    twice = sorted({item for item in seen if seen.count(item) > 1})
+    twice = given_twice([entry.item for entry in value])
     if twice:
         raise ValueError(f"each item once; given more than once: {twice}")
     return value

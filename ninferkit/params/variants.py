@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ninferkit.params.base import Section, shaped
+from ninferkit.params.base import Section, given_twice, shaped
 from ninferkit.params.sweeps import LatencyTargets
 
 BASE = "base"
@@ -67,8 +67,7 @@ class Variant(Section):
 
 def unique_names(variants: list[Variant]) -> list[Variant]:
     """Refuses two variants of one name (their rows and folders would mix)."""
-    names = [variant.name for variant in variants]
-    twice = sorted({name for name in names if names.count(name) > 1})
+    twice = given_twice([variant.name for variant in variants])
     if twice:
         raise ValueError(f"variant name(s) {', '.join(twice)} given twice; each variant names its own launch")
     return variants
