@@ -191,4 +191,19 @@ def table_rows(rows: list[DecisionRow]) -> list[tuple[str, ...]]:
             out[-1] = (*last[:3], f"{last[3]} and {line[3]}", *last[4:])
             continue
         out.append(line)
+    return _unanswered_once(out)
+
+
+def _unanswered_once(lines: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """A KV dtype whose every row has no margin and the same words (no launch with it, or observations that
+    contradict each other) as one row naming its slots and contexts, not one row of the same words per setting."""
+    out: list[tuple[str, ...]] = []
+    for dtype in dict.fromkeys(line[0] for line in lines):
+        own = [line for line in lines if line[0] == dtype]
+        if len(own) > 1 and all(line[5:7] == ("—", "—") for line in own) and len({line[7] for line in own}) == 1:
+            slots, contexts = ("; ".join(dict.fromkeys(line[i] for line in own)) for i in (1, 2))
+            out.append((dtype, slots, contexts, "every reading", "—", "—", "—", own[0][7],
+                        next((line[8] for line in own if line[8] != "—"), "—")))
+        else:
+            out += own
     return out
