@@ -7,6 +7,7 @@ arithmetic) beside the range the printed digits allow; a figure from logs is the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ninferkit.rundir.records import Bounds, CapacityAnswer, DecisionRow
@@ -18,21 +19,41 @@ TABLE_COLUMNS = ("KV dtype", "slots", "tokens per slot", "reading", "pool, token
 
 
 def tokens(value: Bounds | None) -> str:
-    """[sure, possible] tokens as "267,328–267,904", one figure where they agree, "?" for an open side."""
+    """[sure, possible] tokens as "267,328–267,904", one figure where they agree, "at least X" / "up to X" where
+    one side is open (never "X–?"), "?" where both are."""
     if value is None:
         return "—"
-    low, high = (None if v is None else int(v) for v in value[:2])
-    if low == high:
-        return "?" if low is None else f"{low:,}"
-    return "–".join("?" if v is None else f"{v:,}" for v in (low, high))
+    return _bounds([None if v is None else int(v) for v in value[:2]], lambda v: f"{int(v):,}")
 
 
 def gib(value: Bounds | None, digits: int = 2) -> str:
-    """A [low, high] GiB pair as "2.01", or "2.00–2.02" where the two differ at these digits."""
+    """A [low, high] GiB pair as "2.01", or "2.00–2.02" where the two differ at these digits, "at least X" /
+    "up to X" where one side is open."""
     if value is None:
         return "—"
-    shown = ["?" if v is None else f"{float(v):.{digits}f}" for v in value[:2]]
-    return shown[0] if shown[0] == shown[1] else "–".join(shown)
+    return _bounds(list(value[:2]), lambda v: f"{float(v):.{digits}f}")
+
+
+def _bounds(pair: list[Any], shown: Callable[[Any], str]) -> str:
+    """An interval in words: one figure where its sides print the same, a range, or its one known side ("at most"
+    for a negative bound: a shortfall's margin)."""
+    low, high = (None if v is None else shown(v) for v in pair)
+    if low is None or high is None:
+        if low == high:
+            return "?"
+        return f"at least {low}" if high is None else f"{'at most' if pair[1] < 0 else 'up to'} {high}"
+    return low if low == high else f"{low}–{high}"
+
+
+def _amount(count: Bounds | None, size: Bounds | None) -> str:
+    """Tokens with their GiB beside them: "at least 6,395,280 tokens (137.23 GiB)" where both are open on the same
+    side (one "at least" for the pair), else each in its own words."""
+    both = [pair[:2] if pair else [None, None] for pair in (count, size)]
+    for side, words in ((1, "at least"), (0, "up to")):
+        if all(pair[side] is None and pair[1 - side] is not None for pair in both):
+            known = [[pair[1 - side]] * 2 for pair in both]
+            return f"{words} {tokens(known[0])} tokens ({gib(known[1])} GiB)"
+    return f"{tokens(count)} tokens ({gib(size)} GiB)"
 
 
 def gib_of_bytes(value: Bounds | None, digits: int = 2) -> str:
@@ -89,7 +110,7 @@ def room_words(row: dict[str, Any] | DecisionRow) -> str:
         return _either(data)
     parts = []
     if data.get("leftover_tokens") is not None:
-        parts.append(f"leftover {tokens(data['leftover_tokens'])} tokens ({gib(data.get('leftover_gib'))} GiB)")
+        parts.append(f"leftover {_amount(data['leftover_tokens'], data.get('leftover_gib'))}")
     if data.get("shortfall_gib") is not None:
         parts.append(f"short by {gib(data['shortfall_gib'])} GiB ({tokens(data.get('shortfall_tokens'))} tokens)")
     return " or ".join(parts) or str(data.get("verdict") or "—")
@@ -154,11 +175,35 @@ def dtype_words(kv_dtype: str | None) -> str:
 
 
 def table_rows(rows: list[DecisionRow]) -> list[tuple[str, ...]]:
-    """The whole decision table, every reading, with `auto` on the rows that have it."""
+    """The whole decision table, every reading, with `auto` on the rows that have it. A setting whose two readings
+    say the same (one slot, or a per-slot pool: the pool that starts is the full one) is one row, "starts and full".
+    A row with no margin (no observation, or observations that contradict each other) says so in words, with
+    neither "fits" nor "borderline"."""
     out: list[tuple[str, ...]] = []
     for row in rows:
-        fits = {True: "yes", False: "no", None: "borderline"}[row.fits] if row.margin_gib_interval else "—"
-        out.append((dtype_words(row.kv_dtype), str(row.concurrency), f"{row.context_per_slot:,}", str(row.reading),
-                    f"{row.pool_tokens:,}", fits, gib(row.margin_gib_interval), room_words(row),
-                    auto_words(row.auto)))
+        known = any(v is not None for v in (row.margin_gib_interval or [None, None])[:2])
+        fits = {True: "yes", False: "no", None: "borderline"}[row.fits] if known else "—"
+        line = (dtype_words(row.kv_dtype), str(row.concurrency), f"{row.context_per_slot:,}", str(row.reading),
+                f"{row.pool_tokens:,}", fits, gib(row.margin_gib_interval) if known else "—", room_words(row),
+                auto_words(row.auto))
+        last = out[-1] if out else None
+        if last is not None and last[:3] == line[:3] and last[4:8] == line[4:8] and line[8] in ("—", last[8]):
+            out[-1] = (*last[:3], f"{last[3]} and {line[3]}", *last[4:])
+            continue
+        out.append(line)
+    return _unanswered_once(out)
+
+
+def _unanswered_once(lines: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """A KV dtype whose every row has no margin and the same words (no launch with it, or observations that
+    contradict each other) as one row naming its slots and contexts, not one row of the same words per setting."""
+    out: list[tuple[str, ...]] = []
+    for dtype in dict.fromkeys(line[0] for line in lines):
+        own = [line for line in lines if line[0] == dtype]
+        if len(own) > 1 and all(line[5:7] == ("—", "—") for line in own) and len({line[7] for line in own}) == 1:
+            slots, contexts = ("; ".join(dict.fromkeys(line[i] for line in own)) for i in (1, 2))
+            out.append((dtype, slots, contexts, "every reading", "—", "—", "—", own[0][7],
+                        next((line[8] for line in own if line[8] != "—"), "—")))
+        else:
+            out += own
     return out

@@ -51,6 +51,11 @@ rule, report/lead.py): tokens over that time would compare two overheads as rate
 RUN_TO_RUN_PCT = 3.0
 """Seed 000 §2.2's run-to-run spread (the same artifact rerun: ±3%): the yardstick where a cell has one
 repetition per run, so its own spread is unknown."""
+CACHED = "prompt mostly from the cache: no prefill rate"
+"""The verdict of a cell's prefill where either run's engine served more than `CACHED_SHARE` of its prompt from the
+prefix cache (prefix reuse's resends): the prompt time is then over the few tokens left (identical_resend: 1 of
+2,078 in about 2 ms), an overhead, so tokens over it compare no prefill rates (the same rule as `OVERHEAD`)."""
+CACHED_SHARE = 0.5
 SHAPE_METRICS = ("prefill_tok_s_server", "decode_tok_s_server")
 
 CellKey = tuple[str, str]
@@ -98,8 +103,20 @@ class Comparison:
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:
     """The per-cell table as the reader sees it: without the variant column where every row is a base serving's
-    (runs without variants; table.csv keeps the column, so its shape does not depend on the runs)."""
-    return table.drop(columns="variant") if "variant" in table and (table["variant"] == BASE).all() else table
+    (runs without variants; table.csv keeps the column, so its shape does not depend on the runs), and without the
+    figures of a prefill that is no rate (`OVERHEAD`, `CACHED`: table.csv keeps the division)."""
+    shown = table.drop(columns="variant") if "variant" in table and (table["variant"] == BASE).all() else table
+    no_rate = shown["verdict"].isin((OVERHEAD, CACHED))
+    if not no_rate.any():
+        return shown
+    shown = shown.astype({name: object for name in NO_RATE_FIGURES if name in shown})
+    shown.loc[no_rate, [name for name in NO_RATE_FIGURES if name in shown]] = None
+    return shown
+
+
+NO_RATE_FIGURES = ("median_a", "median_b", "delta", "delta_pct", "paired_delta", "spread_a_pct", "spread_b_pct",
+                   "interval_low", "interval_high")
+"""The per-cell columns that hold a prefill's rate or its move."""
 
 
 def graphs_words(values: Sequence[str | None]) -> str:
@@ -196,10 +213,12 @@ def side_by_side(run_ids: Sequence[str], table: pd.DataFrame) -> list[Block]:
 
 
 def _median(row: Any, side: str) -> str:
-    """One side's median of a metric; none where the run's prompt time is a fixed overhead (`OVERHEAD`): the
-    division is kept in table.csv, not shown as a rate."""
+    """One side's median of a metric; none where the run's prompt time is a fixed overhead (`OVERHEAD`) or the cell's
+    prompt came mostly from its cache (`CACHED`): the division is kept in table.csv, not shown as a rate."""
     if row is None:
         return "—"
+    if row.get(f"from_cache_{side}") is True:
+        return "— (cache hit)"
     return "— (overhead)" if row.get(f"overhead_{side}") is True else number(row[f"median_{side}"])
 
 
@@ -226,8 +245,8 @@ def move_words(metric: str, row: Any) -> str:
             f"beyond the ±{RUN_TO_RUN_PCT:g}% run-to-run spread"
     else:
         said = "inside run-to-run spread" if row["verdict"] == "within spread" else f"{row['verdict']}, beyond spread"
-    if row["verdict"] == OVERHEAD:
-        return f"{name}: not comparable ({OVERHEAD})"
+    if row["verdict"] in (OVERHEAD, CACHED):
+        return f"{name}: not comparable ({row['verdict']})"
     caveat = "" if row.get("comparable", True) else ", acceptance differs: not comparable"
     return f"{name} {pct:+.1f}% ({said}{caveat})"
 
@@ -265,9 +284,12 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                 accept_a, accept_b = _acceptance(base_cells[key]), _acceptance(cells[key])
                 comparable = not (metric.startswith("decode")
                                   and acceptance_differs(accept_a, accept_b, base.settings.acceptance_gap_pct))
-                if metric.startswith("prefill") and (flat[base.run_id] or flat[other.run_id]):
-                    row["verdict"] = OVERHEAD  # the post's rule: tokens over a fixed overhead is no prefill rate
-                    row.update(overhead_a=flat[base.run_id], overhead_b=flat[other.run_id])
+                cached = (from_cache(base_cells[key]), from_cache(cells[key]))
+                if metric.startswith("prefill") and (flat[base.run_id] or flat[other.run_id] or any(cached)):
+                    # the post's rule: tokens over a fixed overhead (or over the few a cache left) is no prefill rate
+                    row["verdict"] = CACHED if any(cached) else OVERHEAD
+                    row.update(overhead_a=flat[base.run_id], overhead_b=flat[other.run_id],
+                               from_cache_a=cached[0], from_cache_b=cached[1])
                     comparable = False
                 rows.append({"candidate": other.run_id, "sweep": key[0], "variant": _variant(key), "cell": _label(key),
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
@@ -326,6 +348,16 @@ def _acceptance(rows: Sequence[RequestRow]) -> float | None:
     apart from the base's of the same parameters (keyed by label alone, the two were pooled into one figure)."""
     found = [value for row in rows if (value := acceptance(row)) is not None]
     return statistics.median(found) if found else None
+
+
+def from_cache(rows: Sequence[RequestRow]) -> bool:
+    """Whether the engine served more than `CACHED_SHARE` of a cell's prompt from its prefix cache (the median over
+    its rows that count their hits: the engine's own count, else the response's usage), so its prompt time is no
+    prefill's."""
+    shares = [cached / row.prompt_tokens for row in rows if row.prompt_tokens
+              if (cached := row.cached_tokens_server if row.cached_tokens_server is not None else row.cached_tokens)
+              is not None]
+    return bool(shares) and statistics.median(shares) > CACHED_SHARE
 
 
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:

@@ -13,7 +13,7 @@ client figures as the client's.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ninferkit.params.variants import BASE
 from ninferkit.report.data import RunData
-from ninferkit.report.document import Block, Code, Note, Paragraph, Section, Table
+from ninferkit.report.document import EMPTY, Block, Code, Note, Paragraph, Section, Table
 from ninferkit.report.fmt import counts, number, seconds
 from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT, launch_name
@@ -184,7 +184,9 @@ def _lanes(run: RunData) -> list[Block]:
     """Seed 000 §2.4(a) and seed 003 观察 1: per cell of requests at once, each lane's first request in the order the
     engine admitted it, with its wait in the queue, its own prefill and the TTFT that holds both (the second of
     003's pairs: "39 s / 80 s at 32K, 87 s / 177 s at 64K"), then its decode; one row per lane of every launch's
-    such cells, each naming its launch and its cell."""
+    such cells, each naming its launch and its cell. A cell none of whose lanes has the engine's numbers (vLLM
+    attributes none while another request is in flight) is left out: its rows would hold only each client's wall,
+    whose range per cell the slots-against-lanes table (c) already gives."""
     cells = _lane_cells(run)
     if not cells:
         return [Note("(a) lanes: no cell ran two or more requests at once: run the concurrency sweep with two "
@@ -193,10 +195,14 @@ def _lanes(run: RunData) -> list[Block]:
     lines: list[tuple[str, ...]] = []
     how: set[str] = set()
     cut: list[str] = []
+    bare: list[tuple[str, list[RequestRow]]] = []
     for launch, words, rows in cells:
         first: dict[int | None, RequestRow] = {}
         for row in sorted(rows, key=lambda r: (r.repetition or 0, r.t_send or 0)):
             first.setdefault(row.client_index, row)  # each lane's first request: the lanes start together
+        if not any(_engine_figures(row) for row in first.values()):
+            bare.append((words, list(first.values())))
+            continue
         admitted = sorted(first.values(),
                           key=lambda r: (queued_s(r)[0] is None, queued_s(r)[0] or 0.0, r.client_index or 0))
         own: list[tuple[str, ...]] = []
@@ -215,26 +221,74 @@ def _lanes(run: RunData) -> list[Block]:
                        f"admitted, the other {len(own) - 2 * LANES_AT_EACH_END} are rows of requests.jsonl")
             own = [*own[:LANES_AT_EACH_END], *own[-LANES_AT_EACH_END:]]
         lines += own
-    failed = any(line[-1] != "ok" for line in lines)
-    caption = ("requests.jsonl with the engine's record: every cell in which two or more requests ran at once (the "
-               "concurrency sweep's clients, the tasks sweep's requests at once)"
-               + (", on every launch: the profile's own serving (base) and each variant's" if run.variants else "")
-               + ". Queued is the wait before the lane's own prefill ("
-               f"{', '.join(sorted(how)) or 'not recorded'}); prompt time is the field reports' TTFT (the server's "
-               "prompt processing, without the queue); TTFT incl. queue is the engine's from arrival to first token, "
-               "the two together (seed 000 §2.4(a)'s bracketed \"engine records 8m8.7s\", seed 003's second request: "
-               "queue + its own prefill); decode is the engine's. Wall is the client's, send to last byte. A lane "
-               "without the engine's numbers is one whose join the sweeps step withheld (the Benchmarks notes say "
-               "why)." + (" Cut: " + "; ".join(cut) + "." if cut else ""))
-    columns = (("launch",) if run.variants else ()) + (
-        "cell", "lane", "prompt tokens", "queued, s (server)", "prompt time, s (server)",
-        "TTFT incl. queue, s (engine)",
-        "prefill tok/s (server)", "decode tok/s (server)", "output tokens", "wall, s (client)", "status")
-    if not failed:
-        columns, lines = columns[:-1], [line[:-1] for line in lines]
-    title = Paragraph("(a) Requests at once, lane by lane: each lane's first request, in the order the engine "
-                      "admitted them.")
-    return [title, Table(columns, tuple(lines), caption)]
+    why = _without_engine_figures(run, bare)
+    if not lines:
+        return [Note(f"(a) lanes: no table: {why}.")]
+    columns = (("launch",) if run.variants else ()) + LANE_COLUMNS
+    keep = [i for i, column in enumerate(columns)
+            if column not in ENGINE_LANE_COLUMNS or any(line[i] not in EMPTY for line in lines)]
+    if all(line[-1] == "ok" for line in lines):
+        keep.remove(len(columns) - 1)
+    shown = [columns[i] for i in keep]
+    kept = [tuple(line[i] for i in keep) for line in lines]
+    table = Table(tuple(shown), tuple(kept), _lanes_caption(run, shown, how, kept, cut, why))
+    order = ("in the order the engine admitted them (its queue)" if "queued, s (server)" in shown
+             else "by client (the engine recorded no queue wait)")
+    return [Paragraph(f"(a) Requests at once, lane by lane: each lane's first request, {order}."), table]
+
+
+LANE_COLUMNS = ("cell", "lane", "prompt tokens", "queued, s (server)", "prompt time, s (server)",
+                "TTFT incl. queue, s (engine)", "prefill tok/s (server)", "decode tok/s (server)", "output tokens",
+                "wall, s (client)", "status")
+ENGINE_LANE_COLUMNS = LANE_COLUMNS[3:8]
+"""The lane table's columns from the engine's record: a column none of the shown lanes has is not written."""
+
+
+def _engine_figures(row: RequestRow) -> bool:
+    """Whether a lane has any of the engine's own numbers (queue, prompt time, TTFT, decode)."""
+    return queued_s(row)[0] is not None or any(value is not None for value in (
+        row.prompt_s_server, row.ttft_s_server, row.prefill_tok_s_server, row.decode_tok_s_server))
+
+
+def _without_engine_figures(run: RunData, bare: list[tuple[str, list[RequestRow]]]) -> str:
+    """The cells left out of the lane table, and why their lanes have no engine numbers (the sweeps step's own note
+    on the rows, the commonest first)."""
+    if not bare:
+        return ""
+    notes = Counter(row.server_note for _, rows in bare for row in rows if row.server_note)
+    reason = notes.most_common(1)[0][0] if notes else f"{run.engine or 'the engine'} kept no record of them"
+    return (f"no lane of {', '.join(words for words, _ in bare)} has the engine's own numbers ({reason}), so their "
+            "rows would show only each client's wall, whose range per cell is (c)'s per lane column")
+
+
+def _lanes_caption(run: RunData, shown: list[str], how: set[str], lines: list[tuple[str, ...]], cut: list[str],
+                   left_out: str) -> str:
+    """The lane table's caption, saying what each shown column is and only those."""
+    parts = ["requests.jsonl with the engine's record: every cell in which two or more requests ran at once (the "
+             "concurrency sweep's clients, the tasks sweep's requests at once)"
+             + (", on every launch: the profile's own serving (base) and each variant's" if run.variants else "")
+             + "."]
+    if "queued, s (server)" in shown:
+        parts.append(f"Queued is the wait before the lane's own prefill ({', '.join(sorted(how))}).")
+    if "prompt time, s (server)" in shown:
+        parts.append("Prompt time is the field reports' TTFT (the server's prompt processing, without the queue).")
+    if "TTFT incl. queue, s (engine)" in shown:
+        parts.append("TTFT incl. queue is the engine's from arrival to first token, "
+                     + ("the two together " if "queued, s (server)" in shown else "")
+                     + "(seed 000 §2.4(a)'s bracketed \"engine records 8m8.7s\", seed 003's second request: queue + "
+                       "its own prefill).")
+    if "decode tok/s (server)" in shown:
+        parts.append("Decode is the engine's.")
+    parts.append("Wall is the client's, send to last byte.")
+    at = [i for i, column in enumerate(shown) if column in ENGINE_LANE_COLUMNS]
+    if any(all(line[i] in EMPTY for i in at) for line in lines):
+        parts.append("A lane without the engine's numbers is one whose join the sweeps step withheld (the Benchmarks "
+                     "notes say why).")
+    if left_out:
+        parts.append(f"Left out: {left_out}.")
+    if cut:
+        parts.append("Cut: " + "; ".join(cut) + ".")
+    return " ".join(parts)
 
 
 LANES_AT_EACH_END = 4
@@ -495,10 +549,12 @@ def coding_and_agent(run: RunData) -> list[Block]:
 def decode_windows(run: RunData) -> list[Block]:
     """Seed 004 §四 (config / mode / average decode / 5 s peak): per launch and cell, the figure the report gives for
     its mode (one request: its decode rate, the engine's; several clients: their aggregate output, the client's) at
-    its precision (averages to 0.01 tok/s, the peak to 0.1), beside the engine's best window of decode alone; where no
-    window only decoded, what the windows held instead."""
+    its precision (averages to 0.01 tok/s, the peak to 0.1), beside the engine's best window of decode alone. A cell
+    with no window of decode alone has no peak to set its average against, so it is left out and counted in one
+    line (its average is in its own sweep's table); with no such window in any cell, that line is all."""
     lines = []
     notes: list[str] = []
+    without = 0
     tables = run.launch_tables()
     window = _window_s(run.telemetry)
     for name, table in tables.items():
@@ -507,16 +563,22 @@ def decode_windows(run: RunData) -> list[Block]:
         for i, launch in enumerate(_launches(table)):
             mixed = _value(table, i, "engine_windows_mixed")
             windows = _value(table, i, "engine_windows") or 0
-            if not windows and not mixed:
+            if not windows:
+                without += bool(mixed)
+                if mixed and _value(table, i, "engine_decode_note"):
+                    notes.append(str(_value(table, i, "engine_decode_note")))
                 continue
             mode, average = _mode_and_average(run, name, table, i, launch)
             lines.append((_config(run, launch), mode, number(average, AVERAGE_DECIMALS),
                           number(_value(table, i, "decode_tok_s_engine_peak"), RATE_DECIMALS),
                           number(_value(table, i, "decode_tok_s_engine_mean"), AVERAGE_DECIMALS),
                           f"{number(windows)} / {number(mixed)}"))
-            if not windows and _value(table, i, "engine_decode_note"):
-                notes.append(str(_value(table, i, "engine_decode_note")))
+    left_out = (f"{without} cell{'s' if without > 1 else ''} decoded only in engine windows that also prefilled, so "
+                "no peak of decode alone sets off their average (their sweep tables have it)"
+                + (f"; the first of them: {notes[0]}" if notes else ""))
     if not lines:
+        if without:
+            return [Note(f"No table: {left_out}.")]
         engine = run.engine or "the engine"
         return [Note(f"No engine window decoded during a cell ({engine} printed no throughput line, or none "
                           "fell inside a cell): an engine that prints its throughput every few seconds (NInfer "
@@ -530,10 +592,8 @@ def decode_windows(run: RunData) -> list[Block]:
         "the figure seed 004 gives for its concurrent rows; the peak is the engine's best throughput window of decode "
         "alone (no prefill in it; the windows that also prefilled are counted, never averaged in). The config names "
         "the launch: the profile's own serving (base) or a variant, with its speculative decoding and slots.")]
-    if notes and all(number(_value(t, i, "engine_windows")) in ("0", NONE) for t in tables.values()
-                     if "engine_windows" in t.columns for i in range(len(t))):
-        blocks.append(Paragraph(f"No cell has a window of decode alone, so no engine mean or peak is printed: "
-                                f"{notes[0]}."))
+    if without:
+        blocks.append(Paragraph(f"Left out: {left_out}."))
     return blocks
 
 

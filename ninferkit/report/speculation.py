@@ -10,13 +10,16 @@ the task suite, so the write-up can say whether the tasks that gained are the on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from ninferkit.errors import ProfileError
-from ninferkit.report.fmt import counts, number
+from ninferkit.report.fmt import count, counts, number
+from ninferkit.rundir.records import RequestRow
+from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 GAIN = 0.10
 """The share by which one side's decode rate must beat the other's to count as a gain or a loss."""
@@ -43,9 +46,14 @@ class TaskSpeculation:
     shown: dict[str, str]
     """accepted, drafted, tokens_with and tokens_without as counts (report/fmt.py counts: a median between two
     counts as the counts it lies between, from the tasks table's min and max)."""
+    summed: tuple[int, int] | None = None
+    """accepted and drafted tokens summed over the task's measured requests (the engine's counts), where the rows
+    were read: one pair of whole counts, as the A/B gives a cell's "464 / 523"."""
 
     @property
     def acceptance(self) -> float | None:
+        if self.summed is not None:
+            return self.summed[0] / self.summed[1] if self.summed[1] else None
         return self.accepted / self.drafted if self.drafted and self.accepted is not None else None
 
     @property
@@ -66,9 +74,12 @@ class TaskSpeculation:
         return "no clear change"
 
 
-def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[TaskSpeculation]:
+def task_speculation(tasks: pd.DataFrame, profile_method: str | None,
+                     rows: Sequence[RequestRow] = ()) -> list[TaskSpeculation]:
     """Per task and depth, the side measured with speculation beside the side without (when there is one).
-    A table written before it had a `speculation` column ran every task with the profile's method."""
+    A table written before it had a `speculation` column ran every task with the profile's method. `rows`, the
+    run's measured tasks requests, give each task's accepted and drafted tokens summed (the table has medians,
+    which between two requests fall between counts)."""
     if not len(tasks) or "task" not in tasks:
         return []
     frame = tasks.copy()
@@ -79,6 +90,7 @@ def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[Ta
         frame = frame[frame["status"] == "done"]  # skipped and failed cells measured nothing (the tasks table says why)
     on = frame[frame["speculation"] != OFF]
     off = frame[frame["speculation"] == OFF]
+    summed = _summed(rows)
     out = []
     for _, row in on.iterrows():
         match = off
@@ -91,10 +103,31 @@ def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[Ta
             _value(row, "decode_tok_s_server_median"), _value(other, "decode_tok_s_server_median"),
             _value(row, "completion_tokens_median"), _value(other, "completion_tokens_median"),
             _text(row, "finish_reason"), _text(other, "finish_reason"),
-            {"accepted": _counts(row, "accepted_tokens_server", ranged=False),
-             "drafted": _counts(row, "drafted_tokens_server", ranged=False),
-             "tokens_with": _counts(row, "completion_tokens"), "tokens_without": _counts(other, "completion_tokens")}))
+            {"accepted": _counts(row, "accepted_tokens_server"), "drafted": _counts(row, "drafted_tokens_server"),
+             "tokens_with": _counts(row, "completion_tokens"), "tokens_without": _counts(other, "completion_tokens")},
+            summed.get(tuple(_key(row.get(key)) for key in PAIR_KEYS))))
     return out
+
+
+def _key(value: Any) -> Any:
+    """A pair key's value as the rows' cells and the table's rows both give it (the table reads depths as floats)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return None
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _summed(rows: Sequence[RequestRow]) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """Per task cell with speculation on, the engine's accepted and drafted tokens summed over its requests that
+    counted both."""
+    found: dict[tuple[Any, ...], tuple[int, int]] = {}
+    for row in rows:
+        cell = row.cell or {}
+        if cell.get("speculation") == OFF or row.accepted_tokens_server is None or row.drafted_tokens_server is None:
+            continue
+        key = tuple(_key(cell.get(name)) for name in PAIR_KEYS)
+        accepted, drafted = found.get(key, (0, 0))
+        found[key] = (accepted + int(row.accepted_tokens_server), drafted + int(row.drafted_tokens_server))
+    return found
 
 
 def not_measured(tasks: pd.DataFrame) -> str | None:
@@ -133,22 +166,26 @@ def measured_without(found: list[TaskSpeculation]) -> bool:
 
 
 def table_rows(found: list[TaskSpeculation]) -> tuple[tuple[str, ...], ...]:
-    return tuple((item.task, number(item.context_depth), item.character, item.method,
-                  f"{item.shown['accepted']} / {item.shown['drafted']}" if item.drafted is not None else "none drafted",
+    """The table's rows: decode rates to 0.1 tok/s (RATE_DECIMALS, as the task tables print the same figure)."""
+    return tuple((item.task, number(item.context_depth), item.character, item.method, _drafts(item),
                   _acceptance(item),
-                  number(item.decode_with), number(item.decode_without),
+                  number(item.decode_with, RATE_DECIMALS), number(item.decode_without, RATE_DECIMALS),
                   f"×{item.ratio:.2f}" if item.ratio is not None else "—", item.verdict,
                   f"{item.shown['tokens_with']} ({item.finish_with or '—'})",
                   f"{item.shown['tokens_without']} ({item.finish_without or '—'})") for item in found)
 
 
-def _counts(row: pd.Series | None, name: str, ranged: bool = True) -> str:
-    """A count the tasks table states as `{name}_median` (with `_min`/`_max` where it has them) as a count; a whole
-    median without its range unless `ranged` (an accepted / drafted pair reads as one pair)."""
-    median = _value(row, f"{name}_median")
-    if not ranged and median is not None and median.is_integer():
-        return counts(median)
-    return counts(median, _value(row, f"{name}_min"), _value(row, f"{name}_max"))
+def _drafts(item: TaskSpeculation) -> str:
+    """accepted / drafted: the sums over the task's requests where the rows were read, else the table's medians,
+    each with its range where its requests differ (fmt.counts: one form for both sides)."""
+    if item.summed is not None:
+        return f"{count(item.summed[0])} / {count(item.summed[1])}" if item.summed[1] else "none drafted"
+    return f"{item.shown['accepted']} / {item.shown['drafted']}" if item.drafted is not None else "none drafted"
+
+
+def _counts(row: pd.Series | None, name: str) -> str:
+    """A count the tasks table states as `{name}_median` (with `_min`/`_max` where it has them) as a count."""
+    return counts(_value(row, f"{name}_median"), _value(row, f"{name}_min"), _value(row, f"{name}_max"))
 
 
 COLUMNS = ("task", "depth", "expected character", "speculation", "accepted / drafted", "acceptance",

@@ -149,9 +149,10 @@ def test_with_the_models_layout_memory_is_known_to_the_page(tmp_path: Path) -> N
     assert ("| auto at 2 slots, by max_context | starts up to max_context 131,072; above, the data does not say; at "
             "262,144, the largest the engine takes: auto: borderline |") in text
     row = borderline[0]
-    assert (f"| borderline | ?–{row.margin_gib_interval[1]:.2f} | leftover up to {row.leftover_tokens[1]:,} tokens "
+    assert (f"| borderline | up to {row.margin_gib_interval[1]:.2f} | leftover up to {row.leftover_tokens[1]:,} tokens "
             f"({row.margin_gib_interval[1]:.2f} GiB), or short by an amount the data does not bound |") in text
     assert "short by -" not in text and "(-" not in text
+    assert "–?" not in text and "?–" not in text  # an open side in words ("up to 116.69"), never "?–116.69"
 
 
 def test_more_slots_than_the_engine_takes_is_refused_before_any_launch(tmp_path: Path) -> None:

@@ -49,6 +49,25 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     assert "| prefill | not measured: the prompt time is a fixed overhead" in text
     assert "No prefill rate: the engine's prompt time stays between" in text and "462,229" not in text
     assert "| 43.5 |" not in text  # a median between two output-token counts shows the counts
+    # vLLM attributes no numbers to a request while another is in flight: the lanes of its concurrent cells would
+    # show only the client's wall, so no lane table (it was 16 rows of it), one line saying why
+    post = (run / "report" / "index.md").read_text()
+    assert "(a) Requests at once" not in post and "| 8 clients at 1,024 prompt tokens | L1" not in post
+    assert ("(a) lanes: no table: no lane of 8 clients at 1,024 prompt tokens, 32 clients at 1,024 prompt tokens has "
+            "the engine's own numbers (another request was in flight at the same time") in text
+    # the speculation table: accepted / drafted as the engine's counts summed over each task's requests (one form,
+    # never a range on one side: "136 – 191 / 270"), decode to 0.1 tok/s as the task tables print the same figure
+    tasks = [r for r in rows if r["sweep"] == "tasks" and r["status"] == "ok" and not r["warmup"]
+             and r["cell"]["task"] == "summarization" and r["cell"].get("speculation") != "off"]
+    accepted, drafted = (sum(r[f"{name}_tokens_server"] for r in tasks) for name in ("accepted", "drafted"))
+    decode = statistics.median(r["decode_tok_s_server"] for r in tasks)
+    share = f"{100 * accepted / drafted:.0f}%"
+    assert f"| summarization | 512 | creative | ngram | {accepted:,} / {drafted:,} | {share} | {decode:.1f} | 63.5 |" \
+        in text
+    assert "136 – 191" not in text and f"| {decode:.1f} / " in text  # the coding-and-agent table: the same decode
+    # capacity: a one-sided interval in words, and a setting whose two readings are one pool is one row
+    assert "–?" not in text and "| engine default | 1 | 2,048 | starts and full | 2,048 | yes | at least 137.23 | " \
+        "leftover at least 6,395,280 tokens (137.23 GiB) |" in text
     assert_regenerates(EXAMPLE, run, "gunzip the example's two files (its README), run `ninferkit report "
                        "docs/examples/h200-vllm` and commit report/")
 
@@ -70,10 +89,19 @@ def test_the_ab_against_llama_server_regenerates(tmp_path: Path) -> None:
     # (the concurrency and prefix-reuse cells' prompts are no longer than the context sweep's: the same overhead)
     prefill = table[table["metric"] == "prefill_tok_s_server"]
     assert set(prefill["sweep"]) >= {"context", "concurrency", "prefix_reuse"}
-    assert set(prefill["verdict"]) == {"prompt time is a fixed overhead: no prefill rate"}
+    # and where either engine served most of the prompt from its cache, the prompt time is over the few tokens left
+    # (llama-server's identical resend: 2,077 of 2,078 cached, 2 ms, "453 tok/s"): no rate on either side either
+    cached = prefill[prefill["from_cache_a"].fillna(False).astype(bool)]
+    assert set(cached["cell"]) == {f"scenario={name}, api=chat" for name in
+                                   ("identical_resend", "max_tokens_changed", "sentence_appended")}
+    assert set(cached["verdict"]) == {"prompt mostly from the cache: no prefill rate"}
+    assert set(prefill.drop(cached.index)["verdict"]) == {"prompt time is a fixed overhead: no prefill rate"}
     shown = (out / "index.md").read_text()
     assert not prefill["comparable"].any() and "+811.7%" not in shown and "prefill +" not in shown
     assert "| 50,697 / 669 / 100% | — (overhead) / 117 / 59% |" in shown
+    assert ("| prefix_reuse: scenario=identical_resend, api=chat | — (cache hit) / 672 / — | — (cache hit) / 163 / "
+            "81% |") in shown
+    assert "| 453 |" not in shown and "453 /" not in shown  # the resend's division is in table.csv only
 
 
 def test_client_and_vllms_own_decode_agree_on_requests_that_ran_alone() -> None:

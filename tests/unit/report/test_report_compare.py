@@ -18,7 +18,8 @@ from ninferkit.cli import main as cli_main
 from ninferkit.errors import NinferkitError
 from ninferkit.report import compare_runs
 from ninferkit.report.caveats import comparison_caveats
-from ninferkit.report.data import RunData
+from ninferkit.report.compare import CACHED, from_cache
+from ninferkit.report.data import RunData, load_run
 from ninferkit.rundir.records import Manifest, ProbeRecord, RequestRow
 from ninferkit.rundir.runs import RunDir
 from tests.unit.report.test_report import RUN_A, RUN_B, RUNS, copy_run, counted_rows
@@ -61,10 +62,27 @@ def test_compare_pairs_every_cell_and_reports_deltas() -> None:
         if len(a) > 1:
             assert row.spread_a_pct == pytest.approx(100 * statistics.stdev(a.values()) / statistics.mean(a.values()))
         spreads = [spread for spread in (row.spread_a_pct, row.spread_b_pct) if pd.notna(spread)]
-        if spreads:
+        if row.verdict == CACHED:  # a resend's prompt time is over the tokens its cache left: no rate to judge
+            assert row.metric == "prefill_tok_s_server" and row.from_cache_a and row.from_cache_b
+        elif spreads:
             assert (row.verdict == "within spread") == (abs(row.delta_pct) <= max(spreads))
         else:
             assert row.verdict == "spread unknown (one repetition)"
+
+
+def test_a_prefill_mostly_from_the_cache_is_no_rate() -> None:
+    """The rule, on the recorded runs' own requests: a cell whose engine served more than half of each prompt from
+    its cache (the prefix-reuse resends) has no prefill rate; a cold one keeps its rate."""
+    comparison = compare_runs([RUNS / RUN_A, RUNS / RUN_B])
+    prefill = comparison.table[comparison.table["metric"] == "prefill_tok_s_server"]
+    verdicts = dict(zip(prefill["cell"], prefill["verdict"], strict=True))
+    assert verdicts["scenario=identical_resend, api=chat"] == CACHED
+    cold = next(verdict for cell, verdict in verdicts.items() if cell.startswith("scenario=cold"))
+    assert cold != CACHED
+    scenarios: dict[str, list[RequestRow]] = {}
+    for row in load_run(RUNS / RUN_A).measured("prefix_reuse"):
+        scenarios.setdefault(str((row.cell or {}).get("scenario")), []).append(row)
+    assert from_cache(scenarios["identical_resend"]) and not from_cache(scenarios["cold"])
 
 
 def test_compare_cli_prints_the_table_and_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

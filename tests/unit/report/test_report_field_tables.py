@@ -156,11 +156,11 @@ def test_the_live_post_shows_the_engines_numbers(posts: dict[str, str]) -> None:
     # §2.3: each task's prompt time (the server's, 0.01 s) beside its decode and acceptance
     assert "| coding | 16 | 3.37 | 41.1 / 0% |" in text
     assert "after 8,192 document tokens: prompt time, s (server)" in text
-    # 004: the concurrent cell's aggregate output (client: 2 x 32 tokens over the cell's 103 s wall) where the
-    # report gives aggregate for its concurrent rows, to 0.01 tok/s as its averages are; the launch named as a config
-    assert "| base (mtp 3, 2 slots) | 2 clients on 2 slots: aggregate output (client) | 0.62 |" in text
-    # 004: no window of decode alone, said instead of a number 25 times below the per-request rate
-    assert "No cell has a window of decode alone, so no engine mean or peak is printed" in text
+    # 004: no cell had a window of decode alone (its 32-token outputs end before one fills), so no peak sets off an
+    # average: no table of "0 / 1" rows, one line that says why instead of a number 25 times below the request's rate
+    assert "| base (mtp 3, 2 slots) | 2 clients on 2 slots: aggregate output (client)" not in text
+    assert ("Average decode against the best engine window: No table: 6 cells decoded only in engine windows that "
+            "also prefilled, so no peak of decode alone sets off their average") in text
 
 
 def test_the_examples_ab_reads_like_2_2(tmp_path: Path) -> None:
@@ -285,3 +285,20 @@ def test_seed_004s_table_prints_averages_to_two_decimals_and_the_peak_to_one(tmp
                              "1.2", "1.03", "6 / —")  # the table predates the count of mixed windows: unknown
     assert all(row[1].endswith("decode per request (server)") and re.fullmatch(r"\d+\.\d\d", row[2])
                for row in table.rows[1:])
+
+
+def test_the_lane_caption_says_what_its_columns_are_and_only_those(posts: dict[str, str]) -> None:
+    """§2.4(a): llama-server's record has each lane's prompt time and decode but no queue wait, so the example's lane
+    table has no queue or TTFT-with-queue column, its caption does not describe them, and its rows are in client
+    order, not "in the order the engine admitted them" (which only the queue says); the live run's has all three."""
+    example, live = posts["example"], posts["live"]
+    [(caption, header)] = [(c, h) for c, h in tables_of(example) if "lane" in h]
+    assert "queued, s (server)" not in header and "TTFT incl. queue, s (engine)" not in header
+    assert "Queued is" not in caption and "TTFT incl. queue" not in caption
+    assert "Prompt time is the field reports' TTFT" in caption and "Decode is the engine's" in caption
+    assert "(a) Requests at once, lane by lane: each lane's first request, by client (the engine recorded no queue " \
+           "wait)." in example
+    [(caption, header)] = [(c, h) for c, h in tables_of(live) if "lane" in h]
+    assert {"queued, s (server)", "TTFT incl. queue, s (engine)"} <= set(header)
+    assert "Queued is the wait before the lane's own prefill (" in caption and "TTFT incl. queue is" in caption
+    assert "in the order the engine admitted them (its queue)." in live
