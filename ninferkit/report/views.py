@@ -22,7 +22,7 @@ import pandas as pd
 from ninferkit.capacity.summary import dtype_words
 from ninferkit.measure.latency import distribution, recorded_itl, requests_per_s, samples
 from ninferkit.params.report import ReportSection
-from ninferkit.report.compare import RUN_TO_RUN_PCT, acceptance_differs
+from ninferkit.report.compare import CACHED, CACHED_SHARE, RUN_TO_RUN_PCT, acceptance_differs
 from ninferkit.report.document import Block, Bullets, Table, table_from_frame
 from ninferkit.report.fmt import count, counts, number, seconds, span
 from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
@@ -287,13 +287,16 @@ def ab_view(frame: pd.DataFrame, acceptance_gap_pct: float = ACCEPTANCE_GAP_PCT)
     batched = False
     for row in frame.to_dict("records"):
         shares = {side: _ab_share(row, side) for side in ("a", "b")}
-        sides = [" / ".join((number(_get(row, f"prefill_tok_s_server_{side}"), RATE_DECIMALS),
+        cached = {side: _ab_cached(row, side) for side in ("a", "b")}
+        sides = [" / ".join(("— (cache hit)" if cached[side] else
+                             number(_get(row, f"prefill_tok_s_server_{side}"), RATE_DECIMALS),
                              number(_get(row, f"decode_tok_s_server_{side}"), RATE_DECIMALS),
                              _ab_acceptance(row, side, shares[side]))) + _ab_batch(row, side)
                  for side in ("a", "b")]
         moved = [*AB_MOVED, *(AB_BATCH_MOVED if _ab_batch(row, "a") or _ab_batch(row, "b") else ())]
         batched = batched or len(moved) > len(AB_MOVED)
-        moves = [_ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in moved]
+        moves = [f"prefill: not comparable ({CACHED})" if metric == "prefill_tok_s_server" and any(cached.values())
+                 else _ab_move(words, _get(row, f"{metric}_ratio_b_over_a")) for words, metric in moved]
         if acceptance_differs(shares["a"], shares["b"], acceptance_gap_pct):
             moves.append(f"acceptance {_share(shares['a'])} vs {_share(shares['b'])}: decode not comparable")
         lines.append((f"{_get(row, 'sweep')}: {_get(row, 'cell')}", *sides, "; ".join(moves)))
@@ -308,6 +311,13 @@ def ab_view(frame: pd.DataFrame, acceptance_gap_pct: float = ACCEPTANCE_GAP_PCT)
                  + (" A concurrency cell also gives its batch (the client's): the wall from the first "
                     "request sent to the last byte, the output tokens of all its requests and their aggregate rate "
                     "(seed 000 §2.2's \"批 wall / tok / tok/s\")." if batched else ""))
+
+
+def _ab_cached(row: Row, side: str) -> bool:
+    """Whether the side's engine served most of the cell's prompt from its cache (compare/'s rule): its prompt time
+    is then an overhead over the few tokens left, no prefill rate."""
+    share = _get(row, f"cached_share_{side}")
+    return share is not None and float(share) > CACHED_SHARE
 
 
 def _ab_share(row: Row, side: str) -> float | None:

@@ -429,6 +429,7 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
                 values = numbers(ok, name)
                 record[f"{name}_{label}"] = values.median() if len(values) else None
             record[f"accepted_tokens_server_{label}"], record[f"drafted_tokens_server_{label}"] = _drafts(ok)
+            record[f"cached_share_{label}"] = _cached_share(ok)
             if kind.loads_server:
                 record.update({f"{name}_{label}": value for name, value in _batch(measured, sides[label][3]).items()})
         for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s",
@@ -448,6 +449,16 @@ def _drafts(ok: pd.DataFrame) -> tuple[float | None, float | None]:
     if not len(both) or len(both) < len(numbers(ok, "acceptance_server")):
         return None, None
     return float(accepted[both].sum()), float(drafted[both].sum())
+
+
+def _cached_share(ok: pd.DataFrame) -> float | None:
+    """The median share of a cell's prompts the engine served from its prefix cache (its own count, else the
+    response's usage): a resend's prompt time is over the few tokens left, so the write-up prints no prefill rate
+    for it (report/compare.CACHED_SHARE, one rule for compare/ and the A/B). None where no request counted hits."""
+    prompts = numbers(ok, "prompt_tokens")
+    cached = numbers(ok, "cached_tokens_server").combine_first(numbers(ok, "cached_tokens"))
+    both = prompts[prompts > 0].index.intersection(cached.index)
+    return float((cached[both] / prompts[both]).median()) if len(both) else None
 
 
 BATCH = ("wall_s", "output_tokens", "aggregate_output_tok_s_client")

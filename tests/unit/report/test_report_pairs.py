@@ -154,3 +154,23 @@ def test_one_request_per_level_shows_its_one_time() -> None:
     [table] = sweep_view("concurrency", frame)
     assert isinstance(table, Table)
     assert table.rows[0][table.columns.index("per request end to end, s (client): median; slowest")] == "2.50"
+
+
+def test_a_resend_served_from_the_cache_gives_no_prefill_rate_in_the_ab() -> None:
+    """compare/'s rule in the A/B too (report/compare.CACHED_SHARE): where an engine served most of a cell's prompt
+    from its prefix cache (prefix reuse's identical resend: all but a token of it on both sides of the published
+    pair), its prompt time is over the few tokens left, so no prefill rate is printed for that side and the ratio
+    says why; a cold cell keeps its rates."""
+    frame = ab_table(RunDir(LLAMA), RunDir(VLLM))
+    [table] = sweep_view("ab", frame)
+    rows = {row[0]: row for row in table.rows}  # type: ignore[union-attr]
+    resend = next(row for cell, row in rows.items() if "scenario=identical_resend" in cell)
+    for side, run_dir in ((resend[1], LLAMA), (resend[2], VLLM)):
+        requests = _rows(load_run(run_dir), "prefix_reuse", scenario="identical_resend")
+        shares = [(row.cached_tokens_server if row.cached_tokens_server is not None else row.cached_tokens or 0)
+                  / row.prompt_tokens for row in requests if row.prompt_tokens]
+        assert shares and sorted(shares)[len(shares) // 2] > 0.5  # the data: cache hits
+        assert side.startswith("— (cache hit) / ")
+    assert "prefill: not comparable (prompt mostly from the cache: no prefill rate)" in resend[3]
+    cold = next(row for cell, row in rows.items() if "scenario=cold" in cell)
+    assert not cold[1].startswith("—") and not cold[2].startswith("—") and "prefill " in cold[3]
