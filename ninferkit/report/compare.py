@@ -42,6 +42,7 @@ from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import utc_now, write_text_atomic
 from ninferkit.rundir.servings import launch_name, run_servings
 from ninferkit.sweeps.cell import repeat_of, without_repeat
+from ninferkit.sweeps.metrics import cell_acceptance
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
@@ -344,10 +345,16 @@ def _unpaired(key: CellKey, base: RunData, other: RunData, in_other: bool) -> st
 
 
 def _acceptance(rows: Sequence[RequestRow]) -> float | None:
-    """A cell's median acceptance over its rows that report one, the cell as `_cells` keys it: a variant's rows
-    apart from the base's of the same parameters (keyed by label alone, the two were pooled into one figure)."""
+    """A cell's acceptance, the cell as `_cells` keys it (a variant's rows apart from the base's of the same
+    parameters: keyed by label alone, the two were pooled into one figure), as the post gives it
+    (sweeps/metrics.cell_acceptance): the engine's accepted over drafted tokens summed where every row that reports
+    an acceptance counted both, else the median of the rows' shares."""
     found = [value for row in rows if (value := acceptance(row)) is not None]
-    return statistics.median(found) if found else None
+    counted = [row for row in rows if row.accepted_tokens_server is not None and row.drafted_tokens_server is not None]
+    whole = len(counted) >= len(found) and counted
+    return cell_acceptance(sum(float(row.accepted_tokens_server or 0) for row in counted) if whole else None,
+                           sum(float(row.drafted_tokens_server or 0) for row in counted) if whole else None,
+                           statistics.median(found) if found else None)
 
 
 def from_cache(rows: Sequence[RequestRow]) -> bool:

@@ -27,6 +27,7 @@ from ninferkit.rundir.records import RequestRow, TelemetrySample
 from ninferkit.rundir.servings import VARIANT, launch_name
 from ninferkit.sweeps.cell import repeat_of
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
+from ninferkit.sweeps.metrics import cell_acceptance
 
 NONE = "—"
 
@@ -54,7 +55,10 @@ def _value(frame: pd.DataFrame, index: int, name: str) -> Any:
 def _decode_mtp(frame: pd.DataFrame, index: int) -> str:
     """The cell's decode rate, with its acceptance where the table has any (a run without speculation has none, and a
     column of "/ —" would say nothing)."""
-    decode, share = _value(frame, index, "decode_tok_s_server_median"), _value(frame, index, "acceptance_server_median")
+    decode = _value(frame, index, "decode_tok_s_server_median")
+    share = cell_acceptance(_value(frame, index, "accepted_tokens_server_sum"),
+                            _value(frame, index, "drafted_tokens_server_sum"),
+                            _value(frame, index, "acceptance_server_median"))
     if decode is None:
         return NONE
     if not _speculated(frame):

@@ -29,6 +29,7 @@ from ninferkit.rundir.records import CapacitySearch, DecisionRow, RequestRow
 from ninferkit.sweeps.cell import Label
 from ninferkit.sweeps.kinds import find_kind
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS, Shape, ViewColumn
+from ninferkit.sweeps.metrics import cell_acceptance
 from ninferkit.sweeps.plan import AB
 
 Row = Mapping[str, Any]
@@ -152,10 +153,13 @@ def _acceptance(row: Row) -> str | None:
     """The acceptance rate with the engine's accepted / drafted counts (seed 000 §2.1's `47%（38/81）`); the counts
     only where each median is a count (two requests of 0 / 8 and 5 / 13 have no accepted / drafted pair to show:
     their median share stands alone, the CSV holds both counts' medians)."""
-    share = _get(row, "acceptance_server_median")
+    share = cell_acceptance(_get(row, "accepted_tokens_server_sum"), _get(row, "drafted_tokens_server_sum"),
+                            _get(row, "acceptance_server_median"))
     if share is None:
         return None
-    accepted, drafted = _get(row, "accepted_tokens_server_median"), _get(row, "drafted_tokens_server_median")
+    accepted, drafted = _get(row, "accepted_tokens_server_sum"), _get(row, "drafted_tokens_server_sum")
+    if accepted is None or drafted is None:  # a table built before the sums: the medians, where they are counts
+        accepted, drafted = _get(row, "accepted_tokens_server_median"), _get(row, "drafted_tokens_server_median")
     whole = accepted is not None and drafted is not None and float(accepted).is_integer() and \
         float(drafted).is_integer()
     return f"{100 * float(share):.0f}%" + (f" ({counts(accepted)} / {counts(drafted)})" if whole else "")

@@ -80,3 +80,14 @@ def hit_tokens(ok: pd.DataFrame) -> tuple[pd.Series, str | None]:
     differ = client[engine.notna() & client.notna() & (engine != client)]
     said = f" (usage: {differ.median():,.0f})" if len(differ) else ""
     return chosen, ", ".join(used) + said
+
+
+def cell_acceptance(accepted_sum: Any, drafted_sum: Any, median_share: Any) -> float | None:
+    """A cell's acceptance: the engine's accepted over drafted tokens summed over its requests where it counted
+    both (seed 000 §2.2's "464/523"), else the median of its requests' shares (an engine that reports a share
+    alone). One answer for a cell, which every table that prints it gives: the median of two requests' shares
+    (30% and 70%: 50%) is no cell's share when their drafts differ in size."""
+    present = [value for value in (accepted_sum, drafted_sum) if value is not None and not pd.isna(value)]
+    if len(present) == 2 and float(drafted_sum) > 0:
+        return float(accepted_sum) / float(drafted_sum)
+    return None if median_share is None or pd.isna(median_share) else float(median_share)

@@ -190,7 +190,8 @@ def _repeats(name: str, outcomes: Mapping[str, CellEntry]) -> list[list[tuple[st
             for found in cells.values()]
 
 
-SUMMED = ("n_ok", "n_errored", "engine_windows", "engine_windows_mixed")
+SUMMED = ("n_ok", "n_errored", "engine_windows", "engine_windows_mixed", "accepted_tokens_server_sum",
+          "drafted_tokens_server_sum")
 
 
 def _over_repeats(each: list[dict[str, Any]], repeats: list[int]) -> dict[str, Any]:
@@ -276,6 +277,7 @@ def _cell_metrics(kind: AnyKind, measured: pd.DataFrame, rows: Sequence[RequestR
     out["server_note"] = _server_note(ok)
     out["decode_gap_note"] = decode_gap_summary(finished)
     out["tokens_per_round_server_median"] = tokens_per_round(ok)
+    out["accepted_tokens_server_sum"], out["drafted_tokens_server_sum"] = _drafts(ok)
     out.update(kind.metrics(ok, finished, sent, measured, targets))
     return out
 
@@ -441,9 +443,10 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
 
 
 def _drafts(ok: pd.DataFrame) -> tuple[float | None, float | None]:
-    """The accepted and drafted tokens of a cell's finished requests in all, as the engine counted them; None where
-    none has both counts, or where one that reports an acceptance has no counts (a sum over some of the cell's
-    requests would be no cell's)."""
+    """The accepted and drafted tokens of a cell's finished requests in all, as the engine counted them (the cell's
+    acceptance is their quotient, as seed 000 §2.2's "464/523": one answer for a cell, in every table that prints
+    it); None where none has both counts, or where one that reports an acceptance has no counts (a sum over some of
+    the cell's requests would be no cell's)."""
     accepted, drafted = numbers(ok, "accepted_tokens_server"), numbers(ok, "drafted_tokens_server")
     both = accepted.index.intersection(drafted.index)
     if not len(both) or len(both) < len(numbers(ok, "acceptance_server")):

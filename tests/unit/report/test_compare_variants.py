@@ -59,11 +59,18 @@ def test_a_variant_only_one_run_has_is_named_not_paired() -> None:
 
 
 def _acceptance(variant: str, concurrency: int) -> float | None:
-    """A cell's median acceptance over its measured rows (the server's where it reports one), by hand."""
+    """A cell's acceptance over its measured rows, by hand, as the post gives it: the engine's accepted over drafted
+    tokens summed over the rows where every row with a share counted both, else the median share."""
     rows = [json.loads(line) for line in (AB / "requests.jsonl").read_text().splitlines()]
-    found = [row["acceptance_server"] for row in rows
-             if row["status"] == "ok" and not row.get("warmup") and row["cell"].get("variant", "base") == variant
-             and row["cell"]["concurrency"] == concurrency and row.get("acceptance_server") is not None]
+    cell = [row for row in rows
+            if row["status"] == "ok" and not row.get("warmup") and row["cell"].get("variant", "base") == variant
+            and row["cell"]["concurrency"] == concurrency]
+    found = [row["acceptance_server"] for row in cell if row.get("acceptance_server") is not None]
+    counted = [row for row in cell if row.get("accepted_tokens_server") is not None
+               and row.get("drafted_tokens_server") is not None]
+    drafted = sum(row["drafted_tokens_server"] for row in counted)
+    if counted and len(counted) >= len(found) and drafted > 0:
+        return sum(row["accepted_tokens_server"] for row in counted) / drafted
     return statistics.median(found) if found else None
 
 
