@@ -190,10 +190,10 @@ def _lanes(run: RunData) -> list[Block]:
     003's pairs: "39 s / 80 s at 32K, 87 s / 177 s at 64K"), then its decode; one row per lane of every launch's
     such cells, each naming its launch and its cell. A cell none of whose lanes has the engine's numbers (vLLM
     attributes none while another request is in flight) is left out: its rows would hold only each client's wall,
-    whose range per cell the slots-against-lanes table (c) already gives."""
+    whose range per cell the slots-against-lanes table already gives."""
     cells = _lane_cells(run)
     if not cells:
-        return [Note("(a) lanes: no cell ran two or more requests at once: run the concurrency sweep with two "
+        return [Note("lanes: no cell ran two or more requests at once: run the concurrency sweep with two "
                      "lanes at the longest context (sweeps.concurrency.levels [2], prompt_tokens near "
                      "serve.max_context), or the tasks sweep with requests at once (sweeps.tasks.concurrency).")]
     lines: list[tuple[str, ...]] = []
@@ -227,7 +227,7 @@ def _lanes(run: RunData) -> list[Block]:
         lines += own
     why = _without_engine_figures(run, bare)
     if not lines:
-        return [Note(f"(a) lanes: no table: {why}.")]
+        return [Note(f"lanes: no table: {why}.")]
     columns = (("launch",) if run.variants else ()) + LANE_COLUMNS
     keep = [i for i, column in enumerate(columns)
             if column not in ENGINE_LANE_COLUMNS or any(line[i] not in EMPTY for line in lines)]
@@ -238,7 +238,7 @@ def _lanes(run: RunData) -> list[Block]:
     table = Table(tuple(shown), tuple(kept), _lanes_caption(run, shown, how, kept, cut, why))
     order = ("in the order the engine admitted them (its queue)" if "queued, s (server)" in shown
              else "by client (the engine recorded no queue wait)")
-    return [Paragraph(f"(a) Requests at once, lane by lane: each lane's first request, {order}."), table]
+    return [Paragraph(f"Requests at once, lane by lane: each lane's first request, {order}."), table]
 
 
 LANE_COLUMNS = ("cell", "lane", "prompt tokens", "queued, s (server)", "prompt time, s (server)",
@@ -262,7 +262,7 @@ def _without_engine_figures(run: RunData, bare: list[tuple[str, list[RequestRow]
     notes = Counter(row.server_note for _, rows in bare for row in rows if row.server_note)
     reason = notes.most_common(1)[0][0] if notes else f"{run.engine or 'the engine'} kept no record of them"
     return (f"no lane of {', '.join(words for words, _ in bare)} has the engine's own numbers ({reason}), so their "
-            "rows would show only each client's wall, whose range per cell is (c)'s per lane column")
+            "rows would show only each client's wall, whose range per cell the slots-against-lanes table gives")
 
 
 def _lanes_caption(run: RunData, shown: list[str], how: set[str], lines: list[tuple[str, ...]], cut: list[str],
@@ -368,7 +368,7 @@ def _ratio(value: float | None, launch: str, against: tuple[str, Any]) -> str:
 
 
 def _batching(run: RunData) -> list[Block]:
-    title = Paragraph("(b) Decode batching, from the engine's own windows of decode alone.")
+    title = Paragraph("Decode batching, from the engine's own windows of decode alone.")
     alone, mixed = _decode_alone(run.telemetry)
     with_batch = [(r, batch) for r in alone if (batch := _batch(r)) is not None]
     if not with_batch:
@@ -376,7 +376,7 @@ def _batching(run: RunData) -> list[Block]:
         why = ("the engine printed no throughput line" if not engine_lines else
                f"none of the engine's {engine_lines} throughput lines is a window that only decoded from open to "
                "close, with its batch" + (f" ({mixed} decoded beside a prefill or only in part)" if mixed else ""))
-        return [Note(f"(b) batching: no table, {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
+        return [Note(f"batching: no table, {why}. Fill it with the concurrency sweep at 1, 2 and 4 "
                                  "clients and outputs long enough to decode two whole windows after the prefill "
                                  "(output_tokens at least twice the window length x the decode rate).")]
     spans = launch_spans(run) if run.variants else []
@@ -425,10 +425,10 @@ def _launches(table: pd.DataFrame) -> list[str]:
 def _slots_by_lanes(run: RunData) -> list[Block]:
     """Seed 000 §2.4(c): every launch's concurrency cells (a variant's with its own slots), each named by its
     launch, with the speed-up over one client at the same prompt length."""
-    title = Paragraph("(c) Server slots against client lanes, end to end.")
+    title = Paragraph("Server slots against client lanes, end to end.")
     table = run.launch_tables().get("concurrency")
     if table is None or not len(table):
-        return [Note("(c) slots against lanes: no concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
+        return [Note("slots against lanes: no concurrency table: run the concurrency sweep at 1, 2 and 4 clients "
                                  "(sweeps.concurrency.levels) for the speed-up over one lane.")]
     launches = _launches(table)
     cells = run.cell_rows("concurrency", variants=True)
@@ -458,7 +458,7 @@ def _slots_by_lanes(run: RunData) -> list[Block]:
         "server slots", "client lanes", "prompt tokens", "per lane, tok/s (client)", "aggregate, tok/s (client)",
         "speed-up", "engine batch (median)"), tuple(lines), caption)]
     if not one:
-        blocks.append(Note("(c) slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
+        blocks.append(Note("slots against lanes: no one-client cell: add 1 to sweeps.concurrency.levels for the "
                            "speed-up."))
     return blocks
 

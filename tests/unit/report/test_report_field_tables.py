@@ -47,9 +47,9 @@ REPORT_000: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
     "2.4a": (("路", "prompt token", "TTFT（服务端）", "其中排队", "prefill tok/s", "输出", "wall"),
              ("lane", "prompt tokens", "prompt time, s (server)", "queued, s (server)", "TTFT incl. queue, s (engine)",
               "prefill tok/s (server)", "output tokens", "wall, s (client)"),
-             "(a) lanes: no cell ran two or more requests at once"),
+             "lanes: no cell ran two or more requests at once"),
     "2.4b": (("batch", "聚合 decode tok/s", "相对 batch=1"),
-             ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "(b) batching: no table,"),
+             ("batch (engine)", "aggregate decode tok/s (engine)", "against batch 1"), "batching: no table,"),
     "2.4c": (("服务端并发", "客户端路数", "单路端到端", "聚合端到端", "加速比"),
              ("server slots", "client lanes", "per lane, tok/s (client)", "aggregate, tok/s (client)", "speed-up"),
              None),
@@ -296,7 +296,7 @@ def test_the_lane_caption_says_what_its_columns_are_and_only_those(posts: dict[s
     assert "queued, s (server)" not in header and "TTFT incl. queue, s (engine)" not in header
     assert "Queued is" not in caption and "TTFT incl. queue" not in caption
     assert "Prompt time is the field reports' TTFT" in caption and "Decode is the engine's" in caption
-    assert "(a) Requests at once, lane by lane: each lane's first request, by client (the engine recorded no queue " \
+    assert "Requests at once, lane by lane: each lane's first request, by client (the engine recorded no queue " \
            "wait)." in example
     [(caption, header)] = [(c, h) for c, h in tables_of(live) if "lane" in h]
     assert {"queued, s (server)", "TTFT incl. queue, s (engine)"} <= set(header)

@@ -71,8 +71,8 @@ def test_a_window_where_one_request_ended_is_no_batch_rate(tmp_path: Path) -> No
     assert tails and not any(whole_decode(before, line) for before, line in tails)  # the 2.4 tok/s tail among them
     assert any(line["decode_tok_s"] == pytest.approx(2.4) for _, line in tails)
     _, text = post(LIVE, tmp_path)
-    assert "(b) Decode batching" not in text and "2.40" not in section(text, "Concurrency, lane by lane")
-    (note,) = [row for row in section(text, NOTES).splitlines() if "(b) batching" in row]
+    assert "Decode batching" not in text and "2.40" not in section(text, "Concurrency, lane by lane")
+    (note,) = [row for row in section(text, NOTES).splitlines() if "batching: no table" in row]
     assert "only decoded from open to close" in note
 
 
