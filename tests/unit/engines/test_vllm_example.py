@@ -52,7 +52,7 @@ def test_the_published_write_up_regenerates_from_the_raw_files(tmp_path: Path) -
     # vLLM attributes no numbers to a request while another is in flight: the lanes of its concurrent cells would
     # show only the client's wall, so no lane table (it was 16 rows of it), one line saying why
     post = (run / "report" / "index.md").read_text()
-    assert "(a) Requests at once" not in post and "| 8 clients at 1,024 prompt tokens | L1" not in post
+    assert "Requests at once, lane by lane" not in post and "| 8 clients at 1,024 prompt tokens | L1" not in post
     assert ("lanes: no table: no lane of 8 clients at 1,024 prompt tokens, 32 clients at 1,024 prompt tokens has "
             "the engine's own numbers (another request was in flight at the same time") in text
     # the speculation table: accepted / drafted as the engine's counts summed over each task's requests (one form,
