@@ -36,6 +36,7 @@ from ninferkit.report.document import Block, Bullets, Document, Paragraph, Secti
 from ninferkit.report.fmt import number
 from ninferkit.report.headline import params_label
 from ninferkit.report.lead import prefill_is_overhead
+from ninferkit.report.recipe import artifact_fetched
 from ninferkit.report.render import get_renderer
 from ninferkit.rundir.identity import ServingIdentity, same_serving
 from ninferkit.rundir.records import RequestRow
@@ -74,10 +75,13 @@ class Comparison:
     """Per candidate, how its serving differs from the baseline's (rundir/identity.py), or that it is the same."""
     cuda_graphs: list[str | None] = field(default_factory=list)
     """Per run, CUDA graphs as its server log says (the ledger's cuda_graphs; None: the log does not say)."""
+    startup: list[str] = field(default_factory=list)
+    """Per run, how its artifact reached the engine and how long the engine took to load and serve it."""
 
     def document(self) -> Document:
         title = f"A/B: {' vs '.join(self.run_ids)}" + graphs_words(self.cuda_graphs)
         sections = [Section("Serving", [Bullets(tuple(self.serving))]),
+                    *([Section("Start-up", [Bullets(tuple(self.startup))])] if self.startup else []),
                     Section("Side by side", side_by_side(self.run_ids, self.table)), Section("Per-cell deltas", [
             Paragraph(f"Baseline {self.run_ids[0]}. delta = median(candidate) - median(baseline); paired delta = "
                       "median over repetitions present in both runs; spread = standard deviation over mean of "
@@ -296,7 +300,20 @@ def compare_runs(run_dirs: Sequence[str | Path], same_serving_stated: bool = Fal
                              "cell_id": base_cells[key][0].cell_id, "metric": metric,
                              **row, "acceptance_a": accept_a, "acceptance_b": accept_b, "comparable": comparable})
     return Comparison([run.run_id for run in runs], pd.DataFrame(rows), unpaired, comparison_caveats(runs),
-                      serving_words(runs, same_serving_stated), [run.ledger.get("cuda_graphs") for run in runs])
+                      serving_words(runs, same_serving_stated), [run.ledger.get("cuda_graphs") for run in runs],
+                      startup_words(runs))
+
+
+def startup_words(runs: Sequence[RunData]) -> list[str]:
+    """Per run, the recipe's rows of how the artifact reached the engine (the download's rate, the file system of
+    its folder with the weights' load and the ready time), where it recorded them: two runs of one profile with the
+    artifact on a local disk and on NFS are seed 000 §1.4's "本地盘加载 18.2 s，走 NFS 是 52–59 s", side by side.
+    None where no run recorded any."""
+    said = [(run.run_id, artifact_fetched(run)) for run in runs]
+    if not any(rows for _, rows in said):
+        return []
+    return [f"{run_id}: " + ("; ".join(f"{name} {value}" for name, value in rows) if rows else "not recorded")
+            for run_id, rows in said]
 
 
 def serving_words(runs: Sequence[RunData], stated: bool) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ninferkit.host.gpu import power_limit_words
 from ninferkit.report import write_report
+from ninferkit.report.compare import compare_runs
 from ninferkit.report.conditions import memory_after_ready
 from ninferkit.report.data import load_run
 from ninferkit.report.fmt import gib
@@ -145,3 +146,22 @@ def test_the_disk_and_the_load_time_beside_the_file_system_it_was_read_from(tmp_
     assert room.startswith(f"{disk['total_bytes'] / 2**30:.1f} GiB, {disk['free_bytes'] / 2**30:.1f} GiB free at "
                            f"setup, holding ")
     assert room.endswith(f"(mounted at {disk['mount_point']})")
+
+
+def test_compare_sets_the_runs_file_systems_and_load_times_side_by_side(tmp_path: Path) -> None:
+    """Seed 000 §1.4's local disk against NFS is two runs of one profile, the artifact on each mount: compare's
+    Start-up section gives each run's file system beside its weights' load and ready times, as each post's recipe
+    does, and says "not recorded" for a run whose probe predates the mount (the live run as recorded)."""
+    read = _copy(tmp_path / "a")
+    probe = json.loads((read / "probe.json").read_text())
+    probe["facts"]["disk"] = disk_facts(tmp_path)  # this machine's own reading, as the previous test
+    (read / "probe.json").write_text(json.dumps(probe))
+    recorded = _copy(tmp_path / "b")
+    server = json.loads((read / "server.json").read_text())
+    comparison = compare_runs([read, recorded])
+    first, second = comparison.startup
+    assert first.startswith(f"{load_run(read).run_id}: artifact folder's file system local (")
+    assert first.endswith(f"weights loaded in {server['ledger']['weights_load_s']:.2f} s (the engine's figure), "
+                          f"ready {server['ready_s']:.1f} s after start")
+    assert second == f"{load_run(recorded).run_id}: not recorded"
+    assert [section.title for section in comparison.document().sections][:2] == ["Serving", "Start-up"]
