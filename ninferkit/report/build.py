@@ -639,7 +639,7 @@ def _speculation(run: RunData) -> Section:
     title = "Speculative decoding, task by task"
     tasks = run.tables.get("tasks")
     method = ((run.profile.get("serve") or {}).get("spec") or {}).get("method")
-    found = speculation.task_speculation(tasks if tasks is not None else pd.DataFrame(), method, run.measured("tasks"))
+    found = speculation.task_speculation(tasks if tasks is not None else pd.DataFrame(), method)
     if not found:
         return Section(title, [Note("No task was measured with speculative decoding (no tasks table, or "
                                          "serve.spec sets no method).")])

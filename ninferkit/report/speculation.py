@@ -10,7 +10,6 @@ the task suite, so the write-up can say whether the tasks that gained are the on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,6 @@ import pandas as pd
 
 from ninferkit.errors import ProfileError
 from ninferkit.report.fmt import count, counts, number
-from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.kinds.columns import RATE_DECIMALS
 
 GAIN = 0.10
@@ -74,12 +72,11 @@ class TaskSpeculation:
         return "no clear change"
 
 
-def task_speculation(tasks: pd.DataFrame, profile_method: str | None,
-                     rows: Sequence[RequestRow] = ()) -> list[TaskSpeculation]:
+def task_speculation(tasks: pd.DataFrame, profile_method: str | None) -> list[TaskSpeculation]:
     """Per task and depth, the side measured with speculation beside the side without (when there is one).
-    A table written before it had a `speculation` column ran every task with the profile's method. `rows`, the
-    run's measured tasks requests, give each task's accepted and drafted tokens summed (the table has medians,
-    which between two requests fall between counts)."""
+    A table written before it had a `speculation` column ran every task with the profile's method. Each task's
+    accepted and drafted tokens are the table's sums over its requests (sweeps/tables.py; a table written before
+    them has medians, which between two requests fall between counts)."""
     if not len(tasks) or "task" not in tasks:
         return []
     frame = tasks.copy()
@@ -90,7 +87,6 @@ def task_speculation(tasks: pd.DataFrame, profile_method: str | None,
         frame = frame[frame["status"] == "done"]  # skipped and failed cells measured nothing (the tasks table says why)
     on = frame[frame["speculation"] != OFF]
     off = frame[frame["speculation"] == OFF]
-    summed = _summed(rows)
     out = []
     for _, row in on.iterrows():
         match = off
@@ -105,29 +101,15 @@ def task_speculation(tasks: pd.DataFrame, profile_method: str | None,
             _text(row, "finish_reason"), _text(other, "finish_reason"),
             {"accepted": _counts(row, "accepted_tokens_server"), "drafted": _counts(row, "drafted_tokens_server"),
              "tokens_with": _counts(row, "completion_tokens"), "tokens_without": _counts(other, "completion_tokens")},
-            summed.get(tuple(_key(row.get(key)) for key in PAIR_KEYS))))
+            _summed(row)))
     return out
 
 
-def _key(value: Any) -> Any:
-    """A pair key's value as the rows' cells and the table's rows both give it (the table reads depths as floats)."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return None
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _summed(rows: Sequence[RequestRow]) -> dict[tuple[Any, ...], tuple[int, int]]:
-    """Per task cell with speculation on, the engine's accepted and drafted tokens summed over its requests that
-    counted both."""
-    found: dict[tuple[Any, ...], tuple[int, int]] = {}
-    for row in rows:
-        cell = row.cell or {}
-        if cell.get("speculation") == OFF or row.accepted_tokens_server is None or row.drafted_tokens_server is None:
-            continue
-        key = tuple(_key(cell.get(name)) for name in PAIR_KEYS)
-        accepted, drafted = found.get(key, (0, 0))
-        found[key] = (accepted + int(row.accepted_tokens_server), drafted + int(row.drafted_tokens_server))
-    return found
+def _summed(row: pd.Series) -> tuple[int, int] | None:
+    """The cell's accepted and drafted tokens summed over its requests, as the tasks table holds them (None for a
+    table written before the sums, or a cell whose requests did not all count both)."""
+    accepted, drafted = _value(row, "accepted_tokens_server_sum"), _value(row, "drafted_tokens_server_sum")
+    return None if accepted is None or drafted is None else (int(accepted), int(drafted))
 
 
 def not_measured(tasks: pd.DataFrame) -> str | None:
