@@ -150,9 +150,9 @@ def _decode(decimals: int | None) -> Getter:
 
 
 def _acceptance(row: Row) -> str | None:
-    """The acceptance rate with the engine's accepted / drafted counts (seed 000 §2.1's `47%（38/81）`); the counts
-    only where each median is a count (two requests of 0 / 8 and 5 / 13 have no accepted / drafted pair to show:
-    their median share stands alone, the CSV holds both counts' medians)."""
+    """The cell's acceptance (sweeps/metrics.cell_acceptance) with the engine's accepted / drafted tokens summed over
+    its requests (seed 000 §2.1's `47%（38/81）`); a table written before the sums shows the counts' medians only
+    where each is a count (two requests of 0 / 8 and 5 / 13 have no pair to show: the share stands alone)."""
     share = cell_acceptance(_get(row, "accepted_tokens_server_sum"), _get(row, "drafted_tokens_server_sum"),
                             _get(row, "acceptance_server_median"))
     if share is None:
@@ -325,13 +325,9 @@ def _ab_cached(row: Row, side: str) -> bool:
 
 
 def _ab_share(row: Row, side: str) -> float | None:
-    """One side's acceptance: the engine's accepted over drafted tokens of the cell where it counted both (the
-    share its counts show), else the median of the requests' shares; None where nothing was drafted."""
-    accepted, drafted = _get(row, f"accepted_tokens_server_{side}"), _get(row, f"drafted_tokens_server_{side}")
-    if accepted is not None and drafted:
-        return float(accepted) / float(drafted)
-    share = _get(row, f"acceptance_server_{side}")
-    return None if share is None else float(share)
+    """One side's acceptance, as every table gives a cell's (sweeps/metrics.cell_acceptance)."""
+    return cell_acceptance(_get(row, f"accepted_tokens_server_{side}"), _get(row, f"drafted_tokens_server_{side}"),
+                           _get(row, f"acceptance_server_{side}"))
 
 
 def _ab_acceptance(row: Row, side: str, share: float | None) -> str:
