@@ -22,6 +22,7 @@ from ninferkit.report.headline import cell_label
 from ninferkit.rundir.profile_change import change_lines
 from ninferkit.rundir.records import RequestRow
 from ninferkit.sweeps.kinds import find_kind
+from ninferkit.sweeps.metrics import rows_acceptance
 from ninferkit.sweeps.rate import kept_up
 
 WAIT_ALONE_S = 0.25
@@ -30,24 +31,12 @@ LATE_SEND_S = 0.01
 """A rate-sweep request the client sent later than this after its scheduled time is worth a caveat."""
 
 
-def acceptance(row: RequestRow) -> float | None:
-    """accepted/drafted of one request (server-side), or None without speculative decoding."""
-    if row.acceptance_server is not None:
-        return float(row.acceptance_server)
-    drafted, accepted = row.drafted_tokens_server, row.accepted_tokens_server
-    if drafted and accepted is not None:
-        return float(accepted) / float(drafted)
-    return None
-
-
-def cell_acceptance(rows: Sequence[RequestRow]) -> dict[tuple[str, str], float]:
-    """Median acceptance per (sweep, cell label), over the rows that report one."""
-    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+def acceptance_by_cell(rows: Sequence[RequestRow]) -> dict[tuple[str, str], float]:
+    """Each (sweep, cell label)'s acceptance, as every table gives a cell's (sweeps/metrics.rows_acceptance)."""
+    found: dict[tuple[str, str], list[RequestRow]] = defaultdict(list)
     for row in rows:
-        value = acceptance(row)
-        if value is not None:
-            found[(str(row.sweep), cell_label(row))].append(value)
-    return {key: statistics.median(values) for key, values in sorted(found.items())}
+        found[(str(row.sweep), cell_label(row))].append(row)
+    return {key: value for key, cell in sorted(found.items()) if (value := rows_acceptance(cell)) is not None}
 
 
 def cell_spread_pct(rows: Sequence[RequestRow], name: str) -> dict[tuple[str, str], float]:
@@ -125,7 +114,7 @@ def caveats(run: RunData) -> list[str]:
     if not run.gpu_available:
         notes.append("CPU run (no GPU): the numbers measure this machine's CPU serving a small model (the embedded "
                      "default's has 135 M parameters); they show the runbook works, not what a GPU serves.")
-    accept = cell_acceptance(run.measured())
+    accept = acceptance_by_cell(run.measured())
     if accept:
         low, high = min(accept.values()), max(accept.values())
         if 100 * (high - low) > settings.acceptance_gap_pct:
@@ -280,9 +269,9 @@ def comparison_caveats(runs: Sequence[RunData]) -> list[str]:
     notes: list[str] = []
     base = runs[0]
     gap_pct = base.settings.acceptance_gap_pct
-    base_accept = cell_acceptance(base.measured())
+    base_accept = acceptance_by_cell(base.measured())
     for other in runs[1:]:
-        other_accept = cell_acceptance(other.measured())
+        other_accept = acceptance_by_cell(other.measured())
         differing = [(key, base_accept[key], other_accept[key]) for key in sorted(set(base_accept) & set(other_accept))
                      if 100 * abs(base_accept[key] - other_accept[key]) > gap_pct]
         for (sweep, label), a, b in differing:

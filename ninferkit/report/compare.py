@@ -30,7 +30,7 @@ import pandas as pd
 from ninferkit.errors import BadInput, NinferkitError
 from ninferkit.measure.confidence import Interval, difference_interval
 from ninferkit.params.variants import BASE
-from ninferkit.report.caveats import acceptance, comparison_caveats
+from ninferkit.report.caveats import comparison_caveats
 from ninferkit.report.data import RunData, load_run
 from ninferkit.report.document import Block, Bullets, Document, Paragraph, Section, Table, table_from_frame
 from ninferkit.report.fmt import number
@@ -43,7 +43,7 @@ from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import utc_now, write_text_atomic
 from ninferkit.rundir.servings import launch_name, run_servings
 from ninferkit.sweeps.cell import repeat_of, without_repeat
-from ninferkit.sweeps.metrics import cell_acceptance
+from ninferkit.sweeps.metrics import cached_share, rows_acceptance
 
 #: metric -> True when higher is better
 METRICS: dict[str, bool] = {"decode_tok_s_server": True, "prefill_tok_s_server": True, "ttft_client_s": False}
@@ -362,26 +362,17 @@ def _unpaired(key: CellKey, base: RunData, other: RunData, in_other: bool) -> st
 
 
 def _acceptance(rows: Sequence[RequestRow]) -> float | None:
-    """A cell's acceptance, the cell as `_cells` keys it (a variant's rows apart from the base's of the same
-    parameters: keyed by label alone, the two were pooled into one figure), as the post gives it
-    (sweeps/metrics.cell_acceptance): the engine's accepted over drafted tokens summed where every row that reports
-    an acceptance counted both, else the median of the rows' shares."""
-    found = [value for row in rows if (value := acceptance(row)) is not None]
-    counted = [row for row in rows if row.accepted_tokens_server is not None and row.drafted_tokens_server is not None]
-    whole = len(counted) >= len(found) and counted
-    return cell_acceptance(sum(float(row.accepted_tokens_server or 0) for row in counted) if whole else None,
-                           sum(float(row.drafted_tokens_server or 0) for row in counted) if whole else None,
-                           statistics.median(found) if found else None)
+    """A cell's acceptance as the post gives it (sweeps/metrics.rows_acceptance), the cell as `_cells` keys it: a
+    variant's rows apart from the base's of the same parameters (keyed by label alone, the two were pooled into one
+    figure)."""
+    return rows_acceptance(rows)
 
 
 def from_cache(rows: Sequence[RequestRow]) -> bool:
-    """Whether the engine served more than `CACHED_SHARE` of a cell's prompt from its prefix cache (the median over
-    its rows that count their hits: the engine's own count, else the response's usage), so its prompt time is no
-    prefill's."""
-    shares = [cached / row.prompt_tokens for row in rows if row.prompt_tokens
-              if (cached := row.cached_tokens_server if row.cached_tokens_server is not None else row.cached_tokens)
-              is not None]
-    return bool(shares) and statistics.median(shares) > CACHED_SHARE
+    """Whether the engine served more than `CACHED_SHARE` of a cell's prompt from its prefix cache
+    (sweeps/metrics.cached_share), so its prompt time is no prefill's."""
+    share = cached_share(rows)
+    return share is not None and share > CACHED_SHARE
 
 
 def _cells(run: RunData) -> dict[CellKey, list[RequestRow]]:

@@ -20,13 +20,13 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ninferkit.measure.latency import samples
-from ninferkit.report.caveats import acceptance
 from ninferkit.report.conditions import load_window
 from ninferkit.report.data import RunData
 from ninferkit.report.document import Figure
 from ninferkit.report.headline import concurrency_groups
 from ninferkit.rundir.records import RequestRow
 from ninferkit.rundir.runs import write_bytes_atomic
+from ninferkit.sweeps.metrics import request_acceptance
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
@@ -137,7 +137,7 @@ def context_ttft(run: RunData) -> MplFigure | None:
 def tasks_acceptance(run: RunData) -> MplFigure | None:
     by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for row in run.measured():
-        task, accepted, decode = (row.cell or {}).get("task"), acceptance(row), row.decode_tok_s_server
+        task, accepted, decode = (row.cell or {}).get("task"), request_acceptance(row), row.decode_tok_s_server
         if task is not None and accepted is not None and decode is not None:
             by_task[str(task)].append((100 * accepted, float(decode)))
     if not by_task:

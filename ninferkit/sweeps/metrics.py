@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +83,28 @@ def hit_tokens(ok: pd.DataFrame) -> tuple[pd.Series, str | None]:
     return chosen, ", ".join(used) + said
 
 
+def request_acceptance(row: RequestRow) -> float | None:
+    """accepted/drafted of one request (server-side), or None without speculative decoding."""
+    if row.acceptance_server is not None:
+        return float(row.acceptance_server)
+    drafted, accepted = row.drafted_tokens_server, row.accepted_tokens_server
+    if drafted and accepted is not None:
+        return float(accepted) / float(drafted)
+    return None
+
+
+def drafts(rows: Sequence[RequestRow]) -> tuple[float | None, float | None]:
+    """The accepted and drafted tokens of a cell's finished requests in all, as the engine counted them; None where
+    none has both counts, or where one that reports an acceptance has no counts (a sum over some of the cell's
+    requests would be no cell's)."""
+    counted = [row for row in rows if row.accepted_tokens_server is not None and row.drafted_tokens_server is not None]
+    shares = [row for row in rows if row.acceptance_server is not None]
+    if not counted or len(counted) < len(shares):
+        return None, None
+    return (float(sum(row.accepted_tokens_server or 0 for row in counted)),
+            float(sum(row.drafted_tokens_server or 0 for row in counted)))
+
+
 def cell_acceptance(accepted_sum: Any, drafted_sum: Any, median_share: Any) -> float | None:
     """A cell's acceptance: the engine's accepted over drafted tokens summed over its requests where it counted
     both (seed 000 §2.2's "464/523"), else the median of its requests' shares (an engine that reports a share
@@ -91,3 +114,19 @@ def cell_acceptance(accepted_sum: Any, drafted_sum: Any, median_share: Any) -> f
     if len(present) == 2 and float(drafted_sum) > 0:
         return float(accepted_sum) / float(drafted_sum)
     return None if median_share is None or pd.isna(median_share) else float(median_share)
+
+
+def rows_acceptance(rows: Sequence[RequestRow]) -> float | None:
+    """`cell_acceptance` of a cell's finished requests: what the tables hold as the sums and the median share."""
+    shares = [share for row in rows if (share := request_acceptance(row)) is not None]
+    return cell_acceptance(*drafts(rows), statistics.median(shares) if shares else None)
+
+
+def cached_share(rows: Sequence[RequestRow]) -> float | None:
+    """The median share of a cell's prompts the engine served from its prefix cache (its own count, else the
+    response's usage); None where no request counted its hits. A resend's prompt time is over the few tokens left,
+    so the write-up prints no prefill rate for such a cell (report/compare.CACHED_SHARE, in compare/ and the A/B)."""
+    shares = [cached / row.prompt_tokens for row in rows if row.prompt_tokens
+              if (cached := row.cached_tokens_server if row.cached_tokens_server is not None else row.cached_tokens)
+              is not None]
+    return statistics.median(shares) if shares else None

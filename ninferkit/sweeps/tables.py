@@ -48,7 +48,7 @@ from ninferkit.sweeps.cell import first_repeat_id, repeat_of
 from ninferkit.sweeps.counting import Counted, count_rows
 from ninferkit.sweeps.kinds import AnyKind, find_kind, get_kind
 from ninferkit.sweeps.kinds import kinds as all_kinds
-from ninferkit.sweeps.metrics import cell_span, numbers, sent_values, tokens_per_round
+from ninferkit.sweeps.metrics import cached_share, cell_span, drafts, numbers, sent_values, tokens_per_round
 from ninferkit.sweeps.truth import decode_gap_summary, rows_with_server_truth
 
 NO_TARGETS = Targets()
@@ -277,7 +277,7 @@ def _cell_metrics(kind: AnyKind, measured: pd.DataFrame, rows: Sequence[RequestR
     out["server_note"] = _server_note(ok)
     out["decode_gap_note"] = decode_gap_summary(finished)
     out["tokens_per_round_server_median"] = tokens_per_round(ok)
-    out["accepted_tokens_server_sum"], out["drafted_tokens_server_sum"] = _drafts(ok)
+    out["accepted_tokens_server_sum"], out["drafted_tokens_server_sum"] = drafts(finished)
     out.update(kind.metrics(ok, finished, sent, measured, targets))
     return out
 
@@ -405,7 +405,7 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
     both sides is shown next to each pair. A cell of a kind that loads the server with several requests at once
     (concurrency) also has each side's batch as seed 000 §2.2 prints it ("批 wall 3.84 s / 188 tok / 48.9 tok/s"):
     the wall from the first send to the last byte, the output tokens of all its requests, and the two's quotient
-    (`_batch`). Each side's accepted and drafted tokens are the engine's counts over the cell (`_drafts`: seed
+    (`_batch`). Each side's accepted and drafted tokens are the engine's counts over the cell (`metrics.drafts`: seed
     000 §2.2's "MTP 接受率 464/523 vs 467/525").
     """
     sides = {}
@@ -430,8 +430,9 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
             for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s", "acceptance_server"):
                 values = numbers(ok, name)
                 record[f"{name}_{label}"] = values.median() if len(values) else None
-            record[f"accepted_tokens_server_{label}"], record[f"drafted_tokens_server_{label}"] = _drafts(ok)
-            record[f"cached_share_{label}"] = _cached_share(ok)
+            finished = _records(ok, sides[label][3])
+            record[f"accepted_tokens_server_{label}"], record[f"drafted_tokens_server_{label}"] = drafts(finished)
+            record[f"cached_share_{label}"] = cached_share(finished)
             if kind.loads_server:
                 record.update({f"{name}_{label}": value for name, value in _batch(measured, sides[label][3]).items()})
         for name in ("decode_tok_s_server", "prefill_tok_s_server", "ttft_client_s",
@@ -440,28 +441,6 @@ def ab_table(baseline: RunDir, candidate: RunDir) -> pd.DataFrame:
             record[f"{name}_ratio_b_over_a"] = b / a if a and b is not None else None
         records.append(record)
     return pd.DataFrame(records)
-
-
-def _drafts(ok: pd.DataFrame) -> tuple[float | None, float | None]:
-    """The accepted and drafted tokens of a cell's finished requests in all, as the engine counted them (the cell's
-    acceptance is their quotient, as seed 000 §2.2's "464/523": one answer for a cell, in every table that prints
-    it); None where none has both counts, or where one that reports an acceptance has no counts (a sum over some of
-    the cell's requests would be no cell's)."""
-    accepted, drafted = numbers(ok, "accepted_tokens_server"), numbers(ok, "drafted_tokens_server")
-    both = accepted.index.intersection(drafted.index)
-    if not len(both) or len(both) < len(numbers(ok, "acceptance_server")):
-        return None, None
-    return float(accepted[both].sum()), float(drafted[both].sum())
-
-
-def _cached_share(ok: pd.DataFrame) -> float | None:
-    """The median share of a cell's prompts the engine served from its prefix cache (its own count, else the
-    response's usage): a resend's prompt time is over the few tokens left, so the write-up prints no prefill rate
-    for it (report/compare.CACHED_SHARE, one rule for compare/ and the A/B). None where no request counted hits."""
-    prompts = numbers(ok, "prompt_tokens")
-    cached = numbers(ok, "cached_tokens_server").combine_first(numbers(ok, "cached_tokens"))
-    both = prompts[prompts > 0].index.intersection(cached.index)
-    return float((cached[both] / prompts[both]).median()) if len(both) else None
 
 
 BATCH = ("wall_s", "output_tokens", "aggregate_output_tok_s_client")
