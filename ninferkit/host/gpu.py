@@ -78,7 +78,7 @@ def _one_gpu(pynvml: Any, index: int) -> dict[str, Any]:
         "power_limit_default_w": _watts(default_limit),
         "power_limit_min_w": _watts(limit_range[0]),
         "power_limit_max_w": _watts(limit_range[1]),
-        "power_draw_w": power_draw / 1000 if power_draw is not None else None,
+        "power_draw_w": _watts(power_draw),
         "sm_clock_mhz": _optional(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
         "sm_clock_max_mhz": _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
         "mem_clock_mhz": _optional(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
@@ -103,4 +103,4 @@ def power_limit_words(gpu: GpuInfo) -> str:
             else "default not read"]
     if gpu.power_limit_min_w is not None and gpu.power_limit_max_w is not None:
         said.append(f"settable {gpu.power_limit_min_w:g}–{gpu.power_limit_max_w:g} W")
-    return f"{gpu.power_limit_w:g} W" + (f" ({', '.join(said)})" if said else "")
+    return f"{gpu.power_limit_w:g} W ({', '.join(said)})"
